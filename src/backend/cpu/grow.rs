@@ -1,0 +1,273 @@
+//! Growing one tree on the CPU. The driver reads like the algorithm:
+//!
+//! ```text
+//! root: histogram, best split
+//! loop: pick nodes to expand (a whole level, or the single best leaf)
+//!       split them: partition their rows
+//!       children: build the smaller child's histogram, subtract for the sibling
+//!       evaluate the children's best splits
+//! ```
+//!
+//! Children at the depth limit get no histogram at all: their values come from the split's
+//! left and right sums.
+
+use rayon::prelude::*;
+
+use super::histogram::{build_histograms, subtract, HistLayout, HistTask};
+use super::partition::{RowPartition, SplitJob};
+use crate::config::GrowPolicy;
+use crate::data::{BinnedMatrix, FeatureCuts};
+use crate::random::{hash64, Rng};
+use crate::tree::gradient::QuantGrad;
+use crate::tree::model::SplitSpec;
+use crate::tree::split::{SplitCandidate, SplitScorer};
+use crate::tree::{GradSum, Quantiser, SplitParams, Tree};
+
+/// What shapes a tree, besides the split regularisation.
+#[derive(Clone, Debug)]
+pub struct GrowParams {
+    pub split: SplitParams,
+    pub policy: GrowPolicy,
+    /// 0: unlimited.
+    pub max_depth: usize,
+    /// 0: unlimited.
+    pub max_leaves: usize,
+    pub learning_rate: f64,
+    pub colsample_bylevel: f64,
+    pub colsample_bynode: f64,
+}
+
+/// A grown tree and where its training rows ended up.
+pub struct GrownTree {
+    pub tree: Tree,
+    pub partition: RowPartition,
+}
+
+/// A leaf that may still be split.
+struct Candidate {
+    node: u32,
+    depth: usize,
+    total: GradSum,
+    hist: Option<Vec<GradSum>>,
+    best: Option<SplitCandidate>,
+}
+
+struct Grower<'a> {
+    binned: &'a BinnedMatrix,
+    cuts: &'a [FeatureCuts],
+    grads: &'a [QuantGrad],
+    quantiser: &'a Quantiser,
+    params: &'a GrowParams,
+    layout: HistLayout,
+    tree_features: Vec<u32>,
+    seed: u64,
+}
+
+/// Grows one tree over `rows` (sorted) using the features `tree_features` (sorted).
+#[allow(clippy::too_many_arguments)]
+pub fn grow_tree(
+    binned: &BinnedMatrix,
+    cuts: &[FeatureCuts],
+    grads: &[QuantGrad],
+    quantiser: &Quantiser,
+    params: &GrowParams,
+    rows: Vec<u32>,
+    tree_features: Vec<u32>,
+    seed: u64,
+) -> GrownTree {
+    let g = Grower { binned, cuts, grads, quantiser, params, layout: HistLayout::new(binned), tree_features, seed };
+    g.grow(rows)
+}
+
+impl Grower<'_> {
+    fn leaf_value(&self, total: GradSum) -> f32 {
+        let (g, h) = self.quantiser.to_float(total);
+        (self.params.split.weight(g, h) * self.params.learning_rate) as f32
+    }
+
+    fn can_split_at(&self, depth: usize) -> bool {
+        self.params.max_depth == 0 || depth < self.params.max_depth
+    }
+
+    /// Features a node may split on: the tree's, sampled per level, then per node.
+    fn node_features(&self, depth: usize, node: u32) -> Vec<u32> {
+        let mut feats = self.tree_features.clone();
+        if self.params.colsample_bylevel < 1.0 {
+            let k = ((feats.len() as f64 * self.params.colsample_bylevel).round() as usize).max(1);
+            feats = Rng::new(self.seed, hash64(1, depth as u64)).choose_sorted(&feats, k);
+        }
+        if self.params.colsample_bynode < 1.0 {
+            let k = ((feats.len() as f64 * self.params.colsample_bynode).round() as usize).max(1);
+            feats = Rng::new(self.seed, hash64(2, node as u64)).choose_sorted(&feats, k);
+        }
+        feats
+    }
+
+    fn grow(&self, rows: Vec<u32>) -> GrownTree {
+        let mut partition = RowPartition::new(rows);
+        let total = partition
+            .rows
+            .par_iter()
+            .fold(GradSum::default, |mut s, &r| {
+                s += self.grads[r as usize];
+                s
+            })
+            .reduce(GradSum::default, |a, b| a + b);
+        let (_, h) = self.quantiser.to_float(total);
+        let mut tree = Tree::leaf(self.leaf_value(total), h as f32);
+        let mut root = Candidate { node: 0, depth: 0, total, hist: None, best: None };
+        if self.can_split_at(0) {
+            let mut hist = vec![GradSum::default(); self.layout.total_slots()];
+            build_histograms(
+                self.binned,
+                &self.layout,
+                self.grads,
+                &self.tree_features,
+                vec![HistTask { rows: partition.rows_of(0), hist: &mut hist }],
+            );
+            root.hist = Some(hist);
+            self.evaluate(std::slice::from_mut(&mut root));
+        }
+        let mut open: Vec<Candidate> = if root.best.is_some() { vec![root] } else { Vec::new() };
+        let mut n_leaves = 1;
+        while !open.is_empty() {
+            // Pick what to expand: a whole level, or the single most promising leaf.
+            let batch: Vec<Candidate> = match self.params.policy {
+                GrowPolicy::Depthwise => {
+                    let mut level = std::mem::take(&mut open);
+                    level.sort_by(|a, b| gain_of(b).total_cmp(&gain_of(a)).then(a.node.cmp(&b.node)));
+                    level
+                }
+                GrowPolicy::Lossguide => {
+                    let best = (0..open.len())
+                        .max_by(|&i, &j| {
+                            gain_of(&open[i]).total_cmp(&gain_of(&open[j])).then(open[j].node.cmp(&open[i].node))
+                        })
+                        .unwrap();
+                    vec![open.swap_remove(best)]
+                }
+            };
+            let mut expanding = Vec::new();
+            for c in batch {
+                if self.params.max_leaves == 0 || n_leaves < self.params.max_leaves {
+                    n_leaves += 1;
+                    expanding.push(c);
+                }
+            }
+            if expanding.is_empty() {
+                break;
+            }
+            open.extend(self.expand(&mut tree, &mut partition, expanding));
+        }
+        GrownTree { tree, partition }
+    }
+
+    /// Applies the chosen splits, then builds and evaluates the children.
+    fn expand(&self, tree: &mut Tree, partition: &mut RowPartition, parents: Vec<Candidate>) -> Vec<Candidate> {
+        let mut children = Vec::with_capacity(parents.len() * 2);
+        let mut jobs = Vec::with_capacity(parents.len());
+        for p in &parents {
+            let best = p.best.as_ref().unwrap();
+            let cut = &self.cuts[best.feature as usize];
+            let spec = SplitSpec {
+                feature: best.feature,
+                threshold: if best.is_categorical() { 0.0 } else { cut.upper_bound(best.split_bin) },
+                split_bin: best.split_bin,
+                default_left: best.default_left,
+                left_categories: &best.left_categories,
+                gain: best.gain as f32,
+            };
+            let cover = |s: GradSum| self.quantiser.to_float(s).1 as f32;
+            let (l, r) = tree.split(
+                p.node,
+                &spec,
+                (self.leaf_value(best.left), cover(best.left)),
+                (self.leaf_value(best.right), cover(best.right)),
+            );
+            let column = &self.binned.columns[best.feature as usize];
+            let missing = self.binned.n_bins[best.feature as usize];
+            jobs.push((p.node, l, r, column, missing));
+            children.push(Candidate { node: l, depth: p.depth + 1, total: best.left, hist: None, best: None });
+            children.push(Candidate { node: r, depth: p.depth + 1, total: best.right, hist: None, best: None });
+        }
+        {
+            let t: &Tree = tree;
+            partition.split(
+                jobs.iter()
+                    .map(|&(node, left, right, column, missing)| SplitJob {
+                        node,
+                        left,
+                        right,
+                        goes_left: move |r: u32| t.next_binned(node, column.get(r as usize), missing) == left,
+                    })
+                    .collect(),
+            );
+        }
+        // Build the smaller child of each pair directly; its sibling is parent minus it.
+        let mut small_hists: Vec<Vec<GradSum>> = Vec::new();
+        let mut small_of_pair = Vec::new();
+        for (k, p) in parents.iter().enumerate() {
+            if !self.can_split_at(p.depth + 1) {
+                continue;
+            }
+            let (l, r) = (children[2 * k].node, children[2 * k + 1].node);
+            let small = if partition.len_of(l) <= partition.len_of(r) { 2 * k } else { 2 * k + 1 };
+            small_of_pair.push((k, small));
+            small_hists.push(vec![GradSum::default(); self.layout.total_slots()]);
+        }
+        let tasks: Vec<HistTask> = small_of_pair
+            .iter()
+            .zip(small_hists.iter_mut())
+            .map(|(&(_, small), hist)| HistTask { rows: partition.rows_of(children[small].node), hist })
+            .collect();
+        build_histograms(self.binned, &self.layout, self.grads, &self.tree_features, tasks);
+        for ((k, small), small_hist) in small_of_pair.into_iter().zip(small_hists) {
+            let parent_hist = parents[k].hist.as_ref().expect("expanded nodes have histograms");
+            let mut sibling = vec![GradSum::default(); self.layout.total_slots()];
+            subtract(parent_hist, &small_hist, &mut sibling);
+            let large = if small == 2 * k { 2 * k + 1 } else { 2 * k };
+            children[small].hist = Some(small_hist);
+            children[large].hist = Some(sibling);
+        }
+        let mut with_hist: Vec<Candidate> = children.into_iter().filter(|c| c.hist.is_some()).collect();
+        self.evaluate(&mut with_hist);
+        // Children with no valid split are final leaves.
+        with_hist.into_iter().filter(|c| c.best.is_some()).collect()
+    }
+
+    /// Finds each candidate's best split, in parallel over (candidate, feature).
+    fn evaluate(&self, candidates: &mut [Candidate]) {
+        let jobs: Vec<(usize, u32)> = candidates
+            .iter()
+            .enumerate()
+            .flat_map(|(i, c)| self.node_features(c.depth, c.node).into_iter().map(move |f| (i, f)))
+            .collect();
+        let found: Vec<(usize, Option<SplitCandidate>)> = jobs
+            .par_iter()
+            .map(|&(i, f)| {
+                let c = &candidates[i];
+                let hist = self.layout.feature(c.hist.as_ref().unwrap(), f as usize);
+                let scorer = SplitScorer::new(&self.params.split, self.quantiser, c.total);
+                let best = if self.cuts[f as usize].is_categorical() {
+                    scorer.best_categorical(f, hist)
+                } else {
+                    scorer.best_numeric(f, hist)
+                };
+                (i, best)
+            })
+            .collect();
+        // Jobs are in (candidate, feature) order, so ties go to the lowest feature index.
+        for (i, best) in found {
+            if let Some(b) = best {
+                let c = &mut candidates[i];
+                if c.best.as_ref().is_none_or(|cur| b.gain > cur.gain) {
+                    c.best = Some(b);
+                }
+            }
+        }
+    }
+}
+
+fn gain_of(c: &Candidate) -> f64 {
+    c.best.as_ref().map_or(f64::NEG_INFINITY, |b| b.gain)
+}

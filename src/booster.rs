@@ -1,0 +1,372 @@
+//! The boosting loop: starting margins, then per round gradients, one tree per output,
+//! margin updates, evaluation and early stopping.
+
+use rayon::prelude::*;
+
+use crate::backend::cpu::predict::add_tree_binned;
+use crate::backend::cpu::{grow_tree, GrowParams};
+use crate::config::{Device, TrainConfig};
+use crate::data::cuts::compute_cuts;
+use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
+use crate::error::{Error, Result};
+use crate::metric::Metric;
+use crate::model::{bind_columns, EvalSeries, FeatureInfo, Model};
+use crate::objective::{loss_for, transform_row, weighted_quantile, Loss, Targets};
+use crate::random::{hash64, Rng};
+use crate::tree::gradient::QuantGrad;
+use crate::tree::{GradPair, Quantiser, SplitParams, Tree};
+
+/// One round's evaluation results, as `(dataset, metric, value)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoundLog {
+    pub round: usize,
+    pub values: Vec<(String, String, f64)>,
+}
+
+impl std::fmt::Display for RoundLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "[{}]", self.round)?;
+        for (d, m, v) in &self.values {
+            write!(f, "\t{d}-{m}:{v:.5}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Trains a model on `data`, evaluating on the named `evals` after every round. Early
+/// stopping, when set, watches the last metric on the last evaluation set (as XGBoost does).
+pub fn train(cfg: &TrainConfig, data: &Dataset, evals: &[(&str, &Dataset)]) -> Result<Model> {
+    train_with_callback(cfg, data, evals, &mut |_| Ok(true))
+}
+
+/// [`train`], calling `callback` after every round. The callback returns `Ok(false)` to stop
+/// early (keeping the trees so far) or an error to abort (e.g. on a keyboard interrupt).
+pub fn train_with_callback(
+    cfg: &TrainConfig,
+    data: &Dataset,
+    evals: &[(&str, &Dataset)],
+    callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
+) -> Result<Model> {
+    cfg.validate()?;
+    if cfg.device == Device::Cuda {
+        return Err(Error::Device(
+            "device=\"cuda\" was requested, but this build has no CUDA training backend yet; use \"cpu\" or \"auto\""
+                .into(),
+        ));
+    }
+    let mut run = || Trainer::new(cfg, data, evals)?.run(callback);
+    if cfg.n_jobs > 0 {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(cfg.n_jobs)
+            .build()
+            .map_err(|e| Error::param("n_jobs", format!("cannot start {} threads: {e}", cfg.n_jobs)))?;
+        pool.install(run)
+    } else {
+        run()
+    }
+}
+
+/// An evaluation set, binned with the training cuts, with its running margins.
+struct EvalSet<'a> {
+    name: String,
+    data: &'a Dataset,
+    binned: BinnedMatrix,
+    margin: Vec<f32>,
+}
+
+struct Trainer<'a> {
+    cfg: &'a TrainConfig,
+    data: &'a Dataset,
+    loss: Box<dyn Loss>,
+    metrics: Vec<Metric>,
+    features: Vec<FeatureInfo>,
+    cuts: Vec<FeatureCuts>,
+    binned: BinnedMatrix,
+    base_margin: Vec<f32>,
+    evals: Vec<EvalSet<'a>>,
+    k: usize,
+}
+
+fn targets(d: &Dataset) -> Targets<'_> {
+    Targets { label: &d.label, weight: d.weight.as_deref(), groups: d.group_offsets.as_deref() }
+}
+
+/// Row-major `n x k` margins to class-major.
+fn class_major(row_major: &[f32], n: usize, k: usize) -> Vec<f32> {
+    let mut out = vec![0f32; n * k];
+    for i in 0..n {
+        for c in 0..k {
+            out[c * n + i] = row_major[i * k + c];
+        }
+    }
+    out
+}
+
+impl<'a> Trainer<'a> {
+    fn new(cfg: &'a TrainConfig, data: &'a Dataset, evals: &[(&str, &'a Dataset)]) -> Result<Self> {
+        let k = cfg.num_outputs();
+        let loss = loss_for(cfg);
+        for (name, d) in std::iter::once(("train", data)).chain(evals.iter().copied()) {
+            let t = targets(d);
+            loss.check_labels(&t).map_err(|e| match e {
+                Error::Column { column, reason } if name != "train" => {
+                    Error::Column { column: format!("{column} of eval set `{name}`"), reason }
+                }
+                e => e,
+            })?;
+            match (cfg.objective.is_ranking(), d.group_offsets.is_some()) {
+                (true, false) => {
+                    return Err(Error::column(
+                        "group",
+                        format!("{} needs query groups (data `{name}` has none)", cfg.objective.name()),
+                    ))
+                }
+                (false, true) => {
+                    return Err(Error::column(
+                        "group",
+                        format!("query groups are only used by rank:* objectives, not {}", cfg.objective.name()),
+                    ))
+                }
+                _ => {}
+            }
+            if let Some(m) = &d.base_margin {
+                if m.len() != d.n_rows() * k {
+                    return Err(Error::column(
+                        "base_margin",
+                        format!("has {} values for {} rows x {k} outputs", m.len(), d.n_rows()),
+                    ));
+                }
+            }
+        }
+        let metrics =
+            if cfg.eval_metric.is_empty() { vec![Metric::default_for(cfg.objective)] } else { cfg.eval_metric.clone() };
+        for m in &metrics {
+            m.check_applies(cfg.objective, k)?;
+        }
+        let frame = &data.features;
+        let cuts = compute_cuts(frame, data.weight.as_deref(), cfg.max_bin, cfg.seed)?;
+        let binned = BinnedMatrix::new(frame, &cuts);
+        let features: Vec<FeatureInfo> = frame
+            .columns()
+            .iter()
+            .zip(cuts.iter().cloned())
+            .map(|(c, cuts)| FeatureInfo {
+                name: c.name().to_string(),
+                dtype: c.data_type().to_string(),
+                cuts,
+                categories: c.categories().map(|v| v.as_ref().clone()),
+            })
+            .collect();
+        let base_margin = match (cfg.base_score, &data.base_margin) {
+            (Some(b), _) => vec![loss.base_score_to_margin(b); k],
+            // Rows start from their own margins; the model adds nothing of its own.
+            (None, Some(_)) => vec![0.0; k],
+            (None, None) => loss.estimate_base_margin(&targets(data)),
+        };
+        let evals = evals
+            .iter()
+            .map(|&(name, d)| {
+                let columns = bind_columns(&features, &d.features)?;
+                let binned = BinnedMatrix::new(&FeatureFrame::new(columns)?, &cuts);
+                let margin = Self::start_margin(&base_margin, d, k);
+                Ok(EvalSet { name: name.to_string(), data: d, binned, margin })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Trainer { cfg, data, loss, metrics, features, cuts, binned, base_margin, evals, k })
+    }
+
+    fn start_margin(base: &[f32], d: &Dataset, k: usize) -> Vec<f32> {
+        let n = d.n_rows();
+        match &d.base_margin {
+            Some(m) => class_major(m, n, k),
+            None => base.iter().flat_map(|&b| std::iter::repeat_n(b, n)).collect(),
+        }
+    }
+
+    fn grow_params(&self) -> GrowParams {
+        let c = self.cfg;
+        GrowParams {
+            split: SplitParams {
+                reg_lambda: c.reg_lambda,
+                reg_alpha: c.reg_alpha,
+                gamma: c.gamma,
+                min_child_weight: c.min_child_weight,
+                max_delta_step: c.max_delta_step,
+                max_cat_to_onehot: c.max_cat_to_onehot,
+            },
+            policy: c.grow_policy,
+            max_depth: c.max_depth,
+            max_leaves: c.max_leaves,
+            learning_rate: c.learning_rate,
+            colsample_bylevel: c.colsample_bylevel,
+            colsample_bynode: c.colsample_bynode,
+        }
+    }
+
+    /// Rows used this round: all, or a Bernoulli(`subsample`) sample keyed by (seed, round).
+    fn sample_rows(&self, round: usize) -> Vec<u32> {
+        let n = self.data.n_rows();
+        if self.cfg.subsample >= 1.0 {
+            return (0..n as u32).collect();
+        }
+        let below = (self.cfg.subsample * u64::MAX as f64) as u64;
+        let key = hash64(self.cfg.seed, 0x5ab5_a3b1e ^ round as u64);
+        let rows: Vec<u32> = (0..n as u32).filter(|&r| hash64(key, r as u64) <= below).collect();
+        if rows.is_empty() {
+            (0..n as u32).collect()
+        } else {
+            rows
+        }
+    }
+
+    fn run(mut self, callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send)) -> Result<Model> {
+        let n = self.data.n_rows();
+        let k = self.k;
+        let params = self.grow_params();
+        let mut margin = Self::start_margin(&self.base_margin, self.data, k);
+        let mut grads = vec![GradPair::default(); n * k];
+        let mut qgrads = vec![QuantGrad::default(); n];
+        let mut trees: Vec<Tree> = Vec::new();
+        let mut log: Vec<EvalSeries> = Vec::new();
+        for e in &self.evals {
+            for m in &self.metrics {
+                log.push(EvalSeries { dataset: e.name.clone(), metric: m.name(), values: Vec::new() });
+            }
+        }
+        let mut best: Option<(usize, f64)> = None;
+        let all_features: Vec<u32> = (0..self.features.len() as u32).collect();
+        let train_targets = targets(self.data);
+        for round in 0..self.cfg.n_estimators {
+            self.loss.gradients(&margin, &train_targets, &mut grads);
+            let rows = self.sample_rows(round);
+            let sampled_all = rows.len() == n;
+            for c in 0..k {
+                let tree_seed = hash64(self.cfg.seed, (round * k + c) as u64);
+                let tree_features = if self.cfg.colsample_bytree < 1.0 {
+                    let m = ((all_features.len() as f64 * self.cfg.colsample_bytree).round() as usize).max(1);
+                    Rng::new(tree_seed, 3).choose_sorted(&all_features, m)
+                } else {
+                    all_features.clone()
+                };
+                let g = &grads[c * n..(c + 1) * n];
+                let quantiser = Quantiser::fit(g);
+                qgrads.par_iter_mut().zip(g.par_iter()).for_each(|(q, &p)| *q = quantiser.quantise(p));
+                let grown = grow_tree(
+                    &self.binned,
+                    &self.cuts,
+                    &qgrads,
+                    &quantiser,
+                    &params,
+                    rows.clone(),
+                    tree_features,
+                    tree_seed,
+                );
+                let mut tree = grown.tree;
+                let m = &mut margin[c * n..(c + 1) * n];
+                if let Some(alpha) = self.loss.leaf_quantile() {
+                    self.refit_leaves(&mut tree, &grown.partition, m, alpha);
+                }
+                if sampled_all {
+                    for leaf in 0..tree.n_nodes() as u32 {
+                        if tree.is_leaf(leaf) {
+                            let v = tree.value[leaf as usize];
+                            for &r in grown.partition.rows_of(leaf) {
+                                m[r as usize] += v;
+                            }
+                        }
+                    }
+                } else {
+                    add_tree_binned(&tree, &self.binned, m);
+                }
+                for e in &mut self.evals {
+                    let en = e.data.n_rows();
+                    add_tree_binned(&tree, &e.binned, &mut e.margin[c * en..(c + 1) * en]);
+                }
+                trees.push(tree);
+            }
+            let round_log = self.evaluate(round);
+            for (series, (_, _, v)) in log.iter_mut().zip(&round_log.values) {
+                series.values.push(*v);
+            }
+            let keep_going = callback(&round_log)?;
+            if let (Some(patience), Some(&(_, _, score))) = (self.cfg.early_stopping_rounds, round_log.values.last()) {
+                let higher = self.metrics.last().unwrap().higher_is_better();
+                let improved = match best {
+                    None => true,
+                    Some((_, b)) => {
+                        if higher {
+                            score > b
+                        } else {
+                            score < b
+                        }
+                    }
+                };
+                if improved {
+                    best = Some((round, score));
+                } else if round - best.unwrap().0 >= patience {
+                    break;
+                }
+            }
+            if !keep_going {
+                break;
+            }
+        }
+        let best_iteration = best.map(|(r, _)| r);
+        if let Some(b) = best_iteration {
+            trees.truncate((b + 1) * k);
+        }
+        let model = Model {
+            config: self.cfg.clone(),
+            n_outputs: k,
+            base_margin: self.base_margin.clone(),
+            features: self.features,
+            trees,
+            best_iteration,
+            evals_result: log,
+        };
+        Ok(model)
+    }
+
+    /// Sets each leaf to the `alpha`-quantile of its rows' residuals (times the learning rate).
+    fn refit_leaves(
+        &self,
+        tree: &mut Tree,
+        partition: &crate::backend::cpu::partition::RowPartition,
+        margin: &[f32],
+        alpha: f64,
+    ) {
+        let label = &self.data.label;
+        for leaf in 0..tree.n_nodes() as u32 {
+            if !tree.is_leaf(leaf) {
+                continue;
+            }
+            let rows = partition.rows_of(leaf);
+            let residuals: Vec<f32> = rows.iter().map(|&r| label[r as usize] - margin[r as usize]).collect();
+            let q = weighted_quantile(
+                &residuals,
+                |i| self.data.weight.as_ref().map_or(1.0, |w| w[rows[i] as usize]),
+                alpha,
+            );
+            tree.value[leaf as usize] = (q as f64 * self.cfg.learning_rate) as f32;
+        }
+    }
+
+    fn evaluate(&self, round: usize) -> RoundLog {
+        let k = self.k;
+        let mut values = Vec::new();
+        for e in &self.evals {
+            let n = e.data.n_rows();
+            let mut pred = vec![0f32; n * k];
+            for i in 0..n {
+                for c in 0..k {
+                    pred[i * k + c] = e.margin[c * n + i];
+                }
+            }
+            pred.chunks_mut(k).for_each(|row| transform_row(self.cfg.objective, row));
+            for m in &self.metrics {
+                values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &targets(e.data))));
+            }
+        }
+        RoundLog { round, values }
+    }
+}

@@ -1,0 +1,295 @@
+//! Training parameters. The names follow XGBoost's (with its common aliases), so a user
+//! moving from XGBoost keeps their parameter dictionaries. The same struct is what the Python
+//! plugin deserialises its keyword arguments into: `deny_unknown_fields` makes a misspelled
+//! parameter an error instead of a silently ignored setting.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::error::{Error, Result};
+use crate::metric::Metric;
+
+/// The loss being minimised. Serialised with XGBoost's names (`"binary:logistic"`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Objective {
+    #[serde(rename = "reg:squarederror")]
+    SquaredError,
+    #[serde(rename = "reg:pseudohubererror")]
+    PseudoHuber,
+    #[serde(rename = "reg:quantileerror")]
+    Quantile,
+    #[serde(rename = "reg:absoluteerror")]
+    AbsoluteError,
+    #[serde(rename = "binary:logistic")]
+    BinaryLogistic,
+    #[serde(rename = "multi:softprob")]
+    MultiSoftprob,
+    #[serde(rename = "multi:softmax")]
+    MultiSoftmax,
+    #[serde(rename = "count:poisson")]
+    Poisson,
+    #[serde(rename = "reg:tweedie")]
+    Tweedie,
+    #[serde(rename = "rank:ndcg")]
+    RankNdcg,
+    #[serde(rename = "rank:pairwise")]
+    RankPairwise,
+}
+
+impl Objective {
+    /// XGBoost's name for the objective.
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::SquaredError => "reg:squarederror",
+            Objective::PseudoHuber => "reg:pseudohubererror",
+            Objective::Quantile => "reg:quantileerror",
+            Objective::AbsoluteError => "reg:absoluteerror",
+            Objective::BinaryLogistic => "binary:logistic",
+            Objective::MultiSoftprob => "multi:softprob",
+            Objective::MultiSoftmax => "multi:softmax",
+            Objective::Poisson => "count:poisson",
+            Objective::Tweedie => "reg:tweedie",
+            Objective::RankNdcg => "rank:ndcg",
+            Objective::RankPairwise => "rank:pairwise",
+        }
+    }
+
+    pub fn is_multiclass(self) -> bool {
+        matches!(self, Objective::MultiSoftprob | Objective::MultiSoftmax)
+    }
+
+    pub fn is_ranking(self) -> bool {
+        matches!(self, Objective::RankNdcg | Objective::RankPairwise)
+    }
+}
+
+impl std::str::FromStr for Objective {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        serde_json::from_value(serde_json::Value::String(s.to_string()))
+            .map_err(|_| Error::param("objective", format!("unknown objective `{s}`")))
+    }
+}
+
+/// How trees are grown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrowPolicy {
+    /// Level by level up to `max_depth` (XGBoost's default).
+    Depthwise,
+    /// Always split the leaf with the largest loss reduction, up to `max_leaves` (LightGBM's way).
+    Lossguide,
+}
+
+/// Where training runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Device {
+    Cpu,
+    Cuda,
+    /// CUDA when a usable GPU is present, else the CPU.
+    Auto,
+}
+
+/// All training parameters, with XGBoost's defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainConfig {
+    pub objective: Objective,
+    /// Boosting rounds (trees per output).
+    #[serde(alias = "num_boost_round", alias = "num_round")]
+    pub n_estimators: usize,
+    #[serde(alias = "eta")]
+    pub learning_rate: f64,
+    /// Maximum depth; 0 means unlimited, which only lossguide growth accepts.
+    pub max_depth: usize,
+    /// Maximum leaves per tree; 0 means no limit (then `max_depth` bounds the tree).
+    pub max_leaves: usize,
+    pub grow_policy: GrowPolicy,
+    /// Bins per feature, counting the bin that holds missing values.
+    pub max_bin: usize,
+    #[serde(alias = "lambda")]
+    pub reg_lambda: f64,
+    #[serde(alias = "alpha")]
+    pub reg_alpha: f64,
+    /// Minimum loss reduction for a split.
+    #[serde(alias = "min_split_loss")]
+    pub gamma: f64,
+    /// Minimum hessian sum in each child.
+    pub min_child_weight: f64,
+    /// Clip leaf weights to this magnitude (0: no clipping).
+    pub max_delta_step: f64,
+    pub subsample: f64,
+    pub colsample_bytree: f64,
+    pub colsample_bylevel: f64,
+    pub colsample_bynode: f64,
+    /// Initial prediction in the objective's output space; estimated from the labels when unset.
+    pub base_score: Option<f64>,
+    #[serde(alias = "random_state")]
+    pub seed: u64,
+    /// Number of classes for `multi:*` objectives.
+    pub num_class: usize,
+    #[serde(deserialize_with = "one_or_many_metrics")]
+    pub eval_metric: Vec<Metric>,
+    pub early_stopping_rounds: Option<usize>,
+    /// Delta of `reg:pseudohubererror`.
+    pub huber_slope: f64,
+    /// Target quantile of `reg:quantileerror`.
+    pub quantile_alpha: f64,
+    /// Variance power of `reg:tweedie`, in [1, 2).
+    pub tweedie_variance_power: f64,
+    /// Categorical features with at most this many categories split one category against the rest.
+    pub max_cat_to_onehot: usize,
+    /// Worker threads; 0 uses every core.
+    #[serde(alias = "nthread", alias = "num_threads")]
+    pub n_jobs: usize,
+    pub device: Device,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            objective: Objective::SquaredError,
+            n_estimators: 100,
+            learning_rate: 0.3,
+            max_depth: 6,
+            max_leaves: 0,
+            grow_policy: GrowPolicy::Depthwise,
+            max_bin: 256,
+            reg_lambda: 1.0,
+            reg_alpha: 0.0,
+            gamma: 0.0,
+            min_child_weight: 1.0,
+            max_delta_step: 0.0,
+            subsample: 1.0,
+            colsample_bytree: 1.0,
+            colsample_bylevel: 1.0,
+            colsample_bynode: 1.0,
+            base_score: None,
+            seed: 0,
+            num_class: 0,
+            eval_metric: Vec::new(),
+            early_stopping_rounds: None,
+            huber_slope: 1.0,
+            quantile_alpha: 0.5,
+            tweedie_variance_power: 1.5,
+            max_cat_to_onehot: 4,
+            n_jobs: 0,
+            device: Device::Cpu,
+        }
+    }
+}
+
+/// `eval_metric` accepts one name or a list in text formats (JSON, Python kwargs); binary
+/// formats, which cannot tell the two apart, always store a list.
+fn one_or_many_metrics<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<Metric>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(Metric),
+        Many(Vec<Metric>),
+    }
+    if !d.is_human_readable() {
+        return Vec::<Metric>::deserialize(d);
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(m) => vec![m],
+        OneOrMany::Many(v) => v,
+    })
+}
+
+impl TrainConfig {
+    /// Parses a JSON object of parameters, rejecting unknown names.
+    pub fn from_json(json: &str) -> Result<Self> {
+        let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json)
+            .map_err(|e| Error::param("parameters", format!("expected a JSON object of parameters: {e}")))?;
+        Self::from_map(map)
+    }
+
+    /// Builds a configuration from named parameters (XGBoost's names and aliases).
+    pub fn from_map(map: serde_json::Map<String, serde_json::Value>) -> Result<Self> {
+        // Each parameter alone first, so that an error names the parameter it concerns.
+        for (name, value) in &map {
+            let one = serde_json::Value::Object([(name.clone(), value.clone())].into_iter().collect());
+            if let Err(e) = serde_json::from_value::<TrainConfig>(one) {
+                return Err(Error::param(name, e.to_string()));
+            }
+        }
+        let cfg: TrainConfig = serde_json::from_value(serde_json::Value::Object(map))
+            .map_err(|e| Error::param(&param_name_of(&e.to_string()), e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Number of model outputs (trees per round).
+    pub fn num_outputs(&self) -> usize {
+        if self.objective.is_multiclass() {
+            self.num_class
+        } else {
+            1
+        }
+    }
+
+    /// Checks every range; the error names the parameter.
+    pub fn validate(&self) -> Result<()> {
+        fn check(ok: bool, name: &str, reason: &str) -> Result<()> {
+            if ok {
+                Ok(())
+            } else {
+                Err(Error::param(name, reason))
+            }
+        }
+        let unit = |x: f64| x > 0.0 && x <= 1.0;
+        check(self.n_estimators >= 1, "n_estimators", "must be at least 1")?;
+        check(self.learning_rate.is_finite() && self.learning_rate > 0.0, "learning_rate", "must be > 0")?;
+        match self.grow_policy {
+            GrowPolicy::Depthwise => {
+                check(self.max_depth >= 1, "max_depth", "must be at least 1 with grow_policy=\"depthwise\"")?
+            }
+            GrowPolicy::Lossguide => check(
+                self.max_depth >= 1 || self.max_leaves >= 2,
+                "max_depth",
+                "0 (unlimited) needs max_leaves >= 2 to bound the tree",
+            )?,
+        }
+        check(self.max_depth <= 30, "max_depth", "must be at most 30")?;
+        check(self.max_leaves != 1, "max_leaves", "must be 0 (no limit) or at least 2")?;
+        check((3..=65536).contains(&self.max_bin), "max_bin", "must be between 3 and 65536")?;
+        check(self.reg_lambda.is_finite() && self.reg_lambda >= 0.0, "reg_lambda", "must be >= 0")?;
+        check(self.reg_alpha.is_finite() && self.reg_alpha >= 0.0, "reg_alpha", "must be >= 0")?;
+        check(self.gamma.is_finite() && self.gamma >= 0.0, "gamma", "must be >= 0")?;
+        check(self.min_child_weight.is_finite() && self.min_child_weight >= 0.0, "min_child_weight", "must be >= 0")?;
+        check(self.max_delta_step.is_finite() && self.max_delta_step >= 0.0, "max_delta_step", "must be >= 0")?;
+        check(unit(self.subsample), "subsample", "must be in (0, 1]")?;
+        check(unit(self.colsample_bytree), "colsample_bytree", "must be in (0, 1]")?;
+        check(unit(self.colsample_bylevel), "colsample_bylevel", "must be in (0, 1]")?;
+        check(unit(self.colsample_bynode), "colsample_bynode", "must be in (0, 1]")?;
+        check(self.huber_slope.is_finite() && self.huber_slope > 0.0, "huber_slope", "must be > 0")?;
+        check(self.quantile_alpha > 0.0 && self.quantile_alpha < 1.0, "quantile_alpha", "must be in (0, 1)")?;
+        check((1.0..2.0).contains(&self.tweedie_variance_power), "tweedie_variance_power", "must be in [1, 2)")?;
+        check(self.early_stopping_rounds != Some(0), "early_stopping_rounds", "must be at least 1")?;
+        if let Some(b) = self.base_score {
+            check(b.is_finite(), "base_score", "must be finite")?;
+            match self.objective {
+                Objective::BinaryLogistic => {
+                    check(b > 0.0 && b < 1.0, "base_score", "must be in (0, 1) for binary:logistic")?
+                }
+                Objective::Poisson | Objective::Tweedie => {
+                    check(b > 0.0, "base_score", "must be > 0 for count:poisson and reg:tweedie")?
+                }
+                Objective::MultiSoftprob | Objective::MultiSoftmax => {}
+                _ => {}
+            }
+        }
+        if self.objective.is_multiclass() {
+            check(self.num_class >= 2, "num_class", "must be at least 2 for multi:softprob / multi:softmax")?;
+        } else {
+            check(self.num_class <= 1, "num_class", "is only used by multi:softprob / multi:softmax")?;
+        }
+        Ok(())
+    }
+}
+
+/// serde's messages put the field name in backquotes; use it to name the parameter.
+fn param_name_of(message: &str) -> String {
+    message.split('`').nth(1).unwrap_or("parameters").to_string()
+}

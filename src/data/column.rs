@@ -1,0 +1,303 @@
+//! A feature column: the Arrow arrays (chunks) as they were given, read block by block into
+//! small `f32` buffers. No row-major copy of the data is ever made: binning and prediction
+//! read a few thousand values at a time straight from the Arrow buffers.
+//!
+//! Numeric columns (floats, integers, booleans) read as `f32`, nulls and NaN as NaN (missing).
+//! Dictionary columns are categorical: they read as the category's code (an exact small
+//! integer in `f32`), codes indexing a sorted list of category names shared by all chunks.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::*;
+use arrow_array::{Array, ArrayRef};
+use arrow_buffer::ArrowNativeType;
+use arrow_schema::DataType;
+
+use crate::error::{Error, Result};
+
+/// Code given to a category the model never saw: larger than any real code, so it lies in
+/// no split's category set.
+pub const UNSEEN_CATEGORY: f32 = 16_777_215.0;
+
+/// Whether a column is numeric or categorical, with the categorical column's names.
+#[derive(Clone, Debug)]
+pub enum ColumnKind {
+    Numeric,
+    /// `categories` is sorted and shared by all chunks; `remaps[c][k]` is the code of
+    /// dictionary entry `k` of chunk `c`.
+    Categorical {
+        categories: Arc<Vec<String>>,
+        remaps: Vec<Vec<f32>>,
+    },
+}
+
+/// One named feature column over Arrow arrays.
+#[derive(Clone, Debug)]
+pub struct FeatureColumn {
+    name: String,
+    chunks: Vec<ArrayRef>,
+    /// Row where each chunk starts, plus the total length at the end.
+    starts: Vec<usize>,
+    kind: ColumnKind,
+}
+
+impl FeatureColumn {
+    /// A column over one or more Arrow arrays, which must share one data type.
+    pub fn new(name: impl Into<String>, chunks: Vec<ArrayRef>) -> Result<Self> {
+        let name = name.into();
+        let Some(first) = chunks.first() else {
+            return Err(Error::column(&name, "has no data (no chunks)"));
+        };
+        let dtype = first.data_type().clone();
+        if let Some(other) = chunks.iter().find(|c| c.data_type() != &dtype) {
+            return Err(Error::column(&name, format!("chunks mix data types {dtype} and {}", other.data_type())));
+        }
+        let kind = match &dtype {
+            DataType::Dictionary(_, _) => {
+                let per_chunk: Vec<Vec<Option<String>>> =
+                    chunks.iter().map(|c| dictionary_values(&name, c)).collect::<Result<_>>()?;
+                let categories: Vec<String> =
+                    per_chunk.iter().flatten().flatten().cloned().collect::<BTreeSet<_>>().into_iter().collect();
+                Self::categorical_kind(Arc::new(categories), &per_chunk)
+            }
+            t if is_numeric(t) => ColumnKind::Numeric,
+            t => {
+                return Err(Error::column(
+                    &name,
+                    format!("has data type {t}; features must be numeric, boolean or categorical (dictionary)"),
+                ))
+            }
+        };
+        let mut starts = Vec::with_capacity(chunks.len() + 1);
+        let mut total = 0;
+        for c in &chunks {
+            starts.push(total);
+            total += c.len();
+        }
+        starts.push(total);
+        Ok(FeatureColumn { name, chunks, starts, kind })
+    }
+
+    /// The same column with its categories coded by `categories` (a model's), so that codes
+    /// match the ones seen in training. Categories not in the list read as [`UNSEEN_CATEGORY`].
+    pub fn with_categories(&self, categories: &Arc<Vec<String>>) -> Result<Self> {
+        let per_chunk: Vec<Vec<Option<String>>> =
+            self.chunks.iter().map(|c| dictionary_values(&self.name, c)).collect::<Result<_>>()?;
+        let mut col = self.clone();
+        col.kind = Self::categorical_kind(categories.clone(), &per_chunk);
+        Ok(col)
+    }
+
+    fn categorical_kind(categories: Arc<Vec<String>>, per_chunk: &[Vec<Option<String>>]) -> ColumnKind {
+        let remaps = per_chunk
+            .iter()
+            .map(|values| {
+                values
+                    .iter()
+                    .map(|v| match v {
+                        Some(s) => match categories.binary_search(s) {
+                            Ok(code) => code as f32,
+                            Err(_) => UNSEEN_CATEGORY,
+                        },
+                        None => f32::NAN,
+                    })
+                    .collect()
+            })
+            .collect();
+        ColumnKind::Categorical { categories, remaps }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn len(&self) -> usize {
+        *self.starts.last().unwrap_or(&0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn kind(&self) -> &ColumnKind {
+        &self.kind
+    }
+
+    pub fn is_categorical(&self) -> bool {
+        matches!(self.kind, ColumnKind::Categorical { .. })
+    }
+
+    /// The sorted category names of a categorical column.
+    pub fn categories(&self) -> Option<&Arc<Vec<String>>> {
+        match &self.kind {
+            ColumnKind::Categorical { categories, .. } => Some(categories),
+            ColumnKind::Numeric => None,
+        }
+    }
+
+    /// The Arrow data type of the chunks.
+    pub fn data_type(&self) -> &DataType {
+        self.chunks[0].data_type()
+    }
+
+    /// The chunks as given (for backends that move buffers to a device).
+    pub fn chunks(&self) -> &[ArrayRef] {
+        &self.chunks
+    }
+
+    /// Reads rows `start..start + out.len()` as `f32`: missing (null or NaN) as NaN,
+    /// categories as their codes.
+    pub fn read(&self, start: usize, out: &mut [f32]) {
+        let end = start + out.len();
+        assert!(end <= self.len(), "read past the end of column {}", self.name);
+        let mut chunk = self.starts.partition_point(|&s| s <= start) - 1;
+        let mut row = start;
+        let mut written = 0;
+        while row < end {
+            let chunk_start = self.starts[chunk];
+            let chunk_end = self.starts[chunk + 1];
+            let take = (chunk_end.min(end)) - row;
+            let dst = &mut out[written..written + take];
+            self.read_chunk(chunk, row - chunk_start, dst);
+            written += take;
+            row += take;
+            chunk += 1;
+        }
+    }
+
+    fn read_chunk(&self, chunk: usize, offset: usize, out: &mut [f32]) {
+        let array = &self.chunks[chunk];
+        match &self.kind {
+            ColumnKind::Numeric => read_numeric(array.as_ref(), offset, out),
+            ColumnKind::Categorical { remaps, .. } => read_codes(array.as_ref(), &remaps[chunk], offset, out),
+        }
+    }
+}
+
+fn is_numeric(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::Float32
+            | DataType::Float64
+            | DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64
+            | DataType::Boolean
+    )
+}
+
+/// Copies a primitive array's values into `out` with `as f32`, then marks nulls as NaN.
+macro_rules! read_primitive {
+    ($array:expr, $ty:ty, $offset:expr, $out:expr) => {{
+        let values = &$array.as_primitive::<$ty>().values()[$offset..$offset + $out.len()];
+        for (o, v) in $out.iter_mut().zip(values) {
+            *o = *v as f32;
+        }
+    }};
+}
+
+fn read_numeric(array: &dyn Array, offset: usize, out: &mut [f32]) {
+    match array.data_type() {
+        DataType::Float32 => {
+            out.copy_from_slice(&array.as_primitive::<Float32Type>().values()[offset..offset + out.len()])
+        }
+        DataType::Float64 => read_primitive!(array, Float64Type, offset, out),
+        DataType::Int8 => read_primitive!(array, Int8Type, offset, out),
+        DataType::Int16 => read_primitive!(array, Int16Type, offset, out),
+        DataType::Int32 => read_primitive!(array, Int32Type, offset, out),
+        DataType::Int64 => read_primitive!(array, Int64Type, offset, out),
+        DataType::UInt8 => read_primitive!(array, UInt8Type, offset, out),
+        DataType::UInt16 => read_primitive!(array, UInt16Type, offset, out),
+        DataType::UInt32 => read_primitive!(array, UInt32Type, offset, out),
+        DataType::UInt64 => read_primitive!(array, UInt64Type, offset, out),
+        DataType::Boolean => {
+            let values = array.as_boolean().values();
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = if values.value(offset + i) { 1.0 } else { 0.0 };
+            }
+        }
+        other => unreachable!("column type {other} was rejected when the column was made"),
+    }
+    mark_nulls(array, offset, out);
+}
+
+fn mark_nulls(array: &dyn Array, offset: usize, out: &mut [f32]) {
+    if let Some(nulls) = array.logical_nulls() {
+        if nulls.null_count() > 0 {
+            for (i, o) in out.iter_mut().enumerate() {
+                if nulls.is_null(offset + i) {
+                    *o = f32::NAN;
+                }
+            }
+        }
+    }
+}
+
+fn read_codes(array: &dyn Array, remap: &[f32], offset: usize, out: &mut [f32]) {
+    fn typed<K: ArrowDictionaryKeyType>(array: &dyn Array, remap: &[f32], offset: usize, out: &mut [f32]) {
+        let keys = array.as_dictionary::<K>().keys().values();
+        let len = out.len();
+        for (o, k) in out.iter_mut().zip(&keys[offset..offset + len]) {
+            // A null slot may hold any key: mark_nulls overwrites it, so only stay in bounds here.
+            *o = remap.get(k.as_usize()).copied().unwrap_or(f32::NAN);
+        }
+    }
+    let DataType::Dictionary(key, _) = array.data_type() else {
+        unreachable!("categorical columns hold dictionary arrays")
+    };
+    match key.as_ref() {
+        DataType::Int8 => typed::<Int8Type>(array, remap, offset, out),
+        DataType::Int16 => typed::<Int16Type>(array, remap, offset, out),
+        DataType::Int32 => typed::<Int32Type>(array, remap, offset, out),
+        DataType::Int64 => typed::<Int64Type>(array, remap, offset, out),
+        DataType::UInt8 => typed::<UInt8Type>(array, remap, offset, out),
+        DataType::UInt16 => typed::<UInt16Type>(array, remap, offset, out),
+        DataType::UInt32 => typed::<UInt32Type>(array, remap, offset, out),
+        DataType::UInt64 => typed::<UInt64Type>(array, remap, offset, out),
+        other => unreachable!("dictionary key type {other} is not an integer"),
+    }
+    mark_nulls(array, offset, out);
+}
+
+/// The values of a dictionary array's dictionary, as strings (or None for null entries).
+fn dictionary_values(name: &str, array: &ArrayRef) -> Result<Vec<Option<String>>> {
+    let DataType::Dictionary(_, value_type) = array.data_type() else {
+        return Err(Error::column(name, "chunks mix dictionary and non-dictionary arrays"));
+    };
+    let any = array.as_any_dictionary();
+    let values = any.values();
+    let strings: Vec<Option<String>> = match value_type.as_ref() {
+        DataType::Utf8 => values.as_string::<i32>().iter().map(|s| s.map(str::to_string)).collect(),
+        DataType::LargeUtf8 => values.as_string::<i64>().iter().map(|s| s.map(str::to_string)).collect(),
+        DataType::Utf8View => values.as_string_view().iter().map(|s| s.map(str::to_string)).collect(),
+        t if is_numeric(t) && !matches!(t, DataType::Float32 | DataType::Float64) => {
+            let mut buf = vec![0f32; values.len()];
+            read_numeric(values.as_ref(), 0, &mut buf);
+            // Integer dictionaries: name each category by its integer value.
+            let ints = arrow_cast_to_i64(values.as_ref());
+            ints.into_iter().zip(buf).map(|(i, f)| if f.is_nan() { None } else { Some(i.to_string()) }).collect()
+        }
+        t => return Err(Error::column(name, format!("dictionary values of type {t} are not supported; use strings"))),
+    };
+    Ok(strings)
+}
+
+fn arrow_cast_to_i64(values: &dyn Array) -> Vec<i64> {
+    macro_rules! ints {
+        ($($ty:ty),*) => {
+            match values.data_type() {
+                $(t if t == &<$ty as ArrowPrimitiveType>::DATA_TYPE => values.as_primitive::<$ty>().values().iter().map(|&v| v as i64).collect(),)*
+                DataType::Boolean => values.as_boolean().values().iter().map(|b| b as i64).collect(),
+                _ => vec![0; values.len()],
+            }
+        };
+    }
+    ints!(Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type)
+}

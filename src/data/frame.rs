@@ -1,0 +1,267 @@
+//! Named feature columns of one length ([`FeatureFrame`]) and what training needs besides
+//! them ([`Dataset`]: label, weights, query groups, base margin).
+
+use std::collections::HashSet;
+
+use arrow_array::{ArrayRef, RecordBatch};
+
+use super::column::FeatureColumn;
+use crate::error::{Error, Result};
+
+/// Feature columns of equal length. Names are unique; an empty name is allowed only when
+/// every name is empty (Polars passes unnamed columns inside `group_by`), and such a frame
+/// is matched to a model by position.
+#[derive(Clone, Debug)]
+pub struct FeatureFrame {
+    columns: Vec<FeatureColumn>,
+    n_rows: usize,
+}
+
+impl FeatureFrame {
+    pub fn new(columns: Vec<FeatureColumn>) -> Result<Self> {
+        let Some(first) = columns.first() else {
+            return Err(Error::data("no feature columns"));
+        };
+        let n_rows = first.len();
+        if let Some(c) = columns.iter().find(|c| c.len() != n_rows) {
+            return Err(Error::data(format!(
+                "feature columns differ in length: `{}` has {} rows, `{}` has {}",
+                first.name(),
+                n_rows,
+                c.name(),
+                c.len()
+            )));
+        }
+        let unnamed = columns.iter().filter(|c| c.name().is_empty()).count();
+        if unnamed != 0 && unnamed != columns.len() {
+            return Err(Error::data("some feature columns have names and some do not"));
+        }
+        if unnamed == 0 {
+            let mut seen = HashSet::new();
+            if let Some(c) = columns.iter().find(|c| !seen.insert(c.name())) {
+                return Err(Error::column(c.name(), "appears twice among the features"));
+            }
+        }
+        Ok(FeatureFrame { columns, n_rows })
+    }
+
+    /// All columns of a record batch as features.
+    pub fn from_record_batch(batch: &RecordBatch) -> Result<Self> {
+        Self::from_record_batches(std::slice::from_ref(batch))
+    }
+
+    /// All columns of several record batches (one schema) as multi-chunk features.
+    pub fn from_record_batches(batches: &[RecordBatch]) -> Result<Self> {
+        let Some(first) = batches.first() else {
+            return Err(Error::data("no record batches"));
+        };
+        let schema = first.schema();
+        if let Some(b) = batches.iter().find(|b| b.schema().fields() != schema.fields()) {
+            return Err(Error::data(format!(
+                "record batches have different schemas: {:?} vs {:?}",
+                schema,
+                b.schema()
+            )));
+        }
+        let columns = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| FeatureColumn::new(f.name().clone(), batches.iter().map(|b| b.column(i).clone()).collect()))
+            .collect::<Result<Vec<_>>>()?;
+        Self::new(columns)
+    }
+
+    pub fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+
+    pub fn n_features(&self) -> usize {
+        self.columns.len()
+    }
+
+    pub fn columns(&self) -> &[FeatureColumn] {
+        &self.columns
+    }
+
+    pub fn column(&self, i: usize) -> &FeatureColumn {
+        &self.columns[i]
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.columns.iter().map(|c| c.name().to_string()).collect()
+    }
+
+    pub fn is_unnamed(&self) -> bool {
+        self.columns.iter().all(|c| c.name().is_empty())
+    }
+
+    /// This frame without the named columns (for taking the label out of a batch).
+    pub fn without(&self, names: &[&str]) -> Result<Self> {
+        Self::new(self.columns.iter().filter(|c| !names.contains(&c.name())).cloned().collect())
+    }
+
+    /// The named column, if present.
+    pub fn find(&self, name: &str) -> Option<&FeatureColumn> {
+        self.columns.iter().find(|c| c.name() == name)
+    }
+}
+
+/// A numeric Arrow column (one or more chunks) as `f32`, for labels, weights and margins.
+/// Nulls are an error naming the column; NaN and infinities are passed through for the
+/// caller to judge (labels reject them, margins too).
+pub fn column_to_f32(name: &str, chunks: &[ArrayRef]) -> Result<Vec<f32>> {
+    let col = FeatureColumn::new(name, chunks.to_vec())?;
+    if col.is_categorical() {
+        return Err(Error::column(name, "must be numeric, not categorical"));
+    }
+    let mut out = vec![0f32; col.len()];
+    col.read(0, &mut out);
+    let nulls: usize = chunks.iter().map(|c| c.logical_null_count()).sum();
+    if nulls > 0 {
+        return Err(Error::column(name, format!("has {nulls} null values")));
+    }
+    Ok(out)
+}
+
+/// Training data: features, label, and optional weights, query groups and base margin.
+#[derive(Clone, Debug)]
+pub struct Dataset {
+    pub(crate) features: FeatureFrame,
+    pub(crate) label: Vec<f32>,
+    pub(crate) weight: Option<Vec<f32>>,
+    /// Query groups as offsets: group `q` is rows `offsets[q]..offsets[q + 1]`.
+    pub(crate) group_offsets: Option<Vec<usize>>,
+    /// Per-row starting margin, row-major `n_rows x n_outputs`.
+    pub(crate) base_margin: Option<Vec<f32>>,
+}
+
+impl Dataset {
+    /// Features and one label per row.
+    pub fn new(features: FeatureFrame, label: Vec<f32>) -> Result<Self> {
+        if features.n_rows() == 0 {
+            return Err(Error::data("the data has no rows"));
+        }
+        if label.len() != features.n_rows() {
+            return Err(Error::data(format!(
+                "the label has {} rows but the features have {}",
+                label.len(),
+                features.n_rows()
+            )));
+        }
+        if let Some(i) = label.iter().position(|y| !y.is_finite()) {
+            return Err(Error::column("label", format!("value at row {i} is {} (labels must be finite)", label[i])));
+        }
+        Ok(Dataset { features, label, weight: None, group_offsets: None, base_margin: None })
+    }
+
+    /// A record batch whose column `label` is the label and whose other columns are features.
+    pub fn from_record_batch(batch: &RecordBatch, label: &str) -> Result<Self> {
+        let idx = batch.schema().index_of(label).map_err(|_| Error::column(label, "label column not found"))?;
+        let y = column_to_f32(label, &[batch.column(idx).clone()])?;
+        Self::new(FeatureFrame::from_record_batch(batch)?.without(&[label])?, y)
+    }
+
+    /// Per-row sample weights: finite, non-negative, not all zero.
+    pub fn with_weight(mut self, weight: Vec<f32>) -> Result<Self> {
+        if weight.len() != self.n_rows() {
+            return Err(Error::data(format!("weight has {} rows but the data has {}", weight.len(), self.n_rows())));
+        }
+        if let Some(i) = weight.iter().position(|w| !w.is_finite() || *w < 0.0) {
+            return Err(Error::column(
+                "weight",
+                format!("value at row {i} is {} (weights must be finite and >= 0)", weight[i]),
+            ));
+        }
+        if weight.iter().all(|w| *w == 0.0) {
+            return Err(Error::column("weight", "all weights are zero"));
+        }
+        self.weight = Some(weight);
+        Ok(self)
+    }
+
+    /// Query groups as sizes of consecutive runs of rows (LightGBM's `.query` files).
+    pub fn with_group_sizes(mut self, sizes: &[usize]) -> Result<Self> {
+        if sizes.contains(&0) {
+            return Err(Error::column("group", "a query group is empty"));
+        }
+        let total: usize = sizes.iter().sum();
+        if total != self.n_rows() {
+            return Err(Error::column(
+                "group",
+                format!("group sizes sum to {total} but the data has {} rows", self.n_rows()),
+            ));
+        }
+        let mut offsets = Vec::with_capacity(sizes.len() + 1);
+        offsets.push(0);
+        for s in sizes {
+            offsets.push(offsets.last().unwrap() + s);
+        }
+        self.group_offsets = Some(offsets);
+        Ok(self)
+    }
+
+    /// Query groups as one id per row; rows of a group must be contiguous.
+    pub fn with_group_ids(self, ids: &[i64]) -> Result<Self> {
+        if ids.len() != self.n_rows() {
+            return Err(Error::column("group", format!("has {} rows but the data has {}", ids.len(), self.n_rows())));
+        }
+        let mut sizes = Vec::new();
+        let mut seen = HashSet::new();
+        let mut i = 0;
+        while i < ids.len() {
+            let id = ids[i];
+            if !seen.insert(id) {
+                return Err(Error::column(
+                    "group",
+                    format!("rows of query group {id} are not contiguous; sort by group first"),
+                ));
+            }
+            let start = i;
+            while i < ids.len() && ids[i] == id {
+                i += 1;
+            }
+            sizes.push(i - start);
+        }
+        self.with_group_sizes(&sizes)
+    }
+
+    /// A starting margin per row (row-major `n_rows x n_outputs`), used instead of the base score.
+    pub fn with_base_margin(mut self, margin: Vec<f32>) -> Result<Self> {
+        if margin.is_empty() || margin.len() % self.n_rows() != 0 {
+            return Err(Error::column(
+                "base_margin",
+                format!("has {} values for {} rows", margin.len(), self.n_rows()),
+            ));
+        }
+        if let Some(i) = margin.iter().position(|m| !m.is_finite()) {
+            return Err(Error::column("base_margin", format!("value {i} is {} (must be finite)", margin[i])));
+        }
+        self.base_margin = Some(margin);
+        Ok(self)
+    }
+
+    pub fn n_rows(&self) -> usize {
+        self.features.n_rows()
+    }
+
+    pub fn features(&self) -> &FeatureFrame {
+        &self.features
+    }
+
+    pub fn label(&self) -> &[f32] {
+        &self.label
+    }
+
+    pub fn weight(&self) -> Option<&[f32]> {
+        self.weight.as_deref()
+    }
+
+    pub fn group_offsets(&self) -> Option<&[usize]> {
+        self.group_offsets.as_deref()
+    }
+
+    pub fn base_margin(&self) -> Option<&[f32]> {
+        self.base_margin.as_deref()
+    }
+}

@@ -1,0 +1,152 @@
+//! Evaluation metrics, named as in XGBoost (`"auc"`, `"ndcg@10"`, ...). Each takes the
+//! transformed predictions row-major (`n_rows x n_outputs`) and the targets.
+
+mod classification;
+mod ranking;
+mod regression;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Objective;
+use crate::error::{Error, Result};
+use crate::objective::Targets;
+
+/// An evaluation metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Metric {
+    Rmse,
+    Mae,
+    Logloss,
+    Auc,
+    /// Binary error rate at threshold 0.5.
+    Error,
+    Mlogloss,
+    Merror,
+    /// NDCG over the top `k` of each query (all when None).
+    Ndcg(Option<u32>),
+    /// Mean average precision over the top `k` (relevance > 0 counts as relevant).
+    Map(Option<u32>),
+}
+
+impl TryFrom<String> for Metric {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        let (name, k) =
+            match s.split_once('@') {
+                Some((n, k)) => (
+                    n,
+                    Some(k.parse::<u32>().map_err(|_| format!("metric `{s}`: `{k}` is not a cut-off")).and_then(
+                        |k| if k == 0 { Err(format!("metric `{s}`: the cut-off must be at least 1")) } else { Ok(k) },
+                    )?),
+                ),
+                None => (s.as_str(), None),
+            };
+        Ok(match (name, k) {
+            ("rmse", None) => Metric::Rmse,
+            ("mae", None) => Metric::Mae,
+            ("logloss", None) => Metric::Logloss,
+            ("auc", None) => Metric::Auc,
+            ("error", None) => Metric::Error,
+            ("mlogloss", None) => Metric::Mlogloss,
+            ("merror", None) => Metric::Merror,
+            ("ndcg", k) => Metric::Ndcg(k),
+            ("map", k) => Metric::Map(k),
+            _ => return Err(format!("unknown metric `{s}`")),
+        })
+    }
+}
+
+impl From<Metric> for String {
+    fn from(m: Metric) -> String {
+        m.name()
+    }
+}
+
+impl std::str::FromStr for Metric {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Metric::try_from(s.to_string()).map_err(|e| Error::param("eval_metric", e))
+    }
+}
+
+impl Metric {
+    pub fn name(&self) -> String {
+        match self {
+            Metric::Rmse => "rmse".into(),
+            Metric::Mae => "mae".into(),
+            Metric::Logloss => "logloss".into(),
+            Metric::Auc => "auc".into(),
+            Metric::Error => "error".into(),
+            Metric::Mlogloss => "mlogloss".into(),
+            Metric::Merror => "merror".into(),
+            Metric::Ndcg(None) => "ndcg".into(),
+            Metric::Ndcg(Some(k)) => format!("ndcg@{k}"),
+            Metric::Map(None) => "map".into(),
+            Metric::Map(Some(k)) => format!("map@{k}"),
+        }
+    }
+
+    pub fn higher_is_better(&self) -> bool {
+        matches!(self, Metric::Auc | Metric::Ndcg(_) | Metric::Map(_))
+    }
+
+    /// XGBoost's default metric for an objective.
+    pub fn default_for(objective: Objective) -> Metric {
+        match objective {
+            Objective::BinaryLogistic => Metric::Logloss,
+            Objective::MultiSoftprob | Objective::MultiSoftmax => Metric::Mlogloss,
+            Objective::RankNdcg | Objective::RankPairwise => Metric::Ndcg(None),
+            Objective::AbsoluteError | Objective::Quantile => Metric::Mae,
+            _ => Metric::Rmse,
+        }
+    }
+
+    /// Whether the metric makes sense for predictions of this objective.
+    pub fn check_applies(&self, objective: Objective, n_outputs: usize) -> Result<()> {
+        let ok = match self {
+            Metric::Logloss | Metric::Auc | Metric::Error => objective == Objective::BinaryLogistic,
+            Metric::Mlogloss | Metric::Merror => objective.is_multiclass(),
+            Metric::Ndcg(_) | Metric::Map(_) => objective.is_ranking(),
+            Metric::Rmse | Metric::Mae => n_outputs == 1,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::param(
+                "eval_metric",
+                format!("`{}` does not apply to objective {}", self.name(), objective.name()),
+            ))
+        }
+    }
+
+    /// The metric over predictions `pred` (row-major `n_rows x n_outputs`, transformed).
+    pub fn evaluate(&self, pred: &[f32], n_outputs: usize, t: &Targets) -> f64 {
+        match self {
+            Metric::Rmse => regression::rmse(pred, t),
+            Metric::Mae => regression::mae(pred, t),
+            Metric::Logloss => classification::logloss(pred, t),
+            Metric::Auc => classification::auc(pred, t),
+            Metric::Error => classification::error(pred, t),
+            Metric::Mlogloss => classification::mlogloss(pred, n_outputs, t),
+            Metric::Merror => classification::merror(pred, n_outputs, t),
+            Metric::Ndcg(k) => ranking::ndcg(pred, t, *k),
+            Metric::Map(k) => ranking::map(pred, t, *k),
+        }
+    }
+}
+
+/// Weighted average of `f(i)` over rows.
+pub(crate) fn weighted_average(t: &Targets, f: impl Fn(usize) -> f64) -> f64 {
+    let (mut s, mut w) = (0f64, 0f64);
+    for i in 0..t.n_rows() {
+        let wi = t.w(i) as f64;
+        s += f(i) * wi;
+        w += wi;
+    }
+    if w > 0.0 {
+        s / w
+    } else {
+        0.0
+    }
+}

@@ -1,0 +1,75 @@
+//! Ranking metrics averaged over query groups. A query with no relevant document scores 1,
+//! as in XGBoost.
+
+use crate::objective::Targets;
+
+/// Documents of one query by descending score (ties by position).
+fn ranked(scores: &[f32]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+    order
+}
+
+fn groups(t: &Targets) -> Vec<(usize, usize)> {
+    match t.groups {
+        Some(o) => o.windows(2).map(|w| (w[0], w[1])).collect(),
+        None => vec![(0, t.n_rows())],
+    }
+}
+
+fn dcg(labels: impl Iterator<Item = f32>) -> f64 {
+    labels.enumerate().map(|(p, y)| (2f64.powf(y as f64) - 1.0) / ((p + 2) as f64).log2()).sum()
+}
+
+pub fn ndcg(pred: &[f32], t: &Targets, k: Option<u32>) -> f64 {
+    let gs = groups(t);
+    let mut total = 0.0;
+    for &(a, b) in &gs {
+        let y = &t.label[a..b];
+        let k = k.map_or(y.len(), |k| (k as usize).min(y.len()));
+        let mut ideal = y.to_vec();
+        ideal.sort_by(|p, q| q.total_cmp(p));
+        let idcg = dcg(ideal.into_iter().take(k));
+        total += if idcg <= 0.0 { 1.0 } else { dcg(ranked(&pred[a..b]).into_iter().take(k).map(|d| y[d])) / idcg };
+    }
+    total / gs.len() as f64
+}
+
+pub fn map(pred: &[f32], t: &Targets, k: Option<u32>) -> f64 {
+    let gs = groups(t);
+    let mut total = 0.0;
+    for &(a, b) in &gs {
+        let y = &t.label[a..b];
+        let k = k.map_or(y.len(), |k| (k as usize).min(y.len()));
+        let relevant = y.iter().filter(|&&l| l > 0.0).count();
+        if relevant == 0 {
+            total += 1.0;
+            continue;
+        }
+        let (mut hits, mut sum) = (0usize, 0f64);
+        for (p, d) in ranked(&pred[a..b]).into_iter().take(k).enumerate() {
+            if y[d] > 0.0 {
+                hits += 1;
+                sum += hits as f64 / (p + 1) as f64;
+            }
+        }
+        total += sum / relevant.min(k) as f64;
+    }
+    total / gs.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ndcg_by_hand() {
+        // Ranking puts relevance 0 first, then 2: DCG = 3 / log2(3); ideal = 3.
+        let label = [2.0, 0.0];
+        let t = Targets { label: &label, weight: None, groups: Some(&[0, 2]) };
+        let got = ndcg(&[0.1, 0.9], &t, None);
+        assert!((got - 1.0 / 3f64.log2()).abs() < 1e-12);
+        assert_eq!(ndcg(&[0.9, 0.1], &t, None), 1.0);
+        assert_eq!(map(&[0.1, 0.9], &t, None), 0.5);
+    }
+}

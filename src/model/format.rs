@@ -1,0 +1,200 @@
+//! Saving and loading models. The binary format is a fixed header and a bincode payload:
+//!
+//! ```text
+//! offset  size  field
+//! 0       8     magic "PLGBTMDL"
+//! 8       4     format version (u32, little-endian)
+//! 12      8     payload length in bytes (u64, little-endian)
+//! 20      4     CRC-32 of the payload (u32, little-endian)
+//! 24      n     payload: the model, bincode with fixed-width integers
+//! ```
+//!
+//! Loading checks, in order: length, magic, version, payload length, checksum; decodes with
+//! an allocation limit equal to the payload length (so no count in the payload can make it
+//! allocate more than the file's size); then validates every index the predictor will follow.
+//! The JSON form holds the same model, readable, under `{"format", "version", "model"}`.
+
+use std::path::Path;
+
+use bincode::Options;
+use serde::{Deserialize, Serialize};
+
+use super::Model;
+use crate::error::{Error, Result};
+
+/// Version written by this build; loading accepts this and older versions.
+pub const FORMAT_VERSION: u32 = 1;
+
+const MAGIC: &[u8; 8] = b"PLGBTMDL";
+const HEADER: usize = 24;
+const JSON_FORMAT: &str = "polars-gbt";
+
+fn codec(limit: u64) -> impl Options {
+    bincode::DefaultOptions::new().with_fixint_encoding().with_little_endian().with_limit(limit)
+}
+
+#[derive(Serialize, Deserialize)]
+struct JsonEnvelope<M> {
+    format: String,
+    version: u32,
+    model: M,
+}
+
+impl Model {
+    /// The model in the versioned, checksummed binary format.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let payload = codec(u64::MAX).serialize(self).expect("a model always serialises");
+        let mut out = Vec::with_capacity(HEADER + payload.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        out.extend_from_slice(&payload);
+        out
+    }
+
+    /// Reads a model written by [`Model::to_bytes`] (or its JSON form, detected by a leading `{`).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        if bytes.first() == Some(&b'{') {
+            let text = std::str::from_utf8(bytes).map_err(|_| Error::model("JSON model is not valid UTF-8"))?;
+            return Self::from_json(text);
+        }
+        if bytes.len() < HEADER {
+            return Err(Error::model(format!(
+                "{} bytes is too short for a model (the header alone is {HEADER})",
+                bytes.len()
+            )));
+        }
+        if &bytes[..8] != MAGIC {
+            return Err(Error::model("not a polars-gbt model (bad magic bytes)"));
+        }
+        let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+        check_version(version)?;
+        let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap());
+        let payload = &bytes[HEADER..];
+        if len != payload.len() as u64 {
+            return Err(Error::model(format!(
+                "the header announces {len} payload bytes but {} follow (truncated or padded file)",
+                payload.len()
+            )));
+        }
+        let crc = u32::from_le_bytes(bytes[20..24].try_into().unwrap());
+        if crc32fast::hash(payload) != crc {
+            return Err(Error::model("checksum mismatch: the file is corrupt"));
+        }
+        let model: Model = codec(len).deserialize(payload).map_err(|e| Error::model(format!("cannot decode: {e}")))?;
+        model.validate()?;
+        Ok(model)
+    }
+
+    /// A readable JSON dump of the whole model; [`Model::from_json`] reads it back.
+    pub fn to_json(&self) -> String {
+        let env = JsonEnvelope { format: JSON_FORMAT.to_string(), version: FORMAT_VERSION, model: self };
+        serde_json::to_string_pretty(&env).expect("a model always serialises")
+    }
+
+    pub fn from_json(text: &str) -> Result<Self> {
+        #[derive(Deserialize)]
+        struct Header {
+            format: String,
+            version: u32,
+        }
+        let header: Header =
+            serde_json::from_str(text).map_err(|e| Error::model(format!("not a polars-gbt JSON model: {e}")))?;
+        if header.format != JSON_FORMAT {
+            return Err(Error::model(format!("JSON format is `{}`, expected `{JSON_FORMAT}`", header.format)));
+        }
+        check_version(header.version)?;
+        let env: JsonEnvelope<Model> =
+            serde_json::from_str(text).map_err(|e| Error::model(format!("cannot decode JSON model: {e}")))?;
+        env.model.validate()?;
+        Ok(env.model)
+    }
+
+    /// Writes the binary format to `path`.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        std::fs::write(path, self.to_bytes())?;
+        Ok(())
+    }
+
+    /// Reads a model file (binary or JSON).
+    pub fn load(path: impl AsRef<Path>) -> Result<Self> {
+        Self::from_bytes(&std::fs::read(path)?)
+    }
+
+    /// Checks everything prediction relies on, so a crafted file cannot make it misbehave.
+    pub(crate) fn validate(&self) -> Result<()> {
+        self.config.validate().map_err(|e| Error::model(format!("stored parameters: {e}")))?;
+        if self.n_outputs != self.config.num_outputs() {
+            return Err(Error::model(format!(
+                "{} outputs stored but the objective has {}",
+                self.n_outputs,
+                self.config.num_outputs()
+            )));
+        }
+        if self.base_margin.len() != self.n_outputs || self.base_margin.iter().any(|m| !m.is_finite()) {
+            return Err(Error::model("base margin is missing, of the wrong length, or not finite"));
+        }
+        if self.features.is_empty() {
+            return Err(Error::model("no features"));
+        }
+        if self.trees.is_empty() || self.trees.len() % self.n_outputs != 0 {
+            return Err(Error::model(format!(
+                "{} trees do not make whole rounds of {} outputs",
+                self.trees.len(),
+                self.n_outputs
+            )));
+        }
+        for f in &self.features {
+            match (&f.cuts, &f.categories) {
+                (crate::data::FeatureCuts::Numeric { cuts }, None) => {
+                    if cuts.windows(2).any(|w| w[0] >= w[1]) || cuts.iter().any(|c| !c.is_finite()) {
+                        return Err(Error::model(format!(
+                            "feature `{}` has unsorted or non-finite cut points",
+                            f.name
+                        )));
+                    }
+                }
+                (crate::data::FeatureCuts::Categorical { n_categories }, Some(names))
+                    if *n_categories as usize == names.len() => {}
+                _ => {
+                    return Err(Error::model(format!(
+                        "feature `{}` has inconsistent cut points and categories",
+                        f.name
+                    )))
+                }
+            }
+        }
+        for (i, t) in self.trees.iter().enumerate() {
+            t.validate(self.features.len()).map_err(|e| Error::model(format!("tree {i}: {e}")))?;
+            for n in 0..t.n_nodes() as u32 {
+                if t.is_leaf(n) {
+                    continue;
+                }
+                let info = &self.features[t.feature[n as usize] as usize];
+                let bins = info.cuts.n_bins();
+                if t.is_categorical(n) != info.categories.is_some()
+                    || (!t.is_categorical(n) && t.split_bin[n as usize] + 1 >= bins)
+                {
+                    return Err(Error::model(format!("tree {i} node {n}: split does not fit feature `{}`", info.name)));
+                }
+            }
+        }
+        if let Some(b) = self.best_iteration {
+            if b >= self.num_rounds() {
+                return Err(Error::model("best iteration lies beyond the stored trees"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_version(version: u32) -> Result<()> {
+    if version > FORMAT_VERSION {
+        return Err(Error::ModelVersion { found: version, supported: FORMAT_VERSION });
+    }
+    if version == 0 {
+        return Err(Error::model("format version 0 does not exist"));
+    }
+    Ok(())
+}

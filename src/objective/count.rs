@@ -1,0 +1,63 @@
+//! `count:poisson` and `reg:tweedie`, both with a log link.
+
+use rayon::prelude::*;
+
+use super::{check_each, weighted_mean, Loss, Targets};
+use crate::error::Result;
+use crate::tree::GradPair;
+
+/// Poisson regression. The hessian is taken at `margin + 0.7`, XGBoost's safeguard against
+/// huge early steps (its `max_delta_step` for this objective).
+pub struct Poisson;
+
+const POISSON_HESSIAN_SHIFT: f32 = 0.7;
+
+impl Loss for Poisson {
+    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) {
+        out.par_iter_mut().enumerate().for_each(|(i, o)| {
+            let w = t.w(i);
+            *o = GradPair { g: (margin[i].exp() - t.label[i]) * w, h: (margin[i] + POISSON_HESSIAN_SHIFT).exp() * w };
+        });
+    }
+
+    fn check_labels(&self, t: &Targets) -> Result<()> {
+        check_each(t.label, "count:poisson needs labels >= 0", |y| y >= 0.0)
+    }
+
+    fn estimate_base_margin(&self, t: &Targets) -> Vec<f32> {
+        vec![self.base_score_to_margin(weighted_mean(t))]
+    }
+
+    fn base_score_to_margin(&self, mean: f64) -> f32 {
+        mean.max(1e-6).ln() as f32
+    }
+}
+
+/// Tweedie deviance with variance power `rho` in [1, 2).
+pub struct Tweedie {
+    pub rho: f32,
+}
+
+impl Loss for Tweedie {
+    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) {
+        let rho = self.rho;
+        out.par_iter_mut().enumerate().for_each(|(i, o)| {
+            let (m, y, w) = (margin[i], t.label[i], t.w(i));
+            let a = ((1.0 - rho) * m).exp();
+            let b = ((2.0 - rho) * m).exp();
+            *o = GradPair { g: (-y * a + b) * w, h: (-y * (1.0 - rho) * a + (2.0 - rho) * b) * w };
+        });
+    }
+
+    fn check_labels(&self, t: &Targets) -> Result<()> {
+        check_each(t.label, "reg:tweedie needs labels >= 0", |y| y >= 0.0)
+    }
+
+    fn estimate_base_margin(&self, t: &Targets) -> Vec<f32> {
+        vec![self.base_score_to_margin(weighted_mean(t))]
+    }
+
+    fn base_score_to_margin(&self, mean: f64) -> f32 {
+        mean.max(1e-6).ln() as f32
+    }
+}

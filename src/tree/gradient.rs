@@ -1,0 +1,133 @@
+//! Gradients as fixed-point integers. Each round the float gradient pairs are scaled by a
+//! power of two and rounded to `i32`, chosen so that no sum over all rows can overflow `i64`.
+//! Histogram sums are then exact integer sums: the same whatever the summation order, the
+//! thread count, or the device, which makes training bitwise deterministic and lets the
+//! GPU histograms equal the CPU ones exactly.
+
+use std::ops::{Add, AddAssign, Sub};
+
+use serde::{Deserialize, Serialize};
+
+/// A float gradient and hessian for one row and one output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[repr(C)]
+pub struct GradPair {
+    pub g: f32,
+    pub h: f32,
+}
+
+/// A quantised gradient pair of one row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct QuantGrad {
+    pub g: i32,
+    pub h: i32,
+}
+
+/// An exact sum of quantised gradient pairs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(C)]
+pub struct GradSum {
+    pub g: i64,
+    pub h: i64,
+}
+
+impl Add for GradSum {
+    type Output = GradSum;
+    #[inline]
+    fn add(self, o: GradSum) -> GradSum {
+        GradSum { g: self.g + o.g, h: self.h + o.h }
+    }
+}
+
+impl Sub for GradSum {
+    type Output = GradSum;
+    #[inline]
+    fn sub(self, o: GradSum) -> GradSum {
+        GradSum { g: self.g - o.g, h: self.h - o.h }
+    }
+}
+
+impl AddAssign<QuantGrad> for GradSum {
+    #[inline]
+    fn add_assign(&mut self, q: QuantGrad) {
+        self.g += q.g as i64;
+        self.h += q.h as i64;
+    }
+}
+
+impl AddAssign for GradSum {
+    #[inline]
+    fn add_assign(&mut self, o: GradSum) {
+        self.g += o.g;
+        self.h += o.h;
+    }
+}
+
+/// Largest magnitude of one row's quantised value: 2^30, so a sum of up to 2^32 rows fits i64.
+const ROW_BITS: i32 = 30;
+
+/// Power-of-two scales from floats to fixed point, one for gradients and one for hessians.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Quantiser {
+    pub g_scale: f64,
+    pub h_scale: f64,
+    /// Reciprocals of the scales (exact: the scales are powers of two).
+    g_unit: f64,
+    h_unit: f64,
+}
+
+impl Quantiser {
+    /// Scales that map the largest magnitude in `pairs` to at most 2^30.
+    pub fn fit(pairs: &[GradPair]) -> Self {
+        let (mut gmax, mut hmax) = (0f32, 0f32);
+        for p in pairs {
+            gmax = gmax.max(p.g.abs());
+            hmax = hmax.max(p.h.abs());
+        }
+        let (g_scale, h_scale) = (scale_for(gmax), scale_for(hmax));
+        Quantiser { g_scale, h_scale, g_unit: 1.0 / g_scale, h_unit: 1.0 / h_scale }
+    }
+
+    #[inline]
+    pub fn quantise(&self, p: GradPair) -> QuantGrad {
+        QuantGrad { g: (p.g as f64 * self.g_scale).round() as i32, h: (p.h as f64 * self.h_scale).round() as i32 }
+    }
+
+    /// The float gradient and hessian sums an integer sum stands for.
+    #[inline]
+    pub fn to_float(&self, s: GradSum) -> (f64, f64) {
+        (s.g as f64 * self.g_unit, s.h as f64 * self.h_unit)
+    }
+}
+
+fn scale_for(max_abs: f32) -> f64 {
+    if max_abs <= 0.0 || !max_abs.is_finite() {
+        return 1.0;
+    }
+    // The largest power of two with max_abs * scale <= 2^30.
+    let e = ROW_BITS - (max_abs as f64).log2().ceil() as i32;
+    2f64.powi(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantised_values_stay_in_range_and_round_trip_closely() {
+        let pairs: Vec<GradPair> =
+            (0..1000).map(|i| GradPair { g: (i as f32 - 500.0) / 7.0, h: i as f32 / 3000.0 }).collect();
+        let q = Quantiser::fit(&pairs);
+        let mut sum = GradSum::default();
+        for p in &pairs {
+            let v = q.quantise(*p);
+            assert!(v.g.unsigned_abs() <= 1 << 30 && v.h.unsigned_abs() <= 1 << 30);
+            sum += v;
+        }
+        let (g, h) = q.to_float(sum);
+        let exact_g: f64 = pairs.iter().map(|p| p.g as f64).sum();
+        let exact_h: f64 = pairs.iter().map(|p| p.h as f64).sum();
+        assert!((g - exact_g).abs() < 1e-5 && (h - exact_h).abs() < 1e-5, "{g} {exact_g} {h} {exact_h}");
+    }
+}

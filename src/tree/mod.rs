@@ -1,0 +1,10 @@
+//! Trees: the fixed-point gradient sums every backend accumulates ([`gradient`]), the split
+//! math ([`split`], the only copy of the gain formula), and the stored tree ([`Tree`]).
+
+pub mod gradient;
+pub mod model;
+pub mod split;
+
+pub use gradient::{GradPair, GradSum, Quantiser};
+pub use model::{Tree, NO_CHILD};
+pub use split::SplitParams;

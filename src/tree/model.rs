@@ -1,0 +1,226 @@
+//! One regression tree as flat arrays (struct of arrays), indexed by node id; node 0 is the
+//! root. This is the stored form; prediction builds a cache-friendlier copy from it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Child id of a leaf.
+pub const NO_CHILD: u32 = u32::MAX;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tree {
+    pub left: Vec<u32>,
+    pub right: Vec<u32>,
+    /// Split feature (index into the model's features); 0 for leaves.
+    pub feature: Vec<u32>,
+    /// Numeric splits send `x < threshold` left.
+    pub threshold: Vec<f32>,
+    /// The same test on bins: `bin <= split_bin` goes left.
+    pub split_bin: Vec<u32>,
+    /// Where missing values go.
+    pub default_left: Vec<bool>,
+    /// Categorical splits: the bitset of left-going category codes is
+    /// `category_words[category_start..category_start + category_len]`; `category_len` is 0
+    /// for numeric splits.
+    pub category_start: Vec<u32>,
+    pub category_len: Vec<u32>,
+    pub category_words: Vec<u32>,
+    /// Leaf output (learning rate applied); for inner nodes, the value the node would have as a leaf.
+    pub value: Vec<f32>,
+    /// Loss reduction of the split (0 for leaves).
+    pub gain: Vec<f32>,
+    /// Hessian sum of the training rows that reached the node.
+    pub cover: Vec<f32>,
+}
+
+/// A split to apply to a leaf.
+pub struct SplitSpec<'a> {
+    pub feature: u32,
+    pub threshold: f32,
+    pub split_bin: u32,
+    pub default_left: bool,
+    pub left_categories: &'a [u32],
+    pub gain: f32,
+}
+
+impl Tree {
+    /// A tree with only a root leaf.
+    pub fn leaf(value: f32, cover: f32) -> Self {
+        let mut t = Tree::default();
+        t.push_leaf(value, cover);
+        t
+    }
+
+    fn push_leaf(&mut self, value: f32, cover: f32) -> u32 {
+        self.left.push(NO_CHILD);
+        self.right.push(NO_CHILD);
+        self.feature.push(0);
+        self.threshold.push(0.0);
+        self.split_bin.push(0);
+        self.default_left.push(false);
+        self.category_start.push(0);
+        self.category_len.push(0);
+        self.value.push(value);
+        self.gain.push(0.0);
+        self.cover.push(cover);
+        (self.left.len() - 1) as u32
+    }
+
+    /// Turns leaf `node` into a split with two new leaves; returns their ids.
+    pub fn split(&mut self, node: u32, s: &SplitSpec, left: (f32, f32), right: (f32, f32)) -> (u32, u32) {
+        let n = node as usize;
+        debug_assert!(self.is_leaf(node));
+        let l = self.push_leaf(left.0, left.1);
+        let r = self.push_leaf(right.0, right.1);
+        self.left[n] = l;
+        self.right[n] = r;
+        self.feature[n] = s.feature;
+        self.threshold[n] = s.threshold;
+        self.split_bin[n] = s.split_bin;
+        self.default_left[n] = s.default_left;
+        self.gain[n] = s.gain;
+        if !s.left_categories.is_empty() {
+            let max = *s.left_categories.iter().max().unwrap();
+            let words = max as usize / 32 + 1;
+            let start = self.category_words.len();
+            self.category_words.resize(start + words, 0);
+            for &c in s.left_categories {
+                self.category_words[start + c as usize / 32] |= 1 << (c % 32);
+            }
+            self.category_start[n] = start as u32;
+            self.category_len[n] = words as u32;
+            self.threshold[n] = 0.0;
+        }
+        (l, r)
+    }
+
+    pub fn n_nodes(&self) -> usize {
+        self.left.len()
+    }
+
+    #[inline]
+    pub fn is_leaf(&self, node: u32) -> bool {
+        self.left[node as usize] == NO_CHILD
+    }
+
+    #[inline]
+    pub fn is_categorical(&self, node: u32) -> bool {
+        self.category_len[node as usize] > 0
+    }
+
+    /// Whether category `code` is in the left set of categorical split `node`.
+    #[inline]
+    pub fn category_goes_left(&self, node: u32, code: u32) -> bool {
+        let n = node as usize;
+        let word = (code / 32) as usize;
+        word < self.category_len[n] as usize
+            && self.category_words[self.category_start[n] as usize + word] & (1 << (code % 32)) != 0
+    }
+
+    /// The child a raw feature value goes to (NaN is missing; categories as codes).
+    #[inline]
+    pub fn next(&self, node: u32, x: f32) -> u32 {
+        let n = node as usize;
+        let left = if x.is_nan() {
+            self.default_left[n]
+        } else if self.is_categorical(node) {
+            self.category_goes_left(node, x as u32)
+        } else {
+            x < self.threshold[n]
+        };
+        if left {
+            self.left[n]
+        } else {
+            self.right[n]
+        }
+    }
+
+    /// The child a binned value goes to; `missing_bin` is the feature's missing bin id.
+    #[inline]
+    pub fn next_binned(&self, node: u32, bin: u32, missing_bin: u32) -> u32 {
+        let n = node as usize;
+        let left = if bin == missing_bin {
+            self.default_left[n]
+        } else if self.is_categorical(node) {
+            self.category_goes_left(node, bin)
+        } else {
+            bin <= self.split_bin[n]
+        };
+        if left {
+            self.left[n]
+        } else {
+            self.right[n]
+        }
+    }
+
+    /// The leaf reached by a row whose feature `f` reads `value(f)`.
+    #[inline]
+    pub fn leaf_of(&self, value: impl Fn(usize) -> f32) -> u32 {
+        let mut node = 0;
+        while !self.is_leaf(node) {
+            node = self.next(node, value(self.feature[node as usize] as usize));
+        }
+        node
+    }
+
+    /// Depth of the deepest leaf (a lone root has depth 0).
+    pub fn depth(&self) -> usize {
+        fn go(t: &Tree, n: u32) -> usize {
+            if t.is_leaf(n) {
+                0
+            } else {
+                1 + go(t, t.left[n as usize]).max(go(t, t.right[n as usize]))
+            }
+        }
+        go(self, 0)
+    }
+
+    /// Checks that the arrays agree in length, children point forward within the tree (so
+    /// every walk ends), features exist, and category sets lie inside `category_words`.
+    pub fn validate(&self, n_features: usize) -> Result<()> {
+        let n = self.left.len();
+        let lengths = [
+            self.right.len(),
+            self.feature.len(),
+            self.threshold.len(),
+            self.split_bin.len(),
+            self.default_left.len(),
+            self.category_start.len(),
+            self.category_len.len(),
+            self.value.len(),
+            self.gain.len(),
+            self.cover.len(),
+        ];
+        if n == 0 || lengths.iter().any(|&l| l != n) {
+            return Err(Error::model("tree arrays are empty or differ in length"));
+        }
+        for i in 0..n {
+            let (l, r) = (self.left[i], self.right[i]);
+            if (l == NO_CHILD) != (r == NO_CHILD) {
+                return Err(Error::model(format!("node {i} has exactly one child")));
+            }
+            if l != NO_CHILD {
+                if l as usize <= i || r as usize <= i || l as usize >= n || r as usize >= n {
+                    return Err(Error::model(format!(
+                        "node {i} has children {l} and {r} outside the tree or before it"
+                    )));
+                }
+                if self.feature[i] as usize >= n_features {
+                    return Err(Error::model(format!(
+                        "node {i} splits on feature {} of {n_features}",
+                        self.feature[i]
+                    )));
+                }
+                let (start, len) = (self.category_start[i] as usize, self.category_len[i] as usize);
+                if start.checked_add(len).is_none_or(|end| end > self.category_words.len()) {
+                    return Err(Error::model(format!("node {i} has a category set outside the tree's category words")));
+                }
+            }
+            if !self.value[i].is_finite() {
+                return Err(Error::model(format!("node {i} has a non-finite value")));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,324 @@
+//! Exact invariants of the CPU trainer: a split computed by hand, histogram subtraction,
+//! determinism, serialisation round trips, missing-value directions, categorical splits,
+//! growth limits and early stopping.
+
+use std::sync::Arc;
+
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, DictionaryArray, Float32Array, Float64Array, Int64Array};
+use polars_gbt::backend::cpu::histogram::{build_histograms, subtract, HistLayout, HistTask};
+use polars_gbt::data::cuts::compute_cuts;
+use polars_gbt::data::BinnedMatrix;
+use polars_gbt::random::Rng;
+use polars_gbt::tree::{GradPair, GradSum, Quantiser};
+use polars_gbt::{
+    train, Dataset, FeatureColumn, FeatureFrame, GrowPolicy, Model, PredictOutput, Predictions, TrainConfig,
+};
+
+fn float_column(name: &str, values: Vec<f32>) -> FeatureColumn {
+    FeatureColumn::new(name, vec![Arc::new(Float32Array::from(values)) as ArrayRef]).unwrap()
+}
+
+fn config(json: &str) -> TrainConfig {
+    TrainConfig::from_json(json).unwrap()
+}
+
+fn values(p: Predictions) -> Vec<f32> {
+    match p {
+        Predictions::Float { values, .. } => values,
+        other => panic!("expected float predictions, got {other:?}"),
+    }
+}
+
+/// Random data: `nf` features (some missing), a label that depends on the first three.
+fn random_data(n: usize, nf: usize, seed: u64) -> (FeatureFrame, Vec<f32>) {
+    let mut rng = Rng::new(seed, 7);
+    let mut cols = vec![vec![0f32; n]; nf];
+    for col in cols.iter_mut() {
+        for v in col.iter_mut() {
+            *v = (rng.below(10_000) as f32 - 5_000.0) / 1_000.0;
+        }
+    }
+    for v in cols[nf - 1].iter_mut() {
+        if rng.below(10) == 0 {
+            *v = f32::NAN;
+        }
+    }
+    let y = (0..n)
+        .map(|i| {
+            let z = cols[0][i] + 0.5 * cols[1][i] * cols[2][i];
+            let noise = (rng.below(1000) as f32 - 500.0) / 1000.0;
+            ((z + noise) > 0.0) as u8 as f32
+        })
+        .collect();
+    let frame =
+        FeatureFrame::new(cols.into_iter().enumerate().map(|(j, c)| float_column(&format!("x{j}"), c)).collect())
+            .unwrap();
+    (frame, y)
+}
+
+#[test]
+fn one_split_computed_by_hand() {
+    // Squared error from a zero base: g = -y, h = 1. The best split separates {1, 1} from
+    // {3, 3}: G_L = -2, G_R = -6, H = 2 each; with lambda 0, gain = 4/2 + 36/2 - 64/4 = 4
+    // and leaf weights are -G/H = 1 and 3.
+    let frame = FeatureFrame::new(vec![float_column("x", vec![1.0, 2.0, 3.0, 4.0])]).unwrap();
+    let data = Dataset::new(frame.clone(), vec![1.0, 1.0, 3.0, 3.0]).unwrap();
+    let cfg = config(
+        r#"{"n_estimators": 1, "max_depth": 1, "learning_rate": 1.0, "reg_lambda": 0.0,
+            "min_child_weight": 0.0, "base_score": 0.0}"#,
+    );
+    let model = train(&cfg, &data, &[]).unwrap();
+    let tree = &model.trees()[0];
+    assert_eq!(tree.n_nodes(), 3);
+    assert_eq!(tree.feature[0], 0);
+    assert_eq!(tree.threshold[0], 2.5);
+    assert!((tree.gain[0] - 4.0).abs() < 1e-6, "gain {}", tree.gain[0]);
+    let (l, r) = (tree.left[0] as usize, tree.right[0] as usize);
+    assert!((tree.value[l] - 1.0).abs() < 1e-6 && (tree.value[r] - 3.0).abs() < 1e-6);
+    assert_eq!(tree.cover[0], 4.0);
+    let p = values(model.predict(&frame, PredictOutput::Value).unwrap());
+    for (got, want) in p.iter().zip([1.0, 1.0, 3.0, 3.0]) {
+        assert!((got - want).abs() < 1e-6);
+    }
+}
+
+#[test]
+fn histogram_subtraction_equals_direct_construction() {
+    let (frame, _) = random_data(5_000, 6, 1);
+    let cuts = compute_cuts(&frame, None, 64, 0).unwrap();
+    let binned = BinnedMatrix::new(&frame, &cuts);
+    let layout = HistLayout::new(&binned);
+    let mut rng = Rng::new(3, 0);
+    let pairs: Vec<GradPair> = (0..5_000)
+        .map(|_| GradPair { g: rng.below(2001) as f32 / 1000.0 - 1.0, h: rng.below(1000) as f32 / 999.0 })
+        .collect();
+    let q = Quantiser::fit(&pairs);
+    let grads: Vec<_> = pairs.iter().map(|&p| q.quantise(p)).collect();
+    let features: Vec<u32> = (0..6).collect();
+    let parent: Vec<u32> = (0..5_000).filter(|r| r % 7 != 3).collect();
+    let (left, right): (Vec<u32>, Vec<u32>) = parent.iter().partition(|_| rng.below(3) == 0);
+    let build = |rows: &[u32]| {
+        let mut hist = vec![GradSum::default(); layout.total_slots()];
+        build_histograms(&binned, &layout, &grads, &features, vec![HistTask { rows, hist: &mut hist }]);
+        hist
+    };
+    let (hp, hl, hr) = (build(&parent), build(&left), build(&right));
+    let mut sibling = vec![GradSum::default(); layout.total_slots()];
+    subtract(&hp, &hl, &mut sibling);
+    assert_eq!(sibling, hr);
+    // And building the same histogram again gives the same bits.
+    for _ in 0..16 {
+        assert_eq!(build(&parent), hp);
+    }
+}
+
+#[test]
+fn training_is_deterministic_across_runs_and_thread_counts() {
+    let (frame, y) = random_data(3_000, 8, 2);
+    let data = Dataset::new(frame, y).unwrap();
+    let fit = |threads: usize| {
+        let cfg = config(&format!(
+            r#"{{"objective": "binary:logistic", "n_estimators": 15, "max_depth": 5, "subsample": 0.8,
+                "colsample_bytree": 0.8, "colsample_bynode": 0.7, "seed": 11, "n_jobs": {threads}}}"#
+        ));
+        train(&cfg, &data, &[]).unwrap()
+    };
+    let one = fit(1);
+    assert_eq!(one.to_bytes(), fit(1).to_bytes(), "two fits with the same seed differ");
+    // The stored parameters record n_jobs, so compare everything but them.
+    for threads in [2, 4] {
+        let other = fit(threads);
+        assert_eq!(one.trees(), other.trees(), "1 and {threads} threads grow different trees");
+        assert_eq!(one.base_margin(), other.base_margin());
+        assert_eq!(one.features(), other.features());
+    }
+}
+
+#[test]
+fn models_round_trip_through_bytes_files_and_json() {
+    let (frame, y) = random_data(2_000, 5, 3);
+    let data = Dataset::new(frame.clone(), y).unwrap();
+    let cfg = config(r#"{"objective": "binary:logistic", "n_estimators": 10, "max_depth": 4}"#);
+    let model = train(&cfg, &data, &[]).unwrap();
+    let want = values(model.predict(&frame, PredictOutput::Margin).unwrap());
+
+    let from_bytes = Model::from_bytes(&model.to_bytes()).unwrap();
+    assert_eq!(from_bytes, model);
+    let from_json = Model::from_json(&model.to_json()).unwrap();
+    assert_eq!(from_json, model);
+    let dir = std::env::temp_dir().join(format!("polars-gbt-roundtrip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("model.pgbt");
+    model.save(&path).unwrap();
+    let from_file = Model::load(&path).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    for m in [from_bytes, from_json, from_file] {
+        assert_eq!(values(m.predict(&frame, PredictOutput::Margin).unwrap()), want);
+    }
+}
+
+#[test]
+fn missing_values_learn_their_direction() {
+    // Rows with a missing x behave like large x: the split must send missing right.
+    let n = 400;
+    let x: Vec<f32> = (0..n).map(|i| if i % 4 == 0 { f32::NAN } else { i as f32 }).collect();
+    let y: Vec<f32> = (0..n).map(|i| if i % 4 == 0 || i >= 200 { 10.0 } else { 0.0 }).collect();
+    let frame = FeatureFrame::new(vec![float_column("x", x)]).unwrap();
+    let data = Dataset::new(frame, y).unwrap();
+    let model = train(&config(r#"{"n_estimators": 1, "max_depth": 1, "learning_rate": 1.0}"#), &data, &[]).unwrap();
+    let tree = &model.trees()[0];
+    assert!(!tree.default_left[0], "missing should go right with the large values");
+    // Nulls are missing values too, and give the same model as NaN.
+    let nulls: ArrayRef = Arc::new(Float64Array::from_iter((0..n).map(|i| (i % 4 != 0).then_some(i as f64))));
+    let y2: Vec<f32> = (0..n).map(|i| if i % 4 == 0 || i >= 200 { 10.0 } else { 0.0 }).collect();
+    let data2 =
+        Dataset::new(FeatureFrame::new(vec![FeatureColumn::new("x", vec![nulls]).unwrap()]).unwrap(), y2).unwrap();
+    let model2 = train(&config(r#"{"n_estimators": 1, "max_depth": 1, "learning_rate": 1.0}"#), &data2, &[]).unwrap();
+    assert_eq!(model2.trees(), model.trees());
+}
+
+#[test]
+fn categorical_splits_separate_categories() {
+    // Categories b and d have label 1, the others 0: one partition split separates them.
+    let cats = ["a", "b", "c", "d", "e", "f"];
+    let n = 600;
+    let names: Vec<&str> = (0..n).map(|i| cats[i % 6]).collect();
+    let y: Vec<f32> = names.iter().map(|c| (*c == "b" || *c == "d") as u8 as f32).collect();
+    let dict: ArrayRef = Arc::new(names.iter().copied().collect::<DictionaryArray<Int32Type>>());
+    let frame = FeatureFrame::new(vec![FeatureColumn::new("c", vec![dict]).unwrap()]).unwrap();
+    let data = Dataset::new(frame.clone(), y.clone()).unwrap();
+    let cfg = config(r#"{"objective": "binary:logistic", "n_estimators": 5, "max_depth": 1, "learning_rate": 1.0}"#);
+    let model = train(&cfg, &data, &[]).unwrap();
+    assert!(model.trees()[0].is_categorical(0));
+    let p = values(model.predict(&frame, PredictOutput::Value).unwrap());
+    for (p, y) in p.iter().zip(&y) {
+        assert!((p - y).abs() < 0.1, "p={p} y={y}");
+    }
+    // At prediction, categories are matched by name whatever the dictionary order, and an
+    // unseen category is in no split's set.
+    let other: ArrayRef = Arc::new(["d", "zzz", "a"].into_iter().collect::<DictionaryArray<Int32Type>>());
+    let p = values(
+        model
+            .predict(
+                &FeatureFrame::new(vec![FeatureColumn::new("c", vec![other]).unwrap()]).unwrap(),
+                PredictOutput::Value,
+            )
+            .unwrap(),
+    );
+    assert!(p[0] > 0.9 && p[2] < 0.1, "{p:?}");
+    assert!(p[1].is_finite());
+}
+
+#[test]
+fn growth_respects_depth_and_leaf_limits() {
+    let (frame, y) = random_data(4_000, 6, 4);
+    let data = Dataset::new(frame, y).unwrap();
+    let depthwise =
+        train(&config(r#"{"objective": "binary:logistic", "n_estimators": 5, "max_depth": 3}"#), &data, &[]).unwrap();
+    assert!(depthwise.trees().iter().all(|t| t.depth() <= 3));
+    let lossguide = train(
+        &config(r#"{"objective": "binary:logistic", "n_estimators": 5, "grow_policy": "lossguide", "max_depth": 0, "max_leaves": 7}"#),
+        &data,
+        &[],
+    )
+    .unwrap();
+    for t in lossguide.trees() {
+        let leaves = (0..t.n_nodes() as u32).filter(|&n| t.is_leaf(n)).count();
+        assert!(leaves <= 7, "{leaves} leaves");
+    }
+    assert!(lossguide.trees().iter().any(|t| t.depth() > 3), "lossguide should grow unbalanced trees here");
+    assert_eq!(lossguide.config().grow_policy, GrowPolicy::Lossguide);
+}
+
+#[test]
+fn early_stopping_keeps_the_best_round() {
+    let (frame, y) = random_data(3_000, 6, 5);
+    let (vframe, vy) = random_data(1_000, 6, 6);
+    let data = Dataset::new(frame, y).unwrap();
+    let valid = Dataset::new(vframe, vy).unwrap();
+    let cfg = config(
+        r#"{"objective": "binary:logistic", "n_estimators": 500, "max_depth": 6, "learning_rate": 0.5,
+            "eval_metric": ["auc", "logloss"], "early_stopping_rounds": 5}"#,
+    );
+    let model = train(&cfg, &data, &[("valid", &valid)]).unwrap();
+    let best = model.best_iteration().expect("early stopping sets the best round");
+    assert_eq!(model.num_rounds(), best + 1);
+    let log = model.evals_result();
+    assert_eq!(log.len(), 2);
+    assert_eq!((log[1].dataset.as_str(), log[1].metric.as_str()), ("valid", "logloss"));
+    let losses = &log[1].values;
+    assert!(losses.len() < 500, "should have stopped early");
+    assert_eq!(losses.len(), best + 6);
+    let min = losses.iter().copied().fold(f64::INFINITY, f64::min);
+    assert_eq!(losses[best], min);
+}
+
+#[test]
+fn chunking_and_column_order_do_not_change_anything() {
+    let (frame, y) = random_data(2_500, 4, 7);
+    let data = Dataset::new(frame.clone(), y.clone()).unwrap();
+    let cfg = config(r#"{"objective": "binary:logistic", "n_estimators": 8, "max_depth": 4}"#);
+    let model = train(&cfg, &data, &[]).unwrap();
+    // The same columns cut into uneven chunks.
+    let mut buf = vec![0f32; 2_500];
+    let chunked: Vec<FeatureColumn> = frame
+        .columns()
+        .iter()
+        .map(|c| {
+            c.read(0, &mut buf);
+            let pieces = [0..1, 1..700, 700..701, 701..2_500]
+                .into_iter()
+                .map(|r| Arc::new(Float32Array::from(buf[r].to_vec())) as ArrayRef)
+                .collect();
+            FeatureColumn::new(c.name(), pieces).unwrap()
+        })
+        .collect();
+    let chunked = FeatureFrame::new(chunked).unwrap();
+    let model2 = train(&cfg, &Dataset::new(chunked.clone(), y).unwrap(), &[]).unwrap();
+    assert_eq!(model.to_bytes(), model2.to_bytes());
+    // Reordered and extra columns at prediction.
+    let mut cols: Vec<FeatureColumn> = chunked.columns().iter().rev().cloned().collect();
+    cols.push(FeatureColumn::new("extra", vec![Arc::new(Int64Array::from(vec![1i64; 2_500])) as ArrayRef]).unwrap());
+    let reordered = FeatureFrame::new(cols).unwrap();
+    assert_eq!(
+        values(model.predict(&reordered, PredictOutput::Margin).unwrap()),
+        values(model.predict(&frame, PredictOutput::Margin).unwrap())
+    );
+}
+
+#[test]
+fn outputs_agree_with_each_other() {
+    let (frame, y) = random_data(1_000, 4, 8);
+    let labels: Vec<f32> = y.iter().enumerate().map(|(i, &v)| v + (i % 2) as f32).collect();
+    let data = Dataset::new(frame.clone(), labels).unwrap();
+    let cfg = config(r#"{"objective": "multi:softprob", "num_class": 3, "n_estimators": 6, "max_depth": 3}"#);
+    let model = train(&cfg, &data, &[]).unwrap();
+    assert_eq!(model.num_trees(), 18);
+    let probs = values(model.predict(&frame, PredictOutput::Value).unwrap());
+    for row in probs.chunks(3) {
+        assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+    }
+    let Predictions::Index { values: classes, width: 1 } = model.predict(&frame, PredictOutput::Class).unwrap() else {
+        panic!("class output is one index per row")
+    };
+    for (row, &c) in probs.chunks(3).zip(&classes) {
+        let argmax = (0..3).fold(0, |b, k| if row[k] > row[b] { k } else { b });
+        assert_eq!(argmax as u32, c);
+    }
+    let Predictions::Index { values: leaves, width } = model.predict(&frame, PredictOutput::Leaf).unwrap() else {
+        panic!("leaf output is indices")
+    };
+    assert_eq!(width, 18);
+    // Summing the leaves' values reproduces the margins.
+    let margins = values(model.predict(&frame, PredictOutput::Margin).unwrap());
+    for r in 0..10 {
+        for k in 0..3 {
+            let mut m = model.base_margin()[k];
+            for t in (k..18).step_by(3) {
+                m += model.trees()[t].value[leaves[r * 18 + t] as usize];
+            }
+            assert!((m - margins[r * 3 + k]).abs() < 1e-5);
+        }
+    }
+}
