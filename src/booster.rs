@@ -193,6 +193,7 @@ impl<'a> Trainer<'a> {
                 min_child_weight: c.min_child_weight,
                 max_delta_step: c.max_delta_step,
                 max_cat_to_onehot: c.max_cat_to_onehot,
+                max_cat_threshold: c.max_cat_threshold,
             },
             policy: c.grow_policy,
             max_depth: c.max_depth,
@@ -267,14 +268,8 @@ impl<'a> Trainer<'a> {
                     self.refit_leaves(&mut tree, &grown.partition, m, alpha);
                 }
                 if sampled_all {
-                    for leaf in 0..tree.n_nodes() as u32 {
-                        if tree.is_leaf(leaf) {
-                            let v = tree.value[leaf as usize];
-                            for &r in grown.partition.rows_of(leaf) {
-                                m[r as usize] += v;
-                            }
-                        }
-                    }
+                    let leaves: Vec<u32> = (0..tree.n_nodes() as u32).filter(|&n| tree.is_leaf(n)).collect();
+                    grown.partition.scatter_add(&leaves, |leaf| tree.value[leaf as usize], m);
                 } else {
                     add_tree_binned(&tree, &self.binned, m);
                 }

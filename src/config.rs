@@ -139,6 +139,8 @@ pub struct TrainConfig {
     pub tweedie_variance_power: f64,
     /// Categorical features with at most this many categories split one category against the rest.
     pub max_cat_to_onehot: usize,
+    /// Largest set of categories a partition split sends one way (XGBoost's default, 64).
+    pub max_cat_threshold: usize,
     /// Worker threads; 0 uses every core.
     #[serde(alias = "nthread", alias = "num_threads")]
     pub n_jobs: usize,
@@ -173,6 +175,7 @@ impl Default for TrainConfig {
             quantile_alpha: 0.5,
             tweedie_variance_power: 1.5,
             max_cat_to_onehot: 4,
+            max_cat_threshold: 64,
             n_jobs: 0,
             device: Device::Cpu,
         }
@@ -266,6 +269,7 @@ impl TrainConfig {
         check(self.huber_slope.is_finite() && self.huber_slope > 0.0, "huber_slope", "must be > 0")?;
         check(self.quantile_alpha > 0.0 && self.quantile_alpha < 1.0, "quantile_alpha", "must be in (0, 1)")?;
         check((1.0..2.0).contains(&self.tweedie_variance_power), "tweedie_variance_power", "must be in [1, 2)")?;
+        check(self.max_cat_threshold >= 1, "max_cat_threshold", "must be at least 1")?;
         check(self.early_stopping_rounds != Some(0), "early_stopping_rounds", "must be at least 1")?;
         if let Some(b) = self.base_score {
             check(b.is_finite(), "base_score", "must be finite")?;

@@ -15,6 +15,7 @@ use arrow_array::{Array, ArrayRef};
 use arrow_buffer::ArrowNativeType;
 use arrow_schema::DataType;
 
+use super::cuts::FINITE_LIMIT;
 use crate::error::{Error, Result};
 
 /// Code given to a category the model never saw: larger than any real code, so it lies in
@@ -206,9 +207,13 @@ macro_rules! read_primitive {
 fn read_numeric(array: &dyn Array, offset: usize, out: &mut [f32]) {
     match array.data_type() {
         DataType::Float32 => {
-            out.copy_from_slice(&array.as_primitive::<Float32Type>().values()[offset..offset + out.len()])
+            out.copy_from_slice(&array.as_primitive::<Float32Type>().values()[offset..offset + out.len()]);
+            clamp_to_finite(out);
         }
-        DataType::Float64 => read_primitive!(array, Float64Type, offset, out),
+        DataType::Float64 => {
+            read_primitive!(array, Float64Type, offset, out);
+            clamp_to_finite(out);
+        }
         DataType::Int8 => read_primitive!(array, Int8Type, offset, out),
         DataType::Int16 => read_primitive!(array, Int16Type, offset, out),
         DataType::Int32 => read_primitive!(array, Int32Type, offset, out),
@@ -226,6 +231,13 @@ fn read_numeric(array: &dyn Array, offset: usize, out: &mut [f32]) {
         other => unreachable!("column type {other} was rejected when the column was made"),
     }
     mark_nulls(array, offset, out);
+}
+
+/// Infinities and the extreme floats read as +-FINITE_LIMIT (NaN stays NaN).
+fn clamp_to_finite(out: &mut [f32]) {
+    for x in out.iter_mut() {
+        *x = x.clamp(-FINITE_LIMIT, FINITE_LIMIT);
+    }
 }
 
 fn mark_nulls(array: &dyn Array, offset: usize, out: &mut [f32]) {

@@ -22,6 +22,11 @@ pub(crate) const BLOCK: usize = 8192;
 /// rows (as LightGBM does), which keeps ingest near-linear and sorting cheap.
 const SKETCH_ROWS: usize = 1 << 18;
 
+/// Feature values are read clamped to `[-FINITE_LIMIT, FINITE_LIMIT]` (infinities and
+/// `f32::MAX` included), so that `x < f32::MAX` holds for every present value and a split
+/// sending all present values one way has a finite, serialisable threshold.
+pub const FINITE_LIMIT: f32 = f32::from_bits(f32::MAX.to_bits() - 1);
+
 /// How one feature's values map to bins.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -61,10 +66,11 @@ impl FeatureCuts {
     }
 
     /// Upper bound of bin `b`: the threshold of a split after bin `b` (0 for categorical
-    /// features, whose splits use category sets instead).
+    /// features, whose splits use category sets instead). Above the last bin it is
+    /// `f32::MAX`, which every present value is below (see [`FINITE_LIMIT`]).
     pub fn upper_bound(&self, b: u32) -> f32 {
         match self {
-            FeatureCuts::Numeric { cuts } => cuts[b as usize],
+            FeatureCuts::Numeric { cuts } => cuts.get(b as usize).copied().unwrap_or(f32::MAX),
             FeatureCuts::Categorical { .. } => 0.0,
         }
     }

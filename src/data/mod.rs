@@ -3,14 +3,14 @@
 //! * [`column`]: zero-copy views over Arrow arrays (values + validity), one per feature.
 //! * [`frame`]: a set of named feature columns of equal length, and the training [`Dataset`].
 //! * [`cuts`]: weighted quantile cut points per feature (stored in the model).
-//! * [`binned`]: the compact column-major bin matrix (u8 or u16 per feature).
+//! * [`binned`]: the compact bin matrix (u8, or u16 past 255 bins), row- and column-major.
 
 pub mod binned;
 pub mod column;
 pub mod cuts;
 pub mod frame;
 
-pub use binned::{BinColumn, BinnedMatrix};
+pub use binned::{BinData, BinnedMatrix};
 pub use column::{ColumnKind, FeatureColumn};
 pub use cuts::FeatureCuts;
 pub use frame::{Dataset, FeatureFrame};

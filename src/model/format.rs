@@ -174,7 +174,7 @@ impl Model {
                 let info = &self.features[t.feature[n as usize] as usize];
                 let bins = info.cuts.n_bins();
                 if t.is_categorical(n) != info.categories.is_some()
-                    || (!t.is_categorical(n) && t.split_bin[n as usize] + 1 >= bins)
+                    || (!t.is_categorical(n) && t.split_bin[n as usize] >= bins)
                 {
                     return Err(Error::model(format!("tree {i} node {n}: split does not fit feature `{}`", info.name)));
                 }

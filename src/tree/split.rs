@@ -21,6 +21,7 @@ pub struct SplitParams {
     pub min_child_weight: f64,
     pub max_delta_step: f64,
     pub max_cat_to_onehot: usize,
+    pub max_cat_threshold: usize,
 }
 
 impl SplitParams {
@@ -130,7 +131,9 @@ impl<'a> SplitScorer<'a> {
             }
         };
         let mut left = GradSum::default();
-        for (b, &slot) in bins.iter().enumerate().take(bins.len().saturating_sub(1)) {
+        // The split after the last bin keeps every present value left: with missing values
+        // going right, that is the "present or missing" split.
+        for (b, &slot) in bins.iter().enumerate() {
             // An empty bin moves no rows: the split after the previous bin already covered it.
             if slot == GradSum::default() {
                 continue;
@@ -156,12 +159,13 @@ impl<'a> SplitScorer<'a> {
     }
 
     /// The best split of a categorical feature: one category against the rest when there are
-    /// few categories, else the best prefix of the categories ordered by leaf weight.
+    /// few categories, else the best prefix of the categories ordered by leaf weight. Sending
+    /// every present category left is the "present or missing" split.
     pub fn best_categorical(&self, feature: u32, hist: &[GradSum]) -> Option<SplitCandidate> {
         let (missing, bins) = hist.split_last()?;
         let has_missing = *missing != GradSum::default();
         let present: Vec<u32> = (0..bins.len() as u32).filter(|&c| bins[c as usize] != GradSum::default()).collect();
-        if present.len() < 2 {
+        if present.is_empty() || (present.len() == 1 && !has_missing) {
             return None;
         }
         let mut best: Option<(f64, Vec<u32>, bool, GradSum)> = None;
@@ -192,10 +196,15 @@ impl<'a> SplitScorer<'a> {
                 self.params.weight(g, h)
             };
             order.sort_by(|&a, &b| weight(a).total_cmp(&weight(b)).then(a.cmp(&b)));
+            // Prefixes of the weight order, the side sent left holding at most
+            // `max_cat_threshold` categories (either side may be the small one).
+            let cap = self.params.max_cat_threshold;
             let mut left = GradSum::default();
-            for k in 0..order.len() - 1 {
-                left += bins[order[k] as usize];
-                consider(&order[..=k], left);
+            for k in 1..=order.len() {
+                left += bins[order[k - 1] as usize];
+                if k <= cap || order.len() - k <= cap {
+                    consider(&order[..k], left);
+                }
             }
         }
         best.map(|(gain, left_categories, default_left, left)| SplitCandidate {
@@ -222,6 +231,7 @@ mod tests {
             min_child_weight: 0.0,
             max_delta_step: 0.0,
             max_cat_to_onehot: 4,
+            max_cat_threshold: 64,
         }
     }
 

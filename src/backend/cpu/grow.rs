@@ -14,8 +14,10 @@
 use rayon::prelude::*;
 
 use super::histogram::{build_histograms, subtract, HistLayout, HistTask};
-use super::partition::{RowPartition, SplitJob};
+use super::partition::{RowPartition, RowRouter, SplitJob};
+use super::prefetch_read;
 use crate::config::GrowPolicy;
+use crate::data::binned::ColumnRef;
 use crate::data::{BinnedMatrix, FeatureCuts};
 use crate::random::{hash64, Rng};
 use crate::tree::gradient::QuantGrad;
@@ -184,25 +186,20 @@ impl Grower<'_> {
                 (self.leaf_value(best.left), cover(best.left)),
                 (self.leaf_value(best.right), cover(best.right)),
             );
-            let column = &self.binned.columns[best.feature as usize];
-            let missing = self.binned.n_bins[best.feature as usize];
-            jobs.push((p.node, l, r, column, missing));
+            jobs.push((p.node, l, r, best.feature as usize));
             children.push(Candidate { node: l, depth: p.depth + 1, total: best.left, hist: None, best: None });
             children.push(Candidate { node: r, depth: p.depth + 1, total: best.right, hist: None, best: None });
         }
-        {
-            let t: &Tree = tree;
-            partition.split(
-                jobs.iter()
-                    .map(|&(node, left, right, column, missing)| SplitJob {
-                        node,
-                        left,
-                        right,
-                        goes_left: move |r: u32| t.next_binned(node, column.get(r as usize), missing) == left,
-                    })
-                    .collect(),
-            );
-        }
+        partition.split(
+            jobs.iter()
+                .map(|&(node, left, right, f)| SplitJob {
+                    node,
+                    left,
+                    right,
+                    router: BinRouter::new(tree, node, self.binned, f),
+                })
+                .collect(),
+        );
         // Build the smaller child of each pair directly; its sibling is parent minus it.
         let mut small_hists: Vec<Vec<GradSum>> = Vec::new();
         let mut small_of_pair = Vec::new();
@@ -265,6 +262,52 @@ impl Grower<'_> {
                 }
             }
         }
+    }
+}
+
+/// Routes rows by one split, reading the split feature's bin column.
+struct BinRouter<'a> {
+    column: ColumnRef<'a>,
+    missing: u32,
+    split_bin: u32,
+    default_left: bool,
+    /// The left-going category bitset of a categorical split.
+    categories: Option<&'a [u32]>,
+}
+
+impl<'a> BinRouter<'a> {
+    fn new(tree: &'a Tree, node: u32, binned: &'a BinnedMatrix, feature: usize) -> Self {
+        let n = node as usize;
+        let categories = tree.is_categorical(node).then(|| {
+            let start = tree.category_start[n] as usize;
+            &tree.category_words[start..start + tree.category_len[n] as usize]
+        });
+        BinRouter {
+            column: binned.column(feature),
+            missing: binned.n_bins[feature],
+            split_bin: tree.split_bin[n],
+            default_left: tree.default_left[n],
+            categories,
+        }
+    }
+}
+
+impl RowRouter for BinRouter<'_> {
+    #[inline]
+    fn goes_left(&self, row: u32) -> bool {
+        let bin = self.column.get(row as usize);
+        if bin == self.missing {
+            self.default_left
+        } else if let Some(words) = self.categories {
+            words.get(bin as usize / 32).is_some_and(|w| w & (1 << (bin % 32)) != 0)
+        } else {
+            bin <= self.split_bin
+        }
+    }
+
+    #[inline]
+    fn prefetch(&self, row: u32) {
+        prefetch_read(self.column.address(row as usize));
     }
 }
 

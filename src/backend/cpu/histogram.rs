@@ -1,12 +1,20 @@
 //! Gradient histograms: per feature, the exact integer sum of the quantised gradients of a
-//! node's rows in each bin, the last slot holding the missing values. Work is split by
-//! (node, feature), so each task owns its slice and no atomics or reductions are needed.
+//! node's rows in each bin, the last slot of each feature holding the missing values.
+//!
+//! Rows are visited once each and add their gradient to every feature (the bin matrix is
+//! row-major). Large nodes are cut into chunks that build private histograms in parallel,
+//! then summed; integer sums make the result independent of the chunking.
 
 use rayon::prelude::*;
 
-use crate::data::{BinColumn, BinnedMatrix};
+use super::prefetch_read;
+use crate::data::binned::BinData;
+use crate::data::BinnedMatrix;
 use crate::tree::gradient::QuantGrad;
 use crate::tree::GradSum;
+
+/// Rows per parallel chunk of one node.
+const CHUNK: usize = 1 << 15;
 
 /// Where each feature's slots start in a node's histogram.
 #[derive(Clone, Debug)]
@@ -33,13 +41,14 @@ impl HistLayout {
     }
 }
 
-/// One node's histogram to build: its rows and the features to fill.
+/// One node's histogram to build: its rows and where to write.
 pub struct HistTask<'a> {
     pub rows: &'a [u32],
     pub hist: &'a mut [GradSum],
 }
 
-/// Fills the histograms of several nodes over `features`, in parallel over (node, feature).
+/// Fills the histograms of several nodes for `features` (other features' slots are left
+/// zero). Small nodes are built whole, in parallel with each other; large ones in chunks.
 pub fn build_histograms(
     binned: &BinnedMatrix,
     layout: &HistLayout,
@@ -47,48 +56,87 @@ pub fn build_histograms(
     features: &[u32],
     tasks: Vec<HistTask>,
 ) {
-    // The node's gradients in row order, gathered once and then read sequentially per feature.
-    let gathered: Vec<Vec<QuantGrad>> =
-        tasks.par_iter().map(|t| t.rows.iter().map(|&r| grads[r as usize]).collect()).collect();
-    // (rows, their gradients, feature, the feature's slots)
-    type Job<'j> = (&'j [u32], &'j [QuantGrad], usize, &'j mut [GradSum]);
-    let mut jobs: Vec<Job> = Vec::new();
-    for (task, g) in tasks.into_iter().zip(&gathered) {
-        let mut rest = task.hist;
-        let mut consumed = 0;
-        let mut slices: Vec<(usize, &mut [GradSum])> = Vec::with_capacity(features.len());
-        // Features are sorted, so the node's histogram can be carved front to back.
-        for &f in features {
-            let f = f as usize;
-            let (start, end) = (layout.offsets[f], layout.offsets[f + 1]);
-            let (_, tail) = rest.split_at_mut(start - consumed);
-            let (mine, tail) = tail.split_at_mut(end - start);
-            slices.push((f, mine));
-            rest = tail;
-            consumed = end;
-        }
-        for (f, slice) in slices {
-            jobs.push((task.rows, g.as_slice(), f, slice));
-        }
-    }
-    jobs.into_par_iter().for_each(|(rows, g, f, hist)| {
+    let slots = layout.total_slots();
+    let (small, large): (Vec<HistTask>, Vec<HistTask>) = tasks.into_iter().partition(|t| t.rows.len() <= CHUNK);
+    let build = |rows: &[u32], hist: &mut [GradSum]| {
         hist.fill(GradSum::default());
-        match &binned.columns[f] {
-            BinColumn::U8(bins) => accumulate(bins, rows, g, hist),
-            BinColumn::U16(bins) => accumulate(bins, rows, g, hist),
+        match &binned.data {
+            BinData::U8 { rows: bins, .. } => {
+                accumulate(bins, binned.n_features(), rows, grads, features, &layout.offsets, hist)
+            }
+            BinData::U16 { rows: bins, .. } => {
+                accumulate(bins, binned.n_features(), rows, grads, features, &layout.offsets, hist)
+            }
         }
-    });
+    };
+    small.into_par_iter().for_each(|t| build(t.rows, t.hist));
+    for t in large {
+        let partials: Vec<Vec<GradSum>> = t
+            .rows
+            .par_chunks(CHUNK)
+            .map(|rows| {
+                let mut h = vec![GradSum::default(); slots];
+                build(rows, &mut h);
+                h
+            })
+            .collect();
+        t.hist.par_iter_mut().enumerate().for_each(|(i, slot)| {
+            *slot = partials.iter().fold(GradSum::default(), |s, p| s + p[i]);
+        });
+    }
 }
 
 #[inline]
-fn accumulate<B: Copy + Into<u32>>(bins: &[B], rows: &[u32], g: &[QuantGrad], hist: &mut [GradSum]) {
-    for (&r, &q) in rows.iter().zip(g) {
-        let b: u32 = bins[r as usize].into();
-        hist[b as usize] += q;
+fn accumulate<B: Copy + Into<u32>>(
+    bins: &[B],
+    nf: usize,
+    rows: &[u32],
+    grads: &[QuantGrad],
+    features: &[u32],
+    offsets: &[usize],
+    hist: &mut [GradSum],
+) {
+    // A deep node's rows are scattered over the matrix: fetch rows a little ahead, since the
+    // hardware prefetcher cannot guess them.
+    let prefetch = |i: usize| {
+        if let Some(&r) = rows.get(i + PREFETCH_DISTANCE) {
+            prefetch_read(bins[r as usize * nf..].as_ptr());
+            prefetch_read(grads[r as usize..].as_ptr());
+        }
+    };
+    // Every bin id is at most its feature's missing bin, the last of the feature's slots, so
+    // `offsets[f] + bin` is inside `hist` (checked once here, relied on below).
+    assert!(offsets.len() == nf + 1 && hist.len() == offsets[nf] && bins.len() % nf.max(1) == 0);
+    let mut add = |slot: usize, q: GradSum| {
+        debug_assert!(slot < hist.len());
+        // SAFETY: slot = offsets[f] + bin with bin < slots(f) = offsets[f + 1] - offsets[f],
+        // by construction of the bin matrix and the layout (see above).
+        let h = unsafe { hist.get_unchecked_mut(slot) };
+        *h += q;
+    };
+    for (i, &r) in rows.iter().enumerate() {
+        prefetch(i);
+        let q = grads[r as usize];
+        let q = GradSum { g: q.g as i64, h: q.h as i64 };
+        let row = &bins[r as usize * nf..(r as usize + 1) * nf];
+        if features.len() == nf {
+            for (&b, &off) in row.iter().zip(offsets) {
+                let b: u32 = b.into();
+                add(off + b as usize, q);
+            }
+        } else {
+            for &f in features {
+                let b: u32 = row[f as usize].into();
+                add(offsets[f as usize] + b as usize, q);
+            }
+        }
     }
 }
 
+/// Rows ahead of the current one whose data is fetched into cache.
+const PREFETCH_DISTANCE: usize = 16;
+
 /// `parent - child` slot by slot: the sibling's histogram without touching its rows.
 pub fn subtract(parent: &[GradSum], child: &[GradSum], out: &mut [GradSum]) {
-    out.par_iter_mut().zip(parent.par_iter().zip(child)).for_each(|(o, (&p, &c))| *o = p - c);
+    out.iter_mut().zip(parent.iter().zip(child)).for_each(|(o, (&p, &c))| *o = p - c);
 }

@@ -1,18 +1,19 @@
 //! CPU prediction from raw feature values. The forest is rebuilt once into a compact layout:
 //! 16-byte nodes, each tree's nodes in breadth-first order with siblings adjacent, so a step
-//! is `next = left + !goes_left` and the top levels of a tree share cache lines. Rows are
-//! read from the Arrow columns in blocks of 64 into a small row-major buffer; each block
-//! walks every tree while the tree stays in cache. Blocks run in parallel.
+//! is `next = left + !goes_left`. A leaf is a node that steps to itself (its test always
+//! goes "left", to its own index), so every row of a block takes exactly `depth` steps with
+//! no exit test: the 64 rows of a block walk a tree in lockstep, their independent loads
+//! overlap, and no branch depends on where a row is. Rows are read from the Arrow columns in
+//! blocks of 64 into a small row-major buffer; blocks run in parallel.
 
 use rayon::prelude::*;
 
 use crate::data::FeatureColumn;
 use crate::tree::Tree;
 
-const LEAF: u32 = 1 << 31;
-const DEFAULT_LEFT: u32 = 1 << 30;
-const CATEGORICAL: u32 = 1 << 29;
-const FEATURE_MASK: u32 = (1 << 29) - 1;
+const DEFAULT_LEFT: u32 = 1 << 31;
+const CATEGORICAL: u32 = 1 << 30;
+const FEATURE_MASK: u32 = (1 << 30) - 1;
 
 /// Rows per block: 64 rows of up to a few hundred features stay in L1/L2.
 const BLOCK_ROWS: usize = 64;
@@ -22,9 +23,9 @@ const BLOCK_ROWS: usize = 64;
 struct FlatNode {
     /// Feature index and the flags above.
     feature: u32,
-    /// Threshold, or the leaf value for leaves.
-    value: f32,
-    /// Left child (right is left + 1), or the original node id for leaves.
+    /// Threshold (`+inf` for leaves, so every value goes "left").
+    threshold: f32,
+    /// Left child (right is left + 1); a leaf's own index.
     left: u32,
     /// Index into `cat_sets` for categorical splits.
     cat: u32,
@@ -33,7 +34,13 @@ struct FlatNode {
 /// A forest laid out for prediction.
 pub struct FlatForest {
     nodes: Vec<FlatNode>,
+    /// Leaf value and original node id of each flat node (meaningful for leaves).
+    value: Vec<f32>,
+    node_id: Vec<u32>,
     roots: Vec<u32>,
+    depth: Vec<u32>,
+    /// Whether a tree has categorical splits (else it takes the branch-free numeric step).
+    has_categorical: Vec<bool>,
     /// (start, len) of each categorical split's bitset in `cat_words`.
     cat_sets: Vec<(u32, u32)>,
     cat_words: Vec<u32>,
@@ -44,15 +51,28 @@ impl FlatForest {
     pub fn new(trees: &[Tree], n_features: usize) -> Self {
         let mut f = FlatForest {
             nodes: Vec::new(),
+            value: Vec::new(),
+            node_id: Vec::new(),
             roots: Vec::new(),
+            depth: Vec::new(),
+            has_categorical: Vec::new(),
             cat_sets: Vec::new(),
             cat_words: Vec::new(),
             n_features,
         };
         for t in trees {
             f.roots.push(f.nodes.len() as u32);
+            f.depth.push(t.depth() as u32);
+            f.has_categorical.push((0..t.n_nodes() as u32).any(|n| !t.is_leaf(n) && t.is_categorical(n)));
             f.push_tree(t);
         }
+        // What the unchecked step relies on: a split's children (left and left + 1) are nodes;
+        // a leaf points at itself and always goes left (every value read is below +inf, and
+        // its missing direction is left); every feature index is a column of the row block.
+        let n = f.nodes.len();
+        let is_leaf = |i: usize, x: &FlatNode| x.left as usize == i && x.threshold == f32::INFINITY;
+        assert!(f.nodes.iter().enumerate().all(|(i, x)| is_leaf(i, x) || (x.left as usize) + 1 < n));
+        assert!(f.nodes.iter().all(|x| ((x.feature & FEATURE_MASK) as usize) < n_features.max(1)));
         f
     }
 
@@ -75,7 +95,8 @@ impl FlatForest {
         for &n in &order {
             let k = n as usize;
             let node = if t.is_leaf(n) {
-                FlatNode { feature: LEAF, value: t.value[k], left: n, cat: 0 }
+                let own = base + slot_of[k];
+                FlatNode { feature: DEFAULT_LEFT, threshold: f32::INFINITY, left: own, cat: 0 }
             } else {
                 let mut feature = t.feature[k] & FEATURE_MASK;
                 if t.default_left[k] {
@@ -90,17 +111,40 @@ impl FlatForest {
                     self.cat_words.extend_from_slice(&t.category_words[a..a + len]);
                     self.cat_sets.push((start, len as u32));
                 }
-                FlatNode { feature, value: t.threshold[k], left: base + slot_of[t.left[k] as usize], cat }
+                FlatNode { feature, threshold: t.threshold[k], left: base + slot_of[t.left[k] as usize], cat }
             };
             self.nodes.push(node);
+            self.value.push(t.value[k]);
+            self.node_id.push(n);
         }
     }
 
+    /// One step of every row of a block down a tree with numeric splits only, without
+    /// branches: NaN fails `x < threshold`, so missing goes left exactly when the node says.
     #[inline]
-    fn leaf_of(&self, tree: usize, row: &[f32]) -> &FlatNode {
-        let mut n = &self.nodes[self.roots[tree] as usize];
-        while n.feature & LEAF == 0 {
-            let x = row[(n.feature & FEATURE_MASK) as usize];
+    fn step_numeric(&self, block: &[f32], at: &mut [u32]) {
+        let nf = self.n_features;
+        assert!(block.len() >= at.len() * nf);
+        for (r, idx) in at.iter_mut().enumerate() {
+            // SAFETY: `idx` starts at a root and only moves to `left` or `left + 1`, which
+            // `new` checked are nodes; the feature is below `nf` (checked in `new`) and `r`
+            // is below `at.len()`, so the value lies in `block` (asserted above).
+            let (n, x) = unsafe {
+                let n = *self.nodes.get_unchecked(*idx as usize);
+                (n, *block.get_unchecked(r * nf + (n.feature & FEATURE_MASK) as usize))
+            };
+            let left = (x < n.threshold) | (x.is_nan() & (n.feature & DEFAULT_LEFT != 0));
+            *idx = n.left + (!left) as u32;
+        }
+    }
+
+    /// One step of every row of a block down tree nodes `at`, categorical splits included.
+    #[inline]
+    fn step(&self, block: &[f32], at: &mut [u32]) {
+        let nf = self.n_features;
+        for (r, idx) in at.iter_mut().enumerate() {
+            let n = self.nodes[*idx as usize];
+            let x = block[r * nf + (n.feature & FEATURE_MASK) as usize];
             let left = if x.is_nan() {
                 n.feature & DEFAULT_LEFT != 0
             } else if n.feature & CATEGORICAL != 0 {
@@ -108,15 +152,29 @@ impl FlatForest {
                 let code = x as u32;
                 (code / 32) < len && self.cat_words[(start + code / 32) as usize] & (1 << (code % 32)) != 0
             } else {
-                x < n.value
+                x < n.threshold
             };
-            n = &self.nodes[(n.left + (!left) as u32) as usize];
+            *idx = n.left + (!left) as u32;
         }
-        n
     }
 
-    /// Runs `visit(block_rows, row_values, out_block)` over blocks of rows in parallel;
-    /// `out` has `width` values per row.
+    /// The flat leaf index each row of `block` reaches in tree `t`.
+    #[inline]
+    fn leaves(&self, t: usize, block: &[f32], at: &mut [u32]) {
+        at.fill(self.roots[t]);
+        if self.has_categorical[t] {
+            for _ in 0..self.depth[t] {
+                self.step(block, at);
+            }
+        } else {
+            for _ in 0..self.depth[t] {
+                self.step_numeric(block, at);
+            }
+        }
+    }
+
+    /// Runs `visit(rows, row_values, out_block)` over blocks of rows in parallel; `out` has
+    /// `width` values per row.
     fn for_blocks<T: Send>(
         &self,
         columns: &[FeatureColumn],
@@ -142,12 +200,14 @@ impl FlatForest {
 
     /// Adds each tree's leaf value to `out[row * n_outputs + tree % n_outputs]`.
     pub fn predict_margin(&self, columns: &[FeatureColumn], n_outputs: usize, out: &mut [f32]) {
-        let nf = self.n_features;
         self.for_blocks(columns, out, n_outputs, |rows, block, out_block| {
+            let mut at = [0u32; BLOCK_ROWS];
+            let at = &mut at[..rows];
             for t in 0..self.roots.len() {
+                self.leaves(t, block, at);
                 let k = t % n_outputs;
-                for r in 0..rows {
-                    out_block[r * n_outputs + k] += self.leaf_of(t, &block[r * nf..(r + 1) * nf]).value;
+                for (r, &leaf) in at.iter().enumerate() {
+                    out_block[r * n_outputs + k] += self.value[leaf as usize];
                 }
             }
         });
@@ -155,12 +215,14 @@ impl FlatForest {
 
     /// Writes the leaf (original node id) each row reaches in each tree.
     pub fn predict_leaf(&self, columns: &[FeatureColumn], out: &mut [u32]) {
-        let nf = self.n_features;
         let n_trees = self.roots.len();
         self.for_blocks(columns, out, n_trees, |rows, block, out_block| {
+            let mut at = [0u32; BLOCK_ROWS];
+            let at = &mut at[..rows];
             for t in 0..n_trees {
-                for r in 0..rows {
-                    out_block[r * n_trees + t] = self.leaf_of(t, &block[r * nf..(r + 1) * nf]).left;
+                self.leaves(t, block, at);
+                for (r, &leaf) in at.iter().enumerate() {
+                    out_block[r * n_trees + t] = self.node_id[leaf as usize];
                 }
             }
         });
@@ -173,7 +235,7 @@ pub fn leaf_binned(tree: &Tree, binned: &crate::data::BinnedMatrix, row: usize) 
     let mut node = 0;
     while !tree.is_leaf(node) {
         let f = tree.feature[node as usize] as usize;
-        node = tree.next_binned(node, binned.columns[f].get(row), binned.n_bins[f]);
+        node = tree.next_binned(node, binned.get(row, f), binned.n_bins[f]);
     }
     node
 }
