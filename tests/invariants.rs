@@ -322,3 +322,28 @@ fn outputs_agree_with_each_other() {
         }
     }
 }
+
+#[test]
+fn fast_prediction_equals_a_plain_tree_walk() {
+    // Shallow trees take the complete layout (vectorised where the CPU allows), deep
+    // lossguide trees the linked one; both must agree with walking the stored trees.
+    let (frame, y) = random_data(3_000, 6, 9);
+    let data = Dataset::new(frame.clone(), y).unwrap();
+    let mut columns = vec![vec![0f32; 3_000]; 6];
+    for (f, c) in columns.iter_mut().enumerate() {
+        frame.column(f).read(0, c);
+    }
+    for params in [
+        r#"{"objective": "binary:logistic", "n_estimators": 20, "max_depth": 6}"#,
+        r#"{"objective": "binary:logistic", "n_estimators": 10, "grow_policy": "lossguide", "max_depth": 0,
+            "max_leaves": 200, "min_child_weight": 0}"#,
+    ] {
+        let model = train(&config(params), &data, &[]).unwrap();
+        let fast = values(model.predict(&frame, PredictOutput::Margin).unwrap());
+        for (row, got) in fast.iter().enumerate() {
+            let want: f32 = model.base_margin()[0]
+                + model.trees().iter().map(|t| t.value[t.leaf_of(|f| columns[f][row]) as usize]).sum::<f32>();
+            assert!((got - want).abs() < 1e-4, "row {row}: {got} vs {want}");
+        }
+    }
+}

@@ -2,19 +2,36 @@
 //! node's rows in each bin, the last slot of each feature holding the missing values.
 //!
 //! Rows are visited once each and add their gradient to every feature (the bin matrix is
-//! row-major). Large nodes are cut into chunks that build private histograms in parallel,
-//! then summed; integer sums make the result independent of the chunking.
+//! row-major). Rows are accumulated in chunks of at most 2^15 into 8-byte `i32` slots (exact:
+//! see `tree::gradient`), half the size of the `i64` node histograms, so the working set
+//! stays near L1; chunks of a large node run in parallel and are summed into `i64`. Integer
+//! sums make the result independent of the chunking.
 
 use rayon::prelude::*;
 
 use super::prefetch_read;
 use crate::data::binned::BinData;
 use crate::data::BinnedMatrix;
-use crate::tree::gradient::QuantGrad;
+use crate::tree::gradient::{QuantGrad, I32_SUM_ROWS};
 use crate::tree::GradSum;
 
-/// Rows per parallel chunk of one node.
-const CHUNK: usize = 1 << 15;
+/// Rows per chunk: as many as sum exactly in `i32`.
+const CHUNK: usize = I32_SUM_ROWS;
+
+/// A chunk's exact sum of quantised gradients.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+struct ChunkSum {
+    g: i32,
+    h: i32,
+}
+
+impl ChunkSum {
+    #[inline]
+    fn widen(self) -> GradSum {
+        GradSum { g: self.g as i64, h: self.h as i64 }
+    }
+}
 
 /// Where each feature's slots start in a node's histogram.
 #[derive(Clone, Debug)]
@@ -58,30 +75,28 @@ pub fn build_histograms(
 ) {
     let slots = layout.total_slots();
     let (small, large): (Vec<HistTask>, Vec<HistTask>) = tasks.into_iter().partition(|t| t.rows.len() <= CHUNK);
-    let build = |rows: &[u32], hist: &mut [GradSum]| {
-        hist.fill(GradSum::default());
+    // One chunk (at most CHUNK rows) into a fresh i32 histogram.
+    let chunk = |rows: &[u32]| {
+        let mut acc = vec![ChunkSum::default(); slots];
         match &binned.data {
             BinData::U8 { rows: bins, .. } => {
-                accumulate(bins, binned.n_features(), rows, grads, features, &layout.offsets, hist)
+                accumulate(bins, binned.n_features(), rows, grads, features, &layout.offsets, &mut acc)
             }
             BinData::U16 { rows: bins, .. } => {
-                accumulate(bins, binned.n_features(), rows, grads, features, &layout.offsets, hist)
+                accumulate(bins, binned.n_features(), rows, grads, features, &layout.offsets, &mut acc)
             }
         }
+        acc
     };
-    small.into_par_iter().for_each(|t| build(t.rows, t.hist));
+    small.into_par_iter().for_each(|t| {
+        for (out, s) in t.hist.iter_mut().zip(chunk(t.rows)) {
+            *out = s.widen();
+        }
+    });
     for t in large {
-        let partials: Vec<Vec<GradSum>> = t
-            .rows
-            .par_chunks(CHUNK)
-            .map(|rows| {
-                let mut h = vec![GradSum::default(); slots];
-                build(rows, &mut h);
-                h
-            })
-            .collect();
+        let partials: Vec<Vec<ChunkSum>> = t.rows.par_chunks(CHUNK).map(chunk).collect();
         t.hist.par_iter_mut().enumerate().for_each(|(i, slot)| {
-            *slot = partials.iter().fold(GradSum::default(), |s, p| s + p[i]);
+            *slot = partials.iter().fold(GradSum::default(), |s, p| s + p[i].widen());
         });
     }
 }
@@ -94,8 +109,9 @@ fn accumulate<B: Copy + Into<u32>>(
     grads: &[QuantGrad],
     features: &[u32],
     offsets: &[usize],
-    hist: &mut [GradSum],
+    hist: &mut [ChunkSum],
 ) {
+    debug_assert!(rows.len() <= CHUNK, "more rows than sum exactly in i32");
     // A deep node's rows are scattered over the matrix: fetch rows a little ahead, since the
     // hardware prefetcher cannot guess them.
     let prefetch = |i: usize| {
@@ -107,17 +123,17 @@ fn accumulate<B: Copy + Into<u32>>(
     // Every bin id is at most its feature's missing bin, the last of the feature's slots, so
     // `offsets[f] + bin` is inside `hist` (checked once here, relied on below).
     assert!(offsets.len() == nf + 1 && hist.len() == offsets[nf] && bins.len() % nf.max(1) == 0);
-    let mut add = |slot: usize, q: GradSum| {
+    let mut add = |slot: usize, q: QuantGrad| {
         debug_assert!(slot < hist.len());
         // SAFETY: slot = offsets[f] + bin with bin < slots(f) = offsets[f + 1] - offsets[f],
         // by construction of the bin matrix and the layout (see above).
         let h = unsafe { hist.get_unchecked_mut(slot) };
-        *h += q;
+        h.g += q.g;
+        h.h += q.h;
     };
     for (i, &r) in rows.iter().enumerate() {
         prefetch(i);
         let q = grads[r as usize];
-        let q = GradSum { g: q.g as i64, h: q.h as i64 };
         let row = &bins[r as usize * nf..(r as usize + 1) * nf];
         if features.len() == nf {
             for (&b, &off) in row.iter().zip(offsets) {

@@ -1,6 +1,7 @@
 //! The rayon CPU backend: histograms, row partitioning, tree growth and prediction.
 
 pub mod grow;
+mod heap_simd;
 pub mod histogram;
 pub mod partition;
 pub mod predict;

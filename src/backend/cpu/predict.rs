@@ -1,19 +1,25 @@
-//! CPU prediction from raw feature values. The forest is rebuilt once into a compact layout:
-//! 16-byte nodes, each tree's nodes in breadth-first order with siblings adjacent, so a step
-//! is `next = left + !goes_left`. A leaf is a node that steps to itself (its test always
-//! goes "left", to its own index), so every row of a block takes exactly `depth` steps with
-//! no exit test: the 64 rows of a block walk a tree in lockstep, their independent loads
-//! overlap, and no branch depends on where a row is. Rows are read from the Arrow columns in
-//! blocks of 64 into a small row-major buffer; blocks run in parallel.
+//! CPU prediction from raw feature values. Each tree is rebuilt once into one of two layouts:
+//!
+//! * complete (heap) layout, for numeric trees of depth <= 12: 8-byte nodes, node `i` has
+//!   children `2i + 1` and `2i + 2`, and a leaf above the last level is padded into a path
+//!   that always goes left, so a step is `i = 2i + 2 - goes_left` with no child pointer;
+//! * linked layout, for the rest (deep or categorical trees): 16-byte nodes in breadth-first
+//!   order with siblings adjacent, `next = left + !goes_left`, leaves stepping to themselves.
+//!
+//! Either way every row takes exactly `depth` steps with no exit test: the 64 rows of a
+//! block walk a tree in lockstep, their independent loads overlap, and no branch depends on
+//! where a row is. Rows are read from the Arrow columns in blocks of 64 into a small
+//! row-major buffer; blocks run in parallel.
 
 use rayon::prelude::*;
 
+use super::heap_simd;
 use crate::data::FeatureColumn;
 use crate::tree::Tree;
 
-const DEFAULT_LEFT: u32 = 1 << 31;
+pub(super) const DEFAULT_LEFT: u32 = 1 << 31;
 const CATEGORICAL: u32 = 1 << 30;
-const FEATURE_MASK: u32 = (1 << 30) - 1;
+pub(super) const FEATURE_MASK: u32 = (1 << 30) - 1;
 
 /// Rows per block: 64 rows of up to a few hundred features stay in L1/L2.
 const BLOCK_ROWS: usize = 64;
@@ -31,8 +37,34 @@ struct FlatNode {
     cat: u32,
 }
 
+/// A node of the complete layout: a leaf's padding and the last level always go left.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub(super) struct HeapNode {
+    /// Feature index and the DEFAULT_LEFT flag.
+    pub feature: u32,
+    pub threshold: f32,
+}
+
+/// Deepest tree given the complete layout (2^13 - 1 nodes, 64 KiB).
+const MAX_HEAP_DEPTH: usize = 12;
+
+/// How a tree is laid out.
+#[derive(Clone, Copy, Debug)]
+enum Layout {
+    /// Nodes `heap[base..base + 2^(depth+1) - 1]`.
+    Heap { base: u32 },
+    /// Nodes from `nodes[roots[t]]`.
+    Linked,
+}
+
 /// A forest laid out for prediction.
 pub struct FlatForest {
+    layout: Vec<Layout>,
+    heap: Vec<HeapNode>,
+    /// Leaf value and original node id of each heap slot (meaningful on the last level).
+    heap_value: Vec<f32>,
+    heap_node_id: Vec<u32>,
     nodes: Vec<FlatNode>,
     /// Leaf value and original node id of each flat node (meaningful for leaves).
     value: Vec<f32>,
@@ -50,6 +82,10 @@ pub struct FlatForest {
 impl FlatForest {
     pub fn new(trees: &[Tree], n_features: usize) -> Self {
         let mut f = FlatForest {
+            layout: Vec::new(),
+            heap: Vec::new(),
+            heap_value: Vec::new(),
+            heap_node_id: Vec::new(),
             nodes: Vec::new(),
             value: Vec::new(),
             node_id: Vec::new(),
@@ -61,10 +97,18 @@ impl FlatForest {
             n_features,
         };
         for t in trees {
+            let depth = t.depth();
+            let categorical = (0..t.n_nodes() as u32).any(|n| !t.is_leaf(n) && t.is_categorical(n));
             f.roots.push(f.nodes.len() as u32);
-            f.depth.push(t.depth() as u32);
-            f.has_categorical.push((0..t.n_nodes() as u32).any(|n| !t.is_leaf(n) && t.is_categorical(n)));
-            f.push_tree(t);
+            f.depth.push(depth as u32);
+            f.has_categorical.push(categorical);
+            if depth <= MAX_HEAP_DEPTH && !categorical {
+                f.layout.push(Layout::Heap { base: f.heap.len() as u32 });
+                f.push_heap_tree(t, depth);
+            } else {
+                f.layout.push(Layout::Linked);
+                f.push_tree(t);
+            }
         }
         // What the unchecked step relies on: a split's children (left and left + 1) are nodes;
         // a leaf points at itself and always goes left (every value read is below +inf, and
@@ -73,7 +117,37 @@ impl FlatForest {
         let is_leaf = |i: usize, x: &FlatNode| x.left as usize == i && x.threshold == f32::INFINITY;
         assert!(f.nodes.iter().enumerate().all(|(i, x)| is_leaf(i, x) || (x.left as usize) + 1 < n));
         assert!(f.nodes.iter().all(|x| ((x.feature & FEATURE_MASK) as usize) < n_features.max(1)));
+        assert!(f.heap.iter().all(|x| ((x.feature & FEATURE_MASK) as usize) < n_features.max(1)));
         f
+    }
+
+    fn push_heap_tree(&mut self, t: &Tree, depth: usize) {
+        let base = self.heap.len();
+        let size = (1usize << (depth + 1)) - 1;
+        self.heap.resize(base + size, HeapNode::default());
+        self.heap_value.resize(base + size, 0.0);
+        self.heap_node_id.resize(base + size, 0);
+        // (slot, tree node, depth of the slot)
+        let mut stack = vec![(0usize, 0u32, 0usize)];
+        while let Some((slot, node, d)) = stack.pop() {
+            let k = node as usize;
+            let at = base + slot;
+            if t.is_leaf(node) {
+                self.heap_value[at] = t.value[k];
+                self.heap_node_id[at] = node;
+                // Above the last level, pass the leaf down both sides (rows only go left).
+                self.heap[at] = HeapNode { feature: DEFAULT_LEFT, threshold: f32::INFINITY };
+                if d < depth {
+                    stack.push((2 * slot + 1, node, d + 1));
+                    stack.push((2 * slot + 2, node, d + 1));
+                }
+            } else {
+                let flag = if t.default_left[k] { DEFAULT_LEFT } else { 0 };
+                self.heap[at] = HeapNode { feature: t.feature[k] | flag, threshold: t.threshold[k] };
+                stack.push((2 * slot + 1, t.left[k], d + 1));
+                stack.push((2 * slot + 2, t.right[k], d + 1));
+            }
+        }
     }
 
     fn push_tree(&mut self, t: &Tree) {
@@ -158,9 +232,20 @@ impl FlatForest {
         }
     }
 
-    /// The flat leaf index each row of `block` reaches in tree `t`.
+    /// The leaf each row of `block` reaches in tree `t`, as an index into the returned
+    /// (leaf values, original node ids).
     #[inline]
-    fn leaves(&self, t: usize, block: &[f32], at: &mut [u32]) {
+    fn leaves(&self, t: usize, block: &[f32], at: &mut [u32]) -> (&[f32], &[u32]) {
+        if let Layout::Heap { base } = self.layout[t] {
+            let base = base as usize;
+            let size = (1usize << (self.depth[t] + 1)) - 1;
+            let nodes = &self.heap[base..base + size];
+            // SAFETY: `new` checked that every heap node's feature is below n_features.
+            if !unsafe { heap_simd::walk(nodes, self.depth[t], block, self.n_features, at) } {
+                heap_simd::walk_scalar(nodes, self.depth[t], block, self.n_features, at);
+            }
+            return (&self.heap_value[base..base + size], &self.heap_node_id[base..base + size]);
+        }
         at.fill(self.roots[t]);
         if self.has_categorical[t] {
             for _ in 0..self.depth[t] {
@@ -171,6 +256,7 @@ impl FlatForest {
                 self.step_numeric(block, at);
             }
         }
+        (&self.value, &self.node_id)
     }
 
     /// Runs `visit(rows, row_values, out_block)` over blocks of rows in parallel; `out` has
@@ -204,10 +290,10 @@ impl FlatForest {
             let mut at = [0u32; BLOCK_ROWS];
             let at = &mut at[..rows];
             for t in 0..self.roots.len() {
-                self.leaves(t, block, at);
+                let (value, _) = self.leaves(t, block, at);
                 let k = t % n_outputs;
                 for (r, &leaf) in at.iter().enumerate() {
-                    out_block[r * n_outputs + k] += self.value[leaf as usize];
+                    out_block[r * n_outputs + k] += value[leaf as usize];
                 }
             }
         });
@@ -220,9 +306,9 @@ impl FlatForest {
             let mut at = [0u32; BLOCK_ROWS];
             let at = &mut at[..rows];
             for t in 0..n_trees {
-                self.leaves(t, block, at);
+                let (_, node_id) = self.leaves(t, block, at);
                 for (r, &leaf) in at.iter().enumerate() {
-                    out_block[r * n_trees + t] = self.node_id[leaf as usize];
+                    out_block[r * n_trees + t] = node_id[leaf as usize];
                 }
             }
         });
