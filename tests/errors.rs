@@ -156,5 +156,7 @@ fn prediction_inputs_must_match_the_model() {
         FeatureFrame::new(vec![column("a", vec![1.0; 3]), FeatureColumn::new("b", vec![dict]).unwrap()]).unwrap();
     assert_err(m.predict(&wrong_type, PredictOutput::Value), &["`b`", "numeric in training", "categorical"]);
     assert_err("probability".parse::<PredictOutput>(), &["output", "probability"]);
+    let regression = train(&cfg(r#"{"n_estimators": 2}"#), &data(50), &[]).unwrap();
+    assert_err(regression.predict(&frame(3), PredictOutput::Class), &["output", "classification", "reg:squarederror"]);
     assert_err(m.predict_with_base_margin(&frame(3), &[0.0; 2], PredictOutput::Value), &["base_margin"]);
 }

@@ -164,6 +164,7 @@ impl Model {
 
     /// Predicts every row of `frame` on the CPU.
     pub fn predict(&self, frame: &FeatureFrame, output: PredictOutput) -> Result<Predictions> {
+        self.check_output(output)?;
         let columns = self.bind(frame)?;
         let n = frame.n_rows();
         let forest = FlatForest::new(&self.trees, self.features.len());
@@ -188,6 +189,7 @@ impl Model {
         if output == PredictOutput::Leaf {
             return self.predict(frame, output);
         }
+        self.check_output(output)?;
         let n = frame.n_rows();
         if base_margin.len() != n * self.n_outputs {
             return Err(Error::column(
@@ -200,6 +202,18 @@ impl Model {
         let mut margin = base_margin.to_vec();
         forest.predict_margin(&columns, self.n_outputs, &mut margin);
         Ok(self.finish(margin, output))
+    }
+
+    /// Class output only means something for classifiers.
+    fn check_output(&self, output: PredictOutput) -> Result<()> {
+        let classifier = self.objective() == Objective::BinaryLogistic || self.objective().is_multiclass();
+        if output == PredictOutput::Class && !classifier {
+            return Err(Error::param(
+                "output",
+                format!("\"class\" needs a classification objective, not {}", self.objective().name()),
+            ));
+        }
+        Ok(())
     }
 
     fn finish(&self, mut margin: Vec<f32>, output: PredictOutput) -> Predictions {
