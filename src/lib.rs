@@ -31,6 +31,8 @@ pub mod error;
 pub mod metric;
 pub mod model;
 pub mod objective;
+#[cfg(feature = "python")]
+mod python;
 pub mod random;
 pub mod tree;
 

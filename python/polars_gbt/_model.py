@@ -1,0 +1,123 @@
+"""The ``Model`` class and the ``train`` function."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from polars_gbt import _internal
+
+
+class Model:
+    """A trained model: its bytes, with inspection and scoring helpers.
+
+    Examples
+    --------
+    >>> import polars as pl, polars_gbt
+    >>> df = pl.DataFrame({"a": [1.0, 2.0, 3.0, 4.0] * 25, "y": [1.0, 1.0, 3.0, 3.0] * 25})
+    >>> m = polars_gbt.train(df, target="y", n_estimators=2)
+    >>> m.feature_names, m.num_trees
+    (['a'], 2)
+    """
+
+    def __init__(self, data: bytes) -> None:
+        _internal.model_check(data)
+        self._bytes = bytes(data)
+        self._summary: dict[str, Any] = json.loads(_internal.model_summary(self._bytes))
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray) -> Model:
+        """A model from its bytes (binary or JSON form); raises ValueError if corrupt."""
+        return cls(bytes(data))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Model:
+        """Read a model file written by :meth:`save` (or a JSON dump)."""
+        return cls(Path(path).read_bytes())
+
+    @classmethod
+    def from_json(cls, text: str) -> Model:
+        """A model from :meth:`to_json`'s output."""
+        return cls(_internal.model_from_json(text))
+
+    def save(self, path: str | Path) -> None:
+        """Write the model (versioned, checksummed binary format) to ``path``."""
+        Path(path).write_bytes(self._bytes)
+
+    def to_bytes(self) -> bytes:
+        return self._bytes
+
+    def to_json(self) -> str:
+        """The whole model as readable JSON."""
+        return _internal.model_to_json(self._bytes)
+
+    @property
+    def num_trees(self) -> int:
+        return self._summary["num_trees"]
+
+    @property
+    def feature_names(self) -> list[str]:
+        return self._summary["feature_names"]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self._summary["params"]
+
+    @property
+    def best_iteration(self) -> int | None:
+        return self._summary["best_iteration"]
+
+    def evals_result(self) -> pl.DataFrame:
+        """The evaluation log: one row per round, one column per (dataset, metric)."""
+        return pl.DataFrame(
+            {f"{s['dataset']}-{s['metric']}": s["values"] for s in self._summary["evals_result"]}
+        ).with_row_index("round")
+
+    def feature_importance(self, importance_type: str = "gain") -> pl.DataFrame:
+        """Importance per feature: ``weight``, ``gain``, ``cover``, ``total_gain`` or ``total_cover``."""
+        pairs = _internal.feature_importance(self._bytes, importance_type)
+        return pl.DataFrame(
+            {"feature": [p[0] for p in pairs], importance_type: [p[1] for p in pairs]}
+        ).sort(importance_type, descending=True)
+
+    def predict(self, data: pl.DataFrame | pl.LazyFrame, *, output: str = "value") -> pl.Series:
+        """Score a frame (columns are matched by name; extra ones are ignored)."""
+        frame = data.lazy() if isinstance(data, pl.DataFrame) else data
+        missing = [f for f in self.feature_names if f not in frame.collect_schema().names()]
+        if missing:
+            raise ValueError(f"columns missing for the model's features: {', '.join(missing)}")
+        expr = pl.col(self.feature_names).gbt.predict(self, output=output).alias("prediction")
+        return frame.select(expr).collect()["prediction"]
+
+    def __repr__(self) -> str:
+        return f"Model(objective={self._summary['objective']!r}, trees={self.num_trees}, features={len(self.feature_names)})"
+
+
+def train(
+    data: pl.DataFrame | pl.LazyFrame,
+    *,
+    target: str,
+    features: list[str] | None = None,
+    **params: Any,
+) -> Model:
+    """Train on a frame's columns (all but the target when ``features`` is not given).
+
+    Examples
+    --------
+    >>> import polars as pl, polars_gbt
+    >>> df = pl.DataFrame({"a": [0.0, 1.0] * 50, "y": [0.0, 1.0] * 50})
+    >>> polars_gbt.train(df, target="y", objective="binary:logistic", n_estimators=3).num_trees
+    3
+    """
+    import polars_gbt._namespace  # noqa: F401  (registers the gbt namespace)
+
+    frame = data.lazy() if isinstance(data, pl.DataFrame) else data
+    names = frame.collect_schema().names()
+    if target not in names:
+        raise ValueError(f"target column {target!r} not found")
+    features = features or [n for n in names if n != target]
+    out = frame.select(pl.col(features).gbt.fit(pl.col(target), **params).alias("model")).collect()
+    return Model.from_bytes(out["model"][0])

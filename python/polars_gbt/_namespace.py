@@ -1,0 +1,134 @@
+"""The ``gbt`` expression namespace: ``fit`` and ``predict``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import polars as pl
+from polars.plugins import register_plugin_function
+
+if TYPE_CHECKING:
+    from polars_gbt._model import Model
+
+PLUGIN_PATH = Path(__file__).parent
+
+Output = Literal["value", "margin", "class", "leaf"]
+
+
+def model_bytes(model: Model | bytes | bytearray | str | Path) -> bytes:
+    """The bytes of a model given as a ``Model``, its bytes, or a file path."""
+    from polars_gbt._model import Model
+
+    if isinstance(model, Model):
+        return model.to_bytes()
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return bytes(model)
+    if isinstance(model, (str, Path)):
+        return Model.load(model).to_bytes()
+    raise TypeError(f"model must be a polars_gbt.Model, bytes or a path, not {type(model).__name__}")
+
+
+@pl.api.register_expr_namespace("gbt")
+class GbtNamespace:
+    """Gradient-boosted trees on the columns of an expression (``pl.col(features).gbt``)."""
+
+    def __init__(self, expr: pl.Expr) -> None:
+        self._expr = expr
+
+    def fit(
+        self,
+        target: pl.Expr | str,
+        *,
+        weight: pl.Expr | str | None = None,
+        group: pl.Expr | str | None = None,
+        base_margin: pl.Expr | str | None = None,
+        eval_set: pl.Expr | None = None,
+        **params: Any,
+    ) -> pl.Expr:
+        """Train a model on the expression's columns; the result is the model's bytes.
+
+        Parameters use XGBoost's names (``objective``, ``n_estimators``, ``learning_rate``,
+        ``max_depth``, ...); an unknown or mistyped one raises an error.
+
+        Parameters
+        ----------
+        target
+            The label column.
+        weight
+            Per-row sample weights.
+        group
+            Query ids for ranking objectives (rows of a query must be contiguous).
+        base_margin
+            Per-row starting margin.
+        eval_set
+            A boolean expression marking validation rows; they are held out of training
+            and evaluated every round (needed for ``early_stopping_rounds``).
+        **params
+            Training parameters.
+
+        Returns
+        -------
+        pl.Expr
+            An aggregation yielding one Binary value, the model (``polars_gbt.Model.from_bytes``
+            reads it). Works in ``select`` and per group in ``group_by(...).agg(...)``.
+
+        Examples
+        --------
+        >>> import polars as pl, polars_gbt
+        >>> df = pl.DataFrame({"x": [0.1, 0.4, 0.8, 0.9] * 50, "y": [0, 0, 1, 1] * 50})
+        >>> m = df.select(pl.col("x").gbt.fit("y", objective="binary:logistic", n_estimators=3)).item()
+        >>> polars_gbt.Model.from_bytes(m).num_trees
+        3
+        """
+        args: list[pl.Expr] = [self._expr, _expr(target)]
+        optional = {"weight": weight, "group": group, "base_margin": base_margin, "eval_set": eval_set}
+        for value in optional.values():
+            if value is not None:
+                args.append(_expr(value))
+        kwargs = {"params": json.dumps(params)}
+        kwargs.update({f"has_{name}": value is not None for name, value in optional.items()})
+        return register_plugin_function(
+            plugin_path=PLUGIN_PATH,
+            function_name="gbt_fit",
+            args=args,
+            kwargs=kwargs,
+            returns_scalar=True,
+            input_wildcard_expansion=True,
+            pass_name_to_apply=True,
+        )
+
+    def predict(self, model: Model | bytes | str | Path, *, output: Output = "value") -> pl.Expr:
+        """Score rows with a model, elementwise (batch by batch in lazy and streaming queries).
+
+        Parameters
+        ----------
+        model
+            A ``polars_gbt.Model``, its bytes, or the path of a saved model.
+        output
+            ``"value"`` (probabilities, means), ``"margin"``, ``"class"`` or ``"leaf"``.
+            Multiclass values come back as ``Array(Float32, num_class)``.
+
+        Examples
+        --------
+        >>> import polars as pl, polars_gbt
+        >>> df = pl.DataFrame({"x": [0.1, 0.4, 0.8, 0.9] * 50, "y": [0, 0, 1, 1] * 50})
+        >>> m = df.select(pl.col("x").gbt.fit("y", objective="binary:logistic", n_estimators=20)).item()
+        >>> df.head(4).select(pl.col("x").gbt.predict(m, output="class"))["x"].to_list()
+        [0, 0, 1, 1]
+        """
+        if output not in ("value", "margin", "class", "leaf"):
+            raise ValueError(f'output must be one of "value", "margin", "class", "leaf", not {output!r}')
+        return register_plugin_function(
+            plugin_path=PLUGIN_PATH,
+            function_name="gbt_predict",
+            args=[self._expr],
+            kwargs={"model": bytearray(model_bytes(model)), "output": output},
+            is_elementwise=True,
+            input_wildcard_expansion=True,
+        )
+
+
+def _expr(value: pl.Expr | str) -> pl.Expr:
+    return pl.col(value) if isinstance(value, str) else value

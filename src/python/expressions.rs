@@ -1,0 +1,154 @@
+//! The `gbt` expressions: `fit` (an aggregation returning the model's bytes) and `predict`
+//! (elementwise, so it runs batch by batch in lazy and streaming queries).
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use polars::prelude::*;
+use pyo3_polars::derive::polars_expr;
+use serde::Deserialize;
+
+use super::convert::{f32_column, feature_column, predictions_series, to_polars};
+use crate::{train, Dataset, FeatureFrame, Model, PredictOutput, TrainConfig};
+
+/// What `fit` receives besides the inputs: the parameters as JSON (parsed by
+/// `TrainConfig::from_json`, which names any bad parameter) and which optional inputs follow
+/// the features and the target, in this order: weight, group, base_margin, eval_set.
+#[derive(Deserialize)]
+struct FitKwargs {
+    params: String,
+    has_weight: bool,
+    has_group: bool,
+    has_base_margin: bool,
+    has_eval_set: bool,
+}
+
+fn binary_output(_: &[Field]) -> PolarsResult<Field> {
+    Ok(Field::new(PlSmallStr::from_static("model"), DataType::Binary))
+}
+
+#[polars_expr(output_type_func=binary_output)]
+fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
+    let optional = [kwargs.has_weight, kwargs.has_group, kwargs.has_base_margin, kwargs.has_eval_set];
+    let n_other = 1 + optional.iter().filter(|&&x| x).count();
+    if inputs.len() <= n_other {
+        polars_bail!(ComputeError: "gbt.fit needs at least one feature column");
+    }
+    let cfg = TrainConfig::from_json(&kwargs.params).map_err(to_polars)?;
+    let (features, rest) = inputs.split_at(inputs.len() - n_other);
+    let mut rest = rest.iter();
+    let target = rest.next().unwrap();
+    let weight = kwargs.has_weight.then(|| rest.next().unwrap());
+    let group = kwargs.has_group.then(|| rest.next().unwrap());
+    let base_margin = kwargs.has_base_margin.then(|| rest.next().unwrap());
+    let eval_set = kwargs.has_eval_set.then(|| rest.next().unwrap());
+
+    // The rows of each dataset: all of them, or split by the eval_set mask.
+    let dataset = |rows: Option<&IdxCa>| -> PolarsResult<Dataset> {
+        let pick = |s: &Series| match rows {
+            Some(idx) => s.take(idx),
+            None => Ok(s.clone()),
+        };
+        let columns = features.iter().map(|s| pick(s).and_then(|s| feature_column(&s))).collect::<PolarsResult<_>>()?;
+        let mut d = Dataset::new(FeatureFrame::new(columns).map_err(to_polars)?, f32_column(&pick(target)?, "target")?)
+            .map_err(to_polars)?;
+        if let Some(w) = weight {
+            d = d.with_weight(f32_column(&pick(w)?, "weight")?).map_err(to_polars)?;
+        }
+        if let Some(m) = base_margin {
+            d = d.with_base_margin(f32_column(&pick(m)?, "base_margin")?).map_err(to_polars)?;
+        }
+        if let Some(g) = group {
+            d = d.with_group_ids(&group_ids(&pick(g)?)?).map_err(to_polars)?;
+        }
+        Ok(d)
+    };
+    let model = match eval_set {
+        None => train(&cfg, &dataset(None)?, &[]),
+        Some(mask) => {
+            if mask.dtype() != &DataType::Boolean {
+                polars_bail!(ComputeError: "eval_set must be a boolean expression marking validation rows, not {}", mask.dtype());
+            }
+            let mask = mask.bool()?;
+            if mask.null_count() > 0 {
+                polars_bail!(ComputeError: "eval_set has null values");
+            }
+            let (valid, fit): (Vec<IdxSize>, Vec<IdxSize>) =
+                (0..mask.len() as IdxSize).partition(|&i| mask.get(i as usize).unwrap_or(false));
+            let fit = dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, fit)))?;
+            let valid = dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, valid)))?;
+            train(&cfg, &fit, &[("valid", &valid)])
+        }
+    }
+    .map_err(to_polars)?;
+    Ok(Series::new(PlSmallStr::from_static("model"), [model.to_bytes().as_slice()]))
+}
+
+/// Query ids as integers; nulls are an error.
+fn group_ids(s: &Series) -> PolarsResult<Vec<i64>> {
+    let ids = s
+        .cast(&DataType::Int64)
+        .map_err(|_| polars_err!(ComputeError: "group must be integer query ids, not {}", s.dtype()))?;
+    let ids = ids.i64()?;
+    if ids.null_count() > 0 {
+        polars_bail!(ComputeError: "group has null values");
+    }
+    Ok(ids.downcast_iter().flat_map(|a| a.values().iter().copied()).collect())
+}
+
+/// `predict`'s keyword arguments: the model's bytes (a `bytearray` on the Python side) and
+/// the output kind.
+#[derive(Deserialize)]
+struct PredictKwargs {
+    #[serde(with = "serde_bytes")]
+    model: Vec<u8>,
+    output: String,
+}
+
+/// Parsed models by a hash of their bytes: a stream of batches parses the model once.
+fn cached_model(bytes: &[u8]) -> PolarsResult<Arc<Model>> {
+    static CACHE: OnceLock<Mutex<HashMap<u64, Arc<Model>>>> = OnceLock::new();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    let key = h.finish();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(m) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(m.clone());
+    }
+    let model = Arc::new(Model::from_bytes(bytes).map_err(to_polars)?);
+    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if map.len() >= 16 {
+        map.clear();
+    }
+    map.insert(key, model.clone());
+    Ok(model)
+}
+
+fn predict_output(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field> {
+    let model = cached_model(&kwargs.model)?;
+    let output: PredictOutput = kwargs.output.parse().map_err(to_polars)?;
+    let name = fields.first().map(|f| f.name().clone()).unwrap_or_else(|| PlSmallStr::from_static("prediction"));
+    let array = |inner: DataType, width: usize| DataType::Array(Box::new(inner), width);
+    let dtype = match output {
+        PredictOutput::Leaf => array(DataType::UInt32, model.num_trees()),
+        PredictOutput::Class => DataType::UInt32,
+        PredictOutput::Value if model.objective() == crate::Objective::MultiSoftmax => DataType::UInt32,
+        PredictOutput::Value | PredictOutput::Margin if model.n_outputs() > 1 => {
+            array(DataType::Float32, model.n_outputs())
+        }
+        _ => DataType::Float32,
+    };
+    Ok(Field::new(name, dtype))
+}
+
+#[polars_expr(output_type_func_with_kwargs=predict_output)]
+fn gbt_predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series> {
+    let model = cached_model(&kwargs.model)?;
+    let output: PredictOutput = kwargs.output.parse().map_err(to_polars)?;
+    let frame =
+        FeatureFrame::new(inputs.iter().map(feature_column).collect::<PolarsResult<_>>()?).map_err(to_polars)?;
+    let p = model.predict(&frame, output).map_err(to_polars)?;
+    let name = inputs[0].name().clone();
+    predictions_series(name, p)
+}

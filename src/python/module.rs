@@ -1,0 +1,71 @@
+//! The Python module `polars_gbt._internal`: model inspection for the `Model` class.
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::{ImportanceType, Model};
+
+fn model(bytes: &[u8]) -> PyResult<Model> {
+    Model::from_bytes(bytes).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The model as readable JSON.
+#[pyfunction]
+fn model_to_json(bytes: &[u8]) -> PyResult<String> {
+    Ok(model(bytes)?.to_json())
+}
+
+/// A model's bytes from its JSON form.
+#[pyfunction]
+fn model_from_json(text: &str) -> PyResult<Vec<u8>> {
+    Model::from_json(text).map(|m| m.to_bytes()).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Validates bytes as a model (raises ValueError naming the problem).
+#[pyfunction]
+fn model_check(bytes: &[u8]) -> PyResult<()> {
+    model(bytes).map(|_| ())
+}
+
+/// A summary as JSON: objective, parameters, feature names, tree and round counts, best
+/// iteration and the evaluation log.
+#[pyfunction]
+fn model_summary(bytes: &[u8]) -> PyResult<String> {
+    let m = model(bytes)?;
+    let log: Vec<_> = m
+        .evals_result()
+        .iter()
+        .map(|s| serde_json::json!({"dataset": s.dataset, "metric": s.metric, "values": s.values}))
+        .collect();
+    Ok(serde_json::json!({
+        "objective": m.objective().name(),
+        "params": m.config(),
+        "feature_names": m.feature_names(),
+        "num_trees": m.num_trees(),
+        "num_rounds": m.num_rounds(),
+        "best_iteration": m.best_iteration(),
+        "evals_result": log,
+    })
+    .to_string())
+}
+
+/// Feature importance of one kind, as (feature, value) pairs in model order.
+#[pyfunction]
+fn feature_importance(bytes: &[u8], kind: &str) -> PyResult<Vec<(String, f64)>> {
+    let kind: ImportanceType = serde_json::from_value(serde_json::Value::String(kind.to_string())).map_err(|_| {
+        PyValueError::new_err(format!(
+            "importance type `{kind}` is not one of weight, gain, cover, total_gain, total_cover"
+        ))
+    })?;
+    Ok(model(bytes)?.feature_importance(kind))
+}
+
+#[pymodule]
+fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(model_to_json, m)?)?;
+    m.add_function(wrap_pyfunction!(model_from_json, m)?)?;
+    m.add_function(wrap_pyfunction!(model_check, m)?)?;
+    m.add_function(wrap_pyfunction!(model_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(feature_importance, m)?)?;
+    Ok(())
+}
