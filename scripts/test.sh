@@ -12,5 +12,8 @@ cargo clippy --release --locked --all-targets -- -D warnings
 cargo test --release --locked
 
 bash scripts/python-env.sh
+# The plugin's code is linted too (in the plugin's own target directory).
+CARGO_TARGET_DIR=${POLARS_GBT_CACHE:-$HOME/.cache/polars-gbt}/target-py \
+    cargo clippy --release --locked --features python --lib -- -D warnings
 # From tests/, so that `import polars_gbt` finds the installed package, not ./python.
 cd tests && ../.venv/bin/python -m pytest -q python --doctest-modules --pyargs polars_gbt

@@ -97,13 +97,16 @@ class Model:
 
 
 def train(
-    data: pl.DataFrame | pl.LazyFrame,
+    data: pl.DataFrame | pl.LazyFrame | Any,
     *,
     target: str,
     features: list[str] | None = None,
     **params: Any,
 ) -> Model:
     """Train on a frame's columns (all but the target when ``features`` is not given).
+
+    ``data`` may also be a pyarrow ``Table`` / ``RecordBatch`` or any object exposing
+    ``__arrow_c_stream__``; Polars imports those without copying.
 
     Examples
     --------
@@ -114,6 +117,8 @@ def train(
     """
     import polars_gbt._namespace  # noqa: F401  (registers the gbt namespace)
 
+    if not isinstance(data, (pl.DataFrame, pl.LazyFrame)):
+        data = pl.DataFrame(data)
     frame = data.lazy() if isinstance(data, pl.DataFrame) else data
     names = frame.collect_schema().names()
     if target not in names:

@@ -45,6 +45,7 @@ class GbtNamespace:
         group: pl.Expr | str | None = None,
         base_margin: pl.Expr | str | None = None,
         eval_set: pl.Expr | None = None,
+        verbose: bool | int = False,
         **params: Any,
     ) -> pl.Expr:
         """Train a model on the expression's columns; the result is the model's bytes.
@@ -65,6 +66,9 @@ class GbtNamespace:
         eval_set
             A boolean expression marking validation rows; they are held out of training
             and evaluated every round (needed for ``early_stopping_rounds``).
+        verbose
+            Print the evaluation log to stderr (``True``: every round; an integer ``n``:
+            every ``n`` rounds), e.g. ``[120]	valid-auc:0.84120``.
         **params
             Training parameters.
 
@@ -87,7 +91,7 @@ class GbtNamespace:
         for value in optional.values():
             if value is not None:
                 args.append(_expr(value))
-        kwargs = {"params": json.dumps(params)}
+        kwargs: dict[str, Any] = {"params": json.dumps(params), "verbose": int(verbose)}
         kwargs.update({f"has_{name}": value is not None for name, value in optional.items()})
         return register_plugin_function(
             plugin_path=PLUGIN_PATH,

@@ -27,8 +27,12 @@ pub fn feature_column(s: &Series) -> PolarsResult<FeatureColumn> {
             // FFI_ArrowSchema are both the `#[repr(C)]` structs of the Arrow C data
             // interface (transmute checks the sizes), and ownership (the release callbacks)
             // moves with them.
-            let (c_array, c_schema): (FFI_ArrowArray, FFI_ArrowSchema) =
-                unsafe { (std::mem::transmute(c_array), std::mem::transmute(c_schema)) };
+            let (c_array, c_schema) = unsafe {
+                (
+                    std::mem::transmute::<polars_arrow::ffi::ArrowArray, FFI_ArrowArray>(c_array),
+                    std::mem::transmute::<polars_arrow::ffi::ArrowSchema, FFI_ArrowSchema>(c_schema),
+                )
+            };
             // SAFETY: the structs were just exported by polars-arrow, so they are valid.
             let data = unsafe { from_ffi(c_array, &c_schema) }
                 .map_err(|e| polars_err!(ComputeError: "column `{}`: cannot read its Arrow data: {}", name, e))?;

@@ -10,7 +10,7 @@ use pyo3_polars::derive::polars_expr;
 use serde::Deserialize;
 
 use super::convert::{f32_column, feature_column, predictions_series, to_polars};
-use crate::{train, Dataset, FeatureFrame, Model, PredictOutput, TrainConfig};
+use crate::{train_with_callback, Dataset, FeatureFrame, Model, PredictOutput, RoundLog, TrainConfig};
 
 /// What `fit` receives besides the inputs: the parameters as JSON (parsed by
 /// `TrainConfig::from_json`, which names any bad parameter) and which optional inputs follow
@@ -22,6 +22,9 @@ struct FitKwargs {
     has_group: bool,
     has_base_margin: bool,
     has_eval_set: bool,
+    /// Print the evaluation log to stderr every this many rounds (0: silent).
+    #[serde(default)]
+    verbose: usize,
 }
 
 fn binary_output(_: &[Field]) -> PolarsResult<Field> {
@@ -64,8 +67,15 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
         }
         Ok(d)
     };
+    let every = kwargs.verbose;
+    let mut log = |round: &RoundLog| {
+        if every > 0 && !round.values.is_empty() && (round.round % every == 0 || round.round + 1 == cfg.n_estimators) {
+            eprintln!("{round}");
+        }
+        Ok(true)
+    };
     let model = match eval_set {
-        None => train(&cfg, &dataset(None)?, &[]),
+        None => train_with_callback(&cfg, &dataset(None)?, &[], &mut log),
         Some(mask) => {
             if mask.dtype() != &DataType::Boolean {
                 polars_bail!(ComputeError: "eval_set must be a boolean expression marking validation rows, not {}", mask.dtype());
@@ -78,7 +88,7 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
                 (0..mask.len() as IdxSize).partition(|&i| mask.get(i as usize).unwrap_or(false));
             let fit = dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, fit)))?;
             let valid = dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, valid)))?;
-            train(&cfg, &fit, &[("valid", &valid)])
+            train_with_callback(&cfg, &fit, &[("valid", &valid)], &mut log)
         }
     }
     .map_err(to_polars)?;

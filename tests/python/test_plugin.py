@@ -114,6 +114,21 @@ def test_early_stopping_with_an_eval_set(train_df):
     assert model.evals_result().columns == ["round", "valid-logloss"]
 
 
+def test_arrow_inputs_and_the_verbose_log(train_df, capfd):
+    import pyarrow as pa
+
+    table = train_df.head(1000).to_arrow()
+    assert isinstance(table, pa.Table)
+    a = polars_gbt.train(table, target="y", n_estimators=3)
+    b = polars_gbt.train(train_df.head(1000), target="y", n_estimators=3)
+    assert a.to_bytes() == b.to_bytes()
+    df = train_df.head(1000).with_columns(valid=pl.int_range(pl.len()) % 4 == 0)
+    df.select(pl.col(FEATURES).gbt.fit("y", eval_set=pl.col("valid"), n_estimators=4, verbose=2))
+    err = capfd.readouterr().err
+    assert "[0]\tvalid-rmse:" in err and "[2]\tvalid-rmse:" in err and "[3]\tvalid-rmse:" in err
+    assert "[1]" not in err
+
+
 def test_multiclass_values_are_arrays(train_df):
     df = train_df.head(2000).with_columns(k=(pl.col("f0") * 3).floor().clip(0, 2))
     m = df.select(pl.col(FEATURES).gbt.fit("k", objective="multi:softprob", num_class=3, n_estimators=3)).item()
