@@ -73,7 +73,7 @@ def test_group_by_fits_one_model_per_group_equal_to_separate_fits(train_df):
 
 def test_lazy_and_streaming_predictions_equal_eager(train_df):
     model = polars_gbt.train(train_df, target="y", objective="binary:logistic", n_estimators=10)
-    big = pl.concat([train_df] * 50)  # 350k rows, many batches when streaming
+    big = pl.concat([train_df] * 300)  # 2.1M rows, many batches when streaming
     expr = pl.col(FEATURES).gbt.predict(model).alias("p")
     eager = big.select(expr)["p"]
     lazy = big.lazy().select(expr).collect()["p"]

@@ -1,0 +1,74 @@
+"""Accuracy through the Polars expressions against xgboost-cpu and LightGBM trained in the
+same test with the same parameters, on ../shared/data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+import polars as pl
+import polars_gbt  # noqa: F401  (registers the gbt namespace)
+import xgboost as xgb
+from sklearn.metrics import log_loss, roc_auc_score
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "lightgbm"
+
+
+def load(path: Path) -> pl.DataFrame:
+    df = pl.read_csv(path, separator="\t", has_header=False)
+    return df.rename({c: ("y" if i == 0 else f"f{i - 1}") for i, c in enumerate(df.columns)})
+
+
+FEATURES = [f"f{i}" for i in range(28)]
+
+
+def peers(train: pl.DataFrame, test: pl.DataFrame, objective: str, num_class: int, rounds: int, depth: int):
+    """Test-set predictions of XGBoost (hist) and LightGBM with our settings."""
+    Xtr, ytr = train.select(FEATURES).to_numpy(), train["y"].to_numpy()
+    Xte = test.select(FEATURES).to_numpy()
+    xgb_params = dict(objective=objective, tree_method="hist", max_depth=depth, eta=0.1, max_bin=256, nthread=2, seed=0)
+    lgb_params = dict(
+        objective="binary" if objective == "binary:logistic" else "multiclass",
+        max_depth=depth, num_leaves=2**depth, learning_rate=0.1, lambda_l2=1.0, min_sum_hessian_in_leaf=1.0,
+        min_data_in_leaf=1, max_bin=255, num_threads=2, seed=0, verbose=-1, deterministic=True,
+    )
+    if num_class:
+        xgb_params["num_class"] = num_class
+        lgb_params["num_class"] = num_class
+    booster = xgb.train(xgb_params, xgb.DMatrix(Xtr, label=ytr), num_boost_round=rounds)
+    gbm = lgb.train(lgb_params, lgb.Dataset(Xtr, label=ytr), num_boost_round=rounds)
+    return booster.predict(xgb.DMatrix(Xte)), gbm.predict(Xte)
+
+
+def ours(train: pl.DataFrame, test: pl.DataFrame, **params) -> np.ndarray:
+    model = train.select(pl.col(FEATURES).gbt.fit("y", learning_rate=0.1, max_bin=256, seed=0, **params)).item()
+    return test.select(pl.col(FEATURES).gbt.predict(model))["f0"].to_numpy()
+
+
+def test_binary_classification():
+    train, test = load(DATA / "binary_classification" / "binary.train"), load(DATA / "binary_classification" / "binary.test")
+    p_xgb, p_lgb = peers(train, test, "binary:logistic", 0, 100, 6)
+    p = ours(train, test, objective="binary:logistic", n_estimators=100, max_depth=6)
+    y = test["y"].to_numpy()
+    aucs = {name: roc_auc_score(y, q) for name, q in (("ours", p), ("xgboost", p_xgb), ("lightgbm", p_lgb))}
+    losses = {name: log_loss(y, q) for name, q in (("ours", p), ("xgboost", p_xgb), ("lightgbm", p_lgb))}
+    assert aucs["ours"] >= min(aucs["xgboost"], aucs["lightgbm"]) - 0.01, aucs
+    assert losses["ours"] <= max(losses["xgboost"], losses["lightgbm"]) * 1.02, losses
+
+
+def test_multiclass():
+    train, test = load(DATA / "multiclass_classification" / "multiclass.train"), load(DATA / "multiclass_classification" / "multiclass.test")
+    p_xgb, p_lgb = peers(train, test, "multi:softprob", 5, 100, 6)
+    model = train.select(
+        pl.col(FEATURES).gbt.fit("y", objective="multi:softprob", num_class=5, n_estimators=100, max_depth=6, learning_rate=0.1)
+    ).item()
+    out = test.select(pl.col(FEATURES).gbt.predict(model))["f0"]
+    assert out.dtype == pl.Array(pl.Float32, 5)
+    p = np.stack(out.to_list()).astype(np.float64)
+    p /= p.sum(axis=1, keepdims=True)  # float32 probabilities: renormalise for sklearn's check
+    y = test["y"].to_numpy()
+    losses = {name: log_loss(y, q, labels=range(5)) for name, q in (("ours", p), ("xgboost", p_xgb), ("lightgbm", p_lgb))}
+    errors = {name: float(np.mean(q.argmax(axis=1) != y)) for name, q in (("ours", p), ("xgboost", p_xgb), ("lightgbm", p_lgb))}
+    assert losses["ours"] <= max(losses["xgboost"], losses["lightgbm"]) * 1.03, losses
+    assert errors["ours"] <= max(errors["xgboost"], errors["lightgbm"]) + 0.03, errors
