@@ -12,5 +12,6 @@ Importing the package registers the ``gbt`` expression namespace::
 
 from polars_gbt._model import Model, train
 from polars_gbt._namespace import GbtNamespace
+from polars_gbt._plot import plot_importance, plot_metric
 
-__all__ = ["GbtNamespace", "Model", "train"]
+__all__ = ["GbtNamespace", "Model", "plot_importance", "plot_metric", "train"]
