@@ -133,8 +133,13 @@ fn numeric_cuts(col: &FeatureColumn, weights: Option<&[f32]>, max_bin: usize, se
         col.read(start, &mut buf[..len]);
         for (i, &x) in buf[..len].iter().enumerate() {
             let row = start + i;
-            if !x.is_nan() && (keep_below == u64::MAX || hash64(seed ^ 0x5eed_c075, row as u64) <= keep_below) {
-                samples.push((x, weights.map_or(1.0, |w| w[row])));
+            let w = weights.map_or(1.0, |w| w[row]);
+            // A row of weight zero is as good as absent: it must not place cut points either.
+            if !x.is_nan()
+                && w > 0.0
+                && (keep_below == u64::MAX || hash64(seed ^ 0x5eed_c075, row as u64) <= keep_below)
+            {
+                samples.push((x, w));
             }
         }
         start += len;

@@ -1,0 +1,141 @@
+"""scikit-learn estimators over the Polars expressions: ``GBTClassifier`` and
+``GBTRegressor`` accept numpy, pandas, Polars or pyarrow inputs (anything scikit-learn's
+input validation takes) and work in ``Pipeline``, ``GridSearchCV`` and ``cross_val_score``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+import polars_gbt._namespace  # noqa: F401  (registers the gbt namespace)
+
+
+class _GBTBase(BaseEstimator):
+    """Parameters shared by the estimators; see the user guide for their meaning."""
+
+    def __init__(
+        self,
+        *,
+        n_estimators: int = 100,
+        learning_rate: float = 0.3,
+        max_depth: int = 6,
+        max_leaves: int = 0,
+        grow_policy: str = "depthwise",
+        max_bin: int = 256,
+        reg_lambda: float = 1.0,
+        reg_alpha: float = 0.0,
+        gamma: float = 0.0,
+        min_child_weight: float = 1.0,
+        subsample: float = 1.0,
+        colsample_bytree: float = 1.0,
+        seed: int = 0,
+        n_jobs: int = 0,
+    ) -> None:
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.max_depth = max_depth
+        self.max_leaves = max_leaves
+        self.grow_policy = grow_policy
+        self.max_bin = max_bin
+        self.reg_lambda = reg_lambda
+        self.reg_alpha = reg_alpha
+        self.gamma = gamma
+        self.min_child_weight = min_child_weight
+        self.subsample = subsample
+        self.colsample_bytree = colsample_bytree
+        self.seed = seed
+        self.n_jobs = n_jobs
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+    @staticmethod
+    def _frame(X: np.ndarray) -> pl.DataFrame:
+        return pl.DataFrame({f"f{i}": X[:, i] for i in range(X.shape[1])})
+
+    def _fit_model(self, X: np.ndarray, y: np.ndarray, sample_weight: Any, **objective: Any) -> None:
+        df = self._frame(X).with_columns(__y=pl.Series(y, dtype=pl.Float64))
+        extra: dict[str, Any] = {}
+        if sample_weight is not None:
+            df = df.with_columns(__w=pl.Series(_check_sample_weight(sample_weight, X), dtype=pl.Float64))
+            extra["weight"] = "__w"
+        features = [f"f{i}" for i in range(X.shape[1])]
+        self.model_ = df.select(
+            pl.col(features).gbt.fit("__y", **extra, **objective, **self.get_params())
+        ).item()
+
+    def _predict_raw(self, X: Any, output: str) -> np.ndarray:
+        check_is_fitted(self, "model_")
+        X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
+        features = [f"f{i}" for i in range(X.shape[1])]
+        out = self._frame(X).select(pl.col(features).gbt.predict(self.model_, output=output))[features[0]]
+        return np.stack(out.to_list()) if isinstance(out.dtype, pl.Array) else out.to_numpy()
+
+
+class GBTRegressor(RegressorMixin, _GBTBase):
+    """Gradient-boosted trees for regression (``reg:squarederror``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from polars_gbt.sklearn import GBTRegressor
+    >>> X = np.arange(200, dtype=float).reshape(-1, 1); y = (X[:, 0] > 100).astype(float)
+    >>> GBTRegressor(n_estimators=20).fit(X, y).predict([[10.0], [150.0]]).round(2)
+    array([0., 1.])
+    """
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> GBTRegressor:
+        X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64, y_numeric=True)
+        self._fit_model(X, y, sample_weight, objective="reg:squarederror")
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self._predict_raw(X, "value").astype(np.float64)
+
+
+class GBTClassifier(ClassifierMixin, _GBTBase):
+    """Gradient-boosted trees for classification (``binary:logistic`` or ``multi:softprob``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from polars_gbt.sklearn import GBTClassifier
+    >>> X = np.arange(200, dtype=float).reshape(-1, 1); y = np.where(X[:, 0] > 100, "big", "small")
+    >>> GBTClassifier(n_estimators=20).fit(X, y).predict([[10.0], [150.0]])
+    array(['small', 'big'], dtype='<U5')
+    """
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> GBTClassifier:
+        X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64)
+        check_classification_targets(y)
+        encoder = LabelEncoder().fit(y)
+        self.classes_ = encoder.classes_
+        codes = encoder.transform(y)
+        if len(self.classes_) > 2:
+            objective = {"objective": "multi:softprob", "num_class": len(self.classes_)}
+        else:
+            objective = {"objective": "binary:logistic"}
+        self._fit_model(X, codes, sample_weight, **objective)
+        return self
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        check_is_fitted(self, "model_")
+        p = self._predict_raw(X, "value").astype(np.float64)
+        if len(self.classes_) == 1:
+            return np.ones((len(p), 1))
+        if p.ndim == 1:
+            p = np.column_stack([1.0 - p, p])
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict(self, X: Any) -> np.ndarray:
+        p = self.predict_proba(X)
+        return self.classes_[np.argmax(p, axis=1)]
