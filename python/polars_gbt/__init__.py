@@ -14,12 +14,12 @@ from polars_gbt._model import Model, train
 from polars_gbt._namespace import GbtNamespace
 from polars_gbt._plot import plot_importance, plot_metric
 
-__all__ = ["GBTClassifier", "GBTRegressor", "GbtNamespace", "Model", "plot_importance", "plot_metric", "train"]
+__all__ = ["GBTClassifier", "GBTRanker", "GBTRegressor", "GbtNamespace", "Model", "plot_importance", "plot_metric", "train"]
 
 
 def __getattr__(name: str):
     # The scikit-learn estimators load on first use, so scikit-learn stays optional.
-    if name in ("GBTClassifier", "GBTRegressor"):
+    if name in ("GBTClassifier", "GBTRegressor", "GBTRanker"):
         from polars_gbt import sklearn
 
         return getattr(sklearn, name)

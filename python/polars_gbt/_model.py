@@ -83,6 +83,58 @@ class Model:
             {"feature": [p[0] for p in pairs], importance_type: [p[1] for p in pairs]}
         ).sort(importance_type, descending=True)
 
+    def trees_to_dataframe(self) -> pl.DataFrame:
+        """Every node of every tree, one row each (XGBoost's layout of the same table).
+
+        Columns: ``tree``, ``node``, ``feature`` (null for leaves), ``split`` (numeric
+        threshold: ``x < split`` goes to ``yes``), ``categories`` (categorical splits: the
+        categories going to ``yes``), ``yes``, ``no``, ``missing`` (the child taking missing
+        values), ``gain``, ``cover`` and ``value`` (the leaf output, learning rate applied).
+
+        Examples
+        --------
+        >>> import polars as pl, polars_gbt
+        >>> df = pl.DataFrame({"a": [1.0, 2.0, 3.0, 4.0] * 25, "y": [1.0, 1.0, 3.0, 3.0] * 25})
+        >>> t = polars_gbt.train(df, target="y", n_estimators=1, max_depth=1).trees_to_dataframe()
+        >>> t.select("tree", "node", "feature", "split", "yes", "no").to_dicts()[0]
+        {'tree': 0, 'node': 0, 'feature': 'a', 'split': 2.5, 'yes': 1, 'no': 2}
+        """
+        model = json.loads(self.to_json())["model"]
+        names = [f["name"] for f in model["features"]]
+        categories = [f["categories"] for f in model["features"]]
+        rows: list[dict[str, Any]] = []
+        for t, tree in enumerate(model["trees"]):
+            for n in range(len(tree["left"])):
+                leaf = tree["left"][n] == 0xFFFFFFFF
+                f = tree["feature"][n]
+                cats = None
+                if not leaf and tree["category_len"][n] > 0:
+                    start, words = tree["category_start"][n], tree["category_len"][n]
+                    bits = tree["category_words"][start : start + words]
+                    codes = [c for c in range(32 * words) if bits[c // 32] >> (c % 32) & 1]
+                    cats = [categories[f][c] for c in codes]
+                rows.append(
+                    {
+                        "tree": t,
+                        "node": n,
+                        "feature": None if leaf else names[f],
+                        "split": None if leaf or cats is not None else tree["threshold"][n],
+                        "categories": cats,
+                        "yes": None if leaf else tree["left"][n],
+                        "no": None if leaf else tree["right"][n],
+                        "missing": None if leaf else tree["left"][n] if tree["default_left"][n] else tree["right"][n],
+                        "gain": tree["gain"][n],
+                        "cover": tree["cover"][n],
+                        "value": tree["value"][n],
+                    }
+                )
+        schema = {
+            "tree": pl.Int64, "node": pl.Int64, "feature": pl.String, "split": pl.Float64,
+            "categories": pl.List(pl.String), "yes": pl.Int64, "no": pl.Int64, "missing": pl.Int64,
+            "gain": pl.Float64, "cover": pl.Float64, "value": pl.Float64,
+        }
+        return pl.DataFrame(rows, schema=schema)
+
     def predict(self, data: pl.DataFrame | pl.LazyFrame, *, output: str = "value") -> pl.Series:
         """Score a frame (columns are matched by name; extra ones are ignored)."""
         frame = data.lazy() if isinstance(data, pl.DataFrame) else data

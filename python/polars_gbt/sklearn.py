@@ -1,5 +1,5 @@
-"""scikit-learn estimators over the Polars expressions: ``GBTClassifier`` and
-``GBTRegressor`` accept numpy, pandas, Polars or pyarrow inputs (anything scikit-learn's
+"""scikit-learn estimators over the Polars expressions: ``GBTClassifier``, ``GBTRegressor``
+and ``GBTRanker``. They accept numpy, pandas, Polars or pyarrow inputs (anything scikit-learn's
 input validation takes) and work in ``Pipeline``, ``GridSearchCV`` and ``cross_val_score``.
 """
 
@@ -139,3 +139,37 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
     def predict(self, X: Any) -> np.ndarray:
         p = self.predict_proba(X)
         return self.classes_[np.argmax(p, axis=1)]
+
+
+class GBTRanker(_GBTBase):
+    """Learning to rank (``rank:ndcg``, LambdaMART): ``fit(X, y, group=...)`` with the
+    query id of each row (rows of a query contiguous); ``predict`` gives scores to sort by.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from polars_gbt.sklearn import GBTRanker
+    >>> X = np.tile(np.arange(5.0), 20).reshape(-1, 1); y = X[:, 0].copy()
+    >>> r = GBTRanker(n_estimators=10).fit(X, y, group=np.repeat(np.arange(20), 5))
+    >>> np.argsort(-r.predict(X[:5]))
+    array([4, 3, 2, 1, 0])
+    """
+
+    def fit(self, X: Any, y: Any, group: Any, sample_weight: Any = None) -> GBTRanker:
+        X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64, y_numeric=True)
+        group = np.asarray(group)
+        if group.shape != (X.shape[0],):
+            raise ValueError(f"group must hold one query id per row ({X.shape[0]}), got shape {group.shape}")
+        df = self._frame(X).with_columns(__y=pl.Series(y, dtype=pl.Float64), __q=pl.Series(group).cast(pl.Int64))
+        extra: dict[str, Any] = {"group": "__q"}
+        if sample_weight is not None:
+            df = df.with_columns(__w=pl.Series(_check_sample_weight(sample_weight, X), dtype=pl.Float64))
+            extra["weight"] = "__w"
+        features = [f"f{i}" for i in range(X.shape[1])]
+        self.model_ = df.select(
+            pl.col(features).gbt.fit("__y", objective="rank:ndcg", **extra, **self.get_params())
+        ).item()
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        return self._predict_raw(X, "value").astype(np.float64)

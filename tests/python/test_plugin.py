@@ -96,6 +96,8 @@ def test_model_round_trips_and_reports(tmp_path, train_df):
         assert other.to_bytes() == model.to_bytes()
     assert model.num_trees == 5 and model.feature_names == FEATURES
     assert model.params["objective"] == "binary:logistic"
+    trees = model.trees_to_dataframe()
+    assert trees["tree"].n_unique() == 5 and trees.filter(pl.col("feature").is_null())["value"].is_not_null().all()
     imp = model.feature_importance("gain")
     assert imp.columns == ["feature", "gain"] and imp.height == 28
     assert model.predict(train_df.head(10)).len() == 10

@@ -10,7 +10,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 
-from polars_gbt.sklearn import GBTClassifier, GBTRegressor
+from polars_gbt.sklearn import GBTClassifier, GBTRanker, GBTRegressor
 
 
 # Integer weights are not exactly repeated rows here: gradients are quantised with a scale
@@ -52,3 +52,19 @@ def test_accepts_polars_pandas_and_pyarrow_inputs():
     for name, data in frames.items():
         got = GBTClassifier(n_estimators=10).fit(data, y).predict_proba(data)
         np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def test_ranker_orders_documents_and_works_in_a_pipeline():
+    rng = np.random.default_rng(0)
+    n_queries, per = 60, 8
+    X = rng.random((n_queries * per, 3))
+    y = np.floor(X[:, 0] * 4)
+    group = np.repeat(np.arange(n_queries), per)
+    ranker = make_pipeline(StandardScaler(), GBTRanker(n_estimators=30, max_depth=3))
+    ranker.fit(X, y, gbtranker__group=group)
+    scores = ranker.predict(X)
+    # Within each query the best-scored document has the highest relevance present.
+    hits = [y[q * per + np.argmax(scores[q * per : (q + 1) * per])] == y[q * per : (q + 1) * per].max() for q in range(n_queries)]
+    assert np.mean(hits) > 0.95
+    with pytest.raises(ValueError, match="one query id per row"):
+        GBTRanker().fit(X, y, group=group[:-1])
