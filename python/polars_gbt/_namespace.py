@@ -46,6 +46,7 @@ class GbtNamespace:
         base_margin: pl.Expr | str | None = None,
         eval_set: pl.Expr | None = None,
         verbose: bool | int = False,
+        progress: bool = False,
         **params: Any,
     ) -> pl.Expr:
         """Train a model on the expression's columns; the result is the model's bytes.
@@ -69,6 +70,8 @@ class GbtNamespace:
         verbose
             Print the evaluation log to stderr (``True``: every round; an integer ``n``:
             every ``n`` rounds), e.g. ``[120]	valid-auc:0.84120``.
+        progress
+            Draw a progress bar of the boosting rounds on stderr.
         **params
             Training parameters.
 
@@ -91,7 +94,7 @@ class GbtNamespace:
         for value in optional.values():
             if value is not None:
                 args.append(_expr(value))
-        kwargs: dict[str, Any] = {"params": json.dumps(params), "verbose": int(verbose)}
+        kwargs: dict[str, Any] = {"params": json.dumps(params), "verbose": int(verbose), "progress": progress}
         kwargs.update({f"has_{name}": value is not None for name, value in optional.items()})
         return register_plugin_function(
             plugin_path=PLUGIN_PATH,

@@ -25,6 +25,9 @@ struct FitKwargs {
     /// Print the evaluation log to stderr every this many rounds (0: silent).
     #[serde(default)]
     verbose: usize,
+    /// Draw a progress bar on stderr.
+    #[serde(default)]
+    progress: bool,
 }
 
 fn binary_output(_: &[Field]) -> PolarsResult<Field> {
@@ -68,9 +71,13 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
         Ok(d)
     };
     let every = kwargs.verbose;
+    let progress = kwargs.progress.then(|| ProgressBar::new(cfg.n_estimators));
     let mut log = |round: &RoundLog| {
         if every > 0 && !round.values.is_empty() && (round.round % every == 0 || round.round + 1 == cfg.n_estimators) {
             eprintln!("{round}");
+        }
+        if let Some(bar) = &progress {
+            bar.show(round.round + 1);
         }
         Ok(true)
     };
@@ -93,6 +100,37 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
     }
     .map_err(to_polars)?;
     Ok(Series::new(PlSmallStr::from_static("model"), [model.to_bytes().as_slice()]))
+}
+
+/// A one-line progress bar on stderr: `[=========>          ] 120/250 rounds  3.1 s`.
+struct ProgressBar {
+    total: usize,
+    start: std::time::Instant,
+}
+
+impl ProgressBar {
+    const WIDTH: usize = 30;
+
+    fn new(total: usize) -> Self {
+        ProgressBar { total, start: std::time::Instant::now() }
+    }
+
+    fn show(&self, done: usize) {
+        let filled = Self::WIDTH * done / self.total.max(1);
+        let bar: String = (0..Self::WIDTH)
+            .map(|i| {
+                if i < filled {
+                    '='
+                } else if i == filled {
+                    '>'
+                } else {
+                    ' '
+                }
+            })
+            .collect();
+        let end = if done >= self.total { "\n" } else { "" };
+        eprint!("\r[{bar}] {done}/{} rounds {:6.1} s{end}", self.total, self.start.elapsed().as_secs_f64());
+    }
 }
 
 /// Query ids as integers; nulls are an error.

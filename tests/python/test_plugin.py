@@ -129,6 +129,9 @@ def test_arrow_inputs_and_the_verbose_log(train_df, capfd):
     err = capfd.readouterr().err
     assert "[0]\tvalid-rmse:" in err and "[2]\tvalid-rmse:" in err and "[3]\tvalid-rmse:" in err
     assert "[1]" not in err
+    df.select(pl.col(FEATURES).gbt.fit("y", n_estimators=4, progress=True))
+    err = capfd.readouterr().err
+    assert "] 4/4 rounds" in err and err.count("\r") == 4
 
 
 def test_multiclass_values_are_arrays(train_df):
