@@ -31,6 +31,10 @@ pub enum Error {
     #[error("device: {0}")]
     Device(String),
 
+    /// Training was stopped by the user (e.g. a keyboard interrupt).
+    #[error("training was interrupted")]
+    Interrupted,
+
     /// Reading or writing a file failed.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),

@@ -3,12 +3,46 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import polars as pl
 
 from polars_gbt import _internal
+
+
+T = TypeVar("T")
+
+
+def run_interruptibly(work: Callable[[], T]) -> T:
+    """Run ``work`` (a query with a fit) on a helper thread so that Ctrl-C reaches Python.
+
+    Python delivers signals to the main thread only, and only between bytecodes; a fit runs
+    inside Polars' native code for minutes. So the main thread waits here, and on
+    KeyboardInterrupt tells running fits to stop after their current round, waits for the
+    query to unwind, and re-raises.
+    """
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as e:  # handed to the main thread below
+            outcome["error"] = e
+
+    thread = threading.Thread(target=target, name="polars-gbt-fit", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.05)
+    except KeyboardInterrupt:
+        _internal.interrupt_fits()
+        thread.join()
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 class Model:
@@ -158,7 +192,8 @@ def train(
     """Train on a frame's columns (all but the target when ``features`` is not given).
 
     ``data`` may also be a pyarrow ``Table`` / ``RecordBatch`` or any object exposing
-    ``__arrow_c_stream__``; Polars imports those without copying.
+    ``__arrow_c_stream__``; Polars imports those without copying. Ctrl-C (KeyboardInterrupt)
+    stops the fit after its current round.
 
     Examples
     --------
@@ -176,5 +211,6 @@ def train(
     if target not in names:
         raise ValueError(f"target column {target!r} not found")
     features = features or [n for n in names if n != target]
-    out = frame.select(pl.col(features).gbt.fit(pl.col(target), **params).alias("model")).collect()
+    query = frame.select(pl.col(features).gbt.fit(pl.col(target), **params).alias("model"))
+    out = run_interruptibly(query.collect)
     return Model.from_bytes(out["model"][0])

@@ -15,6 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 import polars_gbt._namespace  # noqa: F401  (registers the gbt namespace)
+from polars_gbt._model import run_interruptibly
 
 
 class _GBTBase(BaseEstimator):
@@ -69,9 +70,8 @@ class _GBTBase(BaseEstimator):
             df = df.with_columns(__w=pl.Series(_check_sample_weight(sample_weight, X), dtype=pl.Float64))
             extra["weight"] = "__w"
         features = [f"f{i}" for i in range(X.shape[1])]
-        self.model_ = df.select(
-            pl.col(features).gbt.fit("__y", **extra, **objective, **self.get_params())
-        ).item()
+        fit = pl.col(features).gbt.fit("__y", **extra, **objective, **self.get_params())
+        self.model_ = run_interruptibly(lambda: df.select(fit).item())
 
     def _predict_raw(self, X: Any, output: str) -> np.ndarray:
         check_is_fitted(self, "model_")
@@ -166,9 +166,8 @@ class GBTRanker(_GBTBase):
             df = df.with_columns(__w=pl.Series(_check_sample_weight(sample_weight, X), dtype=pl.Float64))
             extra["weight"] = "__w"
         features = [f"f{i}" for i in range(X.shape[1])]
-        self.model_ = df.select(
-            pl.col(features).gbt.fit("__y", objective="rank:ndcg", **extra, **self.get_params())
-        ).item()
+        fit = pl.col(features).gbt.fit("__y", objective="rank:ndcg", **extra, **self.get_params())
+        self.model_ = run_interruptibly(lambda: df.select(fit).item())
         return self
 
     def predict(self, X: Any) -> np.ndarray:

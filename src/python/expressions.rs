@@ -70,6 +70,8 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
         }
         Ok(d)
     };
+    // A fit started before an interrupt (`module::interrupt_fits`) stops at its next round.
+    let epoch = super::module::interrupt_epoch();
     let every = kwargs.verbose;
     let progress = kwargs.progress.then(|| ProgressBar::new(cfg.n_estimators));
     let mut log = |round: &RoundLog| {
@@ -78,6 +80,9 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
         }
         if let Some(bar) = &progress {
             bar.show(round.round + 1);
+        }
+        if super::module::interrupt_epoch() != epoch {
+            return Err(crate::Error::Interrupted);
         }
         Ok(true)
     };

@@ -1,5 +1,7 @@
 //! The Python module `polars_gbt._internal`: model inspection for the `Model` class.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -60,6 +62,20 @@ fn feature_importance(bytes: &[u8], kind: &str) -> PyResult<Vec<(String, f64)>> 
     Ok(model(bytes)?.feature_importance(kind))
 }
 
+/// Bumped by every interrupt; fits remember the value they started with.
+static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
+
+pub(super) fn interrupt_epoch() -> u64 {
+    INTERRUPTS.load(Ordering::SeqCst)
+}
+
+/// Makes every fit running now stop after its current round (Python calls this on
+/// KeyboardInterrupt; plugins run on Polars' threads, where Python's signals never arrive).
+#[pyfunction]
+fn interrupt_fits() {
+    INTERRUPTS.fetch_add(1, Ordering::SeqCst);
+}
+
 #[pymodule]
 fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_to_json, m)?)?;
@@ -67,5 +83,6 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_check, m)?)?;
     m.add_function(wrap_pyfunction!(model_summary, m)?)?;
     m.add_function(wrap_pyfunction!(feature_importance, m)?)?;
+    m.add_function(wrap_pyfunction!(interrupt_fits, m)?)?;
     Ok(())
 }

@@ -3,6 +3,7 @@ scoring, the Model class, and errors as Python exceptions."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -132,6 +133,20 @@ def test_arrow_inputs_and_the_verbose_log(train_df, capfd):
     df.select(pl.col(FEATURES).gbt.fit("y", n_estimators=4, progress=True))
     err = capfd.readouterr().err
     assert "] 4/4 rounds" in err and err.count("\r") == 4
+
+
+def test_keyboard_interrupt_stops_a_long_fit_promptly(train_df):
+    import _thread
+    import time
+
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        polars_gbt.train(train_df, target="y", n_estimators=1_000_000, max_depth=2)
+    assert time.perf_counter() - start < 10
+    # The next fit is not affected.
+    assert polars_gbt.train(train_df.head(200), target="y", n_estimators=2).num_trees == 2
 
 
 def test_multiclass_values_are_arrays(train_df):
