@@ -187,13 +187,16 @@ def train(
     *,
     target: str,
     features: list[str] | None = None,
+    eval_df: pl.DataFrame | pl.LazyFrame | Any | None = None,
     **params: Any,
 ) -> Model:
     """Train on a frame's columns (all but the target when ``features`` is not given).
 
     ``data`` may also be a pyarrow ``Table`` / ``RecordBatch`` or any object exposing
-    ``__arrow_c_stream__``; Polars imports those without copying. Ctrl-C (KeyboardInterrupt)
-    stops the fit after its current round.
+    ``__arrow_c_stream__``; Polars imports those without copying. ``eval_df`` (same columns)
+    is evaluated after every round under the name ``valid`` (and watched by
+    ``early_stopping_rounds``). Ctrl-C (KeyboardInterrupt) stops the fit after its current
+    round.
 
     Examples
     --------
@@ -204,13 +207,28 @@ def train(
     """
     import polars_gbt._namespace  # noqa: F401  (registers the gbt namespace)
 
-    if not isinstance(data, (pl.DataFrame, pl.LazyFrame)):
-        data = pl.DataFrame(data)
-    frame = data.lazy() if isinstance(data, pl.DataFrame) else data
+    frame = _lazy(data)
     names = frame.collect_schema().names()
     if target not in names:
         raise ValueError(f"target column {target!r} not found")
     features = features or [n for n in names if n != target]
+    if eval_df is not None:
+        # One frame, the validation rows marked: the fit's eval_set holds them out.
+        marker = "__polars_gbt_valid"
+        frame = pl.concat(
+            [
+                frame.select(*features, target).with_columns(pl.lit(False).alias(marker)),
+                _lazy(eval_df).select(*features, target).with_columns(pl.lit(True).alias(marker)),
+            ],
+            how="vertical_relaxed",
+        )
+        params["eval_set"] = pl.col(marker)
     query = frame.select(pl.col(features).gbt.fit(pl.col(target), **params).alias("model"))
     out = run_interruptibly(query.collect)
     return Model.from_bytes(out["model"][0])
+
+
+def _lazy(data: Any) -> pl.LazyFrame:
+    if isinstance(data, pl.LazyFrame):
+        return data
+    return (data if isinstance(data, pl.DataFrame) else pl.DataFrame(data)).lazy()

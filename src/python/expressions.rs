@@ -57,7 +57,11 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
             None => Ok(s.clone()),
         };
         let columns = features.iter().map(|s| pick(s).and_then(|s| feature_column(&s))).collect::<PolarsResult<_>>()?;
-        let mut d = Dataset::new(FeatureFrame::new(columns).map_err(to_polars)?, f32_column(&pick(target)?, "target")?)
+        let label = pick(target)?;
+        if !label.dtype().is_primitive_numeric() && label.dtype() != &DataType::Boolean {
+            polars_bail!(ComputeError: "target must be numeric (class indices for classifiers), not {}", label.dtype());
+        }
+        let mut d = Dataset::new(FeatureFrame::new(columns).map_err(to_polars)?, f32_column(&label, "target")?)
             .map_err(to_polars)?;
         if let Some(w) = weight {
             d = d.with_weight(f32_column(&pick(w)?, "weight")?).map_err(to_polars)?;

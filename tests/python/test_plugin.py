@@ -104,6 +104,16 @@ def test_model_round_trips_and_reports(tmp_path, train_df):
     assert model.predict(train_df.head(10)).len() == 10
 
 
+def test_train_with_an_eval_frame(train_df, test_df):
+    model = polars_gbt.train(
+        train_df, target="y", eval_df=test_df, objective="binary:logistic", n_estimators=200,
+        learning_rate=0.3, early_stopping_rounds=5, eval_metric="auc",
+    )
+    log = model.evals_result()
+    assert log.columns == ["round", "valid-auc"]
+    assert model.best_iteration == log["valid-auc"].arg_max()
+
+
 def test_early_stopping_with_an_eval_set(train_df):
     df = train_df.with_columns(valid=pl.int_range(pl.len()) % 5 == 0)
     m = df.select(
@@ -167,6 +177,7 @@ def test_multiclass_values_are_arrays(train_df):
         (lambda df: df.select(pl.col(FEATURES).gbt.fit("y", eval_set=pl.col("f0"))), "eval_set"),
         (lambda df: df.select(pl.col(FEATURES).gbt.fit("y", group=pl.lit(1), objective="binary:logistic")), "group"),
         (lambda df: df.with_columns(y=pl.col("y") * 2).select(pl.col(FEATURES).gbt.fit("y", objective="binary:logistic")), "label"),
+        (lambda df: df.with_columns(y=pl.lit("yes")).select(pl.col(FEATURES).gbt.fit("y")), "target must be numeric"),
     ],
 )
 def test_bad_training_input_raises_a_clear_exception(train_df, make, message):
