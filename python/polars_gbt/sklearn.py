@@ -63,9 +63,14 @@ class _GBTBase(BaseEstimator):
     def _frame(X: np.ndarray) -> pl.DataFrame:
         return pl.DataFrame({f"f{i}": X[:, i] for i in range(X.shape[1])})
 
-    def _fit_model(self, X: np.ndarray, y: np.ndarray, sample_weight: Any, **objective: Any) -> None:
+    def _fit_model(
+        self, X: np.ndarray, y: np.ndarray, sample_weight: Any, group: Any = None, **objective: Any
+    ) -> None:
         df = self._frame(X).with_columns(__y=pl.Series(y, dtype=pl.Float64))
         extra: dict[str, Any] = {}
+        if group is not None:
+            df = df.with_columns(__q=pl.Series(group).cast(pl.Int64))
+            extra["group"] = "__q"
         if sample_weight is not None:
             df = df.with_columns(__w=pl.Series(_check_sample_weight(sample_weight, X), dtype=pl.Float64))
             extra["weight"] = "__w"
@@ -160,14 +165,7 @@ class GBTRanker(_GBTBase):
         group = np.asarray(group)
         if group.shape != (X.shape[0],):
             raise ValueError(f"group must hold one query id per row ({X.shape[0]}), got shape {group.shape}")
-        df = self._frame(X).with_columns(__y=pl.Series(y, dtype=pl.Float64), __q=pl.Series(group).cast(pl.Int64))
-        extra: dict[str, Any] = {"group": "__q"}
-        if sample_weight is not None:
-            df = df.with_columns(__w=pl.Series(_check_sample_weight(sample_weight, X), dtype=pl.Float64))
-            extra["weight"] = "__w"
-        features = [f"f{i}" for i in range(X.shape[1])]
-        fit = pl.col(features).gbt.fit("__y", objective="rank:ndcg", **extra, **self.get_params())
-        self.model_ = run_interruptibly(lambda: df.select(fit).item())
+        self._fit_model(X, y, sample_weight, group=group, objective="rank:ndcg")
         return self
 
     def predict(self, X: Any) -> np.ndarray:

@@ -3,24 +3,13 @@ same test with the same parameters, on ../shared/data."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import lightgbm as lgb
 import numpy as np
 import polars as pl
 import polars_gbt  # noqa: F401  (registers the gbt namespace)
 import xgboost as xgb
+from conftest import DATA, FEATURES, load
 from sklearn.metrics import log_loss, roc_auc_score
-
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "lightgbm"
-
-
-def load(path: Path) -> pl.DataFrame:
-    df = pl.read_csv(path, separator="\t", has_header=False)
-    return df.rename({c: ("y" if i == 0 else f"f{i - 1}") for i, c in enumerate(df.columns)})
-
-
-FEATURES = [f"f{i}" for i in range(28)]
 
 
 def peers(train: pl.DataFrame, test: pl.DataFrame, objective: str, num_class: int, rounds: int, depth: int):
