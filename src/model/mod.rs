@@ -165,18 +165,15 @@ impl Model {
     /// Predicts every row of `frame` on the CPU.
     pub fn predict(&self, frame: &FeatureFrame, output: PredictOutput) -> Result<Predictions> {
         self.check_output(output)?;
-        let columns = self.bind(frame)?;
-        let n = frame.n_rows();
-        let forest = FlatForest::new(&self.trees, self.features.len());
         if output == PredictOutput::Leaf {
-            let mut leaves = vec![0u32; n * self.trees.len()];
+            let columns = self.bind(frame)?;
+            let forest = FlatForest::new(&self.trees, self.features.len());
+            let mut leaves = vec![0u32; frame.n_rows() * self.trees.len()];
             forest.predict_leaf(&columns, &mut leaves);
             return Ok(Predictions::Index { values: leaves, width: self.trees.len() });
         }
-        let k = self.n_outputs;
-        let mut margin: Vec<f32> = (0..n).flat_map(|_| self.base_margin.iter().copied()).collect();
-        forest.predict_margin(&columns, k, &mut margin);
-        Ok(self.finish(margin, output))
+        let start: Vec<f32> = (0..frame.n_rows()).flat_map(|_| self.base_margin.iter().copied()).collect();
+        self.score(frame, start, output)
     }
 
     /// Like [`Model::predict`], with a per-row starting margin in place of the base score.
@@ -197,9 +194,13 @@ impl Model {
                 format!("has {} values; expected {}", base_margin.len(), n * self.n_outputs),
             ));
         }
+        self.score(frame, base_margin.to_vec(), output)
+    }
+
+    /// Adds every tree to the starting margins (row-major) and applies `output`.
+    fn score(&self, frame: &FeatureFrame, mut margin: Vec<f32>, output: PredictOutput) -> Result<Predictions> {
         let columns = self.bind(frame)?;
         let forest = FlatForest::new(&self.trees, self.features.len());
-        let mut margin = base_margin.to_vec();
         forest.predict_margin(&columns, self.n_outputs, &mut margin);
         Ok(self.finish(margin, output))
     }
