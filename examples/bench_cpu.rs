@@ -3,50 +3,23 @@
 //!
 //! Usage: bench_cpu DIR [--rounds N] [--max-depth N] [--max-bin N] [--threads N] [--learning-rate X]
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use arrow_array::{ArrayRef, Float32Array};
 use polars_gbt::data::cuts::compute_cuts;
 use polars_gbt::data::BinnedMatrix;
 use polars_gbt::metric::Metric;
 use polars_gbt::objective::Targets;
-use polars_gbt::{train, Dataset, FeatureColumn, FeatureFrame, PredictOutput, Predictions, TrainConfig};
+use polars_gbt::{train, Dataset, PredictOutput, Predictions, TrainConfig};
 
-fn read_f32(path: &std::path::Path) -> Vec<f32> {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
-}
-
-fn frame(columns: Vec<f32>, n: usize, f: usize) -> FeatureFrame {
-    let cols = (0..f)
-        .map(|j| {
-            let a: ArrayRef = Arc::new(Float32Array::from(columns[j * n..(j + 1) * n].to_vec()));
-            FeatureColumn::new(format!("f{j}"), vec![a]).unwrap()
-        })
-        .collect();
-    FeatureFrame::new(cols).unwrap()
-}
+#[path = "common/bench_data.rs"]
+mod bench_data;
+use bench_data::{option, BenchData};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    let opt = |name: &str, default: &str| option(&args, name, default);
     let dir = std::path::PathBuf::from(&args[1]);
-    let opt = |name: &str, default: &str| -> String {
-        args.iter().position(|a| a == name).map(|i| args[i + 1].clone()).unwrap_or_else(|| default.to_string())
-    };
-    let meta: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
-    let (n_train, n_test, nf) = (
-        meta["n_train"].as_u64().unwrap() as usize,
-        meta["n_test"].as_u64().unwrap() as usize,
-        meta["n_features"].as_u64().unwrap() as usize,
-    );
-    let x_train = read_f32(&dir.join("X_train.f32"));
-    let y_train = read_f32(&dir.join("y_train.f32"));
-    let x_test = read_f32(&dir.join("X_test.f32"));
-    let y_test = read_f32(&dir.join("y_test.f32"));
-    let train_frame = frame(x_train, n_train, nf);
-    let test_frame = frame(x_test, n_test, nf);
+    let BenchData { train: train_frame, y_train, test: test_frame, y_test } = BenchData::load(&dir);
 
     let cfg = TrainConfig::from_json(&format!(
         r#"{{"objective": "binary:logistic", "n_estimators": {}, "max_depth": {}, "max_bin": {}, "n_jobs": {}, "learning_rate": {}}}"#,

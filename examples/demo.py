@@ -50,8 +50,14 @@ def main() -> None:
     predict_s = time.perf_counter() - t
 
     m = polars_gbt.Model.from_bytes(model)
-    # The CUDA backend is not built yet: device="auto" trains on the CPU.
-    print("device:        cpu (rayon, all cores)")
+    # device="auto" trains on the GPU when one is usable (the first fit also compiles the
+    # kernels once, or reads them from the cache), else on the CPU.
+    if polars_gbt.cuda_available():
+        print("device:        cuda (the GPU)")
+    else:
+        from polars_gbt._internal import cuda_unavailable_reason
+
+        print(f"device:        cpu (rayon, all cores; no GPU: {cuda_unavailable_reason()})")
     print(f"train:         {n_train:,} rows, {m.num_trees} trees of depth <= 8 in {train_s:.2f} s")
     print(f"predict:       {n_test:,} rows in {predict_s * 1e3:.1f} ms")
     print(f"test AUC:      {auc(scored['label'].to_numpy(), scored['p'].to_numpy()):.4f}")

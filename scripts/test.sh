@@ -9,9 +9,15 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${POLARS_GBT_CACHE:-$HOME/.cache/pol
 
 cargo fmt --check
 cargo clippy --release --locked --all-targets -- -D warnings
-cargo test --release --locked
 
+# The Python environment first: it also holds NVRTC (the nvidia-cuda-nvrtc wheel), with which
+# tests/cuda_kernels.rs compiles every kernel for sm_75, sm_80 and sm_90 without a GPU.
 bash scripts/python-env.sh
+nvrtc=$(.venv/bin/python -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))')
+export POLARS_GBT_NVRTC_DIRS=$nvrtc POLARS_GBT_REQUIRE_NVRTC=1
+# The kernel cache stays out of the user's cache directory during tests.
+export POLARS_GBT_CACHE_DIR=${POLARS_GBT_CACHE:-$HOME/.cache/polars-gbt}/test-kernels
+cargo test --release --locked
 # The plugin's code is linted too (in the plugin's own target directory).
 CARGO_TARGET_DIR=${POLARS_GBT_CACHE:-$HOME/.cache/polars-gbt}/target-py \
     cargo clippy --release --locked --features python --lib -- -D warnings

@@ -10,11 +10,49 @@ Importing the package registers the ``gbt`` expression namespace::
     scored = df.with_columns(p=pl.col("x").gbt.predict(model))
 """
 
-from polars_gbt._model import Model, train
-from polars_gbt._namespace import GbtNamespace
-from polars_gbt._plot import plot_importance, plot_metric
+import importlib.util as _importlib_util
+import os as _os
 
-__all__ = ["GBTClassifier", "GBTRanker", "GBTRegressor", "GbtNamespace", "Model", "plot_importance", "plot_metric", "train"]
+
+def _point_at_pip_nvrtc() -> None:
+    # The CUDA backend compiles its kernels with NVRTC. `pip install polars-gbt[cuda]` puts
+    # it in the nvidia-cuda-nvrtc wheel, outside the loader's search path: tell the Rust side
+    # where, before anything loads it.
+    spec = _importlib_util.find_spec("nvidia")
+    dirs = []
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        for sub in ("cu13/lib", "cuda_nvrtc/lib", "cu12/lib"):
+            path = _os.path.join(base, sub)
+            if _os.path.isdir(path):
+                dirs.append(path)
+    if dirs:
+        _os.environ.setdefault("POLARS_GBT_NVRTC_DIRS", _os.pathsep.join(dirs))
+
+
+_point_at_pip_nvrtc()
+
+from polars_gbt._model import Model, train  # noqa: E402
+from polars_gbt._namespace import GbtNamespace  # noqa: E402
+from polars_gbt._plot import plot_importance, plot_metric  # noqa: E402
+
+__all__ = ["cuda_available", "GBTClassifier", "GBTRanker", "GBTRegressor", "GbtNamespace", "Model", "plot_importance", "plot_metric", "train"]
+
+
+def cuda_available() -> bool:
+    """Whether ``device="cuda"`` can train here: an NVIDIA driver, a GPU and NVRTC.
+
+    The first call starts the CUDA runtime (about a second); ``device="auto"`` makes the
+    same check and falls back to the CPU, saying why when ``verbose`` is set.
+
+    Examples
+    --------
+    >>> import polars_gbt
+    >>> isinstance(polars_gbt.cuda_available(), bool)
+    True
+    """
+    from polars_gbt._internal import cuda_unavailable_reason
+
+    return cuda_unavailable_reason() is None
 
 
 def __getattr__(name: str):

@@ -1,5 +1,60 @@
-//! Execution backends. The boundary is coarse, as DESIGN.md asks: a backend grows a whole
-//! tree from this round's gradients; everything that is not execution (cuts, split math,
-//! objectives, the model) is shared. The CPU backend is also the oracle for tests.
+//! Execution backends. The boundary is coarse, as DESIGN.md asks: a backend keeps the
+//! training margins, computes each round's gradients and grows a whole tree from them;
+//! everything that is not execution (cuts, split math, objectives, the model) is shared. The
+//! CPU backend is also the oracle for tests.
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+
+use crate::config::{Device, TrainConfig};
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::objective::{Loss, Targets};
+use crate::tree::Tree;
+
+/// What the boosting loop asks of a backend.
+pub trait Learner {
+    /// This round's gradients of every output, from the current training margins.
+    fn compute_gradients(&mut self, loss: &dyn Loss, targets: &Targets) -> Result<()>;
+    /// Grows output `output`'s tree on `rows` (None: every row), splitting only on
+    /// `tree_features`, and adds it to the training margins.
+    fn grow(&mut self, output: usize, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Tree>;
+}
+
+/// Where a fit runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Cpu,
+    Cuda,
+}
+
+/// The backend for `cfg` on `data`, and, when `device="auto"` chose the CPU, why.
+/// `device="cuda"` that cannot run is an error that says why.
+pub fn select(cfg: &TrainConfig, data: &Dataset) -> Result<(Backend, Option<String>)> {
+    match cfg.device {
+        Device::Cpu => Ok((Backend::Cpu, None)),
+        Device::Cuda => match cuda_obstacle(cfg, data) {
+            None => Ok((Backend::Cuda, None)),
+            Some(why) => Err(Error::Device(format!("device=\"cuda\" cannot be used: {why}"))),
+        },
+        Device::Auto => match cuda_obstacle(cfg, data) {
+            None => Ok((Backend::Cuda, None)),
+            Some(why) => Ok((Backend::Cpu, Some(format!("device=\"auto\" trains on the CPU: {why}")))),
+        },
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_obstacle(cfg: &TrainConfig, data: &Dataset) -> Option<String> {
+    if let Err(why) = cuda::availability() {
+        return Some(why);
+    }
+    let categorical = data.features.columns().iter().any(|c| c.is_categorical());
+    cuda::learner::unsupported(categorical, cfg.objective, cfg.max_bin)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_obstacle(_: &TrainConfig, _: &Dataset) -> Option<String> {
+    Some("this build of polars-gbt has no CUDA backend (the `cuda` feature is off)".into())
+}

@@ -76,6 +76,15 @@ fn interrupt_fits() {
     INTERRUPTS.fetch_add(1, Ordering::SeqCst);
 }
 
+/// None when training can use a GPU here, else why not.
+#[pyfunction]
+fn cuda_unavailable_reason() -> Option<String> {
+    #[cfg(feature = "cuda")]
+    return crate::backend::cuda::availability().err();
+    #[cfg(not(feature = "cuda"))]
+    return Some("this build of polars-gbt has no CUDA backend".into());
+}
+
 #[pymodule]
 fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_to_json, m)?)?;
@@ -84,5 +93,6 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_summary, m)?)?;
     m.add_function(wrap_pyfunction!(feature_importance, m)?)?;
     m.add_function(wrap_pyfunction!(interrupt_fits, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda_unavailable_reason, m)?)?;
     Ok(())
 }

@@ -94,6 +94,16 @@ impl Quantiser {
         Quantiser { g_scale, h_scale, g_unit: 1.0 / g_scale, h_unit: 1.0 / h_scale }
     }
 
+    /// A quantiser with the given power-of-two scales (as a device computed them).
+    pub fn from_scales(g_scale: f64, h_scale: f64) -> Self {
+        Quantiser { g_scale, h_scale, g_unit: 1.0 / g_scale, h_unit: 1.0 / h_scale }
+    }
+
+    /// The reciprocals of the scales: an integer sum times these is the float sum.
+    pub fn units(&self) -> (f64, f64) {
+        (self.g_unit, self.h_unit)
+    }
+
     #[inline]
     pub fn quantise(&self, p: GradPair) -> QuantGrad {
         QuantGrad { g: (p.g as f64 * self.g_scale).round() as i32, h: (p.h as f64 * self.h_scale).round() as i32 }

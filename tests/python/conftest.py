@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "lightgbm"
+# ../shared/data beside the checkout, as in CI; POLARS_GBT_TEST_DATA points elsewhere (the GPU
+# machine, which gets only the checkout).
+DATA = Path(os.environ.get("POLARS_GBT_TEST_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")) / "lightgbm"
 FEATURES = [f"f{i}" for i in range(28)]
 
 

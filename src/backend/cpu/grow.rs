@@ -39,6 +39,38 @@ pub struct GrowParams {
     pub colsample_bynode: f64,
 }
 
+impl GrowParams {
+    /// A leaf's output for the gradient sum `total` (learning rate applied).
+    pub fn leaf_value(&self, quantiser: &Quantiser, total: GradSum) -> f32 {
+        let (g, h) = quantiser.to_float(total);
+        (self.split.weight(g, h) * self.learning_rate) as f32
+    }
+
+    pub fn can_split_at(&self, depth: usize) -> bool {
+        self.max_depth == 0 || depth < self.max_depth
+    }
+
+    /// Features node `node` at `depth` may split on: the tree's, sampled per level, then per
+    /// node, keyed by the tree's seed (every backend draws the same features).
+    pub fn node_features(&self, tree_features: &[u32], seed: u64, depth: usize, node: u32) -> Vec<u32> {
+        let mut feats = tree_features.to_vec();
+        if self.colsample_bylevel < 1.0 {
+            let k = ((feats.len() as f64 * self.colsample_bylevel).round() as usize).max(1);
+            feats = Rng::new(seed, hash64(1, depth as u64)).choose_sorted(&feats, k);
+        }
+        if self.colsample_bynode < 1.0 {
+            let k = ((feats.len() as f64 * self.colsample_bynode).round() as usize).max(1);
+            feats = Rng::new(seed, hash64(2, node as u64)).choose_sorted(&feats, k);
+        }
+        feats
+    }
+
+    /// Whether every node may split on every feature of the tree.
+    pub fn samples_nodes(&self) -> bool {
+        self.colsample_bylevel < 1.0 || self.colsample_bynode < 1.0
+    }
+}
+
 /// A grown tree and where its training rows ended up.
 pub struct GrownTree {
     pub tree: Tree,
@@ -83,26 +115,15 @@ pub fn grow_tree(
 
 impl Grower<'_> {
     fn leaf_value(&self, total: GradSum) -> f32 {
-        let (g, h) = self.quantiser.to_float(total);
-        (self.params.split.weight(g, h) * self.params.learning_rate) as f32
+        self.params.leaf_value(self.quantiser, total)
     }
 
     fn can_split_at(&self, depth: usize) -> bool {
-        self.params.max_depth == 0 || depth < self.params.max_depth
+        self.params.can_split_at(depth)
     }
 
-    /// Features a node may split on: the tree's, sampled per level, then per node.
     fn node_features(&self, depth: usize, node: u32) -> Vec<u32> {
-        let mut feats = self.tree_features.clone();
-        if self.params.colsample_bylevel < 1.0 {
-            let k = ((feats.len() as f64 * self.params.colsample_bylevel).round() as usize).max(1);
-            feats = Rng::new(self.seed, hash64(1, depth as u64)).choose_sorted(&feats, k);
-        }
-        if self.params.colsample_bynode < 1.0 {
-            let k = ((feats.len() as f64 * self.params.colsample_bynode).round() as usize).max(1);
-            feats = Rng::new(self.seed, hash64(2, node as u64)).choose_sorted(&feats, k);
-        }
-        feats
+        self.params.node_features(&self.tree_features, self.seed, depth, node)
     }
 
     fn grow(&self, rows: Vec<u32>) -> GrownTree {
@@ -134,21 +155,7 @@ impl Grower<'_> {
         let mut n_leaves = 1;
         while !open.is_empty() {
             // Pick what to expand: a whole level, or the single most promising leaf.
-            let batch: Vec<Candidate> = match self.params.policy {
-                GrowPolicy::Depthwise => {
-                    let mut level = std::mem::take(&mut open);
-                    level.sort_by(|a, b| gain_of(b).total_cmp(&gain_of(a)).then(a.node.cmp(&b.node)));
-                    level
-                }
-                GrowPolicy::Lossguide => {
-                    let best = (0..open.len())
-                        .max_by(|&i, &j| {
-                            gain_of(&open[i]).total_cmp(&gain_of(&open[j])).then(open[j].node.cmp(&open[i].node))
-                        })
-                        .unwrap();
-                    vec![open.swap_remove(best)]
-                }
-            };
+            let batch = next_batch(&mut open, self.params.policy, |c| (gain_of(c), c.node));
             let mut expanding = Vec::new();
             for c in batch {
                 if self.params.max_leaves == 0 || n_leaves < self.params.max_leaves {
@@ -313,4 +320,25 @@ impl RowRouter for BinRouter<'_> {
 
 fn gain_of(c: &Candidate) -> f64 {
     c.best.as_ref().map_or(f64::NEG_INFINITY, |b| b.gain)
+}
+
+/// What to expand next, taken out of `open`: the whole level, best first (depth-wise), or
+/// the single most promising leaf (loss-guided). `key` gives a leaf's (gain, node id); ties
+/// go to the lower id. Both backends expand in this order, so `max_leaves` cuts the same nodes.
+pub fn next_batch<T>(open: &mut Vec<T>, policy: GrowPolicy, key: impl Fn(&T) -> (f64, u32)) -> Vec<T> {
+    let order = |a: &T, b: &T| {
+        let ((ga, na), (gb, nb)) = (key(a), key(b));
+        gb.total_cmp(&ga).then(na.cmp(&nb))
+    };
+    match policy {
+        GrowPolicy::Depthwise => {
+            let mut level = std::mem::take(open);
+            level.sort_by(order);
+            level
+        }
+        GrowPolicy::Lossguide => {
+            let best = (0..open.len()).min_by(|&i, &j| order(&open[i], &open[j])).unwrap();
+            vec![open.swap_remove(best)]
+        }
+    }
 }

@@ -3,10 +3,12 @@
 pub mod grow;
 mod heap_simd;
 pub mod histogram;
+pub mod learner;
 pub mod partition;
 pub mod predict;
 
 pub use grow::{grow_tree, GrowParams, GrownTree};
+pub use learner::{CpuLearner, LeafRefit};
 
 /// A hint to load the cache line at `p` soon; it never faults, so any address is fine.
 #[inline(always)]

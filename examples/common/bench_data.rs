@@ -1,0 +1,52 @@
+//! What the benchmark examples share: the files the Python harnesses write (column-major
+//! float32 features, labels, `meta.json`) and the command line's `--name value` options.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Float32Array};
+use polars_gbt::{FeatureColumn, FeatureFrame};
+
+fn read_f32(path: &Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
+}
+
+/// Arrow columns over the file's values (one buffer per column, as a DataFrame holds them).
+fn frame(columns: Vec<f32>, n: usize, f: usize) -> FeatureFrame {
+    let cols = (0..f)
+        .map(|j| {
+            let a: ArrayRef = Arc::new(Float32Array::from(columns[j * n..(j + 1) * n].to_vec()));
+            FeatureColumn::new(format!("f{j}"), vec![a]).unwrap()
+        })
+        .collect();
+    FeatureFrame::new(cols).unwrap()
+}
+
+/// The training and test data in a harness's directory.
+pub struct BenchData {
+    pub train: FeatureFrame,
+    pub y_train: Vec<f32>,
+    pub test: FeatureFrame,
+    pub y_test: Vec<f32>,
+}
+
+impl BenchData {
+    pub fn load(dir: &Path) -> Self {
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
+        let size = |k: &str| meta[k].as_u64().unwrap() as usize;
+        let (n_train, n_test, nf) = (size("n_train"), size("n_test"), size("n_features"));
+        BenchData {
+            train: frame(read_f32(&dir.join("X_train.f32")), n_train, nf),
+            y_train: read_f32(&dir.join("y_train.f32")),
+            test: frame(read_f32(&dir.join("X_test.f32")), n_test, nf),
+            y_test: read_f32(&dir.join("y_test.f32")),
+        }
+    }
+}
+
+/// The value after `--name` on the command line, or `default`.
+pub fn option(args: &[String], name: &str, default: &str) -> String {
+    args.iter().position(|a| a == name).map(|i| args[i + 1].clone()).unwrap_or_else(|| default.to_string())
+}

@@ -1,0 +1,126 @@
+// Types and helpers shared by every kernel family. NVRTC has no include path here: the Rust
+// side (src/backend/cuda/kernels.rs) concatenates this file before each `.cu` file.
+//
+// Every struct below is mirrored by a #[repr(C)] struct in src/backend/cuda/layout.rs; a test
+// compiles static_asserts generated from the Rust layouts, so the two cannot drift apart.
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef long long i64;
+typedef unsigned long long u64;
+
+#define NO_CHILD 0xffffffffu
+
+// A float gradient pair of one row (src/tree/gradient.rs: GradPair).
+struct GradPair {
+    float g;
+    float h;
+};
+
+// A gradient pair in fixed point: at most 2^15 in magnitude, so 2^15 rows sum exactly in i32.
+struct QuantGrad {
+    int g;
+    int h;
+};
+
+// An exact sum of quantised pairs.
+struct GradSum {
+    i64 g;
+    i64 h;
+};
+
+// This round's power-of-two scales (src/tree/gradient.rs: Quantiser). The maxima are the bit
+// patterns of non-negative floats, which order like the floats, so atomicMax finds them.
+struct Quantisation {
+    u32 g_max_bits;
+    u32 h_max_bits;
+    double g_scale;
+    double h_scale;
+    u32 negative_hessian;  // set when some h < 0, which the packed histogram sums cannot hold
+    u32 pad;
+};
+
+// The split regularisation (src/tree/split.rs: SplitParams).
+struct SplitParams {
+    double reg_lambda;
+    double reg_alpha;
+    double gamma;
+    double min_child_weight;
+    double max_delta_step;
+    double g_unit;  // 1 / g_scale: an integer sum times this is the float sum
+    double h_unit;
+};
+
+// A run of positions in the row index (one node's rows) that some blocks work on. Blocks
+// `first_block ..` of a launch belong to it; `slot` is its histogram, `aux` a per-kernel index.
+struct RowTask {
+    u32 start;
+    u32 len;
+    u32 first_block;
+    u32 slot;
+};
+
+// How one node's rows split (src/backend/cpu/grow.rs: BinRouter).
+struct SplitRule {
+    u32 feature;
+    u32 split_bin;
+    u32 missing_bin;
+    u32 default_left;
+};
+
+// A split node whose children get histograms: its run, its partition task, its slots, and the
+// blocks reserved for building its smaller child (at most half its rows).
+struct ChildSlots {
+    u32 start;
+    u32 len;
+    u32 first_block;
+    u32 task;
+    u32 parent_slot;
+    u32 left_slot;
+    u32 right_slot;
+    u32 pad;
+};
+
+// A node whose best split is wanted.
+struct EvalTask {
+    GradSum total;
+    u32 slot;
+    u32 mask_row;  // row of the feature mask, or NO_CHILD when every feature may split
+};
+
+// The best split of a node (or of one feature of a node).
+struct SplitResult {
+    GradSum left;
+    double gain;
+    u32 feature;
+    u32 split_bin;
+    u32 default_left;
+    u32 found;
+};
+
+// One node of a finished tree, for updating the training margins.
+struct TreeNode {
+    u32 left;
+    u32 right;
+    u32 feature;
+    u32 split_bin;
+    u32 missing_bin;
+    u32 default_left;
+    float value;
+    u32 pad;
+};
+
+// The task that block `block` of a launch works on: tasks are ordered by first_block.
+__device__ __forceinline__ u32 find_task(const RowTask* tasks, u32 n_tasks, u32 block) {
+    u32 lo = 0, hi = n_tasks;
+    while (hi - lo > 1) {
+        u32 mid = (lo + hi) / 2;
+        if (tasks[mid].first_block <= block) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+__device__ __forceinline__ bool rule_goes_left(const SplitRule& r, u32 bin) {
+    return bin == r.missing_bin ? r.default_left != 0 : bin <= r.split_bin;
+}

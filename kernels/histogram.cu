@@ -1,0 +1,138 @@
+// Gradient histograms of many nodes in one launch (seed 000; XGBoost's gpu_hist design).
+//
+// Block x of the grid works on up to `rows_per_block` rows of one node (RowTask), block y on
+// one group of features whose histogram fits in shared memory. Each block sums in shared
+// memory with 32-bit atomics, exact because a block sees at most 2^15 rows of values of at
+// most 2^15, then adds its non-zero slots to the node's 64-bit histogram in global memory.
+// (Packing g and h into one 64-bit shared atomic was tried: 2.3x slower on an H100, see
+// docs/gpu-notes.md.)
+// Integer addition is associative, so the result is the same in any order: bitwise equal to
+// the CPU's histogram.
+
+template <typename Bin>
+__device__ void build_histograms(const Bin* bins, u32 stride, const QuantGrad* grads, const u32* ridx,
+                                 const RowTask* tasks, u32 n_tasks, const u32* slot_offsets,
+                                 const u32* group_first_feature, u32 total_slots, u32 rows_per_block,
+                                 GradSum* hist) {
+    extern __shared__ int shared[];
+    __shared__ u32 group_stride;
+    const u32 f0 = group_first_feature[blockIdx.y], f1 = group_first_feature[blockIdx.y + 1];
+    const u32 s0 = slot_offsets[f0];
+    // In shared memory every feature of the group gets the same number of slots (the group's
+    // largest), so a bin's slot is j * stride + bin: no per-feature offset to look up.
+    if (threadIdx.x < 32) {
+        u32 widest = 0;
+        for (u32 f = f0 + threadIdx.x; f < f1; f += 32) widest = max(widest, slot_offsets[f + 1] - slot_offsets[f]);
+        for (int o = 16; o > 0; o /= 2) widest = max(widest, __shfl_xor_sync(0xffffffffu, widest, o));
+        if (threadIdx.x == 0) group_stride = widest;
+    }
+    __syncthreads();
+    const u32 slots_per_feature = group_stride, n_shared = (f1 - f0) * slots_per_feature;
+    // g and h sums in separate arrays: interleaved, a warp's g atomics could reach only the
+    // even banks (twice the conflicts).
+    int* acc_g = shared;
+    int* acc_h = shared + n_shared;
+    for (u32 i = threadIdx.x; i < 2 * n_shared; i += blockDim.x) shared[i] = 0;
+    __syncthreads();
+
+    const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
+    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
+    const u32 end = min(begin + rows_per_block, task.len);
+    const u32 width = f1 - f0;
+    constexpr u32 PER_WORD = 4 / sizeof(Bin), BITS = 8 * sizeof(Bin);
+    for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
+        const u32 row = ridx[task.start + p];
+        const QuantGrad q = grads[row];
+        if (q.g == 0 && q.h == 0) continue;
+        // Rows and groups start on 32-bit words: read the bins a word at a time.
+        const u32* r = (const u32*)(bins + (u64)row * stride + f0);
+        for (u32 w = 0; w * PER_WORD < width; ++w) {
+            const u32 word = r[w];
+#pragma unroll
+            for (u32 b = 0; b < PER_WORD; ++b) {
+                const u32 j = w * PER_WORD + b;
+                if (j < width) {
+                    const u32 bin = (word >> (BITS * b)) & ((1u << BITS) - 1);
+                    const u32 slot = j * slots_per_feature + bin;
+                    atomicAdd(&acc_g[slot], q.g);
+                    atomicAdd(&acc_h[slot], q.h);
+                }
+            }
+        }
+    }
+    __syncthreads();
+
+    GradSum* out = hist + (u64)task.slot * total_slots;
+    for (u32 i = threadIdx.x; i < n_shared; i += blockDim.x) {
+        const u32 j = i / slots_per_feature, b = i - j * slots_per_feature;
+        const u32 first = slot_offsets[f0 + j];
+        if (b >= slot_offsets[f0 + j + 1] - first) continue;
+        const int g = acc_g[i], h = acc_h[i];
+        if (g != 0) atomicAdd((u64*)&out[first + b].g, (u64)(i64)g);
+        if (h != 0) atomicAdd((u64*)&out[first + b].h, (u64)(i64)h);
+    }
+}
+
+#define HISTOGRAM_KERNEL(BIN)                                                                                  \
+    extern "C" __global__ void histogram_##BIN(const BIN* bins, u32 stride, const QuantGrad* grads, const u32* ridx, \
+                                               const RowTask* tasks, u32 n_tasks, const u32* slot_offsets,         \
+                                               const u32* group_first_feature, u32 total_slots,                    \
+                                               u32 rows_per_block, GradSum* hist) {                                \
+        build_histograms<BIN>(bins, stride, grads, ridx, tasks, n_tasks, slot_offsets, group_first_feature,         \
+                              total_slots, rows_per_block, hist);                                                  \
+    }
+
+HISTOGRAM_KERNEL(u8)
+HISTOGRAM_KERNEL(u16)
+
+// Zeroes the histograms of tasks[blockIdx.y] before a build.
+extern "C" __global__ void zero_histograms(const RowTask* tasks, u32 total_slots, GradSum* hist) {
+    GradSum* h = hist + (u64)tasks[blockIdx.y].slot * total_slots;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < total_slots; i += gridDim.x * blockDim.x) {
+        h[i].g = 0;
+        h[i].h = 0;
+    }
+}
+
+// The sibling's histogram is the parent's minus the built child's: triples (parent, built, sibling).
+extern "C" __global__ void subtract_histograms(const u32* triples, u32 total_slots, GradSum* hist) {
+    const u32* t = triples + 3 * blockIdx.y;
+    const GradSum* parent = hist + (u64)t[0] * total_slots;
+    const GradSum* built = hist + (u64)t[1] * total_slots;
+    GradSum* sibling = hist + (u64)t[2] * total_slots;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < total_slots; i += gridDim.x * blockDim.x) {
+        sibling[i].g = parent[i].g - built[i].g;
+        sibling[i].h = parent[i].h - built[i].h;
+    }
+}
+
+// Which child of each split node to build (the smaller, ties to the left, as on the CPU) and
+// which to derive by subtraction, decided on the device from the partition's counts, so the
+// host need not wait for them: build tasks and (parent, built, sibling) triples. Block i
+// plans parent i and zeroes the histogram it is about to build.
+extern "C" __global__ void plan_children(const ChildSlots* parents, const u32* node_left, u32 total_slots,
+                                         RowTask* builds, u32* triples, GradSum* hist) {
+    __shared__ u32 built_slot;
+    const u32 i = blockIdx.x;
+    if (threadIdx.x == 0) {
+        const ChildSlots p = parents[i];
+        const u32 n_left = p.len == 0 ? 0 : node_left[p.task];
+        const bool left_small = n_left <= p.len - n_left;
+        RowTask b;
+        b.start = left_small ? p.start : p.start + n_left;
+        b.len = left_small ? n_left : p.len - n_left;
+        b.first_block = p.first_block;
+        b.slot = left_small ? p.left_slot : p.right_slot;
+        builds[i] = b;
+        triples[3 * i] = p.parent_slot;
+        triples[3 * i + 1] = b.slot;
+        triples[3 * i + 2] = left_small ? p.right_slot : p.left_slot;
+        built_slot = b.slot;
+    }
+    __syncthreads();
+    GradSum* h = hist + (u64)built_slot * total_slots;
+    for (u32 k = threadIdx.x; k < total_slots; k += blockDim.x) {
+        h[k].g = 0;
+        h[k].h = 0;
+    }
+}

@@ -1,0 +1,137 @@
+// Stable partition of the nodes' rows by their splits, all nodes of a level at once: one
+// launch routes each row (reading its bin once) into a byte flag and counts each block's
+// left-going rows; a second scatters every row to its child's run (a block's offset is the
+// sum of the counts of the blocks before it in its node, so the result does not depend on
+// scheduling). The left child keeps the front of the node's run, the right child the back,
+// both in ascending row order. The runs land in a second row index; depth-wise growth swaps
+// the two, loss-guided growth copies the runs back (other open leaves live in the first).
+
+template <typename Bin>
+__device__ void count_left(const Bin* bins, u32 stride, const u32* ridx, const RowTask* tasks, u32 n_tasks,
+                           const SplitRule* rules, u32 rows_per_block, u8* flags, u32* block_left) {
+    const u32 ti = find_task(tasks, n_tasks, blockIdx.x);
+    const RowTask task = tasks[ti];
+    const SplitRule rule = rules[ti];
+    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
+    const u32 end = min(begin + rows_per_block, task.len);
+    u32 count = 0;
+    for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
+        const u32 row = ridx[task.start + p];
+        const bool left = rule_goes_left(rule, (u32)bins[(u64)row * stride + rule.feature]);
+        flags[task.start + p] = left;
+        count += left;
+    }
+    for (int o = 16; o > 0; o /= 2) count += __shfl_xor_sync(0xffffffffu, count, o);
+    __shared__ u32 block_count;
+    if (threadIdx.x == 0) block_count = 0;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0 && count) atomicAdd(&block_count, count);
+    __syncthreads();
+    if (threadIdx.x == 0) block_left[blockIdx.x] = block_count;
+}
+
+extern "C" __global__ void scatter(const u8* flags, const u32* ridx, const RowTask* tasks, u32 n_tasks,
+                                   u32 rows_per_block, const u32* block_left, u32* node_left, u32* ridx_out) {
+    __shared__ u32 warp_counts[32];
+    __shared__ u32 shared_base, shared_total;
+    const u32 ti = find_task(tasks, n_tasks, blockIdx.x);
+    const RowTask task = tasks[ti];
+    const u32 block_in_task = blockIdx.x - task.first_block;
+    const u32 begin = block_in_task * rows_per_block;
+    const u32 end = min(begin + rows_per_block, task.len);
+    // Left-going rows in the node's earlier blocks, and in all of them (the node's count,
+    // which block 0 of the node also stores for the host and plan_children).
+    const u32 n_blocks = (task.len + rows_per_block - 1) / rows_per_block;
+    u32 before = 0, total = 0;
+    for (u32 b = threadIdx.x; b < n_blocks; b += blockDim.x) {
+        const u32 c = block_left[task.first_block + b];
+        total += c;
+        if (b < block_in_task) before += c;
+    }
+    for (int o = 16; o > 0; o /= 2) {
+        before += __shfl_xor_sync(0xffffffffu, before, o);
+        total += __shfl_xor_sync(0xffffffffu, total, o);
+    }
+    if (threadIdx.x == 0) shared_base = shared_total = 0;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) {
+        if (before) atomicAdd(&shared_base, before);
+        if (total) atomicAdd(&shared_total, total);
+    }
+    __syncthreads();
+    u32 left_done = shared_base;  // left rows placed before this chunk
+    const u32 n_left = shared_total;
+    if (block_in_task == 0 && threadIdx.x == 0) node_left[ti] = n_left;
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (u32 base = begin; base < end; base += blockDim.x) {
+        const u32 p = base + threadIdx.x;
+        u32 row = 0;
+        bool left = false;
+        if (p < end) {
+            row = ridx[task.start + p];
+            left = flags[task.start + p] != 0;
+        }
+        const u32 ballot = __ballot_sync(0xffffffffu, left);
+        if (lane == 0) warp_counts[warp] = __popc(ballot);
+        __syncthreads();
+        u32 warp_before = 0, chunk_left = 0;
+        for (u32 w = 0; w < blockDim.x / 32; ++w) {
+            if (w < warp) warp_before += warp_counts[w];
+            chunk_left += warp_counts[w];
+        }
+        const u32 rank_left = left_done + warp_before + __popc(ballot & ((1u << lane) - 1));
+        if (p < end) {
+            // Right-going rows before p in the node: positions before p minus left-going ones.
+            const u32 dst = left ? rank_left : n_left + (p - rank_left);
+            ridx_out[task.start + dst] = row;
+        }
+        left_done += chunk_left;
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void count_left_u8(const u8* bins, u32 stride, const u32* ridx, const RowTask* tasks,
+                                         u32 n_tasks, const SplitRule* rules, u32 rows_per_block, u8* flags,
+                                         u32* block_left) {
+    count_left<u8>(bins, stride, ridx, tasks, n_tasks, rules, rows_per_block, flags, block_left);
+}
+
+extern "C" __global__ void count_left_u16(const u16* bins, u32 stride, const u32* ridx, const RowTask* tasks,
+                                          u32 n_tasks, const SplitRule* rules, u32 rows_per_block, u8* flags,
+                                          u32* block_left) {
+    count_left<u16>(bins, stride, ridx, tasks, n_tasks, rules, rows_per_block, flags, block_left);
+}
+
+// Copies the partitioned runs back into the row index.
+extern "C" __global__ void copy_runs(const u32* from, const RowTask* tasks, u32 n_tasks, u32 rows_per_block, u32* to) {
+    const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
+    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
+    const u32 end = min(begin + rows_per_block, task.len);
+    for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) to[task.start + p] = from[task.start + p];
+}
+
+// Adds a finished tree's leaf values to the training margins, walking each row's bins.
+template <typename Bin>
+__device__ void add_tree(const Bin* bins, u32 stride, u32 n_rows, const TreeNode* nodes, float* margin) {
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n_rows; i += gridDim.x * blockDim.x) {
+        const Bin* r = bins + (u64)i * stride;
+        u32 n = 0;
+        while (nodes[n].left != NO_CHILD) {
+            const TreeNode node = nodes[n];
+            const u32 bin = r[node.feature];
+            const bool left = bin == node.missing_bin ? node.default_left != 0 : bin <= node.split_bin;
+            n = left ? node.left : node.right;
+        }
+        margin[i] += nodes[n].value;
+    }
+}
+
+extern "C" __global__ void add_tree_u8(const u8* bins, u32 stride, u32 n_rows, const TreeNode* nodes,
+                                       float* margin) {
+    add_tree<u8>(bins, stride, n_rows, nodes, margin);
+}
+
+extern "C" __global__ void add_tree_u16(const u16* bins, u32 stride, u32 n_rows, const TreeNode* nodes,
+                                        float* margin) {
+    add_tree<u16>(bins, stride, n_rows, nodes, margin);
+}

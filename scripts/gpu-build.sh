@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds what the GPU machine runs (it has no Rust): the CUDA test binary and the GPU
+# benchmark, copied into .gpu/ (ignored by git) to carry with the device tool. See
+# docs/benchmarks.md for the commands run there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${POLARS_GBT_CACHE:-$HOME/.cache/polars-gbt}/target}
+mkdir -p .gpu
+cargo build --release --locked --example bench_gpu
+cp "$CARGO_TARGET_DIR/release/examples/bench_gpu" .gpu/
+exe=$(cargo test --release --locked --no-run --test cuda --message-format=json 2>/dev/null |
+    python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        print(m["executable"])')
+cp "$exe" .gpu/cuda_tests
+ls -la .gpu

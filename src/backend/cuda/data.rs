@@ -1,0 +1,155 @@
+//! The training matrix on the device: bins row-major, one byte per value when every feature
+//! has fewer than 256 bins (missing included), else two. Columns travel from their Arrow
+//! buffers through a reusable pinned staging buffer in blocks of rows, and are binned by a
+//! kernel; the copy of one block overlaps the reading of the next. Nothing of the size of
+//! the data is ever allocated on the host.
+
+use cudarc::driver::{CudaEvent, CudaSlice, LaunchConfig, PushKernelArg};
+use rayon::prelude::*;
+
+use super::runtime::Runtime;
+use super::{device_error, DeviceMemory};
+use crate::data::{FeatureCuts, FeatureFrame};
+use crate::error::Result;
+
+/// Rows staged per block: 28 features x 2^17 rows is 14 MiB of f32 values (twice: one block
+/// is read on the host while the previous one is copied).
+const STAGE_ROWS: usize = 1 << 17;
+
+pub enum DeviceBins {
+    U8(CudaSlice<u8>),
+    U16(CudaSlice<u16>),
+}
+
+pub struct DeviceMatrix {
+    pub bins: DeviceBins,
+    pub n_rows: usize,
+    pub n_features: usize,
+    /// Bins per row in memory: the features padded to whole 32-bit words, so that kernels
+    /// read a row a word at a time.
+    pub stride: usize,
+    /// Bins per feature, not counting the missing bin (whose id is this number).
+    pub n_bins: Vec<u32>,
+    /// Where each feature's histogram starts within a node's histogram; the last entry is the total.
+    pub slot_offsets: Vec<u32>,
+    pub slot_offsets_dev: CudaSlice<u32>,
+    pub categorical_dev: CudaSlice<u32>,
+}
+
+impl DeviceMatrix {
+    pub fn total_slots(&self) -> usize {
+        *self.slot_offsets.last().unwrap() as usize
+    }
+
+    /// Bins held in one 32-bit word.
+    pub fn per_word(&self) -> usize {
+        match self.bins {
+            DeviceBins::U8(_) => 4,
+            DeviceBins::U16(_) => 2,
+        }
+    }
+
+    /// Bytes the matrix takes on the device.
+    pub fn device_bytes(frame: &FeatureFrame, cuts: &[FeatureCuts]) -> usize {
+        let width = if cuts.iter().all(|c| c.n_bins() < 256) { 1 } else { 2 };
+        frame.n_rows() * frame.n_features().next_multiple_of(4 / width) * width
+    }
+
+    /// Bins `frame` with `cuts` on the device.
+    pub fn upload(rt: &Runtime, memory: &mut DeviceMemory, frame: &FeatureFrame, cuts: &[FeatureCuts]) -> Result<Self> {
+        let stream = &rt.stream;
+        let (n, nf) = (frame.n_rows(), frame.n_features());
+        let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
+        let mut slot_offsets = vec![0u32];
+        for &b in &n_bins {
+            slot_offsets.push(slot_offsets.last().unwrap() + b + 1);
+        }
+        // Cut points, flattened; a categorical feature reserves one slot per category.
+        let mut flat_cuts = Vec::new();
+        let mut cut_offsets = vec![0u32];
+        for c in cuts {
+            match c {
+                FeatureCuts::Numeric { cuts } => flat_cuts.extend_from_slice(cuts),
+                FeatureCuts::Categorical { n_categories } => {
+                    flat_cuts.extend(std::iter::repeat_n(0f32, *n_categories as usize))
+                }
+            }
+            cut_offsets.push(flat_cuts.len() as u32);
+        }
+        flat_cuts.push(0.0); // never empty
+        let categorical: Vec<u32> = cuts.iter().map(|c| c.is_categorical() as u32).collect();
+        let d_cuts = memory.upload(stream, &flat_cuts)?;
+        let d_cut_offsets = memory.upload(stream, &cut_offsets)?;
+        let categorical_dev = memory.upload(stream, &categorical)?;
+        let slot_offsets_dev = memory.upload(stream, &slot_offsets)?;
+
+        let wide = n_bins.iter().any(|&b| b >= 256);
+        let stride = nf.next_multiple_of(if wide { 2 } else { 4 });
+        let mut bins = if wide {
+            DeviceBins::U16(memory.zeros::<u16>(stream, n * stride)?)
+        } else {
+            DeviceBins::U8(memory.zeros::<u8>(stream, n * stride)?)
+        };
+        let block = STAGE_ROWS.min(n.max(1));
+        let ctx = stream.context();
+        let mut staged = Vec::new();
+        for _ in 0..2 {
+            // SAFETY: the pinned buffer is written on the host only after its event says the
+            // previous copy out of it finished.
+            let host = unsafe { ctx.alloc_pinned::<f32>(block * nf) }.map_err(device_error)?;
+            let dev = memory.zeros::<f32>(stream, block * nf)?;
+            let done: CudaEvent = ctx.new_event(None).map_err(device_error)?;
+            staged.push((host, dev, done));
+        }
+        for (i, start) in (0..n).step_by(block).enumerate() {
+            let rows = block.min(n - start);
+            let (host, dev, done) = &mut staged[i % 2];
+            done.synchronize().map_err(device_error)?;
+            let values = host.as_mut_slice().map_err(device_error)?;
+            values[..rows * nf].par_chunks_mut(rows).zip(frame.columns().par_iter()).for_each(|(out, col)| {
+                col.read(start, out);
+            });
+            stream.memcpy_htod(&values[..rows * nf], &mut dev.slice_mut(..rows * nf)).map_err(device_error)?;
+            let cfg = grid_for(rt, (rows * nf) as u64, 256);
+            let (rows32, start32, nf32, stride32) = (rows as u32, start as u32, nf as u32, stride as u32);
+            let mut launch = match &mut bins {
+                DeviceBins::U8(_) => stream.launch_builder(&rt.kernels.bin_block_u8),
+                DeviceBins::U16(_) => stream.launch_builder(&rt.kernels.bin_block_u16),
+            };
+            launch
+                .arg(&*dev)
+                .arg(&rows32)
+                .arg(&start32)
+                .arg(&nf32)
+                .arg(&stride32)
+                .arg(&d_cuts)
+                .arg(&d_cut_offsets)
+                .arg(&categorical_dev);
+            match &mut bins {
+                DeviceBins::U8(b) => launch.arg(b),
+                DeviceBins::U16(b) => launch.arg(b),
+            };
+            // SAFETY: the arguments match bin_block's signature; every index stays below
+            // rows * nf (values) and n * stride (bins).
+            unsafe { launch.launch(cfg) }.map_err(device_error)?;
+            done.record(stream).map_err(device_error)?;
+        }
+        stream.synchronize().map_err(device_error)?;
+        Ok(DeviceMatrix {
+            bins,
+            n_rows: n,
+            n_features: nf,
+            stride,
+            n_bins,
+            slot_offsets,
+            slot_offsets_dev,
+            categorical_dev,
+        })
+    }
+}
+
+/// A grid-stride launch for `work` items: enough blocks to fill the GPU, no more.
+pub fn grid_for(rt: &Runtime, work: u64, threads: u32) -> LaunchConfig {
+    let blocks = work.div_ceil(threads as u64).clamp(1, rt.sm_count as u64 * 8) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
+}

@@ -1,0 +1,193 @@
+//! The structs shared with the kernels, mirrored from `kernels/common.cuh`. Kernel arguments
+//! are not type-checked at launch, so [`layout_assertions`] turns these layouts into C++
+//! `static_assert`s that a test compiles against the kernels (see `tests/cuda_kernels.rs`).
+
+use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
+
+pub use crate::tree::gradient::{GradPair, GradSum, QuantGrad};
+
+/// This round's power-of-two gradient scales, as the kernels find them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct Quantisation {
+    pub g_max_bits: u32,
+    pub h_max_bits: u32,
+    pub g_scale: f64,
+    pub h_scale: f64,
+    /// Non-zero when some hessian is negative (no loss of ours produces one).
+    pub negative_hessian: u32,
+    pub pad: u32,
+}
+
+/// The split regularisation with this round's fixed-point units.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct SplitParamsDev {
+    pub reg_lambda: f64,
+    pub reg_alpha: f64,
+    pub gamma: f64,
+    pub min_child_weight: f64,
+    pub max_delta_step: f64,
+    pub g_unit: f64,
+    pub h_unit: f64,
+}
+
+/// A run of row-index positions (one node's rows) and the blocks that work on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct RowTask {
+    pub start: u32,
+    pub len: u32,
+    pub first_block: u32,
+    pub slot: u32,
+}
+
+/// How one node's rows split.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct SplitRule {
+    pub feature: u32,
+    pub split_bin: u32,
+    pub missing_bin: u32,
+    pub default_left: u32,
+}
+
+/// A split node whose children get histograms (see `plan_children`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct ChildSlots {
+    pub start: u32,
+    pub len: u32,
+    pub first_block: u32,
+    pub task: u32,
+    pub parent_slot: u32,
+    pub left_slot: u32,
+    pub right_slot: u32,
+    pub pad: u32,
+}
+
+/// A node whose best split is wanted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct EvalTask {
+    pub total: GradSum,
+    pub slot: u32,
+    /// Row of the feature mask, or [`NO_MASK`] when every feature may split.
+    pub mask_row: u32,
+}
+
+pub const NO_MASK: u32 = u32::MAX;
+
+/// The best split of a node.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct SplitResult {
+    pub left: GradSum,
+    pub gain: f64,
+    pub feature: u32,
+    pub split_bin: u32,
+    pub default_left: u32,
+    pub found: u32,
+}
+
+/// One node of a finished tree, for updating the training margins on the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct TreeNode {
+    pub left: u32,
+    pub right: u32,
+    pub feature: u32,
+    pub split_bin: u32,
+    pub missing_bin: u32,
+    pub default_left: u32,
+    pub value: f32,
+    pub pad: u32,
+}
+
+macro_rules! device_types {
+    ($($t:ty),*) => {$(
+        // SAFETY: plain #[repr(C)] structs of integers and floats, valid for any bits and
+        // laid out as the kernels expect (checked by the layout test).
+        unsafe impl DeviceRepr for $t {}
+        unsafe impl ValidAsZeroBits for $t {}
+    )*};
+}
+device_types!(
+    GradPair,
+    QuantGrad,
+    GradSum,
+    Quantisation,
+    SplitParamsDev,
+    RowTask,
+    SplitRule,
+    ChildSlots,
+    EvalTask,
+    SplitResult,
+    TreeNode
+);
+
+/// A kernel that stores the size of every shared struct and the offset of each of its fields,
+/// as the CUDA compiler lays them out, with the values Rust expects. The stores compile to
+/// constants, so the kernel's PTX answers without a GPU: see [`read_layout_probe`].
+pub fn layout_probe() -> (String, Vec<(String, u64)>) {
+    use std::mem::{offset_of, size_of};
+    let mut body = String::new();
+    let mut expected: Vec<(String, u64)> = Vec::new();
+    macro_rules! probe {
+        ($rust:ty, $c:literal, [$($field:ident),*]) => {
+            body += &format!("  out[{}] = sizeof({});\n", expected.len(), $c);
+            expected.push((format!("sizeof({})", $c), size_of::<$rust>() as u64));
+            $(
+                body += &format!(
+                    "  out[{}] = (unsigned long long)((char*)&(({}*)base)->{} - base);\n",
+                    expected.len(), $c, stringify!($field)
+                );
+                expected.push((format!("offset of {}.{}", $c, stringify!($field)), offset_of!($rust, $field) as u64));
+            )*
+        };
+    }
+    probe!(GradPair, "GradPair", [g, h]);
+    probe!(QuantGrad, "QuantGrad", [g, h]);
+    probe!(GradSum, "GradSum", [g, h]);
+    probe!(Quantisation, "Quantisation", [g_max_bits, h_max_bits, g_scale, h_scale, negative_hessian, pad]);
+    probe!(
+        SplitParamsDev,
+        "SplitParams",
+        [reg_lambda, reg_alpha, gamma, min_child_weight, max_delta_step, g_unit, h_unit]
+    );
+    probe!(RowTask, "RowTask", [start, len, first_block, slot]);
+    probe!(SplitRule, "SplitRule", [feature, split_bin, missing_bin, default_left]);
+    probe!(ChildSlots, "ChildSlots", [start, len, first_block, task, parent_slot, left_slot, right_slot, pad]);
+    probe!(EvalTask, "EvalTask", [total, slot, mask_row]);
+    probe!(SplitResult, "SplitResult", [left, gain, feature, split_bin, default_left, found]);
+    probe!(TreeNode, "TreeNode", [left, right, feature, split_bin, missing_bin, default_left, value, pad]);
+    let source =
+        format!("extern \"C\" __global__ void layout_probe(unsigned long long* out, char* base) {{\n{body}}}\n");
+    (source, expected)
+}
+
+/// The values `layout_probe` stores, read from its PTX (`mov.u64 %rdN, value` followed by
+/// `st.global.u64 [%rdM+8*i], %rdN`).
+pub fn read_layout_probe(ptx: &str, n: usize) -> Result<Vec<u64>, String> {
+    let start = ptx.find(".entry layout_probe").ok_or("layout_probe is missing from the PTX")?;
+    let mut regs = std::collections::HashMap::new();
+    let mut out = vec![None; n];
+    for line in ptx[start..].lines().map(str::trim) {
+        let line = line.trim_end_matches(';');
+        if let Some(rest) = line.strip_prefix("mov.u64").or_else(|| line.strip_prefix("mov.b64")) {
+            let mut parts = rest.split(',').map(str::trim);
+            if let (Some(reg), Some(value)) = (parts.next(), parts.next()) {
+                if let Ok(v) = value.parse::<u64>() {
+                    regs.insert(reg.to_string(), v);
+                }
+            }
+        } else if let Some(rest) = line.strip_prefix("st.global.u64") {
+            let (addr, reg) = rest.split_once(',').ok_or("unexpected store")?;
+            let addr = addr.trim().trim_start_matches('[').trim_end_matches(']');
+            let offset = addr.split_once('+').map_or(Ok(0), |(_, o)| o.parse::<usize>()).map_err(|e| e.to_string())?;
+            let v = *regs.get(reg.trim()).ok_or_else(|| format!("store of a non-constant: {line}"))?;
+            *out.get_mut(offset / 8).ok_or("store out of range")? = Some(v);
+        }
+    }
+    out.into_iter().enumerate().map(|(i, v)| v.ok_or_else(|| format!("value {i} was not stored"))).collect()
+}

@@ -1,0 +1,94 @@
+//! The CUDA backend: the training matrix on the device and the whole boosting iteration in
+//! kernels (`kernels/*.cu`, compiled by NVRTC for the device at run time).
+//!
+//! | step | kernel | file |
+//! |---|---|---|
+//! | binning | `bin_block_*` | `kernels/binning.cu`, [`data`] |
+//! | gradients, fixed point | `*_gradients`, `gradient_max`, `quantise` | `kernels/gradients.cu` |
+//! | histograms, subtraction | `histogram_*`, `subtract_histograms` | `kernels/histogram.cu` |
+//! | split search | `evaluate_features`, `best_feature` | `kernels/split.cu` |
+//! | partition, margin update | `count_left_*`, `scatter_*`, `add_tree_*` | `kernels/partition.cu` |
+//!
+//! The host drives the growth of a tree as the CPU grower does, and reads back only small
+//! things: each level's row counts and best splits (a few bytes per node).
+
+pub mod data;
+pub mod kernels;
+pub mod layout;
+pub mod learner;
+pub mod runtime;
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError, ValidAsZeroBits};
+
+use crate::error::{Error, Result};
+
+pub use learner::GpuLearner;
+pub use runtime::{availability, runtime, Runtime};
+
+pub(crate) fn device_error(e: DriverError) -> Error {
+    Error::Device(format!("CUDA error: {e}"))
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Device allocations of one fit, counted, with out-of-memory turned into an error that says
+/// how much was asked for and how much was free. Buffers free themselves when dropped.
+#[derive(Default)]
+pub struct DeviceMemory {
+    pub allocated: usize,
+    pub peak: usize,
+}
+
+impl DeviceMemory {
+    fn account<V>(&mut self, stream: &CudaStream, bytes: usize, r: std::result::Result<V, DriverError>) -> Result<V> {
+        match r {
+            Ok(v) => {
+                self.allocated += bytes;
+                self.peak = self.peak.max(self.allocated);
+                Ok(v)
+            }
+            Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                Err(out_of_memory(stream, bytes, self.allocated))
+            }
+            Err(e) => Err(device_error(e)),
+        }
+    }
+
+    pub fn zeros<T: DeviceRepr + ValidAsZeroBits>(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        len: usize,
+    ) -> Result<CudaSlice<T>> {
+        let len = len.max(1);
+        let r = stream.alloc_zeros::<T>(len);
+        self.account(stream, len * std::mem::size_of::<T>(), r)
+    }
+
+    pub fn upload<T: DeviceRepr>(&mut self, stream: &Arc<CudaStream>, data: &[T]) -> Result<CudaSlice<T>> {
+        let r = stream.clone_htod(data);
+        self.account(stream, std::mem::size_of_val(data), r)
+    }
+
+    /// Fails early when a fit needing `bytes` more cannot fit in what the GPU has free.
+    pub fn check_fits(stream: &CudaStream, bytes: usize) -> Result<()> {
+        let (free, _) = stream.context().mem_get_info().map_err(device_error)?;
+        if bytes > free {
+            return Err(out_of_memory(stream, bytes, 0));
+        }
+        Ok(())
+    }
+}
+
+fn out_of_memory(stream: &CudaStream, bytes: usize, held: usize) -> Error {
+    let (free, total) = stream.context().mem_get_info().unwrap_or((0, 0));
+    Error::Device(format!(
+        "the GPU is out of memory: this fit needs {:.0} MiB more (it holds {:.0} MiB), and {:.0} MiB of {:.0} MiB are free; \
+         use fewer rows, a smaller max_bin, or device=\"cpu\"",
+        bytes as f64 / MIB,
+        held as f64 / MIB,
+        free as f64 / MIB,
+        total as f64 / MIB
+    ))
+}

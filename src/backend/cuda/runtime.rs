@@ -1,0 +1,226 @@
+//! The process-wide CUDA runtime: one context, one stream and one compiled module per process,
+//! created on first use. cudarc panics when libcuda or libnvrtc cannot be loaded, so both are
+//! probed first and their absence becomes an error. Fits share the GPU by taking turns
+//! ([`Runtime::lock`]): a `group_by` of many fits queues on it instead of oversubscribing it.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
+use cudarc::nvrtc::Ptx;
+
+use super::kernels;
+use crate::error::{Error, Result};
+
+macro_rules! kernel_table {
+    ($($name:ident),* $(,)?) => {
+        /// Every kernel of the module, loaded once.
+        pub struct Kernels {
+            $(pub $name: CudaFunction,)*
+        }
+
+        impl Kernels {
+            fn load(module: &Arc<cudarc::driver::CudaModule>) -> std::result::Result<Self, String> {
+                Ok(Kernels {
+                    $($name: module
+                        .load_function(stringify!($name))
+                        .map_err(|e| format!("kernel {} is missing: {e}", stringify!($name)))?,)*
+                })
+            }
+        }
+    };
+}
+
+kernel_table!(
+    bin_block_u8,
+    bin_block_u16,
+    objective_max,
+    objective_quantise,
+    gradient_max,
+    finish_quantisation,
+    quantise,
+    sum_rows,
+    fill_identity,
+    histogram_u8,
+    histogram_u16,
+    zero_histograms,
+    subtract_histograms,
+    plan_children,
+    evaluate_features,
+    best_feature,
+    count_left_u8,
+    count_left_u16,
+    scatter,
+    copy_runs,
+    add_tree_u8,
+    add_tree_u16,
+);
+
+/// The GPU and what was built for it.
+pub struct Runtime {
+    pub stream: Arc<CudaStream>,
+    pub kernels: Kernels,
+    pub name: String,
+    pub arch: String,
+    pub sm_count: u32,
+    /// Shared memory a block may use once it opts in.
+    pub max_shared_per_block: u32,
+    /// Dynamic shared memory a histogram block may use.
+    pub hist_shared_budget: u32,
+    turn: Mutex<()>,
+}
+
+static RUNTIME: OnceLock<std::result::Result<Arc<Runtime>, String>> = OnceLock::new();
+
+/// The runtime, started on first use; the error says why no GPU can be used.
+pub fn runtime() -> Result<Arc<Runtime>> {
+    RUNTIME.get_or_init(|| Runtime::start().map(Arc::new)).clone().map_err(Error::Device)
+}
+
+/// Whether training can run on a GPU here, and if not, why.
+pub fn availability() -> std::result::Result<(), String> {
+    RUNTIME.get_or_init(|| Runtime::start().map(Arc::new)).as_ref().map(|_| ()).map_err(Clone::clone)
+}
+
+impl Runtime {
+    fn start() -> std::result::Result<Runtime, String> {
+        let clock = std::time::Instant::now();
+        probe_libraries()?;
+        let n = CudaContext::device_count().map_err(|e| format!("the CUDA driver could not count devices: {e}"))?;
+        if n < 1 {
+            return Err("the CUDA driver found no GPU".into());
+        }
+        let ctx = CudaContext::new(0).map_err(|e| format!("could not open GPU 0: {e}"))?;
+        // SAFETY: called before any allocation; fits are serialised on one stream, so cudarc's
+        // per-allocation events (which cost a record per launch) are not needed.
+        unsafe { ctx.disable_event_tracking() };
+        // The driver reserves stack for every thread the GPU can hold (1 KiB each by default:
+        // 270 MiB on an H100). The kernels use none; the driver grows it if one ever does.
+        ctx.set_limit(cudarc::driver::sys::CUlimit::CU_LIMIT_STACK_SIZE, 64)
+            .map_err(|e| format!("could not set the stack size: {e}"))?;
+        let (major, minor) = ctx.compute_capability().map_err(|e| e.to_string())?;
+        let arch = format!("sm_{major}{minor}");
+        let attr = |a| ctx.attribute(a).map_err(|e| e.to_string());
+        let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let max_shared_per_block =
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
+        let context_s = clock.elapsed().as_secs_f64();
+        let cubin = kernels::cubin_for(&arch)?;
+        let compiled_s = clock.elapsed().as_secs_f64();
+        let module =
+            ctx.load_module(Ptx::from_binary(cubin)).map_err(|e| format!("could not load the kernels: {e}"))?;
+        let kernels = Kernels::load(&module)?;
+        // The histogram kernels take all the shared memory a block may opt into, less their
+        // own static shared variables.
+        let mut hist_shared_budget = max_shared_per_block;
+        for f in [&kernels.histogram_u8, &kernels.histogram_u16] {
+            let fixed = f
+                .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+                .map_err(|e| format!("could not query the histogram kernel: {e}"))? as u32;
+            let dynamic = max_shared_per_block.saturating_sub(fixed);
+            f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic as i32)
+                .map_err(|e| format!("could not give the histogram kernel {dynamic} bytes of shared memory: {e}"))?;
+            hist_shared_budget = hist_shared_budget.min(dynamic);
+        }
+        let stream = ctx.new_stream().map_err(|e| e.to_string())?;
+        let name = ctx.name().unwrap_or_else(|_| "GPU".into());
+        if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+            eprintln!(
+                "polars-gbt profile: CUDA context {context_s:.3} s, kernels compiled or read {:.3} s, loaded {:.3} s",
+                compiled_s - context_s,
+                clock.elapsed().as_secs_f64() - compiled_s
+            );
+        }
+        Ok(Runtime {
+            stream,
+            kernels,
+            name,
+            arch,
+            sm_count,
+            max_shared_per_block,
+            hist_shared_budget,
+            turn: Mutex::new(()),
+        })
+    }
+
+    /// Exclusive use of the GPU for one fit.
+    pub fn lock(&self) -> MutexGuard<'_, ()> {
+        self.turn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Loads libnvrtc from where pip or a CUDA toolkit put it, so that cudarc (which looks the
+/// library up by name) finds it, then checks that both libraries load.
+fn probe_libraries() -> std::result::Result<(), String> {
+    // SAFETY: loading the CUDA driver library runs its initialisers, as any CUDA program does.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err("no CUDA driver library (libcuda.so.1) was found: is an NVIDIA driver installed?".into());
+    }
+    preload_nvrtc();
+    // SAFETY: as above, for NVRTC.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err("NVRTC (libnvrtc.so) was not found: install it with `pip install polars-gbt[cuda]` \
+                    (the nvidia-cuda-nvrtc wheel), or add a CUDA toolkit's lib64 to LD_LIBRARY_PATH"
+            .into());
+    }
+    Ok(())
+}
+
+/// Whether NVRTC can be loaded (it compiles kernels without a GPU).
+pub fn probe_nvrtc() -> std::result::Result<(), String> {
+    preload_nvrtc();
+    // SAFETY: loading NVRTC runs only its own initialisers.
+    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err("libnvrtc could not be loaded".into())
+    }
+}
+
+/// Directories that may hold libnvrtc: `POLARS_GBT_NVRTC_DIRS` (set by the Python package to
+/// its nvidia-cuda-nvrtc wheel), `CUDA_HOME`/`CUDA_PATH`, and the usual toolkit location.
+fn nvrtc_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(v) = std::env::var_os("POLARS_GBT_NVRTC_DIRS") {
+        dirs.extend(std::env::split_paths(&v));
+    }
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Some(v) = std::env::var_os(var) {
+            dirs.push(PathBuf::from(&v).join("lib64"));
+            dirs.push(PathBuf::from(v).join("lib"));
+        }
+    }
+    dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
+    dirs
+}
+
+fn preload_nvrtc() {
+    for dir in nvrtc_dirs() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut names: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("libnvrtc.so") || n.starts_with("libnvrtc-builtins.so"))
+            })
+            .collect();
+        // The builtins library first: libnvrtc loads it by name when it compiles.
+        names.sort_by_key(|p| !p.to_string_lossy().contains("builtins"));
+        let mut found = false;
+        for path in names {
+            // SAFETY: these are NVIDIA's NVRTC libraries; loading them runs no user code. The
+            // handles are kept for the life of the process, so the loader can match the
+            // library by its soname when cudarc asks for it by name.
+            if let Ok(lib) = unsafe { libloading::Library::new(&path) } {
+                std::mem::forget(lib);
+                found |= !path.to_string_lossy().contains("builtins");
+            }
+        }
+        if found {
+            return;
+        }
+    }
+}

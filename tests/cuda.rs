@@ -1,0 +1,208 @@
+//! The CUDA backend against the CPU oracle. With integer-quantised gradients both backends
+//! sum the same integers, so they must grow the same trees: the same splits and bitwise the
+//! same leaf values. These tests need a GPU (run them on one with `scripts/gpu-tests.sh`);
+//! without one, only the checks that `device="cuda"` fails cleanly and `"auto"` falls back run.
+#![cfg(feature = "cuda")]
+
+use std::sync::Arc;
+
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, DictionaryArray, Float32Array};
+use polars_gbt::backend::cuda;
+use polars_gbt::random::Rng;
+use polars_gbt::{train, Dataset, Error, FeatureColumn, FeatureFrame, Model, PredictOutput, Predictions, TrainConfig};
+
+/// Whether a GPU is usable. On the GPU machine `POLARS_GBT_REQUIRE_GPU=1` turns "not usable"
+/// into a failure, so that a broken runtime cannot pass as a skipped test.
+fn gpu() -> bool {
+    match cuda::availability() {
+        Ok(()) => true,
+        Err(why) => {
+            assert!(std::env::var_os("POLARS_GBT_REQUIRE_GPU").is_none(), "the GPU is required here: {why}");
+            eprintln!("no usable GPU, GPU checks skipped: {why}");
+            false
+        }
+    }
+}
+
+fn column(name: &str, values: Vec<f32>) -> FeatureColumn {
+    FeatureColumn::new(name, vec![Arc::new(Float32Array::from(values)) as ArrayRef]).unwrap()
+}
+
+/// Random data with missing values in two columns, a few duplicated values and a constant
+/// column; the label mixes a threshold, an interaction and noise.
+fn random_data(n: usize, nf: usize, seed: u64) -> (FeatureFrame, Vec<f32>) {
+    let mut rng = Rng::new(seed, 11);
+    let mut cols = vec![vec![0f32; n]; nf];
+    for (j, col) in cols.iter_mut().enumerate() {
+        for v in col.iter_mut() {
+            *v = match j % 4 {
+                0 => (rng.below(1_000_000) as f32 - 500_000.0) / 1e5,
+                1 => rng.below(17) as f32,
+                2 => ((rng.below(1 << 20) as f32) / 1e3).exp2() - 1.0,
+                _ => (rng.below(100) as f32).sqrt(),
+            };
+        }
+    }
+    for v in cols[1].iter_mut() {
+        if rng.below(5) == 0 {
+            *v = f32::NAN;
+        }
+    }
+    for v in cols[nf - 1].iter_mut() {
+        if rng.below(2) == 0 {
+            *v = f32::NAN;
+        }
+    }
+    cols[2].iter_mut().for_each(|v| *v = 3.0);
+    let y = (0..n)
+        .map(|i| {
+            let a = cols[0][i];
+            let b = if cols[1][i].is_nan() { 8.0 } else { cols[1][i] };
+            let noise = (rng.below(1000) as f32 - 500.0) / 500.0;
+            (a > 1.0) as u8 as f32 * 2.0 + 0.3 * a * b.sqrt() + noise
+        })
+        .collect();
+    let frame =
+        FeatureFrame::new(cols.into_iter().enumerate().map(|(j, c)| column(&format!("x{j}"), c)).collect()).unwrap();
+    (frame, y)
+}
+
+fn fit(json: &str, data: &Dataset, device: &str) -> Model {
+    let mut cfg = TrainConfig::from_json(json).unwrap();
+    cfg.device = serde_json::from_value(serde_json::Value::String(device.into())).unwrap();
+    train(&cfg, data, &[]).unwrap_or_else(|e| panic!("{device} fit of {json} failed: {e}"))
+}
+
+fn assert_same_trees(cpu: &Model, gpu: &Model, what: &str) {
+    assert_eq!(cpu.trees().len(), gpu.trees().len(), "{what}: tree counts");
+    for (i, (a, b)) in cpu.trees().iter().zip(gpu.trees()).enumerate() {
+        assert_eq!(a, b, "{what}: tree {i} differs between the CPU and the GPU");
+    }
+}
+
+fn values(p: Predictions) -> Vec<f32> {
+    match p {
+        Predictions::Float { values, .. } => values,
+        other => panic!("expected float predictions, got {other:?}"),
+    }
+}
+
+#[test]
+fn gpu_trees_equal_cpu_trees() {
+    if !gpu() {
+        return;
+    }
+    let (frame, y) = random_data(60_000, 9, 1);
+    let data = Dataset::new(frame.clone(), y.clone()).unwrap();
+    let weighted = Dataset::new(frame, y)
+        .unwrap()
+        .with_weight((0..60_000).map(|i| 0.25 + (i % 7) as f32 * 0.5).collect())
+        .unwrap();
+    let configs = [
+        r#"{"n_estimators": 12, "max_depth": 6}"#,
+        r#"{"n_estimators": 8, "max_depth": 0, "grow_policy": "lossguide", "max_leaves": 31}"#,
+        r#"{"n_estimators": 8, "max_depth": 5, "max_leaves": 12}"#,
+        r#"{"n_estimators": 10, "max_depth": 6, "subsample": 0.7, "colsample_bytree": 0.8,
+            "colsample_bylevel": 0.8, "colsample_bynode": 0.6, "seed": 5}"#,
+        r#"{"n_estimators": 10, "max_depth": 7, "min_child_weight": 30, "gamma": 0.5, "reg_alpha": 2,
+            "reg_lambda": 3, "max_delta_step": 0.7}"#,
+        r#"{"n_estimators": 6, "max_depth": 6, "max_bin": 1024}"#,
+        r#"{"n_estimators": 6, "max_depth": 4, "objective": "reg:pseudohubererror"}"#,
+    ];
+    for json in configs {
+        assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), json);
+    }
+    let json = r#"{"n_estimators": 10, "max_depth": 6}"#;
+    assert_same_trees(&fit(json, &weighted, "cpu"), &fit(json, &weighted, "cuda"), "weighted rows");
+}
+
+#[test]
+fn multiclass_and_logistic_fits_agree_with_the_cpu() {
+    if !gpu() {
+        return;
+    }
+    let (frame, y) = random_data(40_000, 6, 2);
+    // Softmax gradients are computed on the host: exact agreement.
+    let classes: Vec<f32> = y.iter().map(|v| (v.max(0.0) as u32 % 3) as f32).collect();
+    let data = Dataset::new(frame.clone(), classes).unwrap();
+    let json = r#"{"objective": "multi:softprob", "num_class": 3, "n_estimators": 6, "max_depth": 5}"#;
+    assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), "multi:softprob");
+
+    // The logistic kernel's expf may differ from the host's in the last bit, which can move a
+    // quantised gradient by one unit: the first tree is exact, the rest agree closely.
+    let labels: Vec<f32> = y.iter().map(|&v| (v > 1.5) as u8 as f32).collect();
+    let data = Dataset::new(frame.clone(), labels).unwrap();
+    let json = r#"{"objective": "binary:logistic", "n_estimators": 30, "max_depth": 6}"#;
+    let (cpu, gpu) = (fit(json, &data, "cpu"), fit(json, &data, "cuda"));
+    assert_eq!(cpu.trees()[0], gpu.trees()[0], "first logistic tree");
+    let p = values(cpu.predict(&frame, PredictOutput::Value).unwrap());
+    let q = values(gpu.predict(&frame, PredictOutput::Value).unwrap());
+    let worst = p.iter().zip(&q).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(worst < 1e-3, "logistic predictions differ by up to {worst}");
+}
+
+#[test]
+fn gpu_training_is_deterministic() {
+    if !gpu() {
+        return;
+    }
+    let (frame, y) = random_data(100_000, 8, 3);
+    let data = Dataset::new(frame, y).unwrap();
+    let json = r#"{"n_estimators": 5, "max_depth": 8}"#;
+    let first = fit(json, &data, "cuda").to_bytes();
+    for i in 0..15 {
+        assert_eq!(fit(json, &data, "cuda").to_bytes(), first, "rebuild {i} differs");
+    }
+}
+
+#[test]
+fn concurrent_gpu_fits_match_sequential_ones() {
+    if !gpu() {
+        return;
+    }
+    let (frame, y) = random_data(20_000, 5, 4);
+    let data = Dataset::new(frame, y).unwrap();
+    let jsons: Vec<String> =
+        (0..8).map(|i| format!(r#"{{"n_estimators": 5, "max_depth": {}, "seed": {i}}}"#, 3 + i % 4)).collect();
+    let sequential: Vec<Model> = jsons.iter().map(|j| fit(j, &data, "cuda")).collect();
+    let parallel: Vec<Model> = std::thread::scope(|s| {
+        let handles: Vec<_> = jsons.iter().map(|j| s.spawn(|| fit(j, &data, "cuda"))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (a, b) in sequential.iter().zip(&parallel) {
+        assert_same_trees(a, b, "concurrent fit");
+    }
+}
+
+fn categorical_data() -> Dataset {
+    let keys: Vec<i32> = (0..300).map(|i| i % 3).collect();
+    let dict = DictionaryArray::<Int32Type>::try_new(
+        keys.into(),
+        Arc::new(arrow_array::StringArray::from(vec!["a", "b", "c"])),
+    )
+    .unwrap();
+    let frame = FeatureFrame::new(vec![FeatureColumn::new("c", vec![Arc::new(dict) as ArrayRef]).unwrap()]).unwrap();
+    Dataset::new(frame, (0..300).map(|i| (i % 3) as f32).collect()).unwrap()
+}
+
+#[test]
+fn cuda_without_support_is_a_clear_error_and_auto_falls_back() {
+    let data = categorical_data();
+    let mut cfg = TrainConfig::from_json(r#"{"n_estimators": 3, "device": "cuda"}"#).unwrap();
+    match train(&cfg, &data, &[]) {
+        Err(Error::Device(msg)) => {
+            assert!(msg.contains("device=\"cuda\" cannot be used"), "{msg}");
+            if gpu() {
+                assert!(msg.contains("categorical"), "{msg}");
+            }
+        }
+        other => panic!("expected a device error, got {other:?}"),
+    }
+    cfg.device = polars_gbt::Device::Auto;
+    let model = train(&cfg, &data, &[]).expect("auto falls back to the CPU");
+    assert_eq!(model.trees().len(), 3);
+    let (backend, note) = polars_gbt::backend::select(&cfg, &data).unwrap();
+    assert_eq!(backend, polars_gbt::backend::Backend::Cpu);
+    assert!(note.unwrap().contains("trains on the CPU"));
+}

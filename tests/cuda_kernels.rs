@@ -1,0 +1,55 @@
+//! The kernels compile with NVRTC for every architecture we support, and the structs they
+//! share with Rust have the same layout on both sides. Needs libnvrtc, not a GPU: CI installs
+//! the `nvidia-cuda-nvrtc` wheel (see scripts/test.sh) and sets POLARS_GBT_REQUIRE_NVRTC=1.
+#![cfg(feature = "cuda")]
+
+use polars_gbt::backend::cuda::{kernels, layout, runtime};
+
+fn nvrtc() -> bool {
+    match runtime::probe_nvrtc() {
+        Ok(()) => true,
+        Err(why) => {
+            assert!(std::env::var_os("POLARS_GBT_REQUIRE_NVRTC").is_none(), "NVRTC is required here: {why}");
+            eprintln!("NVRTC not found, kernels not compiled: {why}");
+            false
+        }
+    }
+}
+
+#[test]
+fn kernels_compile_for_turing_ampere_and_hopper_with_the_rust_layouts() {
+    if !nvrtc() {
+        return;
+    }
+    let (probe, expected) = layout::layout_probe();
+    let source = format!("{}\n{probe}", kernels::SOURCE);
+    for arch in ["sm_75", "sm_80", "sm_90"] {
+        let ptx = kernels::compile(&source, arch).unwrap_or_else(|e| panic!("{e}"));
+        for name in ["histogram_u8", "evaluate_features", "scatter", "add_tree_u8", "bin_block_u16", "quantise"] {
+            assert!(ptx.contains(&format!(".entry {name}(")), "{arch}: kernel {name} missing from the PTX");
+        }
+        let found = layout::read_layout_probe(&ptx, expected.len()).unwrap();
+        for ((what, want), got) in expected.iter().zip(found) {
+            assert_eq!(got, *want, "{arch}: {what} is {got} in CUDA but {want} in Rust");
+        }
+        // What the runtime loads: machine code for the architecture, an ELF image.
+        let cubin = kernels::compile_cubin(kernels::SOURCE, arch).unwrap_or_else(|e| panic!("{e}"));
+        assert!(cubin.starts_with(b"\x7fELF"), "{arch}: NVRTC's machine code is not an ELF image");
+    }
+}
+
+#[test]
+fn the_layout_probe_catches_a_mismatch() {
+    if !nvrtc() {
+        return;
+    }
+    let (probe, expected) = layout::layout_probe();
+    // A kernel-side struct with two fields swapped must be caught.
+    let swapped =
+        kernels::SOURCE.replace("    u32 split_bin;\n    u32 missing_bin;", "    u32 missing_bin;\n    u32 split_bin;");
+    assert_ne!(swapped, kernels::SOURCE, "the fields to swap were not found");
+    let ptx = kernels::compile(&format!("{swapped}\n{probe}"), "sm_80").unwrap();
+    let found = layout::read_layout_probe(&ptx, expected.len()).unwrap();
+    let mismatches = expected.iter().zip(&found).filter(|((_, want), got)| *want != **got).count();
+    assert!(mismatches >= 2, "a swap of two fields went unnoticed");
+}

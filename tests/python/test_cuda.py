@@ -1,0 +1,60 @@
+"""device="cuda" and "auto" through Polars. Without a GPU (as in CI): "cuda" is a clear
+error, never a panic, and "auto" trains on the CPU and says so. With one (the device
+machine, see docs/benchmarks.md): the GPU fits equal the CPU fits."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import polars as pl
+import pytest
+from conftest import FEATURES
+
+import polars_gbt
+from polars_gbt._internal import cuda_unavailable_reason
+
+PARAMS = dict(objective="reg:squarederror", n_estimators=10, max_depth=5, seed=0)
+if os.environ.get("POLARS_GBT_REQUIRE_GPU") == "1":
+    # On the GPU machine: a runtime that fails to start must fail, not skip.
+    assert polars_gbt.cuda_available(), f"the GPU is required here: {cuda_unavailable_reason()}"
+gpu = pytest.mark.skipif(not polars_gbt.cuda_available(), reason=f"no usable GPU: {cuda_unavailable_reason()}")
+no_gpu = pytest.mark.skipif(polars_gbt.cuda_available(), reason="a GPU is present")
+
+
+@no_gpu
+def test_cuda_without_a_gpu_is_a_clear_error(train_df):
+    with pytest.raises(pl.exceptions.ComputeError, match='device="cuda" cannot be used') as info:
+        train_df.head(500).select(pl.col(FEATURES).gbt.fit("y", device="cuda", **PARAMS))
+    assert "panicked" not in str(info.value)
+
+
+@no_gpu
+def test_auto_without_a_gpu_trains_on_the_cpu_and_says_so(train_df, capfd):
+    df = train_df.head(2000)
+    auto = df.select(pl.col(FEATURES).gbt.fit("y", device="auto", verbose=1, **PARAMS)).item()
+    assert 'device="auto" trains on the CPU' in capfd.readouterr().err
+    cpu = df.select(pl.col(FEATURES).gbt.fit("y", device="cpu", **PARAMS)).item()
+    p = df.select(pl.col(FEATURES).gbt.predict(auto))["f0"].to_numpy()
+    q = df.select(pl.col(FEATURES).gbt.predict(cpu))["f0"].to_numpy()
+    assert np.array_equal(p, q)
+
+
+@gpu
+def test_gpu_fits_equal_cpu_fits_in_select_and_group_by(train_df):
+    df = train_df.with_columns(g=pl.int_range(pl.len()) % 5)
+    fits = {}
+    for device in ("cpu", "cuda"):
+        model = df.select(pl.col(FEATURES).gbt.fit("y", device=device, **PARAMS)).item()
+        fits[device] = df.select(pl.col(FEATURES).gbt.predict(model))["f0"].to_numpy()
+    assert np.array_equal(fits["cpu"], fits["cuda"])
+    per_group = {
+        device: df.group_by("g")
+        .agg(pl.col(FEATURES).gbt.fit("y", device=device, **PARAMS).alias("m"))
+        .sort("g")
+        for device in ("cpu", "cuda")
+    }
+    for cpu, cuda in zip(per_group["cpu"]["m"], per_group["cuda"]["m"]):
+        p = df.select(pl.col(FEATURES).gbt.predict(cpu))["f0"].to_numpy()
+        q = df.select(pl.col(FEATURES).gbt.predict(cuda))["f0"].to_numpy()
+        assert np.array_equal(p, q)
