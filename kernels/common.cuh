@@ -61,12 +61,15 @@ struct RowTask {
     u32 slot;
 };
 
-// How one node's rows split (src/backend/cpu/grow.rs: BinRouter).
+// How one node's rows split (src/backend/cpu/grow.rs: BinRouter). A categorical split sends
+// left the categories whose bits are set in words[category_start .. + category_len].
 struct SplitRule {
     u32 feature;
     u32 split_bin;
     u32 missing_bin;
     u32 default_left;
+    u32 category_start;
+    u32 category_len;
 };
 
 // A split node whose children get histograms: its run, its partition task, its slots, and the
@@ -108,6 +111,8 @@ struct TreeNode {
     u32 missing_bin;
     u32 default_left;
     float value;
+    u32 category_start;
+    u32 category_len;
     u32 pad;
 };
 
@@ -121,6 +126,18 @@ __device__ __forceinline__ u32 find_task(const RowTask* tasks, u32 n_tasks, u32 
     return lo;
 }
 
-__device__ __forceinline__ bool rule_goes_left(const SplitRule& r, u32 bin) {
-    return bin == r.missing_bin ? r.default_left != 0 : bin <= r.split_bin;
+// Missing values follow the default; a category goes left when its bit is set (categories
+// beyond the set, unseen ones included, go right); a numeric bin goes left up to split_bin.
+__device__ __forceinline__ bool goes_left(u32 bin, u32 missing_bin, u32 default_left, u32 split_bin,
+                                          u32 category_start, u32 category_len, const u32* words) {
+    if (bin == missing_bin) return default_left != 0;
+    if (category_len != 0) {
+        const u32 w = bin / 32;
+        return w < category_len && ((words[category_start + w] >> (bin % 32)) & 1u) != 0;
+    }
+    return bin <= split_bin;
+}
+
+__device__ __forceinline__ bool rule_goes_left(const SplitRule& r, u32 bin, const u32* words) {
+    return goes_left(bin, r.missing_bin, r.default_left, r.split_bin, r.category_start, r.category_len, words);
 }

@@ -191,3 +191,11 @@ extern "C" __global__ void best_feature(const SplitResult* per_feature, u32 n_fe
         }
     }
 }
+
+// Copies the histogram slots listed in `slots` of each task's node into out[task][i]: the
+// categorical features' histograms, which the host searches with the CPU's own code.
+extern "C" __global__ void gather_slots(const GradSum* hist, u32 total_slots, const EvalTask* tasks,
+                                        const u32* slots, u32 n_slots, GradSum* out) {
+    const GradSum* h = hist + (u64)tasks[blockIdx.x].slot * total_slots;
+    for (u32 i = threadIdx.x; i < n_slots; i += blockDim.x) out[(u64)blockIdx.x * n_slots + i] = h[slots[i]];
+}

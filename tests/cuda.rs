@@ -129,6 +129,14 @@ fn multiclass_and_logistic_fits_agree_with_the_cpu() {
     let json = r#"{"objective": "multi:softprob", "num_class": 3, "n_estimators": 6, "max_depth": 5}"#;
     assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), "multi:softprob");
 
+    // Ranking gradients are computed on the host too: exact agreement, query groups and all.
+    let relevance: Vec<f32> = y.iter().map(|v| v.clamp(0.0, 4.0).floor()).collect();
+    let ranked = Dataset::new(frame.clone(), relevance).unwrap().with_group_sizes(&vec![40; 1000]).unwrap();
+    for objective in ["rank:ndcg", "rank:pairwise"] {
+        let json = format!(r#"{{"objective": "{objective}", "n_estimators": 5, "max_depth": 4}}"#);
+        assert_same_trees(&fit(&json, &ranked, "cpu"), &fit(&json, &ranked, "cuda"), objective);
+    }
+
     // The logistic kernel's expf may differ from the host's in the last bit, which can move a
     // quantised gradient by one unit: the first tree is exact, the rest agree closely.
     let labels: Vec<f32> = y.iter().map(|&v| (v > 1.5) as u8 as f32).collect();
@@ -175,26 +183,73 @@ fn concurrent_gpu_fits_match_sequential_ones() {
     }
 }
 
-fn categorical_data() -> Dataset {
-    let keys: Vec<i32> = (0..300).map(|i| i % 3).collect();
-    let dict = DictionaryArray::<Int32Type>::try_new(
-        keys.into(),
-        Arc::new(arrow_array::StringArray::from(vec!["a", "b", "c"])),
-    )
+/// Two categorical columns (40 categories with nulls, and 3) and a numeric one; the label
+/// depends on category groups, so both split kinds (sorted partition, one-vs-rest) win.
+fn categorical_data(n: usize, seed: u64) -> Dataset {
+    let mut rng = Rng::new(seed, 5);
+    let names: Vec<String> = (0..40).map(|c| format!("c{c:02}")).collect();
+    let big: Vec<Option<i32>> = (0..n).map(|_| (rng.below(12) != 0).then(|| rng.below(40) as i32)).collect();
+    let small: Vec<i32> = (0..n).map(|_| rng.below(3) as i32).collect();
+    let x: Vec<f32> = (0..n).map(|_| rng.below(1000) as f32 / 100.0).collect();
+    let y: Vec<f32> = (0..n)
+        .map(|i| {
+            let b = big[i].map_or(2.0, |c| {
+                if c % 5 == 0 {
+                    4.0
+                } else if c % 3 == 0 {
+                    -1.0
+                } else {
+                    0.5
+                }
+            });
+            b + small[i] as f32 * 0.7 + 0.2 * x[i] + (rng.below(100) as f32 - 50.0) / 100.0
+        })
+        .collect();
+    let dict = |keys: Vec<Option<i32>>, values: Vec<String>| -> ArrayRef {
+        Arc::new(
+            DictionaryArray::<Int32Type>::try_new(keys.into(), Arc::new(arrow_array::StringArray::from(values)))
+                .unwrap(),
+        )
+    };
+    let frame = FeatureFrame::new(vec![
+        FeatureColumn::new("big", vec![dict(big, names)]).unwrap(),
+        FeatureColumn::new(
+            "small",
+            vec![dict(small.into_iter().map(Some).collect(), vec!["a".into(), "b".into(), "c".into()])],
+        )
+        .unwrap(),
+        column("x", x),
+    ])
     .unwrap();
-    let frame = FeatureFrame::new(vec![FeatureColumn::new("c", vec![Arc::new(dict) as ArrayRef]).unwrap()]).unwrap();
-    Dataset::new(frame, (0..300).map(|i| (i % 3) as f32).collect()).unwrap()
+    Dataset::new(frame, y).unwrap()
+}
+
+#[test]
+fn categorical_gpu_trees_equal_cpu_trees() {
+    if !gpu() {
+        return;
+    }
+    let data = categorical_data(30_000, 6);
+    for json in [
+        r#"{"n_estimators": 8, "max_depth": 6}"#,
+        r#"{"n_estimators": 6, "max_depth": 5, "max_cat_to_onehot": 64}"#,
+        r#"{"n_estimators": 6, "max_depth": 5, "max_cat_threshold": 4, "colsample_bynode": 0.7}"#,
+        r#"{"n_estimators": 6, "grow_policy": "lossguide", "max_leaves": 20, "max_depth": 0}"#,
+    ] {
+        assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), json);
+    }
 }
 
 #[test]
 fn cuda_without_support_is_a_clear_error_and_auto_falls_back() {
-    let data = categorical_data();
-    let mut cfg = TrainConfig::from_json(r#"{"n_estimators": 3, "device": "cuda"}"#).unwrap();
+    let data = categorical_data(300, 7);
+    let mut cfg =
+        TrainConfig::from_json(r#"{"n_estimators": 3, "device": "cuda", "objective": "reg:absoluteerror"}"#).unwrap();
     match train(&cfg, &data, &[]) {
         Err(Error::Device(msg)) => {
             assert!(msg.contains("device=\"cuda\" cannot be used"), "{msg}");
             if gpu() {
-                assert!(msg.contains("categorical"), "{msg}");
+                assert!(msg.contains("reg:absoluteerror"), "{msg}");
             }
         }
         other => panic!("expected a device error, got {other:?}"),

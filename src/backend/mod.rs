@@ -31,14 +31,14 @@ pub enum Backend {
 
 /// The backend for `cfg` on `data`, and, when `device="auto"` chose the CPU, why.
 /// `device="cuda"` that cannot run is an error that says why.
-pub fn select(cfg: &TrainConfig, data: &Dataset) -> Result<(Backend, Option<String>)> {
+pub fn select(cfg: &TrainConfig, _data: &Dataset) -> Result<(Backend, Option<String>)> {
     match cfg.device {
         Device::Cpu => Ok((Backend::Cpu, None)),
-        Device::Cuda => match cuda_obstacle(cfg, data) {
+        Device::Cuda => match cuda_obstacle(cfg) {
             None => Ok((Backend::Cuda, None)),
             Some(why) => Err(Error::Device(format!("device=\"cuda\" cannot be used: {why}"))),
         },
-        Device::Auto => match cuda_obstacle(cfg, data) {
+        Device::Auto => match cuda_obstacle(cfg) {
             None => Ok((Backend::Cuda, None)),
             Some(why) => Ok((Backend::Cpu, Some(format!("device=\"auto\" trains on the CPU: {why}")))),
         },
@@ -46,15 +46,14 @@ pub fn select(cfg: &TrainConfig, data: &Dataset) -> Result<(Backend, Option<Stri
 }
 
 #[cfg(feature = "cuda")]
-fn cuda_obstacle(cfg: &TrainConfig, data: &Dataset) -> Option<String> {
+fn cuda_obstacle(cfg: &TrainConfig) -> Option<String> {
     if let Err(why) = cuda::availability() {
         return Some(why);
     }
-    let categorical = data.features.columns().iter().any(|c| c.is_categorical());
-    cuda::learner::unsupported(categorical, cfg.objective, cfg.max_bin)
+    cuda::learner::unsupported(cfg.objective, cfg.max_bin)
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda_obstacle(_: &TrainConfig, _: &Dataset) -> Option<String> {
+fn cuda_obstacle(_: &TrainConfig) -> Option<String> {
     Some("this build of polars-gbt has no CUDA backend (the `cuda` feature is off)".into())
 }

@@ -50,6 +50,10 @@ pub struct SplitRule {
     pub split_bin: u32,
     pub missing_bin: u32,
     pub default_left: u32,
+    /// A categorical split's left-going set: bit words `category_start..+category_len` of
+    /// the launch's word buffer (no words: a numeric split).
+    pub category_start: u32,
+    pub category_len: u32,
 }
 
 /// A split node whose children get histograms (see `plan_children`).
@@ -101,6 +105,8 @@ pub struct TreeNode {
     pub missing_bin: u32,
     pub default_left: u32,
     pub value: f32,
+    pub category_start: u32,
+    pub category_len: u32,
     pub pad: u32,
 }
 
@@ -156,11 +162,15 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
         [reg_lambda, reg_alpha, gamma, min_child_weight, max_delta_step, g_unit, h_unit]
     );
     probe!(RowTask, "RowTask", [start, len, first_block, slot]);
-    probe!(SplitRule, "SplitRule", [feature, split_bin, missing_bin, default_left]);
+    probe!(SplitRule, "SplitRule", [feature, split_bin, missing_bin, default_left, category_start, category_len]);
     probe!(ChildSlots, "ChildSlots", [start, len, first_block, task, parent_slot, left_slot, right_slot, pad]);
     probe!(EvalTask, "EvalTask", [total, slot, mask_row]);
     probe!(SplitResult, "SplitResult", [left, gain, feature, split_bin, default_left, found]);
-    probe!(TreeNode, "TreeNode", [left, right, feature, split_bin, missing_bin, default_left, value, pad]);
+    probe!(
+        TreeNode,
+        "TreeNode",
+        [left, right, feature, split_bin, missing_bin, default_left, value, category_start, category_len, pad]
+    );
     let source =
         format!("extern \"C\" __global__ void layout_probe(unsigned long long* out, char* base) {{\n{body}}}\n");
     (source, expected)

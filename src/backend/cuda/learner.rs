@@ -25,6 +25,7 @@ use crate::data::{Dataset, FeatureCuts};
 use crate::error::{Error, Result};
 use crate::objective::{Loss, Targets};
 use crate::tree::model::{SplitSpec, NO_CHILD};
+use crate::tree::split::SplitScorer;
 use crate::tree::{Quantiser, Tree};
 
 /// Rows one histogram block sums: at most 2^15, so its 32-bit shared sums are exact; at
@@ -241,6 +242,8 @@ struct Open {
     len: u32,
     slot: u32,
     best: SplitResult,
+    /// The left-going categories of a categorical best split (sorted); empty otherwise.
+    categories: Vec<u32>,
 }
 
 pub struct GpuLearner<'r> {
@@ -282,6 +285,14 @@ pub struct GpuLearner<'r> {
     block_left: Scratch<u32>,
     node_left: Scratch<u32>,
     tree_nodes: Scratch<TreeNode>,
+    /// Category bit words of a level's split rules, and of a finished tree's nodes.
+    rule_words: Scratch<u32>,
+    tree_words: Scratch<u32>,
+    /// Categorical features: (feature, first histogram slot, slots), and all their slots
+    /// listed, for gathering their histograms to the host.
+    categorical: Vec<(u32, u32, u32)>,
+    categorical_slots: CudaSlice<u32>,
+    gathered: Scratch<GradSum>,
     gradient_kernel: GradientKernel,
     /// Histogram launch shape; environment variables override it for tuning experiments.
     hist: HistShape,
@@ -295,12 +306,9 @@ pub struct GpuLearner<'r> {
 pub const MAX_BIN: usize = 8192;
 
 /// Why a configuration cannot train on the GPU yet, if it cannot.
-pub fn unsupported(cuts_categorical: bool, objective: Objective, max_bin: usize) -> Option<String> {
+pub fn unsupported(objective: Objective, max_bin: usize) -> Option<String> {
     if max_bin > MAX_BIN {
         return Some(format!("max_bin={max_bin} is above the CUDA backend's limit of {MAX_BIN}"));
-    }
-    if cuts_categorical {
-        return Some("categorical features are not supported by the CUDA backend yet".into());
     }
     if matches!(objective, Objective::AbsoluteError | Objective::Quantile) {
         return Some(format!("{} (leaf refits) is not supported by the CUDA backend yet", objective.name()));
@@ -367,6 +375,15 @@ impl<'r> GpuLearner<'r> {
         groups.push(nf as u32);
         let widest = widest_group_bytes;
         let groups_dev = memory.upload(&stream, &groups)?;
+        let mut categorical = Vec::new();
+        let mut categorical_slots: Vec<u32> = Vec::new();
+        for (f, c) in cuts.iter().enumerate() {
+            if c.is_categorical() {
+                let (first, end) = (matrix.slot_offsets[f], matrix.slot_offsets[f + 1]);
+                categorical.push((f as u32, categorical_slots.len() as u32, end - first));
+                categorical_slots.extend(first..end);
+            }
+        }
 
         let label = memory.upload(&stream, &data.label)?;
         let weight = match &data.weight {
@@ -405,6 +422,11 @@ impl<'r> GpuLearner<'r> {
             block_left: Scratch::new(&mut memory, &stream, 1024)?,
             node_left: Scratch::new(&mut memory, &stream, 64)?,
             tree_nodes: Scratch::new(&mut memory, &stream, 256)?,
+            rule_words: Scratch::new(&mut memory, &stream, 64)?,
+            tree_words: Scratch::new(&mut memory, &stream, 64)?,
+            categorical_slots: memory.upload(&stream, &categorical_slots)?,
+            categorical,
+            gathered: Scratch::new(&mut memory, &stream, 64)?,
             matrix,
             cuts,
             params,
@@ -713,7 +735,13 @@ impl GpuLearner<'_> {
 
     /// Partitions each task's rows by its rule; the left-going counts are left in `node_left`.
     /// `keep_others`: rows of nodes outside `tasks` must stay where they are (loss-guided growth).
-    fn partition(&mut self, mut tasks: Vec<RowTask>, rules: &[SplitRule], keep_others: bool) -> Result<()> {
+    fn partition(
+        &mut self,
+        mut tasks: Vec<RowTask>,
+        rules: &[SplitRule],
+        words: &[u32],
+        keep_others: bool,
+    ) -> Result<()> {
         let s = self.stream.clone();
         self.node_left.reserve(&mut self.memory, &s, tasks.len())?;
         let blocks = assign_blocks(&mut tasks, self.hist.partition_rows);
@@ -722,6 +750,7 @@ impl GpuLearner<'_> {
         }
         self.tasks.upload(&mut self.memory, &mut self.arena, &s, &tasks)?;
         self.rules.upload(&mut self.memory, &mut self.arena, &s, rules)?;
+        self.rule_words.upload(&mut self.memory, &mut self.arena, &s, if words.is_empty() { &[0] } else { words })?;
         self.block_left.reserve(&mut self.memory, &s, blocks as usize)?;
         let (stride, n_tasks, rpb) = (self.matrix.stride as u32, tasks.len() as u32, self.hist.partition_rows);
         let threads = self.hist.partition_threads;
@@ -735,6 +764,7 @@ impl GpuLearner<'_> {
             .arg(&self.tasks.buf)
             .arg(&n_tasks)
             .arg(&self.rules.buf)
+            .arg(&self.rule_words.buf)
             .arg(&rpb)
             .arg(&mut self.flags)
             .arg(&mut self.block_left.buf);
@@ -797,6 +827,62 @@ impl GpuLearner<'_> {
         let found = self.evaluate(&tasks, &masks, q)?;
         for (o, b) in open.iter_mut().zip(found) {
             o.best = b;
+            o.categories.clear();
+        }
+        if !self.categorical.is_empty() && !open.is_empty() {
+            self.evaluate_categorical(open, &tasks, &masks, q)?;
+        }
+        Ok(())
+    }
+
+    /// Categorical splits, searched on the host by the CPU's own code over the categorical
+    /// features' histograms (gathered in one copy: they are small). The best split of each
+    /// node is then the best over all features, ties to the lower feature, as on the CPU.
+    fn evaluate_categorical(
+        &mut self,
+        open: &mut [Open],
+        tasks: &[EvalTask],
+        masks: &[u8],
+        q: &Quantiser,
+    ) -> Result<()> {
+        let s = self.stream.clone();
+        let n_slots = self.categorical_slots.len();
+        self.gathered.reserve(&mut self.memory, &s, tasks.len() * n_slots)?;
+        let (total, n32) = (self.pool.total_slots as u32, n_slots as u32);
+        unsafe {
+            s.launch_builder(&self.rt.kernels.gather_slots)
+                .arg(&self.pool.buf)
+                .arg(&total)
+                .arg(&self.evals.buf)
+                .arg(&self.categorical_slots)
+                .arg(&n32)
+                .arg(&mut self.gathered.buf)
+                .launch(cfg((tasks.len() as u32, 1), 256, 0))
+        }
+        .map_err(device_error)?;
+        let hists = download(&s, &mut self.arena, &self.gathered.buf, tasks.len() * n_slots)?;
+        let nf = self.matrix.n_features;
+        for (t, o) in open.iter_mut().enumerate() {
+            let scorer = SplitScorer::new(&self.params.split, q, o.total);
+            for &(f, first, len) in &self.categorical {
+                if tasks[t].mask_row != NO_MASK && masks[t * nf + f as usize] == 0 {
+                    continue;
+                }
+                let h = &hists[t * n_slots + first as usize..t * n_slots + (first + len) as usize];
+                let Some(c) = scorer.best_categorical(f, h) else { continue };
+                let b = &o.best;
+                if b.found == 0 || c.gain > b.gain || (c.gain == b.gain && f < b.feature) {
+                    o.best = SplitResult {
+                        left: c.left,
+                        gain: c.gain,
+                        feature: f,
+                        split_bin: 0,
+                        default_left: c.default_left as u32,
+                        found: 1,
+                    };
+                    o.categories = c.left_categories;
+                }
+            }
         }
         Ok(())
     }
@@ -844,8 +930,16 @@ impl GpuLearner<'_> {
             let slot = self.pool.alloc(&mut self.memory, &s)?;
             self.build_root(n_active, slot)?;
             self.profile.lap(&s, Stage::Histograms);
-            let mut root =
-                vec![Open { node: 0, depth: 0, total, start: 0, len: n_active, slot, best: SplitResult::default() }];
+            let mut root = vec![Open {
+                node: 0,
+                depth: 0,
+                total,
+                start: 0,
+                len: n_active,
+                slot,
+                best: SplitResult::default(),
+                categories: Vec::new(),
+            }];
             self.evaluate_open(&mut root, tree_features, seed, &q)?;
             self.profile.lap(&s, Stage::SplitSearch);
             if root[0].best.found != 0 {
@@ -892,15 +986,17 @@ impl GpuLearner<'_> {
         let mut children_nodes = Vec::with_capacity(parents.len());
         let mut tasks = Vec::with_capacity(parents.len());
         let mut rules = Vec::with_capacity(parents.len());
+        let mut rule_words: Vec<u32> = Vec::new();
         for p in &parents {
             let b = &p.best;
             let right = p.total - b.left;
+            let categorical = !p.categories.is_empty();
             let spec = SplitSpec {
                 feature: b.feature,
-                threshold: self.cuts[b.feature as usize].upper_bound(b.split_bin),
+                threshold: if categorical { 0.0 } else { self.cuts[b.feature as usize].upper_bound(b.split_bin) },
                 split_bin: b.split_bin,
                 default_left: b.default_left != 0,
-                left_categories: &[],
+                left_categories: &p.categories,
                 gain: b.gain as f32,
             };
             let cover = |t: GradSum| q.to_float(t).1 as f32;
@@ -912,11 +1008,21 @@ impl GpuLearner<'_> {
             );
             children_nodes.push((l, r));
             tasks.push(RowTask { start: p.start, len: p.len, first_block: 0, slot: 0 });
+            let (category_start, category_len) = if categorical {
+                let n = p.node as usize;
+                let (start, len) = (tree.category_start[n] as usize, tree.category_len[n] as usize);
+                rule_words.extend_from_slice(&tree.category_words[start..start + len]);
+                ((rule_words.len() - len) as u32, len as u32)
+            } else {
+                (0, 0)
+            };
             rules.push(SplitRule {
                 feature: b.feature,
                 split_bin: b.split_bin,
                 missing_bin: self.matrix.n_bins[b.feature as usize],
                 default_left: b.default_left,
+                category_start,
+                category_len,
             });
         }
         // Children that cannot split need no rows: the margins are updated by walking the tree.
@@ -927,7 +1033,7 @@ impl GpuLearner<'_> {
             return Ok(Vec::new());
         }
         let keep_others = self.params.policy == GrowPolicy::Lossguide;
-        self.partition(tasks, &rules, keep_others)?;
+        self.partition(tasks, &rules, &rule_words, keep_others)?;
         self.profile.lap(&s, Stage::Partition);
 
         let mut children: Vec<Open> = Vec::new();
@@ -958,6 +1064,7 @@ impl GpuLearner<'_> {
                 len: 0,
                 slot,
                 best: SplitResult::default(),
+                categories: Vec::new(),
             };
             children.push(child(l, p.best.left, left_slot));
             children.push(child(r, p.total - p.best.left, right_slot));
@@ -1010,17 +1117,21 @@ impl GpuLearner<'_> {
                     missing_bin: if tree.left[i] == NO_CHILD { 0 } else { self.matrix.n_bins[f as usize] },
                     default_left: tree.default_left[i] as u32,
                     value: tree.value[i],
+                    category_start: tree.category_start[i],
+                    category_len: tree.category_len[i],
                     pad: 0,
                 }
             })
             .collect();
         self.tree_nodes.upload(&mut self.memory, &mut self.arena, &s, &nodes)?;
+        let words = if tree.category_words.is_empty() { &[0u32][..] } else { &tree.category_words };
+        self.tree_words.upload(&mut self.memory, &mut self.arena, &s, words)?;
         let (stride, n) = (self.matrix.stride as u32, self.n as u32);
         let f = if self.wide() { &self.rt.kernels.add_tree_u16 } else { &self.rt.kernels.add_tree_u8 };
         let mut margin = self.margin.slice_mut(c * self.n..(c + 1) * self.n);
         let mut launch = s.launch_builder(f);
         bins_arg(&self.matrix.bins, &mut launch);
-        launch.arg(&stride).arg(&n).arg(&self.tree_nodes.buf).arg(&mut margin);
+        launch.arg(&stride).arg(&n).arg(&self.tree_nodes.buf).arg(&self.tree_words.buf).arg(&mut margin);
         unsafe { launch.launch(grid_for(self.rt, self.n as u64, 256)) }.map(drop).map_err(device_error)
     }
 }

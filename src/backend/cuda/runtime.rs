@@ -49,6 +49,7 @@ kernel_table!(
     plan_children,
     evaluate_features,
     best_feature,
+    gather_slots,
     count_left_u8,
     count_left_u16,
     scatter,
