@@ -240,6 +240,56 @@ fn categorical_gpu_trees_equal_cpu_trees() {
     }
 }
 
+/// LibSVM-like data: 100 features, each present in about 3% of rows (nulls elsewhere).
+fn sparse_data(n: usize, seed: u64) -> Dataset {
+    let mut rng = Rng::new(seed, 9);
+    let cols: Vec<Vec<Option<f32>>> =
+        (0..100).map(|_| (0..n).map(|_| (rng.below(100) < 3).then(|| rng.below(50) as f32 / 10.0)).collect()).collect();
+    let y: Vec<f32> = (0..n)
+        .map(|i| cols[0][i].unwrap_or(-1.0) + cols[1][i].map_or(0.0, |v| 2.0 * v) - cols[7][i].unwrap_or(0.5))
+        .collect();
+    let frame = FeatureFrame::new(
+        cols.into_iter()
+            .enumerate()
+            .map(|(j, c)| {
+                FeatureColumn::new(format!("s{j}"), vec![Arc::new(Float32Array::from(c)) as ArrayRef]).unwrap()
+            })
+            .collect(),
+    )
+    .unwrap();
+    Dataset::new(frame, y).unwrap()
+}
+
+#[test]
+fn mostly_null_data_is_stored_as_compressed_rows() {
+    use polars_gbt::backend::cuda::data::{DeviceMatrix, Layout};
+    use polars_gbt::data::cuts::compute_cuts;
+    let sparse = sparse_data(5_000, 1);
+    let cuts = compute_cuts(sparse.features(), None, 256, 0).unwrap();
+    match DeviceMatrix::plan(sparse.features(), &cuts) {
+        Layout::Sparse { stride } => assert!((3..25).contains(&stride), "longest row {stride}"),
+        other => panic!("expected compressed rows, got {other:?}"),
+    }
+    let (frame, y) = random_data(1_000, 6, 1);
+    let dense = Dataset::new(frame, y).unwrap();
+    let cuts = compute_cuts(dense.features(), None, 256, 0).unwrap();
+    assert_eq!(DeviceMatrix::plan(dense.features(), &cuts), Layout::Dense { width: 1, stride: 8 });
+}
+
+#[test]
+fn sparse_gpu_trees_equal_cpu_trees() {
+    if !gpu() {
+        return;
+    }
+    let data = sparse_data(40_000, 2);
+    for json in [
+        r#"{"n_estimators": 8, "max_depth": 6}"#,
+        r#"{"n_estimators": 5, "grow_policy": "lossguide", "max_leaves": 16, "max_depth": 0, "colsample_bynode": 0.5}"#,
+    ] {
+        assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), json);
+    }
+}
+
 #[test]
 fn cuda_without_support_is_a_clear_error_and_auto_falls_back() {
     let data = categorical_data(300, 7);

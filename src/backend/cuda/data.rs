@@ -17,16 +17,20 @@ use crate::error::Result;
 const STAGE_ROWS: usize = 1 << 17;
 
 pub enum DeviceBins {
+    /// Every value's bin, rows padded to whole 32-bit words.
     U8(CudaSlice<u8>),
     U16(CudaSlice<u16>),
+    /// Compressed rows (kernels/sparse.cu): only present values, `feature << 16 | bin`, sorted
+    /// by feature, padded with `u32::MAX` to `stride` entries (the longest row).
+    Sparse(CudaSlice<u32>),
 }
 
 pub struct DeviceMatrix {
     pub bins: DeviceBins,
     pub n_rows: usize,
     pub n_features: usize,
-    /// Bins per row in memory: the features padded to whole 32-bit words, so that kernels
-    /// read a row a word at a time.
+    /// Entries per row in memory: the features padded to whole 32-bit words (dense: kernels
+    /// read a row a word at a time), or the longest row's present values (sparse).
     pub stride: usize,
     /// Bins per feature, not counting the missing bin (whose id is this number).
     pub n_bins: Vec<u32>,
@@ -46,13 +50,26 @@ impl DeviceMatrix {
         match self.bins {
             DeviceBins::U8(_) => 4,
             DeviceBins::U16(_) => 2,
+            DeviceBins::Sparse(_) => 1,
         }
     }
 
-    /// Bytes the matrix takes on the device.
-    pub fn device_bytes(frame: &FeatureFrame, cuts: &[FeatureCuts]) -> usize {
+    /// The layout for `frame`: compressed rows when most values are null and that takes less
+    /// memory than the dense bins (decided from Arrow's null counts, then the longest row).
+    pub fn plan(frame: &FeatureFrame, cuts: &[FeatureCuts]) -> Layout {
+        let (n, nf) = (frame.n_rows(), frame.n_features());
         let width = if cuts.iter().all(|c| c.n_bins() < 256) { 1 } else { 2 };
-        frame.n_rows() * frame.n_features().next_multiple_of(4 / width) * width
+        let dense = Layout::Dense { width, stride: nf.next_multiple_of(4 / width) };
+        let nulls: usize = frame.columns().iter().flat_map(|c| c.chunks()).map(|a| a.null_count()).sum();
+        if nf >= 1 << 16 || n == 0 || nulls * 2 < n * nf {
+            return dense;
+        }
+        let longest = longest_row(frame);
+        if longest * 4 < dense.bytes_per_row() {
+            Layout::Sparse { stride: longest.max(1) }
+        } else {
+            dense
+        }
     }
 
     /// Bins `frame` with `cuts` on the device.
@@ -83,12 +100,11 @@ impl DeviceMatrix {
         let categorical_dev = memory.upload(stream, &categorical)?;
         let slot_offsets_dev = memory.upload(stream, &slot_offsets)?;
 
-        let wide = n_bins.iter().any(|&b| b >= 256);
-        let stride = nf.next_multiple_of(if wide { 2 } else { 4 });
-        let mut bins = if wide {
-            DeviceBins::U16(memory.zeros::<u16>(stream, n * stride)?)
-        } else {
-            DeviceBins::U8(memory.zeros::<u8>(stream, n * stride)?)
+        let layout = Self::plan(frame, cuts);
+        let (mut bins, stride) = match layout {
+            Layout::Dense { width: 2, stride } => (DeviceBins::U16(memory.zeros::<u16>(stream, n * stride)?), stride),
+            Layout::Dense { stride, .. } => (DeviceBins::U8(memory.zeros::<u8>(stream, n * stride)?), stride),
+            Layout::Sparse { stride } => (DeviceBins::Sparse(memory.zeros::<u32>(stream, n * stride)?), stride),
         };
         let block = STAGE_ROWS.min(n.max(1));
         let ctx = stream.context();
@@ -110,28 +126,47 @@ impl DeviceMatrix {
                 col.read(start, out);
             });
             stream.memcpy_htod(&values[..rows * nf], &mut dev.slice_mut(..rows * nf)).map_err(device_error)?;
-            let cfg = grid_for(rt, (rows * nf) as u64, 256);
             let (rows32, start32, nf32, stride32) = (rows as u32, start as u32, nf as u32, stride as u32);
-            let mut launch = match &mut bins {
-                DeviceBins::U8(_) => stream.launch_builder(&rt.kernels.bin_block_u8),
-                DeviceBins::U16(_) => stream.launch_builder(&rt.kernels.bin_block_u16),
-            };
-            launch
-                .arg(&*dev)
-                .arg(&rows32)
-                .arg(&start32)
-                .arg(&nf32)
-                .arg(&stride32)
-                .arg(&d_cuts)
-                .arg(&d_cut_offsets)
-                .arg(&categorical_dev);
+            // SAFETY (both launches): the arguments match the kernels' signatures; every
+            // index stays below rows * nf (values) and n * stride (bins or entries).
             match &mut bins {
-                DeviceBins::U8(b) => launch.arg(b),
-                DeviceBins::U16(b) => launch.arg(b),
+                DeviceBins::Sparse(entries) => unsafe {
+                    stream
+                        .launch_builder(&rt.kernels.bin_sparse_block)
+                        .arg(&*dev)
+                        .arg(&rows32)
+                        .arg(&start32)
+                        .arg(&nf32)
+                        .arg(&d_cuts)
+                        .arg(&d_cut_offsets)
+                        .arg(&categorical_dev)
+                        .arg(&stride32)
+                        .arg(entries)
+                        .launch(grid_for(rt, rows as u64, 256))
+                }
+                .map_err(device_error)?,
+                dense => {
+                    let mut launch = match dense {
+                        DeviceBins::U16(_) => stream.launch_builder(&rt.kernels.bin_block_u16),
+                        _ => stream.launch_builder(&rt.kernels.bin_block_u8),
+                    };
+                    launch
+                        .arg(&*dev)
+                        .arg(&rows32)
+                        .arg(&start32)
+                        .arg(&nf32)
+                        .arg(&stride32)
+                        .arg(&d_cuts)
+                        .arg(&d_cut_offsets)
+                        .arg(&categorical_dev);
+                    match dense {
+                        DeviceBins::U8(b) => launch.arg(b),
+                        DeviceBins::U16(b) => launch.arg(b),
+                        DeviceBins::Sparse(b) => launch.arg(b),
+                    };
+                    unsafe { launch.launch(grid_for(rt, (rows * nf) as u64, 256)) }.map_err(device_error)?
+                }
             };
-            // SAFETY: the arguments match bin_block's signature; every index stays below
-            // rows * nf (values) and n * stride (bins).
-            unsafe { launch.launch(cfg) }.map_err(device_error)?;
             done.record(stream).map_err(device_error)?;
         }
         stream.synchronize().map_err(device_error)?;
@@ -146,6 +181,44 @@ impl DeviceMatrix {
             categorical_dev,
         })
     }
+}
+
+/// How the bins are stored on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    Dense { width: usize, stride: usize },
+    Sparse { stride: usize },
+}
+
+impl Layout {
+    pub fn bytes_per_row(&self) -> usize {
+        match *self {
+            Layout::Dense { width, stride } => width * stride,
+            Layout::Sparse { stride } => 4 * stride,
+        }
+    }
+}
+
+/// The most present (non-missing) values in any row, read block by block.
+fn longest_row(frame: &FeatureFrame) -> usize {
+    let n = frame.n_rows();
+    (0..n.div_ceil(STAGE_ROWS))
+        .into_par_iter()
+        .map(|b| {
+            let start = b * STAGE_ROWS;
+            let rows = STAGE_ROWS.min(n - start);
+            let mut present = vec![0u32; rows];
+            let mut buf = vec![0f32; rows];
+            for col in frame.columns() {
+                col.read(start, &mut buf);
+                for (c, x) in present.iter_mut().zip(&buf) {
+                    *c += !x.is_nan() as u32;
+                }
+            }
+            present.into_iter().max().unwrap_or(0) as usize
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// A grid-stride launch for `work` items: enough blocks to fill the GPU, no more.

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::{
-    CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, LaunchConfig, PinnedHostSlice, PushKernelArg, ValidAsZeroBits,
+    CudaFunction, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, LaunchConfig, PinnedHostSlice, PushKernelArg,
+    ValidAsZeroBits,
 };
 
 use super::data::{grid_for, DeviceBins, DeviceMatrix};
@@ -337,7 +338,7 @@ impl<'r> GpuLearner<'r> {
         let mut memory = DeviceMemory::default();
         // Everything the fit will hold, known before the first allocation.
         let row_bytes = 4 * 2 + 4 * k + 8 * k + 8 + 4 * 2 + 1; // labels, weights, margins, gradients, ...
-        let estimate = DeviceMatrix::device_bytes(&data.features, cuts) + n * row_bytes;
+        let estimate = n * (DeviceMatrix::plan(&data.features, cuts).bytes_per_row() + row_bytes);
         DeviceMemory::check_fits(&stream, estimate)?;
 
         let matrix = DeviceMatrix::upload(rt, &mut memory, &data.features, cuts)?;
@@ -501,6 +502,7 @@ fn bins_arg<'a>(bins: &'a DeviceBins, launch: &mut cudarc::driver::LaunchArgs<'a
     match bins {
         DeviceBins::U8(b) => launch.arg(b),
         DeviceBins::U16(b) => launch.arg(b),
+        DeviceBins::Sparse(b) => launch.arg(b),
     };
 }
 
@@ -519,8 +521,13 @@ fn cfg(blocks: (u32, u32), threads: u32, shared: u32) -> LaunchConfig {
 }
 
 impl GpuLearner<'_> {
-    fn wide(&self) -> bool {
-        matches!(self.matrix.bins, DeviceBins::U16(_))
+    /// The kernel of a family for the bins' layout: (u8, u16, sparse).
+    fn for_layout<'k>(&self, kernels: [&'k CudaFunction; 3]) -> &'k CudaFunction {
+        match self.matrix.bins {
+            DeviceBins::U8(_) => kernels[0],
+            DeviceBins::U16(_) => kernels[1],
+            DeviceBins::Sparse(_) => kernels[2],
+        }
     }
 
     /// Queues the fixed-point gradients of output `c` into `qgrads` (the scales into `quant`).
@@ -609,7 +616,8 @@ impl GpuLearner<'_> {
         let s = self.stream.clone();
         let total = self.pool.total_slots as u32;
         let stride = self.matrix.stride as u32;
-        let f = if self.wide() { &self.rt.kernels.histogram_u16 } else { &self.rt.kernels.histogram_u8 };
+        let k = &self.rt.kernels;
+        let f = self.for_layout([&k.histogram_u8, &k.histogram_u16, &k.histogram_sparse]);
         let mut launch = s.launch_builder(f);
         bins_arg(&self.matrix.bins, &mut launch);
         launch
@@ -707,6 +715,18 @@ impl GpuLearner<'_> {
         let params = self.split_params(q);
         let total = self.pool.total_slots as u32;
         let n_tasks = tasks.len() as u32;
+        if matches!(self.matrix.bins, DeviceBins::Sparse(_)) {
+            // Compressed rows leave missing values out: their sums are the totals' remainder.
+            unsafe {
+                s.launch_builder(&self.rt.kernels.fill_missing)
+                    .arg(&self.evals.buf)
+                    .arg(&self.matrix.slot_offsets_dev)
+                    .arg(&total)
+                    .arg(&mut self.pool.buf)
+                    .launch(cfg((nf, n_tasks), 256, 0))
+            }
+            .map_err(device_error)?;
+        }
         unsafe {
             s.launch_builder(&self.rt.kernels.evaluate_features)
                 .arg(&self.pool.buf)
@@ -755,7 +775,7 @@ impl GpuLearner<'_> {
         let (stride, n_tasks, rpb) = (self.matrix.stride as u32, tasks.len() as u32, self.hist.partition_rows);
         let threads = self.hist.partition_threads;
         let k = &self.rt.kernels;
-        let count = if self.wide() { &k.count_left_u16 } else { &k.count_left_u8 };
+        let count = self.for_layout([&k.count_left_u8, &k.count_left_u16, &k.count_left_sparse]);
         let mut launch = s.launch_builder(count);
         bins_arg(&self.matrix.bins, &mut launch);
         launch
@@ -1127,7 +1147,8 @@ impl GpuLearner<'_> {
         let words = if tree.category_words.is_empty() { &[0u32][..] } else { &tree.category_words };
         self.tree_words.upload(&mut self.memory, &mut self.arena, &s, words)?;
         let (stride, n) = (self.matrix.stride as u32, self.n as u32);
-        let f = if self.wide() { &self.rt.kernels.add_tree_u16 } else { &self.rt.kernels.add_tree_u8 };
+        let k = &self.rt.kernels;
+        let f = self.for_layout([&k.add_tree_u8, &k.add_tree_u16, &k.add_tree_sparse]);
         let mut margin = self.margin.slice_mut(c * self.n..(c + 1) * self.n);
         let mut launch = s.launch_builder(f);
         bins_arg(&self.matrix.bins, &mut launch);

@@ -56,6 +56,11 @@ kernel_table!(
     copy_runs,
     add_tree_u8,
     add_tree_u16,
+    bin_sparse_block,
+    histogram_sparse,
+    fill_missing,
+    count_left_sparse,
+    add_tree_sparse,
 );
 
 /// The GPU and what was built for it.
@@ -115,7 +120,7 @@ impl Runtime {
         // The histogram kernels take all the shared memory a block may opt into, less their
         // own static shared variables.
         let mut hist_shared_budget = max_shared_per_block;
-        for f in [&kernels.histogram_u8, &kernels.histogram_u16] {
+        for f in [&kernels.histogram_u8, &kernels.histogram_u16, &kernels.histogram_sparse] {
             let fixed = f
                 .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
                 .map_err(|e| format!("could not query the histogram kernel: {e}"))? as u32;

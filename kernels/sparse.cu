@@ -1,0 +1,173 @@
+// Compressed rows for mostly-missing data (the LibSVM kind): each row keeps only its present
+// values, as (feature << 16 | bin) words sorted by feature, padded with NO_ENTRY to the
+// longest row (ELLPACK). Memory then follows the present values, not rows x features.
+// Missing values are absent, so a node's missing-value sums are its total minus the present
+// sums (seed 000, "Missing values"): fill_missing writes them before a split search.
+
+#define NO_ENTRY 0xffffffffu
+
+// One thread per row of a staged block (values column-major, as from the Arrow columns).
+extern "C" __global__ void bin_sparse_block(const float* values, u32 block_rows, u32 row0, u32 n_features,
+                                            const float* cuts, const u32* cut_offsets, const u32* categorical,
+                                            u32 row_stride, u32* entries) {
+    for (u32 r = blockIdx.x * blockDim.x + threadIdx.x; r < block_rows; r += gridDim.x * blockDim.x) {
+        u32* out = entries + (u64)(row0 + r) * row_stride;
+        u32 k = 0;
+        for (u32 f = 0; f < n_features && k < row_stride; ++f) {
+            const float x = values[(u64)f * block_rows + r];
+            if (isnan(x)) continue;
+            const u32 begin = cut_offsets[f], end = cut_offsets[f + 1], n_slots = end - begin;
+            u32 bin;
+            if (categorical[f]) {
+                const u32 code = (u32)x;
+                bin = code < n_slots ? code : n_slots;
+            } else {
+                u32 lo = begin, hi = end;
+                while (lo < hi) {
+                    const u32 mid = (lo + hi) / 2;
+                    if (cuts[mid] <= x) lo = mid + 1; else hi = mid;
+                }
+                bin = lo - begin;
+            }
+            out[k++] = (f << 16) | bin;
+        }
+        for (; k < row_stride; ++k) out[k] = NO_ENTRY;
+    }
+}
+
+// The bin of feature `f` in a compressed row, or `missing` when the row has no value for it.
+__device__ __forceinline__ u32 sparse_bin(const u32* row, u32 row_stride, u32 f, u32 missing) {
+    for (u32 k = 0; k < row_stride; ++k) {
+        const u32 e = row[k];
+        if (e == NO_ENTRY || (e >> 16) > f) break;
+        if ((e >> 16) == f) return e & 0xffffu;
+    }
+    return missing;
+}
+
+// As histogram.cu's build_histograms, over compressed rows (the same shared-memory layout).
+extern "C" __global__ void histogram_sparse(const u32* entries, u32 row_stride, const QuantGrad* grads,
+                                            const u32* ridx, const RowTask* tasks, u32 n_tasks,
+                                            const u32* slot_offsets, const u32* group_first_feature,
+                                            u32 total_slots, u32 rows_per_block, GradSum* hist) {
+    extern __shared__ int shared[];
+    __shared__ u32 group_stride;
+    const u32 f0 = group_first_feature[blockIdx.y], f1 = group_first_feature[blockIdx.y + 1];
+    if (threadIdx.x < 32) {
+        u32 widest = 0;
+        for (u32 f = f0 + threadIdx.x; f < f1; f += 32) widest = max(widest, slot_offsets[f + 1] - slot_offsets[f]);
+        for (int o = 16; o > 0; o /= 2) widest = max(widest, __shfl_xor_sync(0xffffffffu, widest, o));
+        if (threadIdx.x == 0) group_stride = widest;
+    }
+    __syncthreads();
+    const u32 slots_per_feature = group_stride, n_shared = (f1 - f0) * slots_per_feature;
+    int* acc_g = shared;
+    int* acc_h = shared + n_shared;
+    for (u32 i = threadIdx.x; i < 2 * n_shared; i += blockDim.x) shared[i] = 0;
+    __syncthreads();
+
+    const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
+    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
+    const u32 end = min(begin + rows_per_block, task.len);
+    for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
+        const u32 row = ridx[task.start + p];
+        const QuantGrad q = grads[row];
+        if (q.g == 0 && q.h == 0) continue;
+        const u32* r = entries + (u64)row * row_stride;
+        for (u32 k = 0; k < row_stride; ++k) {
+            const u32 e = r[k];
+            if (e == NO_ENTRY) break;
+            const u32 f = e >> 16;
+            if (f < f0 || f >= f1) continue;
+            const u32 slot = (f - f0) * slots_per_feature + (e & 0xffffu);
+            atomicAdd(&acc_g[slot], q.g);
+            atomicAdd(&acc_h[slot], q.h);
+        }
+    }
+    __syncthreads();
+
+    GradSum* out = hist + (u64)task.slot * total_slots;
+    for (u32 i = threadIdx.x; i < n_shared; i += blockDim.x) {
+        const u32 j = i / slots_per_feature, b = i - j * slots_per_feature;
+        const u32 first = slot_offsets[f0 + j];
+        if (b >= slot_offsets[f0 + j + 1] - first) continue;
+        const int g = acc_g[i], h = acc_h[i];
+        if (g != 0) atomicAdd((u64*)&out[first + b].g, (u64)(i64)g);
+        if (h != 0) atomicAdd((u64*)&out[first + b].h, (u64)(i64)h);
+    }
+}
+
+// Grid (n_features, n_tasks): each feature's missing slot = node total - its present bins.
+extern "C" __global__ void fill_missing(const EvalTask* tasks, const u32* slot_offsets, u32 total_slots,
+                                        GradSum* hist) {
+    __shared__ i64 sum_g[32], sum_h[32];
+    const u32 f = blockIdx.x;
+    const EvalTask task = tasks[blockIdx.y];
+    GradSum* h = hist + (u64)task.slot * total_slots + slot_offsets[f];
+    const u32 n_bins = slot_offsets[f + 1] - slot_offsets[f] - 1;
+    i64 g = 0, hh = 0;
+    for (u32 b = threadIdx.x; b < n_bins; b += blockDim.x) {
+        g += h[b].g;
+        hh += h[b].h;
+    }
+    for (int o = 16; o > 0; o /= 2) {
+        g += __shfl_xor_sync(0xffffffffu, g, o);
+        hh += __shfl_xor_sync(0xffffffffu, hh, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        sum_g[threadIdx.x / 32] = g;
+        sum_h[threadIdx.x / 32] = hh;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        i64 tg = 0, th = 0;
+        for (u32 w = 0; w < blockDim.x / 32; ++w) {
+            tg += sum_g[w];
+            th += sum_h[w];
+        }
+        h[n_bins].g = task.total.g - tg;
+        h[n_bins].h = task.total.h - th;
+    }
+}
+
+extern "C" __global__ void count_left_sparse(const u32* entries, u32 row_stride, const u32* ridx,
+                                             const RowTask* tasks, u32 n_tasks, const SplitRule* rules,
+                                             const u32* category_words, u32 rows_per_block, u8* flags,
+                                             u32* block_left) {
+    const u32 ti = find_task(tasks, n_tasks, blockIdx.x);
+    const RowTask task = tasks[ti];
+    const SplitRule rule = rules[ti];
+    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
+    const u32 end = min(begin + rows_per_block, task.len);
+    u32 count = 0;
+    for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
+        const u32 row = ridx[task.start + p];
+        const u32 bin = sparse_bin(entries + (u64)row * row_stride, row_stride, rule.feature, rule.missing_bin);
+        const bool left = rule_goes_left(rule, bin, category_words);
+        flags[task.start + p] = left;
+        count += left;
+    }
+    for (int o = 16; o > 0; o /= 2) count += __shfl_xor_sync(0xffffffffu, count, o);
+    __shared__ u32 block_count;
+    if (threadIdx.x == 0) block_count = 0;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0 && count) atomicAdd(&block_count, count);
+    __syncthreads();
+    if (threadIdx.x == 0) block_left[blockIdx.x] = block_count;
+}
+
+extern "C" __global__ void add_tree_sparse(const u32* entries, u32 row_stride, u32 n_rows, const TreeNode* nodes,
+                                           const u32* category_words, float* margin) {
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n_rows; i += gridDim.x * blockDim.x) {
+        const u32* r = entries + (u64)i * row_stride;
+        u32 n = 0;
+        while (nodes[n].left != NO_CHILD) {
+            const TreeNode node = nodes[n];
+            const u32 bin = sparse_bin(r, row_stride, node.feature, node.missing_bin);
+            const bool left = goes_left(bin, node.missing_bin, node.default_left, node.split_bin, node.category_start,
+                                        node.category_len, category_words);
+            n = left ? node.left : node.right;
+        }
+        margin[i] += nodes[n].value;
+    }
+}
