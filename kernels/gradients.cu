@@ -5,16 +5,63 @@
 
 #define OBJECTIVE_SQUARED_ERROR 0u
 #define OBJECTIVE_LOGISTIC 1u
+#define OBJECTIVE_PSEUDO_HUBER 2u
+#define OBJECTIVE_POISSON 3u
+#define OBJECTIVE_TWEEDIE 4u
+#define OBJECTIVE_SOFTMAX 5u
 
-__device__ __forceinline__ GradPair objective_gradient(u32 kind, float margin, float label, float w) {
+// The gradient pair of output c of row i; margins are class-major (output c of row i at
+// c * n + i). `param`: the Huber slope or the Tweedie power. Each formula repeats its Rust
+// twin in src/objective/ operation for operation.
+__device__ __forceinline__ GradPair objective_gradient(u32 kind, const float* margin, const float* label,
+                                                       const float* weight, u32 i, u32 n, u32 k, u32 c,
+                                                       float param) {
+    const float w = weight ? weight[i] : 1.0f;
+    const float y = label[i];
     GradPair p;
-    if (kind == OBJECTIVE_LOGISTIC) {
-        float prob = 1.0f / (1.0f + expf(-margin));
-        p.g = (prob - label) * w;
-        p.h = fmaxf(prob * (1.0f - prob), 1e-16f) * w;
-    } else {
-        p.g = (margin - label) * w;
-        p.h = w;
+    if (kind == OBJECTIVE_SOFTMAX) {
+        float max = -__int_as_float(0x7f800000);  // -infinity
+        for (u32 j = 0; j < k; ++j) max = fmaxf(max, margin[(u64)j * n + i]);
+        float sum = 0.0f, mine = 0.0f;
+        for (u32 j = 0; j < k; ++j) {
+            const float e = expf(margin[(u64)j * n + i] - max);
+            sum += e;
+            if (j == c) mine = e;
+        }
+        const float pc = mine / sum;
+        const float target = (u32)y == c ? 1.0f : 0.0f;
+        p.g = (pc - target) * w;
+        p.h = fmaxf(2.0f * pc * (1.0f - pc), 1e-16f) * w;
+        return p;
+    }
+    const float m = margin[(u64)c * n + i];
+    switch (kind) {
+        case OBJECTIVE_LOGISTIC: {
+            const float prob = 1.0f / (1.0f + expf(-m));
+            p.g = (prob - y) * w;
+            p.h = fmaxf(prob * (1.0f - prob), 1e-16f) * w;
+            break;
+        }
+        case OBJECTIVE_PSEUDO_HUBER: {
+            const float z = m - y;
+            const float s = sqrtf(1.0f + (z / param) * (z / param));
+            p.g = z / s * w;
+            p.h = w / (s * s * s);
+            break;
+        }
+        case OBJECTIVE_POISSON:
+            p.g = (expf(m) - y) * w;
+            p.h = expf(m + 0.7f) * w;
+            break;
+        case OBJECTIVE_TWEEDIE: {
+            const float a = expf((1.0f - param) * m), b = expf((2.0f - param) * m);
+            p.g = (-y * a + b) * w;
+            p.h = (-y * (1.0f - param) * a + (2.0f - param) * b) * w;
+            break;
+        }
+        default:
+            p.g = (m - y) * w;
+            p.h = w;
     }
     return p;
 }
@@ -35,12 +82,12 @@ __device__ __forceinline__ void max_into(Quantisation* q, float gm, float hm, bo
 // The objectives with a kernel never store float gradients: one pass finds the largest
 // magnitudes, a second recomputes each gradient and quantises it (a few flops per row are
 // cheaper than 8 bytes per row of device memory, written and read back).
-extern "C" __global__ void objective_max(u32 kind, const float* margin, const float* label, const float* weight, u32 n,
-                                         Quantisation* q) {
+extern "C" __global__ void objective_max(u32 kind, float param, const float* margin, const float* label,
+                                         const float* weight, u32 n, u32 k, u32 c, Quantisation* q) {
     float gm = 0.0f, hm = 0.0f;
     bool negative = false;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        GradPair p = objective_gradient(kind, margin[i], label[i], weight ? weight[i] : 1.0f);
+        GradPair p = objective_gradient(kind, margin, label, weight, i, n, k, c, param);
         gm = fmaxf(gm, fabsf(p.g));
         hm = fmaxf(hm, fabsf(p.h));
         negative |= p.h < 0.0f;
@@ -90,11 +137,12 @@ extern "C" __global__ void quantise(const GradPair* grads, u32 n, const Quantisa
         out[i] = quantise_pair(grads[i], gs, hs);
 }
 
-extern "C" __global__ void objective_quantise(u32 kind, const float* margin, const float* label, const float* weight,
-                                              u32 n, const Quantisation* q, QuantGrad* out) {
+extern "C" __global__ void objective_quantise(u32 kind, float param, const float* margin, const float* label,
+                                              const float* weight, u32 n, u32 k, u32 c, const Quantisation* q,
+                                              QuantGrad* out) {
     double gs = q->g_scale, hs = q->h_scale;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        out[i] = quantise_pair(objective_gradient(kind, margin[i], label[i], weight ? weight[i] : 1.0f), gs, hs);
+        out[i] = quantise_pair(objective_gradient(kind, margin, label, weight, i, n, k, c, param), gs, hs);
 }
 
 // Sum of the quantised pairs of rows ridx[0..n] (the root's total), into out (zeroed).

@@ -17,7 +17,6 @@ __device__ void build_histograms(const Bin* bins, u32 stride, const QuantGrad* g
     extern __shared__ int shared[];
     __shared__ u32 group_stride;
     const u32 f0 = group_first_feature[blockIdx.y], f1 = group_first_feature[blockIdx.y + 1];
-    const u32 s0 = slot_offsets[f0];
     // In shared memory every feature of the group gets the same number of slots (the group's
     // largest), so a bin's slot is j * stride + bin: no per-feature offset to look up.
     if (threadIdx.x < 32) {

@@ -50,7 +50,8 @@ extern "C" __global__ void histogram_sparse(const u32* entries, u32 row_stride, 
                                             const u32* ridx, const RowTask* tasks, u32 n_tasks,
                                             const u32* slot_offsets, const u32* group_first_feature,
                                             u32 total_slots, u32 rows_per_block, GradSum* hist) {
-    extern __shared__ int shared[];
+    extern __shared__ int sparse_shared[];
+    int* shared = sparse_shared;
     __shared__ u32 group_stride;
     const u32 f0 = group_first_feature[blockIdx.y], f1 = group_first_feature[blockIdx.y + 1];
     if (threadIdx.x < 32) {

@@ -234,8 +234,7 @@ impl<'a> Trainer<'a> {
                     self.data,
                     &self.cuts,
                     self.grow_params(),
-                    self.cfg.objective,
-                    self.k,
+                    self.cfg,
                     &margin,
                 )?;
                 self.boost(learner, callback)

@@ -21,7 +21,7 @@ use super::{device_error, DeviceMemory};
 use crate::backend::cpu::grow::next_batch;
 use crate::backend::cpu::GrowParams;
 use crate::backend::Learner;
-use crate::config::{GrowPolicy, Objective};
+use crate::config::{GrowPolicy, Objective, TrainConfig};
 use crate::data::{Dataset, FeatureCuts};
 use crate::error::{Error, Result};
 use crate::objective::{Loss, Targets};
@@ -225,11 +225,12 @@ impl Profile {
     }
 }
 
-/// How the round's gradients are computed: by a kernel (the value is the kernel's objective
-/// code, see kernels/gradients.cu), or on the host for the rest.
+/// How the round's gradients are computed: by a kernel (its objective code in
+/// kernels/gradients.cu and parameter), or on the host (ranking, whose pairs span a query
+/// group, and the losses with leaf refits).
 #[derive(Clone, Copy, PartialEq)]
 enum GradientKernel {
-    Device(u32),
+    Device { kind: u32, param: f32 },
     Host,
 }
 
@@ -261,6 +262,9 @@ pub struct GpuLearner<'r> {
     margin: CudaSlice<f32>,
     /// Float gradients of every output, for objectives computed on the host only.
     grads: Option<CudaSlice<GradPair>>,
+    /// With several outputs and gradients computed per tree on the device: the margins as the
+    /// round began, so that output c's gradients do not see this round's trees of outputs < c.
+    round_margin: Option<CudaSlice<f32>>,
     qgrads: CudaSlice<QuantGrad>,
     quant: CudaSlice<Quantisation>,
     root_sum: CudaSlice<GradSum>,
@@ -318,17 +322,18 @@ pub fn unsupported(objective: Objective, max_bin: usize) -> Option<String> {
 }
 
 impl<'r> GpuLearner<'r> {
-    /// Moves `data` to the device and prepares a fit of `k` outputs starting from `start_margin`
-    /// (class-major).
+    /// Moves `data` to the device and prepares a fit of `cfg`'s outputs starting from
+    /// `start_margin` (class-major).
     pub fn new(
         rt: &'r Runtime,
         data: &Dataset,
         cuts: &'r [FeatureCuts],
         params: GrowParams,
-        objective: Objective,
-        k: usize,
+        cfg: &TrainConfig,
         start_margin: &[f32],
     ) -> Result<Self> {
+        let (objective, k) = (cfg.objective, cfg.num_outputs());
+        let (huber_slope, tweedie_power) = (cfg.huber_slope, cfg.tweedie_variance_power);
         let stream = rt.stream.clone();
         let clock = Instant::now();
         let (n, nf) = (data.n_rows(), data.features.n_features());
@@ -337,7 +342,7 @@ impl<'r> GpuLearner<'r> {
         }
         let mut memory = DeviceMemory::default();
         // Everything the fit will hold, known before the first allocation.
-        let row_bytes = 4 * 2 + 4 * k + 8 * k + 8 + 4 * 2 + 1; // labels, weights, margins, gradients, ...
+        let row_bytes = 4 * 2 + 8 * k + 8 * k + 8 + 4 * 2 + 1; // labels, weights, margins (x2), gradients, ...
         let estimate = n * (DeviceMatrix::plan(&data.features, cuts).bytes_per_row() + row_bytes);
         DeviceMemory::check_fits(&stream, estimate)?;
 
@@ -392,16 +397,25 @@ impl<'r> GpuLearner<'r> {
             None => None,
         };
         let margin = memory.upload(&stream, start_margin)?;
+        let device = |kind, param: f64| GradientKernel::Device { kind, param: param as f32 };
         let gradient_kernel = match objective {
-            Objective::SquaredError => GradientKernel::Device(0),
-            Objective::BinaryLogistic => GradientKernel::Device(1),
+            Objective::SquaredError => device(0, 0.0),
+            Objective::BinaryLogistic => device(1, 0.0),
+            Objective::PseudoHuber => device(2, huber_slope),
+            Objective::Poisson => device(3, 0.0),
+            Objective::Tweedie => device(4, tweedie_power),
+            Objective::MultiSoftprob | Objective::MultiSoftmax => device(5, 0.0),
             _ => GradientKernel::Host,
         };
         let mut learner = GpuLearner {
             rt,
             grads: match gradient_kernel {
                 GradientKernel::Host => Some(memory.zeros(&stream, n * k)?),
-                GradientKernel::Device(_) => None,
+                GradientKernel::Device { .. } => None,
+            },
+            round_margin: match gradient_kernel {
+                GradientKernel::Device { .. } if k > 1 => Some(memory.zeros(&stream, n * k)?),
+                _ => None,
             },
             qgrads: memory.zeros(&stream, n)?,
             quant: memory.zeros(&stream, 1)?,
@@ -540,24 +554,25 @@ impl GpuLearner<'_> {
         // SAFETY (all launches below): arguments match the kernels' signatures in order and
         // type; buffers are at least as long as the counts passed with them.
         match (self.gradient_kernel, &self.grads) {
-            (GradientKernel::Device(kind), _) => {
-                let margin = self.margin.slice(c * self.n..(c + 1) * self.n);
+            (GradientKernel::Device { kind, param }, _) => {
+                let (k, c32) = (self.k as u32, c as u32);
+                let margin = self.round_margin.as_ref().unwrap_or(&self.margin);
                 let mut launch = s.launch_builder(&self.rt.kernels.objective_max);
-                launch.arg(&kind).arg(&margin).arg(&self.label);
+                launch.arg(&kind).arg(&param).arg(margin).arg(&self.label);
                 match &self.weight {
                     Some(w) => launch.arg(w),
                     None => launch.arg(&null),
                 };
-                launch.arg(&n).arg(&mut self.quant);
+                launch.arg(&n).arg(&k).arg(&c32).arg(&mut self.quant);
                 unsafe { launch.launch(g) }.map_err(device_error)?;
                 finish_quantisation(&s, self.rt, &mut self.quant)?;
                 let mut launch = s.launch_builder(&self.rt.kernels.objective_quantise);
-                launch.arg(&kind).arg(&margin).arg(&self.label);
+                launch.arg(&kind).arg(&param).arg(margin).arg(&self.label);
                 match &self.weight {
                     Some(w) => launch.arg(w),
                     None => launch.arg(&null),
                 };
-                launch.arg(&n).arg(&self.quant).arg(&mut self.qgrads);
+                launch.arg(&n).arg(&k).arg(&c32).arg(&self.quant).arg(&mut self.qgrads);
                 unsafe { launch.launch(g) }.map_err(device_error)?;
             }
             (GradientKernel::Host, Some(all)) => {
@@ -1169,7 +1184,11 @@ impl Learner for GpuLearner<'_> {
             loss.gradients(&self.host_margin, targets, &mut self.host_grads);
             s.memcpy_htod(&self.host_grads, grads).map_err(device_error)?;
         }
-        // Objectives with a kernel compute their gradients as they quantise them (per tree).
+        // Objectives with a kernel compute their gradients as they quantise them (per tree),
+        // from the margins as the round began.
+        if let Some(round) = &mut self.round_margin {
+            s.memcpy_dtod(&self.margin, round).map_err(device_error)?;
+        }
         self.profile.lap(&s, Stage::Gradients);
         Ok(())
     }
