@@ -58,3 +58,28 @@ def test_gpu_fits_equal_cpu_fits_in_select_and_group_by(train_df):
         p = df.select(pl.col(FEATURES).gbt.predict(cpu))["f0"].to_numpy()
         q = df.select(pl.col(FEATURES).gbt.predict(cuda))["f0"].to_numpy()
         assert np.array_equal(p, q)
+
+
+@gpu
+def test_out_of_memory_is_a_clear_error_and_frees_everything(train_df):
+    cupy = pytest.importorskip("cupy")
+    assert polars_gbt.cuda_available()  # the runtime (context, kernels) starts before the squeeze
+    big = pl.concat([train_df] * 300)  # 2M rows: ~150 MiB on the device, far more than is left
+    # Leave the GPU less free memory than the fit needs (about 40 bytes a row, plus the bins):
+    # take it in ever smaller pieces until nothing more is given.
+    hog, piece = [], 1 << 30
+    while piece >= 1 << 20:
+        try:
+            hog.append(cupy.empty(piece, dtype=cupy.uint8))
+        except cupy.cuda.memory.OutOfMemoryError:
+            piece //= 2
+    try:
+        with pytest.raises(pl.exceptions.ComputeError, match="out of memory.*MiB") as info:
+            big.select(pl.col(FEATURES).gbt.fit("y", device="cuda", **PARAMS))
+        assert "panicked" not in str(info.value)
+    finally:
+        del hog
+        cupy.get_default_memory_pool().free_all_blocks()
+    # Nothing leaked: the same fit now runs.
+    model = big.select(pl.col(FEATURES).gbt.fit("y", device="cuda", **PARAMS)).item()
+    assert polars_gbt.Model.from_bytes(model).num_trees == PARAMS["n_estimators"]
