@@ -142,6 +142,14 @@ fn crafted_models_fail_validation_not_prediction() {
     assert_err(edit(&|v| v["model"]["trees"][0]["left"][0] = 10_000.into()), &["tree 0", "outside the tree"]);
     assert_err(edit(&|v| v["model"]["trees"][0]["feature"][0] = 57.into()), &["feature 57"]);
     assert_err(edit(&|v| v["model"]["trees"][0]["right"] = serde_json::json!([])), &["differ in length"]);
+    // A node with two parents (found by tests/fuzz_models.rs): not a tree.
+    assert_err(
+        edit(&|v| {
+            let left = v["model"]["trees"][0]["left"][0].clone();
+            v["model"]["trees"][0]["right"][0] = left;
+        }),
+        &["not a tree"],
+    );
     assert_err(edit(&|v| v["version"] = 7.into()), &["newer"]);
     assert_err(edit(&|v| v["model"]["base_margin"] = serde_json::json!([])), &["base margin"]);
 }

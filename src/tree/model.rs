@@ -221,6 +221,21 @@ impl Tree {
                 return Err(Error::model(format!("node {i} has a non-finite value")));
             }
         }
+        // A proper tree: every node but the root is the child of exactly one split (so a walk
+        // is finite and the flattened layouts hold each node once).
+        let mut parents = vec![0u8; n];
+        for i in 0..n {
+            for c in [self.left[i], self.right[i]] {
+                if c != NO_CHILD && (c as usize) < n {
+                    parents[c as usize] = parents[c as usize].saturating_add(1);
+                }
+            }
+        }
+        if parents[0] != 0 || parents[1..].iter().any(|&p| p != 1) {
+            return Err(Error::model(
+                "nodes are not a tree: some node has no parent, two parents, or is the root's child",
+            ));
+        }
         Ok(())
     }
 }
