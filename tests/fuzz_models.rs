@@ -125,9 +125,8 @@ fn mutate(rng: &mut Rng, input: &mut Vec<u8>, start: usize) {
             let v = extremes[rng.below(extremes.len())].to_le_bytes();
             let width = if rng.below(2) == 0 { 4 } else { 8 };
             let at = start + rng.below(span);
-            for k in 0..width.min(input.len() - at) {
-                input[at + k] = v[k];
-            }
+            let n = width.min(input.len() - at);
+            input[at..at + n].copy_from_slice(&v[..n]);
         }
         2 => input.truncate(start + rng.below(span)),
         3 => {

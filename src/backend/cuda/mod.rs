@@ -12,11 +12,14 @@
 //! The host drives the growth of a tree as the CPU grower does, and reads back only small
 //! things: each level's row counts and best splits (a few bytes per node).
 
+mod buffers;
 pub mod data;
+mod grow;
 pub mod kernels;
 pub mod layout;
 pub mod learner;
 pub mod runtime;
+mod steps;
 
 use std::sync::Arc;
 

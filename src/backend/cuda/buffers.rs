@@ -1,0 +1,157 @@
+//! Host and device buffers of a GPU fit: the pinned upload arena, growable device scratch
+//! buffers, and the pool of node histograms.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
+
+use super::layout::GradSum;
+use super::{device_error, DeviceMemory};
+use crate::error::Result;
+
+/// Small uploads (a level's tasks, rules, masks) go through one pinned host buffer, so they
+/// stay asynchronous: cudarc copies from pageable memory only after draining the stream. The
+/// buffer is reused from its start after each download, which drains the stream anyway.
+pub(super) struct UploadArena {
+    host: PinnedHostSlice<u8>,
+    base: *mut u8,
+    used: usize,
+}
+
+impl UploadArena {
+    const BYTES: usize = 4 << 20;
+
+    pub(super) fn new(stream: &Arc<CudaStream>) -> Result<Self> {
+        // SAFETY: the buffer is written only at offsets no queued copy reads (see `upload`).
+        let mut host = unsafe { stream.context().alloc_pinned::<u8>(Self::BYTES) }.map_err(device_error)?;
+        let base = host.as_mut_ptr().map_err(device_error)?;
+        Ok(UploadArena { host, base, used: 0 })
+    }
+
+    /// Queues a copy of `data` into the front of `dst`.
+    pub(super) fn upload<T: DeviceRepr>(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        data: &[T],
+        dst: &mut CudaSlice<T>,
+    ) -> Result<()> {
+        let bytes = std::mem::size_of_val(data);
+        if bytes == 0 {
+            return Ok(());
+        }
+        assert!(dst.len() >= data.len(), "upload larger than its destination");
+        if bytes > Self::BYTES {
+            return stream.memcpy_htod(data, &mut dst.slice_mut(..data.len())).map_err(device_error);
+        }
+        let mut start = self.used.next_multiple_of(16);
+        if start + bytes > self.host.len() {
+            // Every queued copy out of the buffer must finish before it is overwritten.
+            stream.synchronize().map_err(device_error)?;
+            start = 0;
+        }
+        // SAFETY: [start, start + bytes) lies in the pinned buffer and no queued copy reads it
+        // (copies queued since the last drain use earlier offsets); T is plain data.
+        let staged = unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr() as *const u8, self.base.add(start), bytes);
+            std::slice::from_raw_parts(self.base.add(start) as *const T, data.len())
+        };
+        let (dst_ptr, _record) = dst.device_ptr_mut(stream);
+        // SAFETY: the destination holds at least data.len() elements; the source is pinned and
+        // stays untouched until the stream passes this copy.
+        unsafe { cudarc::driver::result::memcpy_htod_async(dst_ptr, staged, stream.cu_stream()) }
+            .map_err(device_error)?;
+        self.used = start + bytes;
+        Ok(())
+    }
+
+    /// After the stream has been drained: the whole buffer is free again.
+    pub(super) fn drained(&mut self) {
+        self.used = 0;
+    }
+}
+
+/// A device buffer that grows to the largest size asked of it.
+pub(super) struct Scratch<T: DeviceRepr + ValidAsZeroBits> {
+    pub(super) buf: CudaSlice<T>,
+}
+
+impl<T: DeviceRepr + ValidAsZeroBits> Scratch<T> {
+    pub(super) fn new(memory: &mut DeviceMemory, stream: &Arc<CudaStream>, len: usize) -> Result<Self> {
+        Ok(Scratch { buf: memory.zeros(stream, len)? })
+    }
+
+    pub(super) fn reserve(&mut self, memory: &mut DeviceMemory, stream: &Arc<CudaStream>, len: usize) -> Result<()> {
+        if len > self.buf.len() {
+            memory.allocated -= self.buf.len() * std::mem::size_of::<T>();
+            self.buf = memory.zeros(stream, len.max(self.buf.len() * 2))?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn upload(
+        &mut self,
+        memory: &mut DeviceMemory,
+        arena: &mut UploadArena,
+        stream: &Arc<CudaStream>,
+        data: &[T],
+    ) -> Result<()> {
+        self.reserve(memory, stream, data.len())?;
+        arena.upload(stream, data, &mut self.buf)
+    }
+}
+
+/// Histograms of the nodes that may still split, one slot each, in one growable buffer.
+pub(super) struct HistPool {
+    pub(super) buf: CudaSlice<GradSum>,
+    pub(super) capacity: u32,
+    pub(super) free: Vec<u32>,
+    pub(super) total_slots: usize,
+}
+
+impl HistPool {
+    /// Room for `slots` histograms at once, allocated up front.
+    pub(super) fn reserve(&mut self, memory: &mut DeviceMemory, stream: &Arc<CudaStream>, slots: u32) -> Result<()> {
+        if slots > self.capacity {
+            memory.allocated -= self.buf.len() * std::mem::size_of::<GradSum>();
+            self.buf = memory.zeros::<GradSum>(stream, slots as usize * self.total_slots)?;
+            self.free = (0..slots).rev().collect();
+            self.capacity = slots;
+        }
+        Ok(())
+    }
+
+    pub(super) fn alloc(&mut self, memory: &mut DeviceMemory, stream: &Arc<CudaStream>) -> Result<u32> {
+        if let Some(s) = self.free.pop() {
+            return Ok(s);
+        }
+        // Double the pool, keeping the histograms in use.
+        let new_capacity = (self.capacity * 2).max(8);
+        let mut grown = memory.zeros::<GradSum>(stream, new_capacity as usize * self.total_slots)?;
+        if self.capacity > 0 {
+            let used = self.capacity as usize * self.total_slots;
+            stream.memcpy_dtod(&self.buf.slice(..used), &mut grown.slice_mut(..used)).map_err(device_error)?;
+        }
+        memory.allocated -= self.buf.len() * std::mem::size_of::<GradSum>();
+        self.buf = grown;
+        self.free.extend((self.capacity..new_capacity).rev());
+        self.capacity = new_capacity;
+        Ok(self.free.pop().unwrap())
+    }
+
+    pub(super) fn release(&mut self, slot: u32) {
+        self.free.push(slot);
+    }
+}
+
+/// Copies the first `len` elements of `src` to the host, which drains the stream (and so frees
+/// the upload arena).
+pub(super) fn download<T: DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    arena: &mut UploadArena,
+    src: &CudaSlice<T>,
+    len: usize,
+) -> Result<Vec<T>> {
+    let v = stream.clone_dtoh(&src.slice(..len)).map_err(device_error)?;
+    arena.drained();
+    Ok(v)
+}
