@@ -9,16 +9,12 @@
 // Integer addition is associative, so the result is the same in any order: bitwise equal to
 // the CPU's histogram.
 
-template <typename Bin>
-__device__ void build_histograms(const Bin* bins, u32 stride, const QuantGrad* grads, const u32* ridx,
-                                 const RowTask* tasks, u32 n_tasks, const u32* slot_offsets,
-                                 const u32* group_first_feature, u32 total_slots, u32 rows_per_block,
-                                 GradSum* hist) {
-    extern __shared__ int shared[];
+// The shared-memory histogram of one feature group: every feature of the group gets the same
+// number of slots (the group's largest), so a bin's slot is j * stride + bin with no
+// per-feature offset to look up; g and h sums sit in separate arrays (interleaved, a warp's
+// g atomics could reach only the even banks). Zeroes it and returns the stride.
+__device__ u32 start_group_histogram(const u32* slot_offsets, u32 f0, u32 f1, int* shared) {
     __shared__ u32 group_stride;
-    const u32 f0 = group_first_feature[blockIdx.y], f1 = group_first_feature[blockIdx.y + 1];
-    // In shared memory every feature of the group gets the same number of slots (the group's
-    // largest), so a bin's slot is j * stride + bin: no per-feature offset to look up.
     if (threadIdx.x < 32) {
         u32 widest = 0;
         for (u32 f = f0 + threadIdx.x; f < f1; f += 32) widest = max(widest, slot_offsets[f + 1] - slot_offsets[f]);
@@ -26,13 +22,36 @@ __device__ void build_histograms(const Bin* bins, u32 stride, const QuantGrad* g
         if (threadIdx.x == 0) group_stride = widest;
     }
     __syncthreads();
-    const u32 slots_per_feature = group_stride, n_shared = (f1 - f0) * slots_per_feature;
-    // g and h sums in separate arrays: interleaved, a warp's g atomics could reach only the
-    // even banks (twice the conflicts).
+    const u32 stride = group_stride;
+    for (u32 i = threadIdx.x; i < 2 * (f1 - f0) * stride; i += blockDim.x) shared[i] = 0;
+    __syncthreads();
+    return stride;
+}
+
+// Adds a block's non-zero shared sums to the node's histogram (after a __syncthreads).
+__device__ void flush_group_histogram(const int* shared, u32 n_shared, u32 stride, const u32* slot_offsets, u32 f0,
+                                      GradSum* out) {
+    for (u32 i = threadIdx.x; i < n_shared; i += blockDim.x) {
+        const u32 j = i / stride, b = i - j * stride;
+        const u32 first = slot_offsets[f0 + j];
+        if (b >= slot_offsets[f0 + j + 1] - first) continue;
+        const int g = shared[i], h = shared[n_shared + i];
+        if (g != 0) atomicAdd((u64*)&out[first + b].g, (u64)(i64)g);
+        if (h != 0) atomicAdd((u64*)&out[first + b].h, (u64)(i64)h);
+    }
+}
+
+template <typename Bin>
+__device__ void build_histograms(const Bin* bins, u32 stride, const QuantGrad* grads, const u32* ridx,
+                                 const RowTask* tasks, u32 n_tasks, const u32* slot_offsets,
+                                 const u32* group_first_feature, u32 total_slots, u32 rows_per_block,
+                                 GradSum* hist) {
+    extern __shared__ int shared[];
+    const u32 f0 = group_first_feature[blockIdx.y], f1 = group_first_feature[blockIdx.y + 1];
+    const u32 slots_per_feature = start_group_histogram(slot_offsets, f0, f1, shared);
+    const u32 n_shared = (f1 - f0) * slots_per_feature;
     int* acc_g = shared;
     int* acc_h = shared + n_shared;
-    for (u32 i = threadIdx.x; i < 2 * n_shared; i += blockDim.x) shared[i] = 0;
-    __syncthreads();
 
     const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
     const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
@@ -61,15 +80,7 @@ __device__ void build_histograms(const Bin* bins, u32 stride, const QuantGrad* g
     }
     __syncthreads();
 
-    GradSum* out = hist + (u64)task.slot * total_slots;
-    for (u32 i = threadIdx.x; i < n_shared; i += blockDim.x) {
-        const u32 j = i / slots_per_feature, b = i - j * slots_per_feature;
-        const u32 first = slot_offsets[f0 + j];
-        if (b >= slot_offsets[f0 + j + 1] - first) continue;
-        const int g = acc_g[i], h = acc_h[i];
-        if (g != 0) atomicAdd((u64*)&out[first + b].g, (u64)(i64)g);
-        if (h != 0) atomicAdd((u64*)&out[first + b].h, (u64)(i64)h);
-    }
+    flush_group_histogram(shared, n_shared, slots_per_feature, slot_offsets, f0, hist + (u64)task.slot * total_slots);
 }
 
 #define HISTOGRAM_KERNEL(BIN)                                                                                  \

@@ -16,19 +16,7 @@ extern "C" __global__ void bin_sparse_block(const float* values, u32 block_rows,
         for (u32 f = 0; f < n_features && k < row_stride; ++f) {
             const float x = values[(u64)f * block_rows + r];
             if (isnan(x)) continue;
-            const u32 begin = cut_offsets[f], end = cut_offsets[f + 1], n_slots = end - begin;
-            u32 bin;
-            if (categorical[f]) {
-                const u32 code = (u32)x;
-                bin = code < n_slots ? code : n_slots;
-            } else {
-                u32 lo = begin, hi = end;
-                while (lo < hi) {
-                    const u32 mid = (lo + hi) / 2;
-                    if (cuts[mid] <= x) lo = mid + 1; else hi = mid;
-                }
-                bin = lo - begin;
-            }
+            const u32 bin = value_bin(x, f, cuts, cut_offsets, categorical);
             out[k++] = (f << 16) | bin;
         }
         for (; k < row_stride; ++k) out[k] = NO_ENTRY;
@@ -51,21 +39,11 @@ extern "C" __global__ void histogram_sparse(const u32* entries, u32 row_stride, 
                                             const u32* slot_offsets, const u32* group_first_feature,
                                             u32 total_slots, u32 rows_per_block, GradSum* hist) {
     extern __shared__ int sparse_shared[];
-    int* shared = sparse_shared;
-    __shared__ u32 group_stride;
     const u32 f0 = group_first_feature[blockIdx.y], f1 = group_first_feature[blockIdx.y + 1];
-    if (threadIdx.x < 32) {
-        u32 widest = 0;
-        for (u32 f = f0 + threadIdx.x; f < f1; f += 32) widest = max(widest, slot_offsets[f + 1] - slot_offsets[f]);
-        for (int o = 16; o > 0; o /= 2) widest = max(widest, __shfl_xor_sync(0xffffffffu, widest, o));
-        if (threadIdx.x == 0) group_stride = widest;
-    }
-    __syncthreads();
-    const u32 slots_per_feature = group_stride, n_shared = (f1 - f0) * slots_per_feature;
-    int* acc_g = shared;
-    int* acc_h = shared + n_shared;
-    for (u32 i = threadIdx.x; i < 2 * n_shared; i += blockDim.x) shared[i] = 0;
-    __syncthreads();
+    const u32 slots_per_feature = start_group_histogram(slot_offsets, f0, f1, sparse_shared);
+    const u32 n_shared = (f1 - f0) * slots_per_feature;
+    int* acc_g = sparse_shared;
+    int* acc_h = sparse_shared + n_shared;
 
     const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
     const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
@@ -87,15 +65,8 @@ extern "C" __global__ void histogram_sparse(const u32* entries, u32 row_stride, 
     }
     __syncthreads();
 
-    GradSum* out = hist + (u64)task.slot * total_slots;
-    for (u32 i = threadIdx.x; i < n_shared; i += blockDim.x) {
-        const u32 j = i / slots_per_feature, b = i - j * slots_per_feature;
-        const u32 first = slot_offsets[f0 + j];
-        if (b >= slot_offsets[f0 + j + 1] - first) continue;
-        const int g = acc_g[i], h = acc_h[i];
-        if (g != 0) atomicAdd((u64*)&out[first + b].g, (u64)(i64)g);
-        if (h != 0) atomicAdd((u64*)&out[first + b].h, (u64)(i64)h);
-    }
+    flush_group_histogram(sparse_shared, n_shared, slots_per_feature, slot_offsets, f0,
+                          hist + (u64)task.slot * total_slots);
 }
 
 // Grid (n_features, n_tasks): each feature's missing slot = node total - its present bins.
