@@ -31,11 +31,31 @@ def _point_at_pip_nvrtc() -> None:
 
 _point_at_pip_nvrtc()
 
+from polars_gbt._errors import (  # noqa: E402
+    ColumnError,
+    DataError,
+    DeviceError,
+    FileError,
+    GbtError,
+    ModelError,
+    ModelVersionError,
+    ParameterError,
+)
 from polars_gbt._model import Model, train  # noqa: E402
 from polars_gbt._namespace import GbtNamespace  # noqa: E402
 from polars_gbt._plot import plot_importance, plot_metric  # noqa: E402
 
-__all__ = ["cuda_available", "GBTClassifier", "GBTRanker", "GBTRegressor", "GbtNamespace", "Model", "plot_importance", "plot_metric", "train"]
+__all__ = [
+    "ColumnError",
+    "DataError",
+    "DeviceError",
+    "FileError",
+    "GbtError",
+    "ModelError",
+    "ModelVersionError",
+    "ParameterError",
+    "cuda_available",
+    "GBTClassifier", "GBTRanker", "GBTRegressor", "GbtNamespace", "Model", "plot_importance", "plot_metric", "train"]
 
 
 def cuda_available() -> bool:

@@ -10,6 +10,7 @@ from typing import Any, Callable, TypeVar
 import polars as pl
 
 from polars_gbt import _internal
+from polars_gbt._errors import translated
 
 
 T = TypeVar("T")
@@ -58,13 +59,14 @@ class Model:
     """
 
     def __init__(self, data: bytes) -> None:
-        _internal.model_check(data)
+        with translated():
+            _internal.model_check(data)
         self._bytes = bytes(data)
         self._summary: dict[str, Any] = json.loads(_internal.model_summary(self._bytes))
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray) -> Model:
-        """A model from its bytes (binary or JSON form); raises ValueError if corrupt."""
+        """A model from its bytes (binary or JSON form); raises ModelError (a ValueError) if corrupt."""
         return cls(bytes(data))
 
     @classmethod
@@ -75,7 +77,8 @@ class Model:
     @classmethod
     def from_json(cls, text: str) -> Model:
         """A model from :meth:`to_json`'s output."""
-        return cls(_internal.model_from_json(text))
+        with translated():
+            return cls(_internal.model_from_json(text))
 
     def save(self, path: str | Path) -> None:
         """Write the model (versioned, checksummed binary format) to ``path``."""
@@ -224,7 +227,8 @@ def train(
         )
         params["eval_set"] = pl.col(marker)
     query = frame.select(pl.col(features).gbt.fit(pl.col(target), **params).alias("model"))
-    out = run_interruptibly(query.collect)
+    with translated():
+        out = run_interruptibly(query.collect)
     return Model.from_bytes(out["model"][0])
 
 

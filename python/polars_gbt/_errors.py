@@ -1,0 +1,93 @@
+"""The exceptions of polars-gbt.
+
+Every error of the Rust core is one of these when it reaches Python through
+``polars_gbt.train``, ``polars_gbt.Model`` or the scikit-learn estimators; each message names
+the parameter, column or file at fault. Inside a hand-written query
+(``df.select(pl.col(...).gbt.fit(...))``) Polars itself raises the error, as
+``polars.exceptions.ComputeError`` with the same message.
+
+Examples
+--------
+>>> import polars as pl, polars_gbt
+>>> df = pl.DataFrame({"a": [1.0, 2.0] * 10, "y": [0.0, 1.0] * 10})
+>>> try:
+...     polars_gbt.train(df, target="y", max_dpeth=3)
+... except polars_gbt.ParameterError as e:
+...     print(type(e).__name__, str(e).startswith("invalid parameter `max_dpeth`"))
+ParameterError True
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import polars as pl
+
+
+class GbtError(Exception):
+    """Base class of every error polars-gbt raises."""
+
+
+class ParameterError(GbtError, ValueError):
+    """A training parameter is unknown, mistyped, or out of range."""
+
+
+class ColumnError(GbtError, ValueError):
+    """A feature, label, weight or group column cannot be used as given."""
+
+
+class DataError(GbtError, ValueError):
+    """The data as a whole cannot be used (empty, mismatched lengths, nothing to split on)."""
+
+
+class ModelError(GbtError, ValueError):
+    """A model file or its bytes are corrupt, truncated or inconsistent."""
+
+
+class ModelVersionError(ModelError):
+    """A model was written by a newer version of the format."""
+
+
+class DeviceError(GbtError, RuntimeError):
+    """The requested device cannot be used (no GPU, no NVRTC, out of GPU memory, ...)."""
+
+
+class FileError(GbtError, OSError):
+    """Reading or writing a model file failed."""
+
+
+# How the Rust errors' messages begin (src/error.rs), in the order to try them.
+_KINDS: list[tuple[str, type[GbtError]]] = [
+    ("invalid parameter `", ParameterError),
+    ("column `", ColumnError),
+    ("invalid data: ", DataError),
+    ("invalid model: ", ModelError),
+    ("model format version ", ModelVersionError),
+    ("device: ", DeviceError),
+    ("i/o: ", FileError),
+]
+
+
+def _classify(message: str) -> tuple[type[GbtError], str] | None:
+    # Polars may put its own words before a plugin's message: find ours within.
+    found = [(message.find(prefix), cls) for prefix, cls in _KINDS if prefix in message]
+    if not found:
+        return None
+    at, cls = min(found, key=lambda f: f[0])
+    return cls, message[at:].strip()
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    """Re-raises the Rust core's errors as the matching ``GbtError`` subclass."""
+    try:
+        yield
+    except (pl.exceptions.ComputeError, ValueError, OSError) as e:
+        if isinstance(e, GbtError):
+            raise
+        kind = _classify(str(e))
+        if kind is None:
+            raise
+        cls, message = kind
+        raise cls(message) from e

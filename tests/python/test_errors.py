@@ -1,0 +1,51 @@
+"""Errors as documented exceptions (issue 6, point 6): every Rust error reaching Python
+through polars_gbt.train, Model or the estimators is a polars_gbt.GbtError subclass naming
+the parameter, column or file at fault (and, for compatibility, still a ValueError where it
+was one)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from conftest import FEATURES
+
+import polars_gbt
+from polars_gbt import ColumnError, DataError, DeviceError, GbtError, ModelError, ModelVersionError, ParameterError
+
+
+def test_training_errors_have_their_class_and_name_the_culprit(train_df):
+    df = train_df.head(300)
+    with pytest.raises(ParameterError, match="max_dpeth") as info:
+        polars_gbt.train(df, target="y", max_dpeth=3)
+    assert isinstance(info.value, GbtError) and isinstance(info.value, ValueError)
+    with pytest.raises(ParameterError, match="learning_rate"):
+        polars_gbt.train(df, target="y", learning_rate=-1)
+    with pytest.raises(ColumnError, match="label"):
+        polars_gbt.train(df.with_columns(y=pl.col("y") * 3), target="y", objective="binary:logistic")
+    with pytest.raises(DataError, match="entirely missing"):
+        polars_gbt.train(df.select(pl.lit(None, dtype=pl.Float32).alias("a"), "y"), target="y")
+
+
+def test_model_errors_have_their_class():
+    with pytest.raises(ModelError, match="magic|too short") as info:
+        polars_gbt.Model.from_bytes(b"definitely not a model")
+    assert isinstance(info.value, ValueError)
+    df = pl.DataFrame({"a": [0.0, 1.0] * 20, "y": [0.0, 1.0] * 20})
+    good = polars_gbt.train(df, target="y", n_estimators=2).to_bytes()
+    newer = good[:8] + (99).to_bytes(4, "little") + good[12:]
+    with pytest.raises(ModelVersionError, match="newer"):
+        polars_gbt.Model.from_bytes(newer)
+    with pytest.raises(ModelError, match="JSON"):
+        polars_gbt.Model.from_json("{not json")
+
+
+@pytest.mark.skipif(polars_gbt.cuda_available(), reason="a GPU is present")
+def test_device_errors_have_their_class(train_df):
+    with pytest.raises(DeviceError, match='device="cuda" cannot be used'):
+        polars_gbt.train(train_df.head(100), target="y", device="cuda")
+
+
+def test_expressions_keep_polars_compute_error(train_df):
+    # Inside a hand-written query Polars raises; the message is the same.
+    with pytest.raises(pl.exceptions.ComputeError, match="invalid parameter `max_dpeth`"):
+        train_df.head(100).select(pl.col(FEATURES).gbt.fit("y", max_dpeth=3))
