@@ -46,7 +46,7 @@ pub fn train_with_callback(
     callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
 ) -> Result<Model> {
     cfg.validate()?;
-    let (backend, _) = crate::backend::select(cfg, data)?;
+    let (backend, _) = crate::backend::select(cfg)?;
     let mut run = || Trainer::new(cfg, data, evals)?.run(backend, callback);
     if cfg.n_jobs > 0 {
         let pool = rayon::ThreadPoolBuilder::new()

@@ -323,7 +323,7 @@ fn cuda_without_support_is_a_clear_error_and_auto_falls_back() {
     cfg.device = polars_gbt::Device::Auto;
     let model = train(&cfg, &data, &[]).expect("auto falls back to the CPU");
     assert_eq!(model.trees().len(), 3);
-    let (backend, note) = polars_gbt::backend::select(&cfg, &data).unwrap();
+    let (backend, note) = polars_gbt::backend::select(&cfg).unwrap();
     assert_eq!(backend, polars_gbt::backend::Backend::Cpu);
     assert!(note.unwrap().contains("trains on the CPU"));
 }

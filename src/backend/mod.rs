@@ -8,7 +8,6 @@ pub mod cpu;
 pub mod cuda;
 
 use crate::config::{Device, TrainConfig};
-use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::objective::{Loss, Targets};
 use crate::tree::Tree;
@@ -31,7 +30,7 @@ pub enum Backend {
 
 /// The backend for `cfg` on `data`, and, when `device="auto"` chose the CPU, why.
 /// `device="cuda"` that cannot run is an error that says why.
-pub fn select(cfg: &TrainConfig, _data: &Dataset) -> Result<(Backend, Option<String>)> {
+pub fn select(cfg: &TrainConfig) -> Result<(Backend, Option<String>)> {
     match cfg.device {
         Device::Cpu => Ok((Backend::Cpu, None)),
         Device::Cuda => match cuda_obstacle(cfg) {

@@ -91,19 +91,13 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
         Ok(true)
     };
     // With verbose output, say where the fit runs when "auto" chose the CPU (and why).
-    let note = |d: &Dataset| {
-        if every > 0 {
-            if let Ok((_, Some(note))) = crate::backend::select(&cfg, d) {
-                eprintln!("polars-gbt: {note}");
-            }
+    if every > 0 {
+        if let Ok((_, Some(note))) = crate::backend::select(&cfg) {
+            eprintln!("polars-gbt: {note}");
         }
-    };
+    }
     let model = match eval_set {
-        None => {
-            let d = dataset(None)?;
-            note(&d);
-            train_with_callback(&cfg, &d, &[], &mut log)
-        }
+        None => train_with_callback(&cfg, &dataset(None)?, &[], &mut log),
         Some(mask) => {
             if mask.dtype() != &DataType::Boolean {
                 polars_bail!(ComputeError: "eval_set must be a boolean expression marking validation rows, not {}", mask.dtype());
@@ -116,7 +110,6 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
                 (0..mask.len() as IdxSize).partition(|&i| mask.get(i as usize).unwrap_or(false));
             let fit = dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, fit)))?;
             let valid = dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, valid)))?;
-            note(&fit);
             train_with_callback(&cfg, &fit, &[("valid", &valid)], &mut log)
         }
     }

@@ -72,8 +72,14 @@ impl DeviceMatrix {
         }
     }
 
-    /// Bins `frame` with `cuts` on the device.
-    pub fn upload(rt: &Runtime, memory: &mut DeviceMemory, frame: &FeatureFrame, cuts: &[FeatureCuts]) -> Result<Self> {
+    /// Bins `frame` with `cuts` on the device, stored as `layout` (from [`DeviceMatrix::plan`]).
+    pub fn upload(
+        rt: &Runtime,
+        memory: &mut DeviceMemory,
+        frame: &FeatureFrame,
+        cuts: &[FeatureCuts],
+        layout: Layout,
+    ) -> Result<Self> {
         let stream = &rt.stream;
         let (n, nf) = (frame.n_rows(), frame.n_features());
         let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
@@ -100,7 +106,6 @@ impl DeviceMatrix {
         let categorical_dev = memory.upload(stream, &categorical)?;
         let slot_offsets_dev = memory.upload(stream, &slot_offsets)?;
 
-        let layout = Self::plan(frame, cuts);
         let (mut bins, stride) = match layout {
             Layout::Dense { width: 2, stride } => (DeviceBins::U16(memory.zeros::<u16>(stream, n * stride)?), stride),
             Layout::Dense { stride, .. } => (DeviceBins::U8(memory.zeros::<u8>(stream, n * stride)?), stride),

@@ -212,10 +212,12 @@ impl<'r> GpuLearner<'r> {
         let mut memory = DeviceMemory::default();
         // Everything the fit will hold, known before the first allocation.
         let row_bytes = 4 * 2 + 8 * k + 8 * k + 8 + 4 * 2 + 1; // labels, weights, margins (x2), gradients, ...
-        let estimate = n * (DeviceMatrix::plan(&data.features, cuts).bytes_per_row() + row_bytes);
+                                                               // The layout is planned once: for mostly-null data that reads every value on the host.
+        let layout = DeviceMatrix::plan(&data.features, cuts);
+        let estimate = n * (layout.bytes_per_row() + row_bytes);
         DeviceMemory::check_fits(&stream, estimate)?;
 
-        let matrix = DeviceMatrix::upload(rt, &mut memory, &data.features, cuts)?;
+        let matrix = DeviceMatrix::upload(rt, &mut memory, &data.features, cuts, layout)?;
         let total_slots = matrix.total_slots();
         // Pack features into groups whose shared histograms (2 x i32 per slot) fit the device's
         // per-block shared memory. Groups start on a word of bins, as the kernel reads them.
