@@ -1,11 +1,13 @@
-//! A bounded mutation fuzzer over the model decoders (binary and JSON): model files are
+//! A bounded mutation fuzzer over the model decoders (ours in binary and JSON, XGBoost JSON
+//! and UBJSON, LightGBM text): model files are
 //! untrusted input, so no byte string may make decoding or prediction panic, allocate what a
 //! header merely claims, or predict non-finite values. Seeds are trained models of every
 //! kind; mutations flip bits, overwrite integers with extreme values, truncate, extend and
 //! splice, then (for the binary form) fix the header's length and checksum so the decoder
 //! itself is reached. Each test runs `POLARS_GBT_FUZZ_ITERS` inputs (default 2,000: a few
 //! seconds); docs/reliability.md reports longer runs. Inputs that ever crashed are kept in
-//! tests/fuzz/crashers/ and replayed by `saved_crashers_stay_fixed`.
+//! tests/fuzz/crashers/ and replayed by `saved_crashers_stay_fixed`; the foreign seeds (models
+//! saved by xgboost and lightgbm) are kept in tests/fuzz/corpus/.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -63,17 +65,26 @@ fn iterations() -> usize {
     std::env::var("POLARS_GBT_FUZZ_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000)
 }
 
-/// Decodes `bytes`; if that succeeds, predicts every output on a small frame. Returns a
-/// description of a panic or a non-finite prediction, None when all is well.
+/// Decodes `bytes` as our model file; see [`check_with`].
 fn check(bytes: &[u8], probe: &FeatureFrame) -> Option<String> {
+    check_with(&|b: &[u8]| Model::from_bytes(b), bytes, probe)
+}
+
+/// Decodes `bytes` with `decode`; if that succeeds, predicts every output on a small frame
+/// Returns a description of a
+/// panic or a non-finite or disagreeing prediction, None when all is well.
+fn check_with(
+    decode: &dyn Fn(&[u8]) -> polars_gbt::Result<Model>,
+    bytes: &[u8],
+    probe: &FeatureFrame,
+) -> Option<String> {
     let run = catch_unwind(AssertUnwindSafe(|| -> Option<String> {
-        let model = Model::from_bytes(bytes).ok()?;
+        let model = decode(bytes).ok()?;
         for output in [PredictOutput::Margin, PredictOutput::Value, PredictOutput::Leaf, PredictOutput::Class] {
-            match model.predict(probe, output) {
-                Ok(Predictions::Float { values, .. }) if values.iter().any(|v| !v.is_finite()) => {
+            if let Ok(Predictions::Float { values, .. }) = model.predict(probe, output) {
+                if values.iter().any(|v| !v.is_finite()) {
                     return Some(format!("{output:?} predictions are not finite"));
                 }
-                _ => {}
             }
         }
         None
@@ -219,10 +230,95 @@ fn headers_that_claim_huge_payloads_fail_fast() {
 fn saved_crashers_stay_fixed() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/crashers");
     let probe = frame(64, 9);
+    let lightgbm = |b: &[u8]| Model::from_lightgbm(&String::from_utf8_lossy(b));
     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
         let bytes = std::fs::read(entry.path()).unwrap();
-        if let Some(what) = check(&bytes, &probe) {
+        let found = if name.starts_with("xgboost-") {
+            check_with(&|b: &[u8]| Model::from_xgboost(b), &bytes, &probe)
+        } else if name.starts_with("lightgbm-") {
+            check_with(&lightgbm, &bytes, &probe)
+        } else {
+            check(&bytes, &probe)
+        };
+        if let Some(what) = found {
             panic!("{}: {what}", entry.path().display());
         }
     }
+}
+
+/// Corpus files (models saved by XGBoost and LightGBM) whose names start with `prefix`.
+fn corpus(prefix: &str) -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz/corpus");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+        .collect();
+    files.sort();
+    files.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+/// Text mutations: a number replaced by an extreme value, or a byte-level mutation.
+fn mutate_text(rng: &mut Rng, input: &mut Vec<u8>) {
+    let numbers =
+        ["-1", "0", "4294967295", "18446744073709551615", "1e39", "-0", "3", "99999999999", "NaN", "-Infinity"];
+    let digits: Vec<usize> = input.iter().enumerate().filter(|(_, c)| c.is_ascii_digit()).map(|(k, _)| k).collect();
+    if rng.below(2) == 0 && !digits.is_empty() {
+        let at = digits[rng.below(digits.len())];
+        let end = at + input[at..].iter().take_while(|c| c.is_ascii_digit() || **c == b'.').count();
+        input.splice(at..end, numbers[rng.below(numbers.len())].bytes());
+    } else {
+        mutate(rng, input, 1);
+    }
+}
+
+#[test]
+fn mutated_xgboost_models_never_panic() {
+    // XGBoost's own files (JSON and UBJSON) and our models exported as XGBoost JSON.
+    let mut inputs = corpus("xgboost-");
+    inputs.extend(seeds().iter().map(|m| m.to_xgboost_json().into_bytes()));
+    let seeds = inputs;
+    let probe = frame(64, 9);
+    let mut rng = Rng::new(2028, 13);
+    let (mut decoded, total) = (0, iterations());
+    for i in 0..total {
+        let mut input = seeds[i % seeds.len()].clone();
+        for _ in 0..1 + rng.below(3) {
+            if input.first() == Some(&b'{') && input.get(1) == Some(&b'"') {
+                mutate_text(&mut rng, &mut input);
+            } else {
+                mutate(&mut rng, &mut input, 1);
+            }
+        }
+        if let Some(what) = check_with(&|b: &[u8]| Model::from_xgboost(b), &input, &probe) {
+            report("xgboost", i, &input, &what);
+        }
+        decoded += Model::from_xgboost(&input).is_ok() as usize;
+    }
+    eprintln!("{total} mutated XGBoost models: {decoded} imported (and predicted), the rest rejected");
+}
+
+#[test]
+fn mutated_lightgbm_models_never_panic() {
+    let seeds = corpus("lightgbm-");
+    let probe = frame(64, 9);
+    let mut rng = Rng::new(2029, 14);
+    let decode = |b: &[u8]| match std::str::from_utf8(b) {
+        Ok(text) => Model::from_lightgbm(text),
+        Err(_) => Err(polars_gbt::Error::Model("not UTF-8".into())),
+    };
+    let (mut decoded, total) = (0, iterations());
+    for i in 0..total {
+        let mut input = seeds[i % seeds.len()].clone();
+        for _ in 0..1 + rng.below(3) {
+            mutate_text(&mut rng, &mut input);
+        }
+        if let Some(what) = check_with(&decode, &input, &probe) {
+            report("lightgbm", i, &input, &what);
+        }
+        decoded += decode(&input).is_ok() as usize;
+    }
+    eprintln!("{total} mutated LightGBM models: {decoded} imported (and predicted), the rest rejected");
 }

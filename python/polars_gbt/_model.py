@@ -80,6 +80,40 @@ class Model:
         with translated():
             return cls(_internal.model_from_json(text))
 
+    @classmethod
+    def from_xgboost(cls, source: str | Path | bytes | bytearray) -> Model:
+        """Import a model saved by XGBoost (``Booster.save_model``, JSON or UBJSON): a path or the
+        file's bytes. Supports gbtree and dart boosters, numeric and categorical splits, missing
+        values, multiclass, and the objectives polars-gbt has. Raises ModelError otherwise.
+
+        Categorical features keep XGBoost's category names (XGBoost 3.1+ stores them) and are
+        then matched by name; without names they take integer codes."""
+        data = bytes(source) if isinstance(source, (bytes, bytearray)) else Path(source).read_bytes()
+        with translated():
+            return cls(_internal.model_from_xgboost(data))
+
+    @classmethod
+    def from_lightgbm(cls, source: str | Path) -> Model:
+        """Import a LightGBM text model (``Booster.save_model`` or ``model_to_string()``): a path,
+        or the model text itself. Category names saved for pandas categoricals are kept; other
+        categorical features take integer codes. Raises ModelError for what cannot be imported
+        (linear trees, ``zero_as_missing``, objectives polars-gbt lacks)."""
+        if isinstance(source, str) and source.startswith("tree\n"):
+            text = source
+        else:
+            text = Path(source).read_text()
+        with translated():
+            return cls(_internal.model_from_lightgbm(text))
+
+    def to_xgboost_json(self) -> str:
+        """The model as XGBoost JSON, which ``xgboost.Booster(model_file=...)`` (3.1 or later)
+        loads and predicts the same from."""
+        return _internal.model_to_xgboost_json(self._bytes)
+
+    def save_xgboost(self, path: str | Path) -> None:
+        """Write :meth:`to_xgboost_json` to ``path``."""
+        Path(path).write_text(self.to_xgboost_json())
+
     def save(self, path: str | Path) -> None:
         """Write the model (versioned, checksummed binary format) to ``path``."""
         Path(path).write_bytes(self._bytes)

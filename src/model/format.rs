@@ -157,6 +157,8 @@ impl Model {
                 }
                 (crate::data::FeatureCuts::Categorical { n_categories }, Some(names))
                     if *n_categories as usize == names.len() => {}
+                // Imported models may take integer category codes instead of names.
+                (crate::data::FeatureCuts::Categorical { .. }, None) => {}
                 _ => {
                     return Err(Error::model(format!(
                         "feature `{}` has inconsistent cut points and categories",
@@ -173,11 +175,28 @@ impl Model {
                 }
                 let info = &self.features[t.feature[n as usize] as usize];
                 let bins = info.cuts.n_bins();
-                if t.is_categorical(n) != info.categories.is_some()
+                if t.is_categorical(n) != info.cuts.is_categorical()
                     || (!t.is_categorical(n) && t.split_bin[n as usize] >= bins)
                 {
                     return Err(Error::model(format!("tree {i} node {n}: split does not fit feature `{}`", info.name)));
                 }
+            }
+        }
+        // Every margin stays finite: the largest leaves of each output's trees cannot sum past
+        // the float range.
+        for (k, base) in self.base_margin.iter().enumerate() {
+            let bound: f64 = base.abs() as f64
+                + self
+                    .trees
+                    .iter()
+                    .skip(k)
+                    .step_by(self.n_outputs)
+                    .map(|t| t.value.iter().fold(0f64, |m, v| m.max(v.abs() as f64)))
+                    .sum::<f64>();
+            if bound >= f32::MAX as f64 / 2.0 {
+                return Err(Error::model(format!(
+                    "the leaf values of output {k} can sum to {bound:e}, beyond the float range"
+                )));
             }
         }
         if let Some(b) = self.best_iteration {

@@ -3,6 +3,7 @@
 //! name, so columns may come in any order and extra ones are ignored.
 
 mod format;
+mod import;
 mod importance;
 
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use arrow_schema::{DataType, Field};
 use serde::{Deserialize, Serialize};
 
 pub use format::FORMAT_VERSION;
+pub use import::decode_ubjson;
 pub use importance::ImportanceType;
 
 use crate::backend::cpu::predict::FlatForest;
@@ -273,6 +275,13 @@ pub(crate) fn bind_columns(features: &[FeatureInfo], frame: &FeatureFrame) -> Re
             (Some(_), false) => Err(Error::column(
                 &info.name,
                 format!("was categorical in training ({}) but is {} here", info.dtype, col.data_type()),
+            )),
+            (None, true) if info.cuts.is_categorical() => Err(Error::column(
+                &info.name,
+                format!(
+                    "takes integer category codes (the model has no category names) but is categorical ({}) here",
+                    col.data_type()
+                ),
             )),
             (None, true) => Err(Error::column(
                 &info.name,

@@ -23,6 +23,24 @@ fn model_from_json(text: &str) -> PyResult<Vec<u8>> {
     Model::from_json(text).map(|m| m.to_bytes()).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// Our model's bytes from an XGBoost model file's bytes (JSON or UBJSON).
+#[pyfunction]
+fn model_from_xgboost(data: &[u8]) -> PyResult<Vec<u8>> {
+    Model::from_xgboost(data).map(|m| m.to_bytes()).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Our model's bytes from a LightGBM text model.
+#[pyfunction]
+fn model_from_lightgbm(text: &str) -> PyResult<Vec<u8>> {
+    Model::from_lightgbm(text).map(|m| m.to_bytes()).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The model as XGBoost JSON.
+#[pyfunction]
+fn model_to_xgboost_json(bytes: &[u8]) -> PyResult<String> {
+    Ok(model(bytes)?.to_xgboost_json())
+}
+
 /// Validates bytes as a model (raises ValueError naming the problem).
 #[pyfunction]
 fn model_check(bytes: &[u8]) -> PyResult<()> {
@@ -90,6 +108,9 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_to_json, m)?)?;
     m.add_function(wrap_pyfunction!(model_from_json, m)?)?;
     m.add_function(wrap_pyfunction!(model_check, m)?)?;
+    m.add_function(wrap_pyfunction!(model_from_xgboost, m)?)?;
+    m.add_function(wrap_pyfunction!(model_from_lightgbm, m)?)?;
+    m.add_function(wrap_pyfunction!(model_to_xgboost_json, m)?)?;
     m.add_function(wrap_pyfunction!(model_summary, m)?)?;
     m.add_function(wrap_pyfunction!(feature_importance, m)?)?;
     m.add_function(wrap_pyfunction!(interrupt_fits, m)?)?;

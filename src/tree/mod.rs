@@ -6,5 +6,5 @@ pub mod model;
 pub mod split;
 
 pub use gradient::{GradPair, GradSum, Quantiser};
-pub use model::{Tree, NO_CHILD};
+pub use model::{category_code, Tree, NO_CHILD};
 pub use split::SplitParams;

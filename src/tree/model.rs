@@ -34,6 +34,17 @@ pub struct Tree {
     pub cover: Vec<f32>,
 }
 
+/// The category code of a present value: its integer part; negative values match no
+/// category (as in XGBoost and LightGBM), and so go where unlisted categories go.
+#[inline]
+pub fn category_code(x: f32) -> u32 {
+    if x >= 0.0 {
+        x as u32
+    } else {
+        u32::MAX
+    }
+}
+
 /// A split to apply to a leaf.
 pub struct SplitSpec<'a> {
     pub feature: u32,
@@ -125,7 +136,7 @@ impl Tree {
         let left = if x.is_nan() {
             self.default_left[n]
         } else if self.is_categorical(node) {
-            self.category_goes_left(node, x as u32)
+            self.category_goes_left(node, category_code(x))
         } else {
             x < self.threshold[n]
         };

@@ -223,7 +223,7 @@ impl FlatForest {
                 n.feature & DEFAULT_LEFT != 0
             } else if n.feature & CATEGORICAL != 0 {
                 let (start, len) = self.cat_sets[n.cat as usize];
-                let code = x as u32;
+                let code = crate::tree::category_code(x);
                 (code / 32) < len && self.cat_words[(start + code / 32) as usize] & (1 << (code % 32)) != 0
             } else {
                 x < n.threshold

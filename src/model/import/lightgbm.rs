@@ -1,0 +1,387 @@
+//! LightGBM text models (`Booster.save_model` / `model_to_string`, format v3 and v4): numeric
+//! and categorical splits, the three missing-value types, multiclass, and the category
+//! names LightGBM keeps for pandas categoricals.
+//!
+//! Conventions: a numeric split sends `x <= threshold` (a double) left; we send
+//! `x < threshold` (a float) left, so the threshold becomes the least float above it. With
+//! missing type "None", NaN reads as 0, so it goes where 0 goes; with "Zero" (only from
+//! `zero_as_missing=true`) zero itself is missing, which imports only when zero's default
+//! direction is the one the threshold gives it anyway. A categorical split's bitset holds
+//! the categories that go left, as ours does; NaN and negative codes go right.
+
+use super::{assemble, within, Foreign, ForeignFeature, ForeignNode};
+use crate::config::{GrowPolicy, Objective, TrainConfig};
+use crate::error::{Error, Result};
+use crate::model::Model;
+
+fn bad(what: impl std::fmt::Display) -> Error {
+    Error::model(format!("LightGBM model: {what}"))
+}
+
+/// LightGBM's zero test: `|x| <= 1e-35`.
+const ZERO_THRESHOLD: f64 = 1e-35;
+
+/// The least float above `t`: `x <= t` and `x < strict_threshold(t)` agree on every float
+/// but `f32::MAX` (which a threshold at or above it sends right instead of left; stored
+/// thresholds stay finite).
+fn strict_threshold(t: f64) -> f32 {
+    let f = t as f32;
+    let up = if f as f64 > t { f } else { next_up(f) };
+    up.min(f32::MAX)
+}
+
+/// The least float above `f` (`f32::next_up`, which needs Rust 1.86).
+fn next_up(f: f32) -> f32 {
+    if f.is_nan() || f == f32::INFINITY {
+        f
+    } else if f == 0.0 {
+        f32::from_bits(1)
+    } else if f > 0.0 {
+        f32::from_bits(f.to_bits() + 1)
+    } else {
+        f32::from_bits(f.to_bits() - 1)
+    }
+}
+
+/// `key=value` lines of one section.
+struct Section<'a> {
+    lines: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Section<'a> {
+    fn get(&self, key: &str) -> Option<&'a str> {
+        self.lines.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    }
+
+    fn need(&self, key: &str) -> Result<&'a str> {
+        self.get(key).ok_or_else(|| bad(format!("`{key}` is missing")))
+    }
+
+    fn list<T: std::str::FromStr>(&self, key: &str, len: usize) -> Result<Vec<T>> {
+        let text = self.get(key).unwrap_or("");
+        let v: Vec<T> = text
+            .split_whitespace()
+            .map(|s| s.parse::<T>().map_err(|_| bad(format!("`{key}` holds `{s}`, not a number"))))
+            .collect::<Result<_>>()?;
+        if v.len() != len {
+            return Err(bad(format!("`{key}` has {} values, expected {len}", v.len())));
+        }
+        Ok(v)
+    }
+}
+
+fn section(text: &str) -> Section<'_> {
+    Section { lines: text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.trim(), v.trim())).collect() }
+}
+
+/// Reads a LightGBM text model.
+pub fn import(text: &str) -> Result<Model> {
+    let body = text.split("end of trees").next().unwrap_or("");
+    let mut blocks = body.split("\nTree=");
+    let header = section(blocks.next().unwrap_or(""));
+    if !text.starts_with("tree") {
+        return Err(bad("the text does not start with `tree`; is it a LightGBM model file?"));
+    }
+    let n_features: usize =
+        header.need("max_feature_idx")?.parse::<usize>().map_err(|_| bad("max_feature_idx is not a count"))? + 1;
+    if n_features > text.len() {
+        return Err(bad(format!("{n_features} features is more than the file can describe")));
+    }
+    let k: usize =
+        header.get("num_tree_per_iteration").unwrap_or("1").parse().map_err(|_| bad("bad num_tree_per_iteration"))?;
+    let names: Vec<String> = match header.get("feature_names") {
+        Some(s) => s.split_whitespace().map(str::to_string).collect(),
+        None => (0..n_features).map(|i| format!("Column_{i}")).collect(),
+    };
+    let infos: Vec<&str> =
+        header.get("feature_infos").map_or(vec!["none"; n_features], |s| s.split_whitespace().collect());
+    if names.len() != n_features || infos.len() != n_features {
+        return Err(bad(format!(
+            "{} feature names and {} feature infos for {n_features} features",
+            names.len(),
+            infos.len()
+        )));
+    }
+
+    // Objective: "binary sigmoid:1", "multiclass num_class:5", "quantile alpha:0.9", ...
+    let objective_line = header.need("objective")?;
+    let mut words = objective_line.split_whitespace();
+    let name = words.next().unwrap_or("");
+    let options: Vec<(&str, &str)> = words.filter_map(|w| w.split_once(':')).collect();
+    let option = |key: &str| options.iter().find(|(k, _)| *k == key).and_then(|(_, v)| v.parse::<f64>().ok());
+    if objective_line.split_whitespace().any(|w| w == "sqrt") {
+        return Err(bad("regression with reg_sqrt is not supported"));
+    }
+    let objective = match name {
+        "regression" | "regression_l2" | "l2" | "mean_squared_error" | "mse" => Objective::SquaredError,
+        "regression_l1" | "l1" | "mean_absolute_error" | "mae" => Objective::AbsoluteError,
+        "quantile" => Objective::Quantile,
+        "poisson" => Objective::Poisson,
+        "tweedie" => Objective::Tweedie,
+        "binary" => Objective::BinaryLogistic,
+        "multiclass" | "softmax" => Objective::MultiSoftprob,
+        "lambdarank" => Objective::RankNdcg,
+        other => {
+            return Err(bad(format!(
+                "objective `{other}` is not supported (supported: regression, regression_l1, quantile, poisson, \
+                 tweedie, binary, multiclass, lambdarank)"
+            )))
+        }
+    };
+    let mut config = TrainConfig { objective, ..TrainConfig::default() };
+    if let Some(a) = option("alpha").filter(|_| name == "quantile") {
+        config.quantile_alpha = a;
+    }
+    if let Some(p) = option("tweedie_variance_power") {
+        config.tweedie_variance_power = p;
+    }
+    if config.objective == Objective::MultiSoftprob {
+        config.num_class = option("num_class").unwrap_or(k as f64) as usize;
+    }
+    // A binary model's probability is sigmoid(sigmoid_param * margin): fold the factor into
+    // the leaves.
+    let scale = if name == "binary" { option("sigmoid").unwrap_or(1.0) } else { 1.0 };
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(bad(format!("sigmoid parameter {scale} is not positive")));
+    }
+    if config.num_outputs() != k {
+        return Err(bad(format!(
+            "num_tree_per_iteration is {k} but the objective has {} outputs",
+            config.num_outputs()
+        )));
+    }
+
+    let mut trees = Vec::new();
+    for block in blocks {
+        let s = section(block);
+        trees.push(read_tree(&s, scale).map_err(|e| within(e, &format!("LightGBM model: tree {}", trees.len())))?);
+    }
+    if trees.is_empty() {
+        return Err(bad("the model has no trees"));
+    }
+    if header.get("average_output").is_some() {
+        // Random-forest mode averages the trees of each output.
+        let rounds = (trees.len() / k).max(1) as f32;
+        trees.iter_mut().flatten().for_each(|n: &mut ForeignNode| n.value /= rounds);
+    }
+
+    // Categorical features: those the parameters name (pandas category names, when saved,
+    // follow in their order), or whose info lists categories rather than "[min:max]" or "none".
+    let declared = declared_categorical(text, n_features)?;
+    let categorical: Vec<bool> = match &declared {
+        Some(d) => (0..n_features).map(|i| d.contains(&i)).collect(),
+        None => infos.iter().map(|i| !i.starts_with('[') && *i != "none").collect(),
+    };
+    let mut features: Vec<ForeignFeature> = names
+        .iter()
+        .zip(&categorical)
+        .map(|(n, &c)| ForeignFeature { name: n.clone(), categorical: c, categories: None })
+        .collect();
+    // A categorical split on a feature whose info says otherwise still makes it categorical.
+    for t in &trees {
+        for n in t {
+            if n.children.is_some() && n.left_categories.is_some() {
+                if let Some(f) = features.get_mut(n.feature) {
+                    f.categorical = true;
+                }
+            }
+        }
+    }
+    if let Some(pandas) = pandas_categories(text)? {
+        let cat_features: Vec<usize> = (0..n_features).filter(|&i| features[i].categorical).collect();
+        if !pandas.is_empty() {
+            if pandas.len() != cat_features.len() {
+                return Err(bad(format!(
+                    "pandas_categorical lists {} features but the model has {} categorical features",
+                    pandas.len(),
+                    cat_features.len()
+                )));
+            }
+            for (f, names) in cat_features.into_iter().zip(pandas) {
+                features[f].categories = Some(names);
+            }
+        }
+    }
+    config.n_estimators = trees.len() / k;
+    config.grow_policy = GrowPolicy::Lossguide;
+    config.max_depth = 0;
+    config.max_leaves = trees.iter().map(|t| t.len().div_ceil(2)).max().unwrap_or(2).max(2);
+    assemble(Foreign {
+        config,
+        base_margin: vec![0.0; k],
+        features,
+        trees,
+        source: "LightGBM",
+        input_bytes: text.len(),
+    })
+}
+
+/// The `[categorical_feature: 0,1,3]` line of the parameters section, when present.
+fn declared_categorical(text: &str, n_features: usize) -> Result<Option<Vec<usize>>> {
+    let Some(list) = text.lines().find_map(|l| l.strip_prefix("[categorical_feature:")) else {
+        return Ok(None);
+    };
+    let list = list.trim().trim_end_matches(']').trim();
+    if list.is_empty() {
+        return Ok(Some(Vec::new()));
+    }
+    list.split(',')
+        .map(|x| match x.trim().parse::<usize>() {
+            Ok(i) if i < n_features => Ok(i),
+            _ => Err(bad(format!("categorical_feature `{}` is not a feature index", x.trim()))),
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
+/// The `pandas_categorical:` line: a JSON list of category lists (or null).
+fn pandas_categories(text: &str) -> Result<Option<Vec<Vec<String>>>> {
+    let Some(line) = text.lines().rev().find_map(|l| l.strip_prefix("pandas_categorical:")) else {
+        return Ok(None);
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(line.trim()).map_err(|e| bad(format!("pandas_categorical is not JSON: {e}")))?;
+    let Some(lists) = v.as_array() else {
+        return Ok(None);
+    };
+    lists
+        .iter()
+        .map(|l| {
+            l.as_array()
+                .ok_or_else(|| bad("pandas_categorical entries must be lists"))
+                .map(|items| items.iter().map(category_text).collect())
+        })
+        .collect::<Result<_>>()
+        .map(Some)
+}
+
+/// A category as text: strings as they are, integral numbers without a decimal point.
+fn category_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        x => match x.as_f64() {
+            Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
+            _ => x.to_string(),
+        },
+    }
+}
+
+/// One tree: inner nodes are 0..L-1 and leaf `j` (written `~j`, i.e. `-j-1`) becomes
+/// node `L - 1 + j`.
+fn read_tree(s: &Section, scale: f64) -> Result<Vec<ForeignNode>> {
+    let n_leaves: usize = s.need("num_leaves")?.parse().map_err(|_| bad("num_leaves is not a count"))?;
+    if n_leaves == 0 || n_leaves > s.lines.iter().map(|(_, v)| v.len()).sum::<usize>() + 1 {
+        return Err(bad(format!("num_leaves {n_leaves} does not match the tree's data")));
+    }
+    if s.get("is_linear").is_some_and(|v| v != "0") {
+        return Err(bad("linear trees are not supported"));
+    }
+    let leaf_value: Vec<f64> = s.list("leaf_value", n_leaves)?;
+    let leaf_cover: Vec<f64> = s.list("leaf_weight", n_leaves).unwrap_or_else(|_| vec![0.0; n_leaves]);
+    let leaf = |j: usize| ForeignNode {
+        value: (leaf_value[j] * scale) as f32,
+        cover: leaf_cover[j] as f32,
+        ..Default::default()
+    };
+    if n_leaves == 1 {
+        return Ok(vec![leaf(0)]);
+    }
+    let inner = n_leaves - 1;
+    let feature: Vec<usize> = s.list("split_feature", inner)?;
+    let threshold: Vec<f64> = s.list("threshold", inner)?;
+    let decision: Vec<u8> = s.list("decision_type", inner)?;
+    let left: Vec<i64> = s.list("left_child", inner)?;
+    let right: Vec<i64> = s.list("right_child", inner)?;
+    let gain: Vec<f64> = s.list("split_gain", inner).unwrap_or_else(|_| vec![0.0; inner]);
+    let cover: Vec<f64> = s.list("internal_weight", inner).unwrap_or_else(|_| vec![0.0; inner]);
+    let value: Vec<f64> = s.list("internal_value", inner).unwrap_or_else(|_| vec![0.0; inner]);
+    let n_cat: usize = s.get("num_cat").unwrap_or("0").parse().map_err(|_| bad("num_cat is not a count"))?;
+    if n_cat > inner {
+        return Err(bad(format!("num_cat {n_cat} exceeds the {inner} splits")));
+    }
+    let (bounds, words): (Vec<usize>, Vec<u32>) = if n_cat > 0 {
+        let b: Vec<usize> = s.list("cat_boundaries", n_cat + 1)?;
+        let total = b[n_cat];
+        (b, s.list("cat_threshold", total)?)
+    } else {
+        (vec![0], Vec::new())
+    };
+    let node_id = |c: i64| -> Result<usize> {
+        let id = if c >= 0 { c as usize } else { inner + (!c) as usize };
+        if id >= inner + n_leaves {
+            return Err(bad(format!("child {c} is outside the tree")));
+        }
+        Ok(id)
+    };
+    let mut nodes = Vec::with_capacity(inner + n_leaves);
+    for i in 0..inner {
+        let t = threshold[i];
+        let mut node = ForeignNode {
+            children: Some((node_id(left[i])?, node_id(right[i])?)),
+            feature: feature[i],
+            gain: gain[i] as f32,
+            cover: cover[i] as f32,
+            value: (value[i] * scale) as f32,
+            ..Default::default()
+        };
+        let default_left = decision[i] & 2 != 0;
+        let missing_type = (decision[i] >> 2) & 3;
+        if decision[i] & 1 != 0 {
+            // Categorical: `threshold` indexes the bitsets; NaN goes right.
+            let idx = t as usize;
+            if t < 0.0
+                || t.fract() != 0.0
+                || idx >= n_cat
+                || bounds[idx] > bounds[idx + 1]
+                || bounds[idx + 1] > words.len()
+            {
+                return Err(bad(format!("node {i} names category set {t} of {n_cat}")));
+            }
+            let set = &words[bounds[idx]..bounds[idx + 1]];
+            let codes = set
+                .iter()
+                .enumerate()
+                .flat_map(|(w, &bits)| (0..32).filter(move |b| bits & (1 << b) != 0).map(move |b| (w * 32 + b) as u32))
+                .collect();
+            node.left_categories = Some(codes);
+            node.default_left = false;
+        } else {
+            if t.is_nan() {
+                return Err(bad(format!("node {i} has threshold NaN")));
+            }
+            node.threshold = strict_threshold(t);
+            let zero_left = 0.0 <= t;
+            node.default_left = match missing_type {
+                // NaN reads as 0.
+                0 => zero_left,
+                2 => default_left,
+                // Zero is missing: exact only when zero and tiny values go the default way anyway.
+                1 if default_left == zero_left && !(t > -ZERO_THRESHOLD && t < ZERO_THRESHOLD) => default_left,
+                1 => return Err(bad("models trained with zero_as_missing=true are not supported")),
+                m => return Err(bad(format!("node {i} has unknown missing type {m}"))),
+            };
+        }
+        nodes.push(node);
+    }
+    nodes.extend((0..n_leaves).map(leaf));
+    // The root is inner node 0.
+    Ok(nodes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{next_up, strict_threshold};
+
+    #[test]
+    fn strict_threshold_matches_less_or_equal() {
+        for t in [0.0, -0.0, 1.0, 0.1, -0.1, 1e-40, 123.456789, 3.4e38, 1e300, -1e300] {
+            let u = strict_threshold(t);
+            let down = |f: f32| -next_up(-f);
+            for x in [t as f32, down(t as f32), next_up(t as f32), u, down(u), 0.0] {
+                if x.is_finite() {
+                    assert_eq!((x as f64) <= t, x < u || (u == f32::MAX && x == f32::MAX), "t={t} x={x} u={u}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! XGBoost models (JSON or UBJSON, as `Booster.save_model` writes them, XGBoost 1.6 and
+//! later): `gbtree` and `dart` boosters with numeric and categorical splits, missing-value
+//! default directions, per-output base scores, multiclass.
+//!
+//! XGBoost's conventions and ours: numeric splits are the same (`x < threshold` goes left,
+//! NaN takes the default child). A categorical split lists the categories that go *right*;
+//! ours lists those that go left, so the children (and the default direction) are swapped.
+//! Category codes index the category names XGBoost 3.1+ stores under `cats`; without them,
+//! categorical features take integer codes. `base_score` is in output space.
+
+use serde_json::Value;
+
+use super::{assemble, tally, within, Foreign, ForeignFeature, ForeignNode};
+use crate::config::{GrowPolicy, Objective, TrainConfig};
+use crate::error::{Error, Result};
+use crate::model::Model;
+
+fn bad(what: impl std::fmt::Display) -> Error {
+    Error::model(format!("XGBoost model: {what}"))
+}
+
+/// `v[path[0]][path[1]]...`, or an error naming the path.
+fn at<'a>(v: &'a Value, path: &[&str]) -> Result<&'a Value> {
+    let mut cur = v;
+    for (i, key) in path.iter().enumerate() {
+        cur = cur.get(key).ok_or_else(|| bad(format!("`{}` is missing", path[..=i].join("."))))?;
+    }
+    Ok(cur)
+}
+
+fn array<'a>(v: &'a Value, key: &str) -> Result<&'a Vec<Value>> {
+    at(v, &[key])?.as_array().ok_or_else(|| bad(format!("`{key}` is not an array")))
+}
+
+fn ints(v: &Value, key: &str) -> Result<Vec<i64>> {
+    array(v, key)?
+        .iter()
+        .map(|x| match x {
+            Value::Bool(b) => Some(*b as i64),
+            _ => x.as_i64(),
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(|| bad(format!("`{key}` holds a value that is not an integer")))
+}
+
+/// The bare `NaN`, `Infinity` and `-Infinity` tokens (outside strings) of XGBoost's JSON as
+/// values JSON can hold: null, and ±1e39 (beyond float32, so they read as infinities).
+fn nonfinite_tokens(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + 64);
+    let (mut i, mut in_string) = (0, false);
+    while i < text.len() {
+        let c = text[i];
+        if in_string {
+            out.push(c);
+            if c == b'\\' && i + 1 < text.len() {
+                out.push(text[i + 1]);
+                i += 1;
+            } else if c == b'"' {
+                in_string = false;
+            }
+            i += 1;
+            continue;
+        }
+        let rest = &text[i..];
+        let (token, replacement): (&[u8], &[u8]) = if rest.starts_with(b"-Infinity") {
+            (b"-Infinity", b"-1e39")
+        } else if rest.starts_with(b"Infinity") {
+            (b"Infinity", b"1e39")
+        } else if rest.starts_with(b"NaN") {
+            (b"NaN", b"null")
+        } else {
+            in_string = c == b'"';
+            out.push(c);
+            i += 1;
+            continue;
+        };
+        out.extend_from_slice(replacement);
+        i += token.len();
+    }
+    out
+}
+
+fn floats(v: &Value, key: &str) -> Result<Vec<f32>> {
+    array(v, key)?
+        .iter()
+        .map(|x| if x.is_null() { Some(f32::NAN) } else { x.as_f64().map(|f| f as f32) })
+        .collect::<Option<_>>()
+        .ok_or_else(|| bad(format!("`{key}` holds a value that is not a number")))
+}
+
+/// A parameter XGBoost stores as a string (`"3"`), or a number.
+fn param_number(v: &Value, key: &str) -> Option<f64> {
+    match v.get(key)? {
+        Value::String(s) => s.trim().trim_start_matches('[').trim_end_matches(']').parse().ok(),
+        x => x.as_f64(),
+    }
+}
+
+/// `base_score`: `"5E-1"` or, from XGBoost 3.1, `"[5E-1]"` / `"[a,b,c]"` (one per output).
+fn base_scores(text: &str) -> Result<Vec<f64>> {
+    text.trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(',')
+        .map(|s| s.trim().parse::<f64>().map_err(|_| bad(format!("base_score `{text}` is not a number list"))))
+        .collect()
+}
+
+/// Our objective for XGBoost's name, or an error naming the unsupported one.
+fn objective(name: &str) -> Result<Objective> {
+    Ok(match name {
+        "reg:squarederror" | "reg:linear" => Objective::SquaredError,
+        "reg:pseudohubererror" => Objective::PseudoHuber,
+        "reg:absoluteerror" => Objective::AbsoluteError,
+        "reg:quantileerror" => Objective::Quantile,
+        "binary:logistic" | "reg:logistic" => Objective::BinaryLogistic,
+        "multi:softprob" => Objective::MultiSoftprob,
+        "multi:softmax" => Objective::MultiSoftmax,
+        "count:poisson" => Objective::Poisson,
+        "reg:tweedie" => Objective::Tweedie,
+        "rank:ndcg" => Objective::RankNdcg,
+        "rank:pairwise" => Objective::RankPairwise,
+        other => {
+            return Err(bad(format!(
+                "objective `{other}` is not supported (supported: reg:squarederror, reg:pseudohubererror, \
+                 reg:absoluteerror, reg:quantileerror, binary:logistic, reg:logistic, multi:softprob, \
+                 multi:softmax, count:poisson, reg:tweedie, rank:ndcg, rank:pairwise)"
+            )))
+        }
+    })
+}
+
+/// The margin of a base score given in output space.
+fn score_to_margin(obj: Objective, score: f64) -> Result<f32> {
+    let m = match obj {
+        Objective::BinaryLogistic => {
+            if !(score > 0.0 && score < 1.0) {
+                return Err(bad(format!("base_score {score} is not a probability in (0, 1)")));
+            }
+            (score / (1.0 - score)).ln()
+        }
+        Objective::Poisson | Objective::Tweedie => {
+            if score <= 0.0 {
+                return Err(bad(format!("base_score {score} must be positive for {}", obj.name())));
+            }
+            score.ln()
+        }
+        _ => score,
+    };
+    if !m.is_finite() {
+        return Err(bad(format!("base_score {score} has no finite margin")));
+    }
+    Ok(m as f32)
+}
+
+/// Reads an XGBoost JSON or UBJSON model.
+pub fn import(bytes: &[u8]) -> Result<Model> {
+    let doc: Value = match bytes.first() {
+        // UBJSON starts an object with `{` followed by a length marker or `$`/`#`.
+        Some(b'{') if matches!(bytes.get(1), Some(b'U' | b'i' | b'I' | b'l' | b'L' | b'$' | b'#' | b'}')) => {
+            super::ubjson::decode(bytes)?
+        }
+        _ => match serde_json::from_slice(bytes) {
+            Ok(v) => v,
+            // XGBoost writes non-finite floats as NaN and (-)Infinity, which JSON lacks.
+            Err(e) => {
+                serde_json::from_slice(&nonfinite_tokens(bytes)).map_err(|_| bad(format!("not JSON or UBJSON: {e}")))?
+            }
+        },
+    };
+    let learner = at(&doc, &["learner"])?;
+    let param = at(learner, &["learner_model_param"])?;
+    let obj_name = at(learner, &["objective", "name"])?.as_str().ok_or_else(|| bad("objective name is not text"))?;
+    let obj = objective(obj_name)?;
+    let num_class = param_number(param, "num_class").unwrap_or(0.0) as usize;
+    if param_number(param, "num_target").unwrap_or(1.0) > 1.0 {
+        return Err(bad("multi-target models are not supported"));
+    }
+    let mut config = TrainConfig { objective: obj, ..TrainConfig::default() };
+    if obj.is_multiclass() {
+        config.num_class = num_class;
+    }
+    let obj_params = at(learner, &["objective"])?;
+    if obj == Objective::Tweedie {
+        if let Some(p) =
+            obj_params.get("tweedie_regression_param").and_then(|p| param_number(p, "tweedie_variance_power"))
+        {
+            config.tweedie_variance_power = p;
+        }
+    }
+    if obj == Objective::PseudoHuber {
+        if let Some(p) = obj_params.get("pseudo_huber_param").and_then(|p| param_number(p, "huber_slope")) {
+            config.huber_slope = p;
+        }
+    }
+    if obj == Objective::Quantile {
+        if let Some(Value::String(s)) = obj_params.get("quantile_loss_param").and_then(|p| p.get("quantile_alpha")) {
+            let alphas = base_scores(s)?;
+            if alphas.len() != 1 {
+                return Err(bad("reg:quantileerror with several quantiles (a multi-output model) is not supported"));
+            }
+            config.quantile_alpha = alphas[0];
+        }
+    }
+    let k = config.num_outputs();
+
+    // Features: names and types; categories from `cats` when present.
+    let booster = at(learner, &["gradient_booster"])?;
+    let booster_name = at(booster, &["name"])?.as_str().unwrap_or("");
+    let (model, weight_drop) = match booster_name {
+        "gbtree" => (at(booster, &["model"])?, None),
+        "dart" => (at(booster, &["gbtree", "model"])?, Some(floats(booster, "weight_drop")?)),
+        other => return Err(bad(format!("booster `{other}` is not supported (gbtree and dart are)"))),
+    };
+    let n_features = param_number(param, "num_feature").ok_or_else(|| bad("num_feature is missing"))?;
+    if !(n_features >= 1.0 && n_features <= bytes.len() as f64) {
+        return Err(bad(format!("num_feature {n_features} is not a count this file can describe")));
+    }
+    let n_features = n_features as usize;
+    let names: Vec<String> = match learner.get("feature_names").and_then(Value::as_array) {
+        Some(a) if !a.is_empty() => a.iter().map(|x| x.as_str().unwrap_or("").to_string()).collect(),
+        _ => (0..n_features).map(|i| format!("f{i}")).collect(),
+    };
+    let types: Vec<String> = match learner.get("feature_types").and_then(Value::as_array) {
+        Some(a) if !a.is_empty() => a.iter().map(|x| x.as_str().unwrap_or("").to_string()).collect(),
+        _ => vec!["float".into(); n_features],
+    };
+    if names.len() != n_features || types.len() != n_features {
+        return Err(bad(format!("{} feature names and {} types for {n_features} features", names.len(), types.len())));
+    }
+    let categories = category_names(model.get("cats"), n_features)?;
+    let features: Vec<ForeignFeature> = (0..n_features)
+        .map(|i| ForeignFeature {
+            name: names[i].clone(),
+            categorical: types[i] == "c",
+            categories: if types[i] == "c" { categories[i].clone() } else { None },
+        })
+        .collect();
+
+    // Trees, regrouped round-major by output.
+    let trees = array(model, "trees")?;
+    let tree_info: Vec<i64> =
+        if model.get("tree_info").is_some() { ints(model, "tree_info")? } else { vec![0; trees.len()] };
+    if tree_info.len() != trees.len() || tree_info.iter().any(|&g| g < 0 || g as usize >= k) {
+        return Err(bad(format!("tree_info does not give one output below {k} for each of {} trees", trees.len())));
+    }
+    if let Some(w) = &weight_drop {
+        if w.len() != trees.len() {
+            return Err(bad(format!("dart has {} tree weights for {} trees", w.len(), trees.len())));
+        }
+    }
+    let counts = tally(tree_info.iter().map(|&g| g as usize));
+    if trees.is_empty() || counts.len() != k || counts.values().any(|&c| c != trees.len() / k) {
+        return Err(bad(format!("the {} trees are not the same number per output ({k} outputs)", trees.len())));
+    }
+    let mut per_output: Vec<Vec<Vec<ForeignNode>>> = vec![Vec::new(); k];
+    for (t, tree) in trees.iter().enumerate() {
+        let mut nodes = read_tree(tree).map_err(|e| within(e, &format!("XGBoost model: tree {t}")))?;
+        if let Some(w) = &weight_drop {
+            nodes.iter_mut().for_each(|n| n.value *= w[t]);
+        }
+        per_output[tree_info[t] as usize].push(nodes);
+    }
+    let rounds = trees.len() / k;
+    let mut round_major = Vec::with_capacity(trees.len());
+    let mut iters: Vec<_> = per_output.into_iter().map(|v| v.into_iter()).collect();
+    for _ in 0..rounds {
+        for it in iters.iter_mut() {
+            round_major.push(it.next().unwrap());
+        }
+    }
+
+    let scores = base_scores(at(param, &["base_score"])?.as_str().ok_or_else(|| bad("base_score is not text"))?)?;
+    let scores = match scores.len() {
+        1 => vec![scores[0]; k],
+        n if n == k => scores,
+        n => return Err(bad(format!("{n} base scores for {k} outputs"))),
+    };
+    let base_margin = scores.iter().map(|&s| score_to_margin(obj, s)).collect::<Result<_>>()?;
+    config.n_estimators = rounds;
+    config.grow_policy = GrowPolicy::Lossguide;
+    config.max_depth = 0;
+    config.max_leaves = round_major.iter().map(|t: &Vec<ForeignNode>| t.len().div_ceil(2)).max().unwrap_or(2).max(2);
+    assemble(Foreign { config, base_margin, features, trees: round_major, source: "XGBoost", input_bytes: bytes.len() })
+}
+
+/// Category names per feature from XGBoost 3.1+'s `cats` (strings as UTF-8 bytes with
+/// offsets, or numbers).
+fn category_names(cats: Option<&Value>, n_features: usize) -> Result<Vec<Option<Vec<String>>>> {
+    let mut out = vec![None; n_features];
+    let Some(enc) = cats.and_then(|c| c.get("enc")).and_then(Value::as_array) else {
+        return Ok(out);
+    };
+    if enc.is_empty() {
+        return Ok(out);
+    }
+    if enc.len() != n_features {
+        return Err(bad(format!("`cats` describes {} features, not {n_features}", enc.len())));
+    }
+    for (i, e) in enc.iter().enumerate() {
+        let values = array(e, "values")?;
+        if values.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = match e.get("offsets").and_then(Value::as_array) {
+            Some(offsets) if !offsets.is_empty() => {
+                let bytes: Vec<u8> = values
+                    .iter()
+                    .map(|x| x.as_u64().filter(|&b| b < 256).map(|b| b as u8))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| bad(format!("feature {i}: category bytes are not bytes")))?;
+                let offs: Vec<usize> = offsets
+                    .iter()
+                    .map(|x| x.as_u64().map(|o| o as usize))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| bad(format!("feature {i}: category offsets are not integers")))?;
+                offs.windows(2)
+                    .map(|w| {
+                        bytes
+                            .get(w[0]..w[1])
+                            .and_then(|s| std::str::from_utf8(s).ok())
+                            .map(str::to_string)
+                            .ok_or_else(|| bad(format!("feature {i}: category offsets are out of range or not UTF-8")))
+                    })
+                    .collect::<Result<_>>()?
+            }
+            _ => values.iter().map(number_text).collect(),
+        };
+        out[i] = Some(names);
+    }
+    Ok(out)
+}
+
+/// A numeric category as text: integers without a decimal point.
+fn number_text(x: &Value) -> String {
+    match x.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
+        _ => x.to_string(),
+    }
+}
+
+fn read_tree(tree: &Value) -> Result<Vec<ForeignNode>> {
+    if let Some(size) = tree.get("tree_param").and_then(|p| param_number(p, "size_leaf_vector")) {
+        if size > 1.0 {
+            return Err(bad("vector leaves (multi-target trees) are not supported"));
+        }
+    }
+    let left = ints(tree, "left_children")?;
+    let right = ints(tree, "right_children")?;
+    let feature = ints(tree, "split_indices")?;
+    let cond = floats(tree, "split_conditions")?;
+    let default_left = ints(tree, "default_left")?;
+    let n = left.len();
+    let gain = floats(tree, "loss_changes").unwrap_or_else(|_| vec![0.0; n]);
+    let cover = floats(tree, "sum_hessian").unwrap_or_else(|_| vec![0.0; n]);
+    let split_type = if tree.get("split_type").is_some() { ints(tree, "split_type")? } else { vec![0; n] };
+    if [right.len(), feature.len(), cond.len(), default_left.len(), gain.len(), cover.len(), split_type.len()]
+        .iter()
+        .any(|&l| l != n)
+    {
+        return Err(bad("node arrays differ in length"));
+    }
+    // Categorical sets: node -> categories (listed categories go right).
+    let mut sets: std::collections::HashMap<usize, Vec<u32>> = Default::default();
+    if split_type.contains(&1) {
+        let cats = ints(tree, "categories")?;
+        let nodes = ints(tree, "categories_nodes")?;
+        let seg = ints(tree, "categories_segments")?;
+        let size = ints(tree, "categories_sizes")?;
+        if nodes.len() != seg.len() || nodes.len() != size.len() {
+            return Err(bad("category arrays differ in length"));
+        }
+        for ((&node, &s), &len) in nodes.iter().zip(&seg).zip(&size) {
+            let range = usize::try_from(s).ok().zip(usize::try_from(len).ok()).and_then(|(s, l)| {
+                let end = s.checked_add(l)?;
+                (end <= cats.len()).then_some(s..end)
+            });
+            let range = range.ok_or_else(|| bad(format!("node {node}: category segment is outside the list")))?;
+            let codes = cats[range]
+                .iter()
+                .map(|&c| u32::try_from(c).map_err(|_| bad(format!("node {node}: category code {c} is negative"))))
+                .collect::<Result<Vec<u32>>>()?;
+            sets.insert(usize::try_from(node).map_err(|_| bad("negative categorical node id"))?, codes);
+        }
+    }
+    (0..n)
+        .map(|i| {
+            let mut node = ForeignNode { gain: gain[i], cover: cover[i], ..Default::default() };
+            if left[i] == -1 {
+                if right[i] != -1 {
+                    return Err(bad(format!("node {i} has one child")));
+                }
+                node.value = cond[i];
+                return Ok(node);
+            }
+            let child = |c: i64| usize::try_from(c).map_err(|_| bad(format!("node {i} has child {c}")));
+            let (l, r) = (child(left[i])?, child(right[i])?);
+            node.feature =
+                usize::try_from(feature[i]).map_err(|_| bad(format!("node {i} has feature {}", feature[i])))?;
+            if split_type[i] == 1 {
+                // The listed categories go right in XGBoost: swap so that they go left here.
+                let set = sets.remove(&i).ok_or_else(|| bad(format!("categorical node {i} has no category set")))?;
+                node.children = Some((r, l));
+                node.default_left = default_left[i] == 0;
+                node.left_categories = Some(set);
+            } else {
+                node.children = Some((l, r));
+                node.default_left = default_left[i] != 0;
+                node.threshold = cond[i];
+            }
+            Ok(node)
+        })
+        .collect()
+}

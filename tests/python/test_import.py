@@ -1,0 +1,258 @@
+"""Models trained by xgboost-cpu and LightGBM in the test, imported, scored by polars-gbt
+inside Polars, and compared with what the library that trained them predicts. Also our models
+exported to XGBoost JSON and scored by XGBoost."""
+
+from __future__ import annotations
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import polars as pl
+import pytest
+import xgboost as xgb
+from conftest import DATA, FEATURES, load
+
+import polars_gbt
+from polars_gbt import Model, ModelError
+
+SHARED = DATA.parent
+RTOL, ATOL = 1e-5, 1e-6  # float32 sums in a possibly different order than the peer's
+
+
+def float32(df: pl.DataFrame) -> pl.DataFrame:
+    """Numeric columns as exact float32 values, so the peers and we see the same numbers."""
+    return df.with_columns(pl.col(pl.Float64).cast(pl.Float32).cast(pl.Float64))
+
+
+def higgs_with_missing() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """LightGBM's binary data with 10% of every feature set missing."""
+    rng = np.random.default_rng(7)
+    out = []
+    for name in ("binary.train", "binary.test"):
+        df = float32(load(DATA / "binary_classification" / name))
+        df = df.with_columns(
+            pl.when(pl.lit(rng.random(df.height) < 0.1)).then(None).otherwise(pl.col(c)).alias(c) for c in FEATURES
+        )
+        out.append(df)
+    return out[0], out[1]
+
+
+def dermatology() -> tuple[pl.DataFrame, list[str]]:
+    """Six classes; the age column has missing values (`?`)."""
+    df = pl.read_csv(SHARED / "xgboost" / "dermatology" / "dermatology.data", has_header=False, null_values="?")
+    feats = [f"d{i}" for i in range(34)]
+    df = df.rename({c: (feats[i] if i < 34 else "y") for i, c in enumerate(df.columns)})
+    return df.with_columns(pl.col(feats).cast(pl.Float64), (pl.col("y") - 1).alias("y")), feats
+
+
+def mushrooms() -> tuple[pl.DataFrame, list[str]]:
+    """22 categorical features; stalk-root has missing values (`?`)."""
+    df = pl.read_csv(SHARED / "xgboost" / "agaricus-lepiota" / "agaricus-lepiota.data", has_header=False, null_values="?")
+    feats = [f"m{i}" for i in range(22)]
+    df = df.rename({c: ("label" if i == 0 else feats[i - 1]) for i, c in enumerate(df.columns)})
+    return df.with_columns(pl.col(feats).cast(pl.Categorical), (pl.col("label") == "p").cast(pl.Float64).alias("y")), feats
+
+
+def integer_coded() -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """LightGBM's categorical.data: integer-coded features, 0, 1, 4, 5, 6 categorical."""
+    rows, labels = [], []
+    for line in (SHARED / "lightgbm" / "categorical" / "categorical.data").read_text().splitlines():
+        parts = line.split()
+        labels.append(float(parts[0]))
+        row = np.zeros(8)
+        for kv in parts[1:]:
+            k, v = kv.split(":")
+            row[int(k)] = float(v)
+        rows.append(row)
+    return np.array(rows), np.array(labels), [0, 1, 4, 5, 6]
+
+
+def to_pandas(df: pl.DataFrame, feats: list[str]) -> pd.DataFrame:
+    return df.select(feats).to_pandas()
+
+
+def ours(model: Model, df: pl.DataFrame, feats: list[str], output: str = "value") -> np.ndarray:
+    out = df.select(pl.col(feats).gbt.predict(model, output=output)).to_series()
+    return np.stack(out.to_list()) if isinstance(out.dtype, pl.Array) else out.to_numpy()
+
+
+def assert_same(a: np.ndarray, b: np.ndarray) -> None:
+    np.testing.assert_allclose(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64), rtol=RTOL, atol=ATOL)
+
+
+# --- XGBoost ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["json", "ubj"])
+def test_xgboost_binary_with_missing_values(tmp_path, fmt):
+    train, test = higgs_with_missing()
+    params = dict(objective="binary:logistic", tree_method="hist", max_depth=6, eta=0.3, nthread=2, seed=0)
+    booster = xgb.train(params, xgb.DMatrix(to_pandas(train, FEATURES), label=train["y"].to_numpy()), 40)
+    path = tmp_path / f"model.{fmt}"
+    booster.save_model(path)
+    model = Model.from_xgboost(path)
+    dtest = xgb.DMatrix(to_pandas(test, FEATURES))
+    assert model.num_trees == 40 and model.feature_names == FEATURES
+    assert_same(ours(model, test, FEATURES), booster.predict(dtest))
+    assert_same(ours(model, test, FEATURES, "margin"), booster.predict(dtest, output_margin=True))
+    # Node ids are kept, so leaf indices match XGBoost's exactly.
+    np.testing.assert_array_equal(ours(model, test, FEATURES, "leaf"), booster.predict(dtest, pred_leaf=True))
+    # The same model from bytes.
+    assert Model.from_xgboost(path.read_bytes()).to_bytes() == model.to_bytes()
+
+
+def test_xgboost_multiclass_with_missing_values():
+    df, feats = dermatology()
+    params = dict(objective="multi:softprob", num_class=6, tree_method="hist", max_depth=4, eta=0.3, nthread=2)
+    booster = xgb.train(params, xgb.DMatrix(to_pandas(df, feats), label=df["y"].to_numpy()), 30)
+    model = Model.from_xgboost(bytearray(booster.save_raw("json")))
+    expected = booster.predict(xgb.DMatrix(to_pandas(df, feats)))
+    assert df["d33"].null_count() > 0
+    assert_same(ours(model, df, feats), expected)
+    np.testing.assert_array_equal(ours(model, df, feats, "class"), expected.argmax(axis=1))
+
+
+def test_xgboost_categorical_by_name_with_missing_values():
+    df, feats = mushrooms()
+    params = dict(objective="binary:logistic", tree_method="hist", max_depth=4, eta=0.3, max_cat_to_onehot=1, nthread=2)
+    X = to_pandas(df, feats)
+    booster = xgb.train(params, xgb.DMatrix(X, label=df["y"].to_numpy(), enable_categorical=True), 20)
+    model = Model.from_xgboost(booster.save_raw("ubj"))
+    expected = booster.predict(xgb.DMatrix(X, enable_categorical=True))
+    assert df["m10"].null_count() > 0
+    assert_same(ours(model, df, feats), expected)
+    # Columns in another order bind by name.
+    assert_same(ours(model, df.select(feats[::-1]), feats), expected)
+
+
+def test_xgboost_integer_coded_categories():
+    X, y, cat = integer_coded()
+    types = ["c" if i in cat else "q" for i in range(X.shape[1])]
+    params = dict(objective="binary:logistic", tree_method="hist", max_depth=4, eta=0.3, max_cat_to_onehot=1, nthread=2)
+    booster = xgb.train(params, xgb.DMatrix(X, label=y, feature_types=types, enable_categorical=True), 20)
+    model = Model.from_xgboost(booster.save_raw("json"))
+    df = pl.DataFrame(X, schema=[f"f{i}" for i in range(8)])
+    expected = booster.predict(xgb.DMatrix(X, feature_types=types, enable_categorical=True))
+    assert_same(ours(model, df, df.columns), expected)
+
+
+def test_xgboost_regression_objectives():
+    train, _ = higgs_with_missing()
+    X, y = to_pandas(train, FEATURES), train["f0"].fill_null(0.0).to_numpy() + 1.0
+    for objective in ("reg:squarederror", "count:poisson", "reg:tweedie", "reg:absoluteerror"):
+        booster = xgb.train(dict(objective=objective, max_depth=3, nthread=2), xgb.DMatrix(X.drop(columns="f0"), label=y), 10)
+        model = Model.from_xgboost(booster.save_raw("json"))
+        assert_same(ours(model, train, FEATURES[1:]), booster.predict(xgb.DMatrix(X.drop(columns="f0"))))
+
+
+def test_xgboost_unsupported_and_corrupt_models():
+    train, _ = higgs_with_missing()
+    booster = xgb.train(dict(objective="reg:gamma", max_depth=2), xgb.DMatrix(to_pandas(train, FEATURES[:3]), label=np.ones(train.height)), 2)
+    with pytest.raises(ModelError, match="reg:gamma"):
+        Model.from_xgboost(booster.save_raw("json"))
+    raw = booster.save_raw("ubj")
+    with pytest.raises(ModelError):
+        Model.from_xgboost(raw[: len(raw) // 2])
+    with pytest.raises(ModelError):
+        Model.from_xgboost(b"not a model")
+
+
+# --- LightGBM --------------------------------------------------------------------------------
+
+LGB = dict(verbose=-1, num_threads=2, seed=0, deterministic=True, min_data_in_leaf=5, num_leaves=31)
+
+
+def test_lightgbm_binary_with_missing_values(tmp_path):
+    train, test = higgs_with_missing()
+    gbm = lgb.train(dict(LGB, objective="binary"), lgb.Dataset(to_pandas(train, FEATURES), label=train["y"].to_numpy()), 40)
+    path = tmp_path / "model.txt"
+    gbm.save_model(path)
+    model = Model.from_lightgbm(path)
+    X = to_pandas(test, FEATURES)
+    assert_same(ours(model, test, FEATURES), gbm.predict(X))
+    assert_same(ours(model, test, FEATURES, "margin"), gbm.predict(X, raw_score=True))
+    # Leaf j of a tree with L leaves is our node L - 1 + j.
+    leaves = gbm.predict(X, pred_leaf=True)
+    sizes = np.array([t["num_leaves"] for t in gbm.dump_model()["tree_info"]])
+    np.testing.assert_array_equal(ours(model, test, FEATURES, "leaf"), leaves + sizes - 1)
+    assert Model.from_lightgbm(gbm.model_to_string()).to_bytes() == model.to_bytes()
+
+
+def test_lightgbm_multiclass_with_missing_values():
+    df, feats = dermatology()
+    gbm = lgb.train(dict(LGB, objective="multiclass", num_class=6), lgb.Dataset(to_pandas(df, feats), label=df["y"].to_numpy()), 30)
+    model = Model.from_lightgbm(gbm.model_to_string())
+    expected = gbm.predict(to_pandas(df, feats))
+    assert_same(ours(model, df, feats), expected)
+
+
+def test_lightgbm_categorical_by_name_with_missing_values():
+    df, feats = mushrooms()
+    X = to_pandas(df, feats)
+    gbm = lgb.train(dict(LGB, objective="binary", min_data_per_group=5, cat_smooth=1), lgb.Dataset(X, label=df["y"].to_numpy()), 20)
+    model = Model.from_lightgbm(gbm.model_to_string())
+    assert "num_cat=0" not in gbm.model_to_string().split("Tree=1")[0]  # categorical splits were made
+    assert_same(ours(model, df, feats), gbm.predict(X))
+
+
+def test_lightgbm_integer_coded_categories():
+    X, y, cat = integer_coded()
+    gbm = lgb.train(dict(LGB, objective="binary"), lgb.Dataset(X, label=y, categorical_feature=cat), 20)
+    model = Model.from_lightgbm(gbm.model_to_string())
+    df = pl.DataFrame(X, schema=[f"Column_{i}" for i in range(8)])
+    assert_same(ours(model, df, df.columns), gbm.predict(X))
+    # A category column given as text is refused: this model takes codes.
+    with pytest.raises(Exception, match="integer category codes"):
+        ours(model, df.with_columns(pl.col("Column_0").cast(pl.Int64).cast(pl.String).cast(pl.Categorical)), df.columns)
+
+
+def test_lightgbm_regression_objectives():
+    train, _ = higgs_with_missing()
+    X, y = to_pandas(train, FEATURES[1:]), train["f0"].fill_null(0.0).to_numpy() + 1.0
+    for objective in ("regression", "poisson", "tweedie", "quantile", "regression_l1"):
+        gbm = lgb.train(dict(LGB, objective=objective), lgb.Dataset(X, label=y), 10)
+        model = Model.from_lightgbm(gbm.model_to_string())
+        assert_same(ours(model, train, FEATURES[1:]), gbm.predict(X))
+
+
+def test_lightgbm_unsupported_models():
+    train, _ = higgs_with_missing()
+    X, y = to_pandas(train, FEATURES[:4]), train["y"].to_numpy()
+    gbm = lgb.train(dict(LGB, objective="huber"), lgb.Dataset(X, label=y), 2)
+    with pytest.raises(ModelError, match="huber"):
+        Model.from_lightgbm(gbm.model_to_string())
+    gbm = lgb.train(dict(LGB, objective="regression", linear_tree=True), lgb.Dataset(X.fillna(0), label=y), 2)
+    with pytest.raises(ModelError, match="linear"):
+        Model.from_lightgbm(gbm.model_to_string())
+    with pytest.raises(ModelError):
+        Model.from_lightgbm("tree\nversion=v4\n")
+
+
+# --- Export ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["binary_missing", "multiclass", "categorical"])
+def test_export_to_xgboost(tmp_path, case):
+    if case == "binary_missing":
+        df, _ = higgs_with_missing()
+        feats, params = FEATURES, dict(objective="binary:logistic", n_estimators=20, max_depth=5)
+    elif case == "multiclass":
+        df, feats = dermatology()
+        params = dict(objective="multi:softprob", num_class=6, n_estimators=15, max_depth=4)
+    else:
+        df, feats = mushrooms()
+        params = dict(objective="binary:logistic", n_estimators=15, max_depth=4, max_cat_to_onehot=1)
+    model = polars_gbt.train(df, target="y", features=feats, **params)
+    path = tmp_path / "model.json"
+    model.save_xgboost(path)
+    booster = xgb.Booster(model_file=str(path))
+    X = to_pandas(df, feats)
+    dm = xgb.DMatrix(X, enable_categorical=case == "categorical")
+    assert_same(booster.predict(dm), ours(model, df, feats))
+    if case != "categorical":  # trees with categorical splits are renumbered for XGBoost
+        np.testing.assert_array_equal(booster.predict(dm, pred_leaf=True), ours(model, df, feats, "leaf"))
+    else:
+        assert booster.predict(dm, pred_leaf=True).shape == (df.height, model.num_trees)
+    # And back: the export imports to the same predictions.
+    again = Model.from_xgboost(path)
+    assert_same(ours(again, df, feats), ours(model, df, feats))
