@@ -327,3 +327,114 @@ fn cuda_without_support_is_a_clear_error_and_auto_falls_back() {
     assert_eq!(backend, polars_gbt::backend::Backend::Cpu);
     assert!(note.unwrap().contains("trains on the CPU"));
 }
+
+/// GPU prediction against the CPU predictor, the oracle: margins bit for bit (both sum each
+/// output's trees in model order in float32), values within float rounding of the link, classes
+/// and leaves equal.
+fn assert_gpu_predicts_as_cpu(model: &Model, frame: &FeatureFrame, what: &str) {
+    for quantised in [true, false] {
+        let forest = cuda::GpuForest::with_quantisation(model, quantised).unwrap();
+        eprintln!("{what}: {}", forest.description);
+        assert_forest_predicts_as_cpu(model, &forest, frame, what);
+    }
+}
+
+fn assert_forest_predicts_as_cpu(model: &Model, forest: &cuda::GpuForest, frame: &FeatureFrame, what: &str) {
+    let n = frame.n_rows();
+    let cpu_margin = values(model.predict(frame, PredictOutput::Margin).unwrap());
+    let gpu_margin = values(model.predict_gpu(forest, frame, PredictOutput::Margin, None).unwrap());
+    assert_eq!(cpu_margin.len(), gpu_margin.len());
+    for (i, (a, b)) in cpu_margin.iter().zip(&gpu_margin).enumerate() {
+        assert_eq!(a.to_bits(), b.to_bits(), "{what}: margin {i}: CPU {a} GPU {b}");
+    }
+    let cpu_value = model.predict(frame, PredictOutput::Value).unwrap();
+    let gpu_value = model.predict_gpu(forest, frame, PredictOutput::Value, None).unwrap();
+    match (cpu_value, gpu_value) {
+        (Predictions::Float { values: a, .. }, Predictions::Float { values: b, .. }) => {
+            for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert!((x - y).abs() <= 2e-6 * x.abs().max(1e-3), "{what}: value {i}: CPU {x} GPU {y}");
+            }
+        }
+        (a, b) => assert_eq!(a, b, "{what}: class values"),
+    }
+    assert_eq!(
+        model.predict(frame, PredictOutput::Leaf).unwrap(),
+        model.predict_gpu(forest, frame, PredictOutput::Leaf, None).unwrap(),
+        "{what}: leaves"
+    );
+    if model.objective() == polars_gbt::Objective::BinaryLogistic || model.objective().is_multiclass() {
+        assert_eq!(
+            model.predict(frame, PredictOutput::Class).unwrap(),
+            model.predict_gpu(forest, frame, PredictOutput::Class, None).unwrap(),
+            "{what}: classes"
+        );
+    }
+    // A per-row starting margin.
+    let start: Vec<f32> = (0..n * model.n_outputs()).map(|i| (i % 13) as f32 * 0.1 - 0.6).collect();
+    let cpu = values(model.predict_with_base_margin(frame, &start, PredictOutput::Margin).unwrap());
+    let gpu = values(model.predict_gpu(forest, frame, PredictOutput::Margin, Some(&start)).unwrap());
+    assert_eq!(cpu, gpu, "{what}: margins from a base margin");
+}
+
+#[test]
+fn gpu_predictions_equal_cpu_predictions() {
+    if !gpu() {
+        return;
+    }
+    // 600k rows: several streamed chunks, the last one partial.
+    let (frame, y) = random_data(600_001, 9, 21);
+    let data = Dataset::new(frame.clone(), y.clone()).unwrap();
+    for json in [
+        r#"{"n_estimators": 30, "max_depth": 6}"#,
+        r#"{"n_estimators": 12, "max_depth": 0, "grow_policy": "lossguide", "max_leaves": 63}"#,
+        r#"{"n_estimators": 5, "max_depth": 12}"#,
+        // Over 254 distinct thresholds on a feature: u16 bins.
+        r#"{"n_estimators": 40, "max_depth": 8, "max_bin": 1024}"#,
+    ] {
+        let model = fit(json, &data, "cuda");
+        assert_gpu_predicts_as_cpu(&model, &frame, json);
+        if json.contains("1024") {
+            assert!(cuda::GpuForest::new(&model).unwrap().description.contains("u16 bins"));
+        }
+    }
+    let labels: Vec<f32> = y.iter().map(|v| (v.abs() as usize % 4) as f32).collect();
+    let multi = Dataset::new(frame.clone(), labels).unwrap();
+    let model =
+        fit(r#"{"n_estimators": 8, "max_depth": 5, "objective": "multi:softprob", "num_class": 4}"#, &multi, "cuda");
+    assert_gpu_predicts_as_cpu(&model, &frame, "multiclass");
+    let binary = Dataset::new(frame.clone(), y.iter().map(|v| (*v > 1.0) as u8 as f32).collect()).unwrap();
+    let model = fit(r#"{"n_estimators": 8, "max_depth": 5, "objective": "binary:logistic"}"#, &binary, "cuda");
+    assert_gpu_predicts_as_cpu(&model, &frame, "binary");
+}
+
+#[test]
+fn gpu_predictions_with_categorical_splits_equal_cpu_predictions() {
+    if !gpu() {
+        return;
+    }
+    let data = categorical_data(50_000, 3);
+    for json in [
+        r#"{"n_estimators": 10, "max_depth": 5, "max_cat_to_onehot": 1}"#,
+        r#"{"n_estimators": 10, "max_depth": 0, "grow_policy": "lossguide", "max_leaves": 40}"#,
+    ] {
+        let model = fit(json, &data, "cuda");
+        assert_gpu_predicts_as_cpu(&model, data.features(), json);
+    }
+}
+
+#[test]
+fn wide_models_read_rows_from_global_memory() {
+    if !gpu() {
+        return;
+    }
+    // 1500 features: two rows per thread of every feature no longer fit in shared memory.
+    let (frame, y) = random_data(4_000, 1500, 4);
+    let model = fit(r#"{"n_estimators": 6, "max_depth": 6}"#, &Dataset::new(frame.clone(), y).unwrap(), "cpu");
+    assert!(cuda::GpuForest::with_quantisation(&model, false).unwrap().description.contains("outside shared memory"));
+    // 3,000 features of u8 bins do not fit either: the forest is scored on floats.
+    let (frame, y) = random_data(2_000, 3000, 5);
+    let wide = fit(r#"{"n_estimators": 3, "max_depth": 4}"#, &Dataset::new(frame.clone(), y).unwrap(), "cpu");
+    assert!(cuda::GpuForest::new(&wide).unwrap().description.contains("on floats"));
+    assert_gpu_predicts_as_cpu(&wide, &frame, "3000 features");
+    assert_gpu_predicts_as_cpu(&model, &frame, "1500 features");
+}

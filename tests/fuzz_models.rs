@@ -71,7 +71,7 @@ fn check(bytes: &[u8], probe: &FeatureFrame) -> Option<String> {
 }
 
 /// Decodes `bytes` with `decode`; if that succeeds, predicts every output on a small frame
-/// Returns a description of a
+/// (and, where a GPU is usable, on the GPU too, which must agree). Returns a description of a
 /// panic or a non-finite or disagreeing prediction, None when all is well.
 fn check_with(
     decode: &dyn Fn(&[u8]) -> polars_gbt::Result<Model>,
@@ -80,10 +80,28 @@ fn check_with(
 ) -> Option<String> {
     let run = catch_unwind(AssertUnwindSafe(|| -> Option<String> {
         let model = decode(bytes).ok()?;
+        #[cfg(feature = "cuda")]
+        let forest = polars_gbt::backend::cuda::availability()
+            .is_ok()
+            .then(|| polars_gbt::backend::cuda::GpuForest::new(&model).expect("a GPU forest of a valid model"));
         for output in [PredictOutput::Margin, PredictOutput::Value, PredictOutput::Leaf, PredictOutput::Class] {
-            if let Ok(Predictions::Float { values, .. }) = model.predict(probe, output) {
+            let cpu = model.predict(probe, output);
+            if let Ok(Predictions::Float { values, .. }) = &cpu {
                 if values.iter().any(|v| !v.is_finite()) {
                     return Some(format!("{output:?} predictions are not finite"));
+                }
+            }
+            #[cfg(feature = "cuda")]
+            if let (Some(forest), Ok(cpu)) = (&forest, &cpu) {
+                let gpu = model.predict_gpu(forest, probe, output, None).expect("GPU prediction");
+                let same = match (cpu, &gpu) {
+                    (Predictions::Float { values: a, .. }, Predictions::Float { values: b, .. }) => {
+                        a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5 * x.abs().max(1.0))
+                    }
+                    (a, b) => a == b,
+                };
+                if !same {
+                    return Some(format!("{output:?}: GPU predictions differ from the CPU's"));
                 }
             }
         }

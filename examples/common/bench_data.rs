@@ -50,3 +50,13 @@ impl BenchData {
 pub fn option(args: &[String], name: &str, default: &str) -> String {
     args.iter().position(|a| a == name).map(|i| args[i + 1].clone()).unwrap_or_else(|| default.to_string())
 }
+
+/// Column-major float32 features from `path` (`n` rows, `f` columns named f0..), as Arrow
+/// columns, with the raw values.
+#[allow(dead_code)] // used by bench_predict only
+pub fn load_columns(path: &Path, n: usize, f: usize) -> (Vec<f32>, FeatureFrame) {
+    let values = read_f32(path);
+    assert_eq!(values.len(), n * f, "{} holds {} values, not {n} x {f}", path.display(), values.len());
+    let frame = frame(values.clone(), n, f);
+    (values, frame)
+}

@@ -206,13 +206,14 @@ class Model:
         }
         return pl.DataFrame(rows, schema=schema)
 
-    def predict(self, data: pl.DataFrame | pl.LazyFrame, *, output: str = "value") -> pl.Series:
-        """Score a frame (columns are matched by name; extra ones are ignored)."""
+    def predict(self, data: pl.DataFrame | pl.LazyFrame, *, output: str = "value", device: str = "cpu") -> pl.Series:
+        """Score a frame (columns are matched by name; extra ones are ignored) on ``device``
+        ("cpu", "cuda" or "auto")."""
         frame = data.lazy() if isinstance(data, pl.DataFrame) else data
         missing = [f for f in self.feature_names if f not in frame.collect_schema().names()]
         if missing:
             raise ValueError(f"columns missing for the model's features: {', '.join(missing)}")
-        expr = pl.col(self.feature_names).gbt.predict(self, output=output).alias("prediction")
+        expr = pl.col(self.feature_names).gbt.predict(self, output=output, device=device).alias("prediction")
         return frame.select(expr).collect()["prediction"]
 
     def __repr__(self) -> str:

@@ -106,7 +106,9 @@ class GbtNamespace:
             pass_name_to_apply=True,
         )
 
-    def predict(self, model: Model | bytes | str | Path, *, output: Output = "value") -> pl.Expr:
+    def predict(
+        self, model: Model | bytes | str | Path, *, output: Output = "value", device: str = "cpu"
+    ) -> pl.Expr:
         """Score rows with a model, elementwise (batch by batch in lazy and streaming queries).
 
         Parameters
@@ -116,6 +118,10 @@ class GbtNamespace:
         output
             ``"value"`` (probabilities, means), ``"margin"``, ``"class"`` or ``"leaf"``.
             Multiclass values come back as ``Array(Float32, num_class)``.
+        device
+            ``"cpu"``, ``"cuda"`` (an NVIDIA GPU: the model is uploaded once per process and
+            each batch streams through it) or ``"auto"`` (the GPU when one is usable). GPU
+            predictions equal the CPU's up to float rounding in the link function.
 
         Examples
         --------
@@ -127,11 +133,13 @@ class GbtNamespace:
         """
         if output not in ("value", "margin", "class", "leaf"):
             raise ValueError(f'output must be one of "value", "margin", "class", "leaf", not {output!r}')
+        if device not in ("cpu", "cuda", "auto"):
+            raise ValueError(f'device must be one of "cpu", "cuda", "auto", not {device!r}')
         return register_plugin_function(
             plugin_path=PLUGIN_PATH,
             function_name="gbt_predict",
             args=[self._expr],
-            kwargs={"model": bytearray(model_bytes(model)), "output": output},
+            kwargs={"model": bytearray(model_bytes(model)), "output": output, "device": device},
             is_elementwise=True,
             input_wildcard_expansion=True,
         )

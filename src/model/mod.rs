@@ -199,6 +199,31 @@ impl Model {
         self.score(frame, base_margin.to_vec(), output)
     }
 
+    /// Predicts every row of `frame` on the GPU with `forest` (built by [`GpuForest::new`] from
+    /// this model), starting from `base_margin` (row-major) when given. Equals [`Model::predict`]
+    /// up to float rounding in the link function.
+    #[cfg(feature = "cuda")]
+    pub fn predict_gpu(
+        &self,
+        forest: &crate::backend::cuda::GpuForest,
+        frame: &FeatureFrame,
+        output: PredictOutput,
+        base_margin: Option<&[f32]>,
+    ) -> Result<Predictions> {
+        self.check_output(output)?;
+        let n = frame.n_rows();
+        if let Some(b) = base_margin {
+            if b.len() != n * self.n_outputs {
+                return Err(Error::column(
+                    "base_margin",
+                    format!("has {} values; expected {}", b.len(), n * self.n_outputs),
+                ));
+            }
+        }
+        let columns = self.bind(frame)?;
+        crate::backend::cuda::predict::predict(forest, &columns, n, base_margin, output)
+    }
+
     /// Adds every tree to the starting margins (row-major) and applies `output`.
     fn score(&self, frame: &FeatureFrame, mut margin: Vec<f32>, output: PredictOutput) -> Result<Predictions> {
         let columns = self.bind(frame)?;

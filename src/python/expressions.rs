@@ -2,7 +2,6 @@
 //! (elementwise, so it runs batch by batch in lazy and streaming queries).
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use polars::prelude::*;
@@ -160,36 +159,57 @@ fn group_ids(s: &Series) -> PolarsResult<Vec<i64>> {
     Ok(ids.downcast_iter().flat_map(|a| a.values().iter().copied()).collect())
 }
 
-/// `predict`'s keyword arguments: the model's bytes (a `bytearray` on the Python side) and
-/// the output kind.
+/// `predict`'s keyword arguments: the model's bytes (a `bytearray` on the Python side), the
+/// output kind and the device ("cpu", "cuda" or "auto").
 #[derive(Deserialize)]
 struct PredictKwargs {
     #[serde(with = "serde_bytes")]
     model: Vec<u8>,
     output: String,
+    #[serde(default = "cpu")]
+    device: String,
 }
 
-/// Parsed models by a hash of their bytes: a stream of batches parses the model once.
-fn cached_model(bytes: &[u8]) -> PolarsResult<Arc<Model>> {
-    static CACHE: OnceLock<Mutex<HashMap<u64, Arc<Model>>>> = OnceLock::new();
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut h);
-    let key = h.finish();
+fn cpu() -> String {
+    "cpu".into()
+}
+
+/// A parsed model and, once a batch asks for the GPU, its forest on the device.
+struct CachedModel {
+    bytes: Vec<u8>,
+    model: Arc<Model>,
+    #[cfg(feature = "cuda")]
+    forest: OnceLock<std::result::Result<Arc<crate::backend::cuda::GpuForest>, String>>,
+}
+
+/// Parsed models by their bytes: a stream of batches parses the model (and uploads it to the
+/// GPU) once. Looked up by a CRC of the bytes, then compared in full.
+fn cached_model(bytes: &[u8]) -> PolarsResult<Arc<CachedModel>> {
+    static CACHE: OnceLock<Mutex<HashMap<(usize, u32), Arc<CachedModel>>>> = OnceLock::new();
+    let key = (bytes.len(), crc32fast::hash(bytes));
     let cache = CACHE.get_or_init(Default::default);
     if let Some(m) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-        return Ok(m.clone());
+        if m.bytes == bytes {
+            return Ok(m.clone());
+        }
     }
     let model = Arc::new(Model::from_bytes(bytes).map_err(to_polars)?);
+    let entry = Arc::new(CachedModel {
+        bytes: bytes.to_vec(),
+        model,
+        #[cfg(feature = "cuda")]
+        forest: OnceLock::new(),
+    });
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
     if map.len() >= 16 {
         map.clear();
     }
-    map.insert(key, model.clone());
-    Ok(model)
+    map.insert(key, entry.clone());
+    Ok(entry)
 }
 
 fn predict_output(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field> {
-    let model = cached_model(&kwargs.model)?;
+    let model = cached_model(&kwargs.model)?.model.clone();
     let output: PredictOutput = kwargs.output.parse().map_err(to_polars)?;
     let name = fields.first().map(|f| f.name().clone()).unwrap_or_else(|| PlSmallStr::from_static("prediction"));
     let array = |inner: DataType, width: usize| DataType::Array(Box::new(inner), width);
@@ -205,13 +225,47 @@ fn predict_output(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field
     Ok(Field::new(name, dtype))
 }
 
+/// Whether to score on the GPU: "cuda" requires one, "auto" uses one when it is usable.
+fn use_gpu(device: &str) -> PolarsResult<bool> {
+    match device {
+        "cpu" => Ok(false),
+        #[cfg(feature = "cuda")]
+        "cuda" => crate::backend::cuda::availability().map(|_| true).map_err(|e| to_polars(crate::Error::Device(e))),
+        #[cfg(feature = "cuda")]
+        "auto" => Ok(crate::backend::cuda::availability().is_ok()),
+        #[cfg(not(feature = "cuda"))]
+        "cuda" => Err(to_polars(crate::Error::Device("this build of polars-gbt has no CUDA backend".into()))),
+        #[cfg(not(feature = "cuda"))]
+        "auto" => Ok(false),
+        other => Err(to_polars(crate::Error::param(
+            "device",
+            format!("`{other}` is not one of \"cpu\", \"cuda\", \"auto\""),
+        ))),
+    }
+}
+
 #[polars_expr(output_type_func_with_kwargs=predict_output)]
 fn gbt_predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series> {
-    let model = cached_model(&kwargs.model)?;
+    let cached = cached_model(&kwargs.model)?;
+    let model = &cached.model;
     let output: PredictOutput = kwargs.output.parse().map_err(to_polars)?;
     let frame =
         FeatureFrame::new(inputs.iter().map(feature_column).collect::<PolarsResult<_>>()?).map_err(to_polars)?;
-    let p = model.predict(&frame, output).map_err(to_polars)?;
+    let p = if use_gpu(&kwargs.device)? {
+        #[cfg(feature = "cuda")]
+        {
+            let forest = cached
+                .forest
+                .get_or_init(|| crate::backend::cuda::GpuForest::new(model).map(Arc::new).map_err(|e| e.to_string()))
+                .clone()
+                .map_err(|e| polars_err!(ComputeError: "{}", e))?;
+            model.predict_gpu(&forest, &frame, output, None).map_err(to_polars)?
+        }
+        #[cfg(not(feature = "cuda"))]
+        unreachable!("use_gpu is false without the cuda feature")
+    } else {
+        model.predict(&frame, output).map_err(to_polars)?
+    };
     let name = inputs[0].name().clone();
     predictions_series(name, p)
 }

@@ -83,3 +83,47 @@ def test_out_of_memory_is_a_clear_error_and_frees_everything(train_df):
     # Nothing leaked: the same fit now runs.
     model = big.select(pl.col(FEATURES).gbt.fit("y", device="cuda", **PARAMS)).item()
     assert polars_gbt.Model.from_bytes(model).num_trees == PARAMS["n_estimators"]
+
+
+@no_gpu
+def test_predict_on_cuda_without_a_gpu_is_a_clear_error(train_df):
+    model = train_df.head(500).select(pl.col(FEATURES).gbt.fit("y", **PARAMS)).item()
+    with pytest.raises(pl.exceptions.ComputeError, match="device") as info:
+        train_df.head(10).select(pl.col(FEATURES).gbt.predict(model, device="cuda"))
+    assert "panicked" not in str(info.value)
+    # "auto" scores on the CPU.
+    auto = train_df.head(10).select(pl.col(FEATURES).gbt.predict(model, device="auto"))
+    cpu = train_df.head(10).select(pl.col(FEATURES).gbt.predict(model))
+    assert auto.equals(cpu)
+
+
+@gpu
+@pytest.mark.parametrize("output", ["value", "margin", "class", "leaf"])
+def test_gpu_predictions_equal_cpu_predictions_in_lazy_and_streaming_queries(train_df, output):
+    model = train_df.select(
+        pl.col(FEATURES).gbt.fit("y", objective="binary:logistic", n_estimators=30, max_depth=6)
+    ).item()
+    # Several small chunks, so the streaming engine feeds the plugin many batches.
+    df = pl.concat([train_df.with_columns(pl.col("f3").fill_nan(None))] * 20, rechunk=False)
+    lazy = df.lazy().select(pl.col(FEATURES).gbt.predict(model, output=output, device="cuda"))
+    gpu_stream = lazy.collect(engine="streaming").to_series()
+    gpu_eager = df.select(pl.col(FEATURES).gbt.predict(model, output=output, device="cuda")).to_series()
+    cpu = df.select(pl.col(FEATURES).gbt.predict(model, output=output)).to_series()
+    if output in ("class", "leaf"):
+        assert gpu_stream.equals(cpu) and gpu_eager.equals(cpu)
+    else:
+        np.testing.assert_allclose(gpu_stream.to_numpy(), cpu.to_numpy(), rtol=2e-6, atol=1e-7)
+        np.testing.assert_allclose(gpu_eager.to_numpy(), cpu.to_numpy(), rtol=2e-6, atol=1e-7)
+
+
+@gpu
+def test_concurrent_gpu_predictions_from_many_threads(train_df):
+    from concurrent.futures import ThreadPoolExecutor
+
+    model = train_df.select(pl.col(FEATURES).gbt.fit("y", n_estimators=20, max_depth=5)).item()
+    parts = [train_df.slice(i * 700, 700) for i in range(10)]
+    expected = [p.select(pl.col(FEATURES).gbt.predict(model)).to_series() for p in parts]
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda p: p.select(pl.col(FEATURES).gbt.predict(model, device="cuda")).to_series(), parts * 4))
+    for i, g in enumerate(got):
+        np.testing.assert_allclose(g.to_numpy(), expected[i % 10].to_numpy(), rtol=2e-6, atol=1e-7)

@@ -22,6 +22,7 @@ pub const SOURCE: &str = concat!(
     include_str!("../../../kernels/split.cu"),
     include_str!("../../../kernels/partition.cu"),
     include_str!("../../../kernels/sparse.cu"),
+    include_str!("../../../kernels/predict.cu"),
 );
 
 /// NVRTC options. No FMA contraction: the split arithmetic must round exactly as the CPU's.

@@ -110,6 +110,51 @@ pub struct TreeNode {
     pub pad: u32,
 }
 
+/// A node of the complete prediction layout (`kernels/predict.cu`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct PredNode {
+    /// Feature index | DEFAULT_LEFT | CATEGORICAL.
+    pub word: u32,
+    /// Threshold; for categorical nodes, the bits of the category set's index.
+    pub threshold: f32,
+}
+
+/// A node of the linked prediction layout; leaves point at themselves.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct LinkedNode {
+    pub word: u32,
+    pub threshold: f32,
+    /// Left child; the right child is `left + 1`.
+    pub left: u32,
+    pub value: f32,
+}
+
+/// One tree of a forest laid out for prediction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct PredTree {
+    pub node_offset: u32,
+    pub leaf_offset: u32,
+    pub depth: u32,
+    pub output: u32,
+    pub original: u32,
+    pub pad: u32,
+}
+
+/// Trees whose complete-layout nodes and leaves are copied to shared memory together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct PredTile {
+    pub first: u32,
+    pub end: u32,
+    pub node_begin: u32,
+    pub node_end: u32,
+    pub leaf_begin: u32,
+    pub leaf_end: u32,
+}
+
 macro_rules! device_types {
     ($($t:ty),*) => {$(
         // SAFETY: plain #[repr(C)] structs of integers and floats, valid for any bits and
@@ -129,7 +174,11 @@ device_types!(
     ChildSlots,
     EvalTask,
     SplitResult,
-    TreeNode
+    TreeNode,
+    PredNode,
+    LinkedNode,
+    PredTree,
+    PredTile
 );
 
 /// A kernel that stores the size of every shared struct and the offset of each of its fields,
@@ -171,6 +220,10 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
         "TreeNode",
         [left, right, feature, split_bin, missing_bin, default_left, value, category_start, category_len, pad]
     );
+    probe!(PredNode, "PredNode", [word, threshold]);
+    probe!(LinkedNode, "LinkedNode", [word, threshold, left, value]);
+    probe!(PredTree, "PredTree", [node_offset, leaf_offset, depth, output, original, pad]);
+    probe!(PredTile, "PredTile", [first, end, node_begin, node_end, leaf_begin, leaf_end]);
     let source =
         format!("extern \"C\" __global__ void layout_probe(unsigned long long* out, char* base) {{\n{body}}}\n");
     (source, expected)

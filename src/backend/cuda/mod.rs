@@ -14,10 +14,12 @@
 
 mod buffers;
 pub mod data;
+pub mod forest;
 mod grow;
 pub mod kernels;
 pub mod layout;
 pub mod learner;
+pub mod predict;
 pub mod runtime;
 mod steps;
 
@@ -28,6 +30,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError, ValidAsZero
 use crate::error::{Error, Result};
 
 pub use learner::GpuLearner;
+pub use predict::GpuForest;
 pub use runtime::{availability, runtime, Runtime};
 
 pub(crate) fn device_error(e: DriverError) -> Error {

@@ -61,6 +61,21 @@ kernel_table!(
     fill_missing,
     count_left_sparse,
     add_tree_sparse,
+    predict_complete,
+    predict_complete_cat,
+    predict_complete_global_rows,
+    predict_complete_cat_global_rows,
+    predict_linked,
+    predict_linked_cat,
+    predict_linked_global_rows,
+    predict_linked_cat_global_rows,
+    finish_predictions,
+    bin_rows_u8,
+    bin_rows_u16,
+    predict_binned,
+    predict_binned_cat,
+    predict_binned_u16,
+    predict_binned_cat_u16,
 );
 
 /// The GPU and what was built for it.
@@ -128,6 +143,27 @@ impl Runtime {
             f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic as i32)
                 .map_err(|e| format!("could not give the histogram kernel {dynamic} bytes of shared memory: {e}"))?;
             hist_shared_budget = hist_shared_budget.min(dynamic);
+        }
+        // The prediction kernels may take all of a block's shared memory (rows and a tile of trees).
+        for f in [
+            &kernels.predict_complete,
+            &kernels.predict_complete_cat,
+            &kernels.predict_complete_global_rows,
+            &kernels.predict_complete_cat_global_rows,
+            &kernels.predict_linked,
+            &kernels.predict_linked_cat,
+            &kernels.predict_linked_global_rows,
+            &kernels.predict_linked_cat_global_rows,
+            &kernels.predict_binned,
+            &kernels.predict_binned_cat,
+            &kernels.predict_binned_u16,
+            &kernels.predict_binned_cat_u16,
+        ] {
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                max_shared_per_block as i32,
+            )
+            .map_err(|e| format!("could not give the prediction kernels shared memory: {e}"))?;
         }
         let stream = ctx.new_stream().map_err(|e| e.to_string())?;
         let name = ctx.name().unwrap_or_else(|_| "GPU".into());

@@ -1,0 +1,534 @@
+//! Scoring on the GPU: a model's forest uploaded once ([`GpuForest`]), and batches of rows
+//! streamed through it. Rows go from the Arrow columns into pinned buffers, column-major as the
+//! kernel reads them; two slots alternate on two streams, so the host fills one slot while the
+//! other's copies and kernels run, and one slot's copy overlaps the other's kernel.
+
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use rayon::prelude::*;
+
+use super::forest::{ForestLayout, HostForest, QuantisedForest};
+use super::layout::{LinkedNode, PredNode, PredTile, PredTree};
+use super::runtime::{runtime, Runtime};
+use super::{device_error, DeviceMemory};
+use crate::config::Objective;
+use crate::data::FeatureColumn;
+use crate::error::{Error, Result};
+use crate::model::{Model, PredictOutput, Predictions};
+
+/// Rows per streamed chunk.
+const CHUNK_ROWS: usize = 1 << 18;
+/// Threads per block (each scores ROWS_PER_THREAD rows); `POLARS_GBT_PREDICT_THREADS` overrides.
+const THREADS: u32 = 256;
+
+/// Rows each thread scores (`PRED_ROWS_PER_THREAD` in kernels/predict.cu).
+const ROWS_PER_THREAD: usize = 4;
+
+/// A tuning knob from the environment (for benchmarks), or `default`.
+fn knob(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// A model's forest on the device, with the launch shape chosen for it.
+pub struct GpuForest {
+    rt: Arc<Runtime>,
+    pub layout: ForestLayout,
+    has_categorical: bool,
+    n_trees: u32,
+    n_outputs: u32,
+    n_features: u32,
+    objective: Objective,
+    nodes: CudaSlice<PredNode>,
+    leaf_values: CudaSlice<f32>,
+    leaf_ids: CudaSlice<u32>,
+    linked: CudaSlice<LinkedNode>,
+    linked_ids: CudaSlice<u32>,
+    trees: CudaSlice<PredTree>,
+    tiles: CudaSlice<PredTile>,
+    n_tiles: u32,
+    tile_nodes: u32,
+    sets: CudaSlice<u32>,
+    words: CudaSlice<u32>,
+    base: CudaSlice<f32>,
+    /// The u8-bin form of a complete layout, when every feature fits (see QuantisedForest).
+    quantised: Option<Quantised>,
+    /// Threads per block and dynamic shared memory; rows staged in shared memory or not.
+    threads: u32,
+    shared_bytes: u32,
+    shared_rows: bool,
+    /// One line for logs: the layout and its size.
+    pub description: String,
+}
+
+impl GpuForest {
+    /// The model's forest on the device, in the fastest layout that fits it.
+    pub fn new(model: &Model) -> Result<Self> {
+        Self::with_quantisation(model, knob("POLARS_GBT_PREDICT_QUANTISED", 1) == 1)
+    }
+
+    /// As [`GpuForest::new`]; `allow_quantised: false` keeps complete layouts on floats (for
+    /// tests that cover both kernels).
+    pub fn with_quantisation(model: &Model, allow_quantised: bool) -> Result<Self> {
+        let rt = runtime()?;
+        let trees = model.trees();
+        let layout = HostForest::choose(trees);
+        let host = HostForest::build(trees, model.n_outputs(), layout);
+        let n_features = model.features().len();
+        let max = rt.max_shared_per_block as usize;
+        let categories: Vec<Option<u32>> = model
+            .features()
+            .iter()
+            .map(|f| match f.cuts {
+                crate::data::FeatureCuts::Categorical { n_categories } => Some(n_categories),
+                _ => None,
+            })
+            .collect();
+        let mut quantised = match layout {
+            ForestLayout::Complete if allow_quantised => QuantisedForest::new(&host, &categories),
+            _ => None,
+        };
+        // Every feature of ROWS_PER_THREAD rows per thread in shared memory (a float each, or
+        // a byte when quantised), with fewer threads per block when that does not fit beside a
+        // tile of the largest tree; else rows are read from global memory (float kernels only:
+        // a quantised forest whose rows do not fit is scored on floats). The rest of the shared
+        // memory (or `POLARS_GBT_PREDICT_TILE_KB`) holds tiles of trees.
+        let bin_bytes = |q: &Option<QuantisedForest>| q.as_ref().map_or(4, |q| if q.wide { 2 } else { 1 });
+        let plan = |value_bytes: usize| {
+            let quantised = value_bytes < 4;
+            let (node_bytes, pad) = if quantised { (4, 4 * value_bytes) } else { (8, 0) };
+            let largest_tree = match layout {
+                ForestLayout::Complete => {
+                    host.trees.iter().map(|t| (node_bytes << (t.depth + 1)) + (4usize << t.depth)).max().unwrap_or(0)
+                }
+                ForestLayout::Linked => 0,
+            };
+            let rows_bytes = |threads: u32| {
+                (n_features * (ROWS_PER_THREAD * threads as usize * value_bytes + pad)).next_multiple_of(16)
+            };
+            let mut threads = knob("POLARS_GBT_PREDICT_THREADS", THREADS as usize) as u32;
+            while threads > 32 && largest_tree + rows_bytes(threads) > max {
+                threads /= 2;
+            }
+            let fits = largest_tree + rows_bytes(threads) <= max;
+            (node_bytes, threads, fits, if fits { rows_bytes(threads) } else { 0 })
+        };
+        let (mut node_bytes, mut threads, mut shared_rows, mut rows_bytes) = plan(bin_bytes(&quantised));
+        if quantised.is_some() && !shared_rows {
+            quantised = None;
+            (node_bytes, threads, shared_rows, rows_bytes) = plan(4);
+        }
+        if !shared_rows {
+            threads = THREADS;
+        }
+        // Quantised tiles of 12 KiB measured fastest on an H100 (docs/gpu-notes.md); float
+        // kernels take whatever shared memory is left.
+        let default_tile_kb = if quantised.is_some() { 12 } else { usize::MAX >> 10 };
+        let budget = knob("POLARS_GBT_PREDICT_TILE_KB", default_tile_kb).saturating_mul(1024).min(max - rows_bytes);
+        let (tiles, tile_nodes, tile_leaves) = match layout {
+            ForestLayout::Complete => host.tiles(budget, node_bytes),
+            ForestLayout::Linked => (vec![PredTile::default()], 0, 0),
+        };
+        // Quantised forests double-buffer their tiles: two buffers of the largest tile's nodes
+        // and leaves, each rounded up to whole 16-byte vectors.
+        let tile_nodes =
+            if quantised.is_some() { tile_nodes.max(tile_leaves).next_multiple_of(4) + 4 } else { tile_nodes };
+        let shared_bytes = if quantised.is_some() {
+            rows_bytes + 2 * tile_nodes * (node_bytes + 4)
+        } else {
+            rows_bytes + tile_nodes * node_bytes + tile_leaves * 4
+        };
+        if shared_bytes > max {
+            return Err(Error::Device(format!(
+                "a tile of trees needs {shared_bytes} bytes of shared memory, more than the GPU's {max}"
+            )));
+        }
+        let stream = &rt.stream;
+        let mut memory = DeviceMemory::default();
+        let flat_sets: Vec<u32> = host.sets.iter().flatten().copied().collect();
+        let nonempty = |v: &[u32]| if v.is_empty() { vec![0] } else { v.to_vec() };
+        let forest = GpuForest {
+            layout,
+            has_categorical: host.has_categorical,
+            n_trees: trees.len() as u32,
+            n_outputs: model.n_outputs() as u32,
+            n_features: n_features as u32,
+            objective: model.objective(),
+            nodes: memory.upload(stream, if host.nodes.is_empty() { &[PredNode { word: 0, threshold: 0.0 }] } else { &host.nodes })?,
+            leaf_values: memory.upload(stream, if host.leaf_values.is_empty() { &[0.0] } else { &host.leaf_values })?,
+            leaf_ids: memory.upload(stream, &nonempty(&host.leaf_ids))?,
+            linked: memory.upload(
+                stream,
+                if host.linked.is_empty() { &[LinkedNode { word: 0, threshold: 0.0, left: 0, value: 0.0 }] } else { &host.linked },
+            )?,
+            linked_ids: memory.upload(stream, &nonempty(&host.linked_ids))?,
+            trees: memory.upload(stream, &host.trees)?,
+            n_tiles: tiles.len() as u32,
+            tiles: memory.upload(stream, &tiles)?,
+            tile_nodes: tile_nodes as u32,
+            sets: memory.upload(stream, &flat_sets)?,
+            words: memory.upload(stream, &host.words)?,
+            base: memory.upload(stream, model.base_margin())?,
+            quantised: match &quantised {
+                Some(q) => Some(Quantised {
+                    nodes: memory.upload(stream, &q.nodes)?,
+                    cuts: memory.upload(stream, if q.cuts.is_empty() { &[0.0] } else { &q.cuts })?,
+                    cut_offsets: memory.upload(stream, &q.cut_offsets)?,
+                    n_categories: memory.upload(stream, &q.n_categories)?,
+                    wide: q.wide,
+                }),
+                None => None,
+            },
+            threads,
+            shared_bytes: shared_bytes as u32,
+            shared_rows,
+            description: format!(
+                "{}, {} trees of depth up to {}, {:.1} MiB on the GPU; rows {} shared memory, {} threads per block of {} rows each",
+                match (layout, &quantised) {
+                    (ForestLayout::Complete, Some(q)) if q.wide => "complete-tree layout on u16 bins",
+                    (ForestLayout::Complete, Some(_)) => "complete-tree layout on u8 bins",
+                    (ForestLayout::Complete, None) => "complete-tree layout on floats",
+                    (ForestLayout::Linked, _) => "linked (breadth-first) layout on floats",
+                },
+                trees.len(),
+                host.max_depth,
+                memory.allocated as f64 / (1 << 20) as f64,
+                if shared_rows { "in" } else { "outside" },
+                threads,
+                ROWS_PER_THREAD,
+            ),
+            rt: rt.clone(),
+        };
+        stream.synchronize().map_err(device_error)?;
+        if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+            eprintln!("polars-gbt: GPU forest: {}", forest.description);
+        }
+        Ok(forest)
+    }
+
+    /// Bytes of scratch `launch` needs for `n` rows (their bins, for quantised forests).
+    pub fn scratch_bytes(&self, n: usize) -> usize {
+        match &self.quantised {
+            Some(q) => n * self.n_features as usize * if q.wide { 2 } else { 1 },
+            None => 1,
+        }
+    }
+
+    /// Queues the scoring of `n` rows of `x` (column-major, feature f at `f * n`) on `stream`:
+    /// margins into `out` (`n * n_outputs`, starting from `row_base` when given), or leaf ids
+    /// into `leaf_out` (`n * n_trees`). `scratch` holds [`GpuForest::scratch_bytes`] bytes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        x: &CudaSlice<f32>,
+        n: usize,
+        row_base: Option<&CudaSlice<f32>>,
+        out: &mut CudaSlice<f32>,
+        leaf_out: Option<&mut CudaSlice<u32>>,
+        scratch: &mut CudaSlice<u8>,
+    ) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        assert!(scratch.len() >= self.scratch_bytes(n), "prediction scratch is too small");
+        let k = &self.rt.kernels;
+        let rows_per_block = ROWS_PER_THREAD * self.threads as usize;
+        let blocks = n.div_ceil(rows_per_block).min(1 << 30) as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (self.threads, 1, 1),
+            shared_mem_bytes: self.shared_bytes,
+        };
+        let n32 = n as u32;
+        let null: u64 = 0;
+        if let Some(q) = &self.quantised {
+            let mut b = stream.launch_builder(if q.wide { &k.bin_rows_u16 } else { &k.bin_rows_u8 });
+            b.arg(x)
+                .arg(&n32)
+                .arg(&self.n_features)
+                .arg(&q.cuts)
+                .arg(&q.cut_offsets)
+                .arg(&q.n_categories)
+                .arg(&mut *scratch);
+            let work = n as u64 * self.n_features as u64;
+            let bin_blocks = work.div_ceil(256).clamp(1, self.rt.sm_count as u64 * 16) as u32;
+            // SAFETY: `x` holds n * n_features values and `scratch` as many bins; the offsets
+            // index `cuts` (built by QuantisedForest).
+            unsafe {
+                b.launch(LaunchConfig { grid_dim: (bin_blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 })
+            }
+            .map_err(device_error)?;
+            let f = match (self.has_categorical, q.wide) {
+                (false, false) => &k.predict_binned,
+                (true, false) => &k.predict_binned_cat,
+                (false, true) => &k.predict_binned_u16,
+                (true, true) => &k.predict_binned_cat_u16,
+            };
+            let mut b = stream.launch_builder(f);
+            b.arg(&*scratch)
+                .arg(&n32)
+                .arg(&self.n_features)
+                .arg(&q.nodes)
+                .arg(&self.leaf_values)
+                .arg(&self.leaf_ids)
+                .arg(&self.trees)
+                .arg(&self.n_trees)
+                .arg(&self.tiles)
+                .arg(&self.n_tiles)
+                .arg(&self.tile_nodes)
+                .arg(&self.sets)
+                .arg(&self.words)
+                .arg(&self.base);
+            match row_base {
+                Some(rb) => b.arg(rb),
+                None => b.arg(&null),
+            };
+            b.arg(&self.n_outputs).arg(out);
+            match leaf_out {
+                Some(l) => b.arg(l),
+                None => b.arg(&null),
+            };
+            // SAFETY: as for the float kernels below, on the bins just written.
+            unsafe { b.launch(cfg) }.map_err(device_error)?;
+            return Ok(());
+        }
+        let f = match (self.layout, self.has_categorical, self.shared_rows) {
+            (ForestLayout::Complete, false, true) => &k.predict_complete,
+            (ForestLayout::Complete, true, true) => &k.predict_complete_cat,
+            (ForestLayout::Complete, false, false) => &k.predict_complete_global_rows,
+            (ForestLayout::Complete, true, false) => &k.predict_complete_cat_global_rows,
+            (ForestLayout::Linked, false, true) => &k.predict_linked,
+            (ForestLayout::Linked, true, true) => &k.predict_linked_cat,
+            (ForestLayout::Linked, false, false) => &k.predict_linked_global_rows,
+            (ForestLayout::Linked, true, false) => &k.predict_linked_cat_global_rows,
+        };
+        let mut b = stream.launch_builder(f);
+        b.arg(x)
+            .arg(&n32)
+            .arg(&self.n_features)
+            .arg(&self.nodes)
+            .arg(&self.leaf_values)
+            .arg(&self.leaf_ids)
+            .arg(&self.linked)
+            .arg(&self.linked_ids)
+            .arg(&self.trees)
+            .arg(&self.n_trees)
+            .arg(&self.tiles)
+            .arg(&self.n_tiles)
+            .arg(&self.tile_nodes)
+            .arg(&self.sets)
+            .arg(&self.words)
+            .arg(&self.base);
+        match row_base {
+            Some(rb) => b.arg(rb),
+            None => b.arg(&null),
+        };
+        b.arg(&self.n_outputs).arg(out);
+        match leaf_out {
+            Some(l) => b.arg(l),
+            None => b.arg(&null),
+        };
+        // SAFETY: the arguments match `predict_rows` in kernels/predict.cu (layouts checked by
+        // the layout test); every index the kernel follows was built by HostForest from a
+        // validated model; `x` holds n_features * n values, `out` n * n_outputs and
+        // `leaf_out` n * n_trees.
+        unsafe { b.launch(cfg) }.map_err(device_error)?;
+        Ok(())
+    }
+
+    /// Queues the objective's link (or the class choice) on `n` rows of margins.
+    pub fn finish(
+        &self,
+        stream: &Arc<CudaStream>,
+        out: &mut CudaSlice<f32>,
+        n: usize,
+        classes: Option<&mut CudaSlice<u32>>,
+    ) -> Result<()> {
+        let link: u32 = match self.objective {
+            Objective::BinaryLogistic => 1,
+            Objective::Poisson | Objective::Tweedie => 2,
+            Objective::MultiSoftprob | Objective::MultiSoftmax => 3,
+            _ => 0,
+        };
+        if link == 0 && classes.is_none() {
+            return Ok(());
+        }
+        let (n32, null): (u32, u64) = (n as u32, 0);
+        let mut b = stream.launch_builder(&self.rt.kernels.finish_predictions);
+        b.arg(out).arg(&n32).arg(&self.n_outputs).arg(&link);
+        match classes {
+            Some(c) => b.arg(c),
+            None => b.arg(&null),
+        };
+        let blocks = n.div_ceil(256).clamp(1, self.rt.sm_count as usize * 16) as u32;
+        let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: `out` holds n * n_outputs margins and `classes` n values.
+        unsafe { b.launch(cfg) }.map_err(device_error)?;
+        Ok(())
+    }
+}
+
+/// A quantised forest on the device.
+struct Quantised {
+    nodes: CudaSlice<u32>,
+    cuts: CudaSlice<f32>,
+    cut_offsets: CudaSlice<u32>,
+    n_categories: CudaSlice<u32>,
+    /// u16 bins, else u8.
+    wide: bool,
+}
+
+/// One half of the double buffer: pinned host memory and device memory for a chunk.
+struct Slot {
+    stream: Arc<CudaStream>,
+    x_host: PinnedHostSlice<f32>,
+    x_dev: CudaSlice<f32>,
+    base_host: PinnedHostSlice<f32>,
+    base_dev: CudaSlice<f32>,
+    out_dev: CudaSlice<f32>,
+    out_host: PinnedHostSlice<f32>,
+    scratch: CudaSlice<u8>,
+    index_dev: CudaSlice<u32>,
+    index_host: PinnedHostSlice<u32>,
+    done: CudaEvent,
+    /// The chunk in flight: (first row, rows).
+    pending: Option<(usize, usize)>,
+}
+
+/// The streaming buffers, sized for the largest request so far and shared by every model.
+struct Streamer {
+    slots: Vec<Slot>,
+    /// Per-row sizes the slots were made for: features, outputs, leaf or class values, bytes of
+    /// scratch.
+    shape: (usize, usize, usize, usize),
+}
+
+fn streamer() -> &'static Mutex<Option<Streamer>> {
+    static S: OnceLock<Mutex<Option<Streamer>>> = OnceLock::new();
+    S.get_or_init(|| Mutex::new(None))
+}
+
+impl Streamer {
+    fn new(rt: &Runtime, shape: (usize, usize, usize, usize)) -> Result<Self> {
+        let ctx = rt.stream.context();
+        let (nf, k, idx, scratch) = shape;
+        let mut memory = DeviceMemory::default();
+        let mut slots = Vec::new();
+        for _ in 0..2 {
+            let stream = ctx.new_stream().map_err(device_error)?;
+            // SAFETY: pinned buffers are only read or written after their last copy finished
+            // (`done`, or PinnedHostSlice's own event).
+            let pinned_f32 = |len: usize| unsafe { ctx.alloc_pinned::<f32>(len.max(1)) }.map_err(device_error);
+            slots.push(Slot {
+                x_host: pinned_f32(CHUNK_ROWS * nf)?,
+                x_dev: memory.zeros(&stream, CHUNK_ROWS * nf)?,
+                base_host: pinned_f32(CHUNK_ROWS * k)?,
+                base_dev: memory.zeros(&stream, CHUNK_ROWS * k)?,
+                out_dev: memory.zeros(&stream, CHUNK_ROWS * k)?,
+                out_host: pinned_f32(CHUNK_ROWS * k)?,
+                scratch: memory.zeros(&stream, CHUNK_ROWS * scratch)?,
+                index_dev: memory.zeros(&stream, CHUNK_ROWS * idx)?,
+                index_host: unsafe { ctx.alloc_pinned::<u32>((CHUNK_ROWS * idx).max(1)) }.map_err(device_error)?,
+                done: ctx.new_event(None).map_err(device_error)?,
+                pending: None,
+                stream,
+            });
+        }
+        Ok(Streamer { slots, shape })
+    }
+}
+
+/// Scores `columns` (bound to the model's features) on the GPU.
+pub fn predict(
+    forest: &GpuForest,
+    columns: &[FeatureColumn],
+    n_rows: usize,
+    row_base: Option<&[f32]>,
+    output: PredictOutput,
+) -> Result<Predictions> {
+    let nf = forest.n_features as usize;
+    let k = forest.n_outputs as usize;
+    let n_trees = forest.n_trees as usize;
+    let per_row_index = match output {
+        PredictOutput::Leaf => n_trees,
+        PredictOutput::Class => 1,
+        PredictOutput::Value if forest.objective == Objective::MultiSoftmax => 1,
+        _ => 0,
+    };
+    let leaf = output == PredictOutput::Leaf;
+    let mut floats = if per_row_index == 0 { vec![0f32; n_rows * k] } else { Vec::new() };
+    let mut indices = vec![0u32; n_rows * per_row_index];
+    let mut guard: MutexGuard<Option<Streamer>> = streamer().lock().unwrap_or_else(|p| p.into_inner());
+    let need = (nf, k, per_row_index, forest.scratch_bytes(CHUNK_ROWS).div_ceil(CHUNK_ROWS));
+    let have = guard.as_ref().map_or((0, 0, 0, 0), |s| s.shape);
+    if guard.is_none() || have.0 < need.0 || have.1 < need.1 || have.2 < need.2 || have.3 < need.3 {
+        *guard = None; // free the old buffers first
+        let shape = (need.0.max(have.0), need.1.max(have.1), need.2.max(have.2), need.3.max(have.3));
+        *guard = Some(Streamer::new(&forest.rt, shape)?);
+    }
+    let streamer = guard.as_mut().unwrap();
+    // Collect a finished slot's results into the output.
+    let collect = |slot: &mut Slot, floats: &mut Vec<f32>, indices: &mut Vec<u32>| -> Result<()> {
+        let Some((start, rows)) = slot.pending.take() else { return Ok(()) };
+        slot.done.synchronize().map_err(device_error)?;
+        if per_row_index > 0 {
+            let src = slot.index_host.as_slice().map_err(device_error)?;
+            indices[start * per_row_index..(start + rows) * per_row_index]
+                .copy_from_slice(&src[..rows * per_row_index]);
+        } else {
+            let src = slot.out_host.as_slice().map_err(device_error)?;
+            floats[start * k..(start + rows) * k].copy_from_slice(&src[..rows * k]);
+        }
+        Ok(())
+    };
+    for (i, start) in (0..n_rows).step_by(CHUNK_ROWS).enumerate() {
+        let rows = CHUNK_ROWS.min(n_rows - start);
+        let slot = &mut streamer.slots[i % 2];
+        collect(slot, &mut floats, &mut indices)?;
+        let stream = slot.stream.clone();
+        // Column-major chunk: feature f's rows at f * rows.
+        let x = slot.x_host.as_mut_slice().map_err(device_error)?;
+        x[..rows * nf].par_chunks_mut(rows).zip(columns.par_iter()).for_each(|(dst, col)| col.read(start, dst));
+        stream.memcpy_htod(&slot.x_host, &mut slot.x_dev).map_err(device_error)?;
+        let base_dev = match row_base {
+            Some(b) if !leaf => {
+                slot.base_host.as_mut_slice().map_err(device_error)?[..rows * k]
+                    .copy_from_slice(&b[start * k..(start + rows) * k]);
+                stream.memcpy_htod(&slot.base_host, &mut slot.base_dev).map_err(device_error)?;
+                Some(&slot.base_dev)
+            }
+            _ => None,
+        };
+        forest.launch(
+            &stream,
+            &slot.x_dev,
+            rows,
+            base_dev,
+            &mut slot.out_dev,
+            leaf.then_some(&mut slot.index_dev),
+            &mut slot.scratch,
+        )?;
+        if leaf {
+            stream.memcpy_dtoh(&slot.index_dev.slice(..rows * n_trees), &mut slot.index_host).map_err(device_error)?;
+        } else if per_row_index == 1 {
+            forest.finish(&stream, &mut slot.out_dev, rows, Some(&mut slot.index_dev))?;
+            stream.memcpy_dtoh(&slot.index_dev.slice(..rows), &mut slot.index_host).map_err(device_error)?;
+        } else {
+            if output == PredictOutput::Value {
+                forest.finish(&stream, &mut slot.out_dev, rows, None)?;
+            }
+            stream.memcpy_dtoh(&slot.out_dev.slice(..rows * k), &mut slot.out_host).map_err(device_error)?;
+        }
+        slot.done.record(&stream).map_err(device_error)?;
+        slot.pending = Some((start, rows));
+    }
+    for slot in streamer.slots.iter_mut() {
+        collect(slot, &mut floats, &mut indices)?;
+    }
+    Ok(if per_row_index > 0 {
+        Predictions::Index { values: indices, width: if leaf { n_trees } else { 1 } }
+    } else {
+        Predictions::Float { values: floats, width: k }
+    })
+}
