@@ -384,7 +384,7 @@ __device__ void predict_binned_rows(const Bin* __restrict__ bins, u32 n, u32 n_f
                                     const float* __restrict__ leaf_values, const u32* __restrict__ leaf_ids,
                                     const PredTree* __restrict__ trees, u32 n_trees,
                                     const PredTile* __restrict__ tiles, u32 n_tiles, u32 tile_nodes,
-                                    const uint2* __restrict__ sets, const u32* __restrict__ words,
+                                    u32 tile_leaves, const uint2* __restrict__ sets, const u32* __restrict__ words,
                                     const float* __restrict__ base, const float* __restrict__ row_base,
                                     u32 n_outputs, float* __restrict__ out, u32* __restrict__ leaf_out) {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -392,12 +392,12 @@ __device__ void predict_binned_rows(const Bin* __restrict__ bins, u32 n, u32 n_f
     const u32 stride = rows_per_block + 4;
     const u32 rows_bytes = (n_features * stride * (u32)sizeof(Bin) + 15) & ~15u;
     Bin* s_bins = (Bin*)smem;
-    // Two tile buffers of `tile_nodes` nodes (a multiple of 4) and as many leaf slots.
+    // Two tile buffers of `tile_nodes` nodes and `tile_leaves` leaves (multiples of 4).
     u32* s_nodes[2];
     float* s_leaves[2];
     s_nodes[0] = (u32*)(smem + rows_bytes);
     s_leaves[0] = (float*)(s_nodes[0] + tile_nodes);
-    s_nodes[1] = (u32*)(s_leaves[0] + tile_nodes);
+    s_nodes[1] = (u32*)(s_leaves[0] + tile_leaves);
     s_leaves[1] = (float*)(s_nodes[1] + tile_nodes);
 
     for (u32 row0 = blockIdx.x * rows_per_block; row0 < n; row0 += gridDim.x * rows_per_block) {
@@ -475,11 +475,12 @@ __device__ void predict_binned_rows(const Bin* __restrict__ bins, u32 n, u32 n_f
                                     const float* __restrict__ leaf_values, const u32* __restrict__ leaf_ids,           \
                                     const PredTree* __restrict__ trees, u32 n_trees,                                   \
                                     const PredTile* __restrict__ tiles, u32 n_tiles, u32 tile_nodes,                   \
-                                    const uint2* __restrict__ sets, const u32* __restrict__ words,                     \
+                                    u32 tile_leaves, const uint2* __restrict__ sets, const u32* __restrict__ words,    \
                                     const float* __restrict__ base, const float* __restrict__ row_base,                \
                                     u32 n_outputs, float* __restrict__ out, u32* __restrict__ leaf_out) {               \
         predict_binned_rows<CAT, BIN, R>(bins, n, n_features, nodes, leaf_values, leaf_ids, trees, n_trees, tiles,      \
-                                         n_tiles, tile_nodes, sets, words, base, row_base, n_outputs, out, leaf_out);  \
+                                         n_tiles, tile_nodes, tile_leaves, sets, words, base, row_base, n_outputs,     \
+                                         out, leaf_out);                                                               \
     }
 
 // Four rows per thread (eight measured slower on an H100: docs/gpu-notes.md).

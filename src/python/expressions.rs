@@ -182,10 +182,13 @@ struct CachedModel {
     forest: OnceLock<std::result::Result<Arc<crate::backend::cuda::GpuForest>, String>>,
 }
 
+/// Cached models by (length, CRC-32) of their bytes.
+type ModelCache = Mutex<HashMap<(usize, u32), Arc<CachedModel>>>;
+
 /// Parsed models by their bytes: a stream of batches parses the model (and uploads it to the
 /// GPU) once. Looked up by a CRC of the bytes, then compared in full.
 fn cached_model(bytes: &[u8]) -> PolarsResult<Arc<CachedModel>> {
-    static CACHE: OnceLock<Mutex<HashMap<(usize, u32), Arc<CachedModel>>>> = OnceLock::new();
+    static CACHE: OnceLock<ModelCache> = OnceLock::new();
     let key = (bytes.len(), crc32fast::hash(bytes));
     let cache = CACHE.get_or_init(Default::default);
     if let Some(m) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {

@@ -48,6 +48,7 @@ pub struct GpuForest {
     tiles: CudaSlice<PredTile>,
     n_tiles: u32,
     tile_nodes: u32,
+    tile_leaves: u32,
     sets: CudaSlice<u32>,
     words: CudaSlice<u32>,
     base: CudaSlice<f32>,
@@ -93,50 +94,68 @@ impl GpuForest {
         // tile of the largest tree; else rows are read from global memory (float kernels only:
         // a quantised forest whose rows do not fit is scored on floats). The rest of the shared
         // memory (or `POLARS_GBT_PREDICT_TILE_KB`) holds tiles of trees.
-        let bin_bytes = |q: &Option<QuantisedForest>| q.as_ref().map_or(4, |q| if q.wide { 2 } else { 1 });
-        let plan = |value_bytes: usize| {
-            let quantised = value_bytes < 4;
-            let (node_bytes, pad) = if quantised { (4, 4 * value_bytes) } else { (8, 0) };
-            let largest_tree = match layout {
-                ForestLayout::Complete => {
-                    host.trees.iter().map(|t| (node_bytes << (t.depth + 1)) + (4usize << t.depth)).max().unwrap_or(0)
+        // Quantised: rows of ROWS_PER_THREAD * threads bins per feature (stride + 4) and two
+        // tile buffers (12 KiB of nodes and leaves each by default, `POLARS_GBT_PREDICT_TILE_KB`),
+        // with the block size that keeps the most warps resident on an SM (latency is what
+        // bounds the walk: docs/gpu-notes.md).
+        let mut plan = None;
+        if let Some(q) = &quantised {
+            let bin_bytes = if q.wide { 2 } else { 1 };
+            let budget = knob("POLARS_GBT_PREDICT_TILE_KB", 12).saturating_mul(1024);
+            let (tiles, nodes, leaves) = host.tiles(budget, 4);
+            let (nodes, leaves) = (nodes.next_multiple_of(4), leaves.next_multiple_of(4));
+            let tile_bytes = 2 * (nodes + leaves) * 4;
+            let candidates = match knob("POLARS_GBT_PREDICT_THREADS", 0) {
+                0 => vec![128u32, 256, 512],
+                t => vec![t as u32],
+            };
+            let mut best: Option<(usize, u32, usize)> = None;
+            for threads in candidates {
+                let rows = (n_features * (ROWS_PER_THREAD * threads as usize + 4) * bin_bytes).next_multiple_of(16);
+                let shared = rows + tile_bytes;
+                if shared > max {
+                    continue;
                 }
-                ForestLayout::Linked => 0,
-            };
-            let rows_bytes = |threads: u32| {
-                (n_features * (ROWS_PER_THREAD * threads as usize * value_bytes + pad)).next_multiple_of(16)
-            };
-            let mut threads = knob("POLARS_GBT_PREDICT_THREADS", THREADS as usize) as u32;
-            while threads > 32 && largest_tree + rows_bytes(threads) > max {
-                threads /= 2;
+                let blocks = (rt.max_shared_per_sm as usize / (shared + 1024)).min(2048 / threads as usize);
+                let warps = blocks * threads as usize / 32;
+                if best.is_none_or(|(w, _, _)| warps >= w) {
+                    best = Some((warps, threads, shared));
+                }
             }
-            let fits = largest_tree + rows_bytes(threads) <= max;
-            (node_bytes, threads, fits, if fits { rows_bytes(threads) } else { 0 })
-        };
-        let (mut node_bytes, mut threads, mut shared_rows, mut rows_bytes) = plan(bin_bytes(&quantised));
-        if quantised.is_some() && !shared_rows {
-            quantised = None;
-            (node_bytes, threads, shared_rows, rows_bytes) = plan(4);
+            match best {
+                Some((_, threads, shared)) => plan = Some((tiles, nodes, leaves, threads, shared)),
+                None => quantised = None,
+            }
         }
-        if !shared_rows {
-            threads = THREADS;
-        }
-        // Quantised tiles of 12 KiB measured fastest on an H100 (docs/gpu-notes.md); float
-        // kernels take whatever shared memory is left.
-        let default_tile_kb = if quantised.is_some() { 12 } else { usize::MAX >> 10 };
-        let budget = knob("POLARS_GBT_PREDICT_TILE_KB", default_tile_kb).saturating_mul(1024).min(max - rows_bytes);
-        let (tiles, tile_nodes, tile_leaves) = match layout {
-            ForestLayout::Complete => host.tiles(budget, node_bytes),
-            ForestLayout::Linked => (vec![PredTile::default()], 0, 0),
-        };
-        // Quantised forests double-buffer their tiles: two buffers of the largest tile's nodes
-        // and leaves, each rounded up to whole 16-byte vectors.
-        let tile_nodes =
-            if quantised.is_some() { tile_nodes.max(tile_leaves).next_multiple_of(4) + 4 } else { tile_nodes };
-        let shared_bytes = if quantised.is_some() {
-            rows_bytes + 2 * tile_nodes * (node_bytes + 4)
-        } else {
-            rows_bytes + tile_nodes * node_bytes + tile_leaves * 4
+        // Floats: every feature of ROWS_PER_THREAD rows per thread in shared memory, with fewer
+        // threads per block when that does not fit beside a tile of the largest tree, else
+        // read from global memory; the rest of the shared memory holds one tile of trees.
+        let (tiles, tile_nodes, tile_leaves, threads, shared_bytes, shared_rows) = match plan {
+            Some((tiles, nodes, leaves, threads, shared)) => (tiles, nodes, leaves, threads, shared, true),
+            None => {
+                let largest_tree = match layout {
+                    ForestLayout::Complete => {
+                        host.trees.iter().map(|t| (8usize << (t.depth + 1)) + (4usize << t.depth)).max().unwrap_or(0)
+                    }
+                    ForestLayout::Linked => 0,
+                };
+                let rows_bytes =
+                    |threads: u32| (n_features * ROWS_PER_THREAD * threads as usize * 4).next_multiple_of(16);
+                let mut threads = THREADS;
+                while threads > 32 && largest_tree + rows_bytes(threads) > max {
+                    threads /= 2;
+                }
+                let shared_rows = largest_tree + rows_bytes(threads) <= max;
+                let rows_bytes = if shared_rows { rows_bytes(threads) } else { 0 };
+                if !shared_rows {
+                    threads = THREADS;
+                }
+                let (tiles, nodes, leaves) = match layout {
+                    ForestLayout::Complete => host.tiles(max - rows_bytes, 8),
+                    ForestLayout::Linked => (vec![PredTile::default()], 0, 0),
+                };
+                (tiles, nodes, leaves, threads, rows_bytes + nodes * 8 + leaves * 4, shared_rows)
+            }
         };
         if shared_bytes > max {
             return Err(Error::Device(format!(
@@ -166,6 +185,7 @@ impl GpuForest {
             n_tiles: tiles.len() as u32,
             tiles: memory.upload(stream, &tiles)?,
             tile_nodes: tile_nodes as u32,
+            tile_leaves: tile_leaves as u32,
             sets: memory.upload(stream, &flat_sets)?,
             words: memory.upload(stream, &host.words)?,
             base: memory.upload(stream, model.base_margin())?,
@@ -277,6 +297,7 @@ impl GpuForest {
                 .arg(&self.tiles)
                 .arg(&self.n_tiles)
                 .arg(&self.tile_nodes)
+                .arg(&self.tile_leaves)
                 .arg(&self.sets)
                 .arg(&self.words)
                 .arg(&self.base);

@@ -87,6 +87,8 @@ pub struct Runtime {
     pub sm_count: u32,
     /// Shared memory a block may use once it opts in.
     pub max_shared_per_block: u32,
+    /// Shared memory of one SM (all its resident blocks together).
+    pub max_shared_per_sm: u32,
     /// Dynamic shared memory a histogram block may use.
     pub hist_shared_budget: u32,
     turn: Mutex<()>,
@@ -126,6 +128,8 @@ impl Runtime {
         let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
         let max_shared_per_block =
             attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
+        let max_shared_per_sm =
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)? as u32;
         let context_s = clock.elapsed().as_secs_f64();
         let cubin = kernels::cubin_for(&arch)?;
         let compiled_s = clock.elapsed().as_secs_f64();
@@ -181,6 +185,7 @@ impl Runtime {
             arch,
             sm_count,
             max_shared_per_block,
+            max_shared_per_sm,
             hist_shared_budget,
             turn: Mutex::new(()),
         })
