@@ -3,7 +3,8 @@
 //! -0.0, categorical), any missing rate from none to all, and labels that may hold a single
 //! class. For every one: training succeeds without panicking, every prediction is finite,
 //! the model survives its binary and JSON forms bit for bit, and neither the columns' order
-//! nor their chunking changes anything. `PROPTEST_CASES` sets how many datasets (default 24).
+//! nor their chunking changes anything. Ranking objectives train on query groups of one to four
+//! rows, half of them single rows. `PROPTEST_CASES` sets how many datasets (default 24).
 
 use std::sync::Arc;
 
@@ -181,6 +182,43 @@ proptest! {
         // Columns are matched by name: their order does not matter.
         let reversed = frame(&specs, n, seed, 3, true);
         prop_assert_eq!(&floats(model.predict(&reversed, PredictOutput::Margin).unwrap()), &margin);
+    }
+
+    #[test]
+    fn ranking_with_single_row_query_groups_trains(
+        n in 1usize..400,
+        specs in prop::collection::vec(column_spec(), 1..4),
+        pairwise in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        // Query groups of 1 to 4 rows, half of them single rows.
+        let r = draws(seed ^ 0x9e3779b9, n);
+        let mut ids = Vec::with_capacity(n);
+        let (mut group, mut left) = (0i64, 0u64);
+        for v in &r {
+            if left == 0 {
+                group += 1;
+                left = if v % 2 == 0 { 1 } else { 1 + v % 4 };
+            }
+            ids.push(group);
+            left -= 1;
+        }
+        let label: Vec<f32> = r.iter().map(|v| ((v >> 8) % 5) as f32).collect();
+        let frame = frame(&specs, n, seed, 1, false);
+        let objective = if pairwise { "rank:pairwise" } else { "rank:ndcg" };
+        let cfg = TrainConfig::from_json(&format!(r#"{{"objective": "{objective}", "n_estimators": 3, "max_depth": 3}}"#)).unwrap();
+        let data = Dataset::new(frame.clone(), label).unwrap().with_group_ids(&ids).unwrap();
+        match train(&cfg, &data, &[]) {
+            Ok(model) => {
+                let p = floats(model.predict(&frame, PredictOutput::Margin).unwrap());
+                prop_assert!(p.iter().all(|v| v.is_finite()));
+                prop_assert_eq!(&Model::from_bytes(&model.to_bytes()).unwrap().to_bytes(), &model.to_bytes());
+            }
+            Err(e) if frame.columns().iter().all(|c| all_missing(c, n)) => {
+                prop_assert!(e.to_string().contains("entirely missing"), "{e}");
+            }
+            Err(e) => return Err(TestCaseError::fail(format!("ranking fit failed: {e}"))),
+        }
     }
 
     #[test]
