@@ -215,6 +215,13 @@ impl<'a> Trainer<'a> {
         let margin = Self::start_margin(&self.base_margin, self.data, self.k);
         match backend {
             Backend::Cpu => {
+                let width = if self.cuts.iter().all(|c| c.n_bins() < 256) { 1 } else { 2 };
+                let (n, nf) = (self.data.n_rows(), self.cuts.len());
+                crate::backend::cpu::memory::check_fits(
+                    crate::backend::cpu::memory::fit_bytes(n, nf, width, self.k),
+                    n,
+                    nf,
+                )?;
                 let binned = BinnedMatrix::new(&self.data.features, &self.cuts);
                 let refit = self.loss.leaf_quantile().map(|alpha| LeafRefit {
                     alpha,

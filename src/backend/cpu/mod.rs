@@ -4,6 +4,7 @@ pub mod grow;
 mod heap_simd;
 pub mod histogram;
 pub mod learner;
+pub mod memory;
 pub mod partition;
 pub mod predict;
 
