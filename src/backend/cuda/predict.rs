@@ -105,8 +105,9 @@ impl GpuForest {
             let (tiles, nodes, leaves) = host.tiles(budget, 4);
             let (nodes, leaves) = (nodes.next_multiple_of(4), leaves.next_multiple_of(4));
             let tile_bytes = 2 * (nodes + leaves) * 4;
+            // On a tie, the first: 256 threads measured best (docs/gpu-notes.md).
             let candidates = match knob("POLARS_GBT_PREDICT_THREADS", 0) {
-                0 => vec![128u32, 256, 512],
+                0 => vec![256u32, 512, 128],
                 t => vec![t as u32],
             };
             let mut best: Option<(usize, u32, usize)> = None;
@@ -118,7 +119,7 @@ impl GpuForest {
                 }
                 let blocks = (rt.max_shared_per_sm as usize / (shared + 1024)).min(2048 / threads as usize);
                 let warps = blocks * threads as usize / 32;
-                if best.is_none_or(|(w, _, _)| warps >= w) {
+                if best.is_none_or(|(w, _, _)| warps > w) {
                     best = Some((warps, threads, shared));
                 }
             }
