@@ -277,9 +277,13 @@ extern "C" __global__ void finish_predictions(float* __restrict__ margin, u32 n,
 // bytes per feature: tiles of trees and a block's rows take a fraction of the shared memory,
 // so more blocks fit on an SM and each reads the forest from L2 once per more rows.
 
+// A quantised node (src/backend/cuda/forest.rs): bit 0 missing-goes-left, bits 1..14 the
+// feature, bit 15 categorical, bits 16..31 the split bin plus the missing bit (or the index of
+// the category set).
+#define QNODE_DEFAULT_LEFT 0x1u
+#define QNODE_FEATURE_SHIFT 1
 #define QNODE_FEATURE 0x3fffu
-#define QNODE_CATEGORICAL 0x4000u
-#define QNODE_DEFAULT_LEFT 0x8000u
+#define QNODE_CATEGORICAL 0x8000u
 
 // Bins of `n` rows (column-major, feature f at f * n) against each feature's sorted thresholds
 // cuts[cut_offsets[f] .. cut_offsets[f + 1]] (categorical features: their category count).
@@ -329,14 +333,14 @@ template <bool CAT, typename Bin>
 __device__ __forceinline__ bool qgoes_left(u32 node, u32 b, const uint2* __restrict__ sets, const u32* __restrict__ words) {
     const u32 split = node >> 16;
     const u32 missing = (Bin)~0u;
-    const bool missing_left = (b == missing) & ((node & QNODE_DEFAULT_LEFT) != 0);
     if (CAT && (node & QNODE_CATEGORICAL)) {
-        if (b == missing) return missing_left;
+        if (b == missing) return node & QNODE_DEFAULT_LEFT;
         const uint2 set = __ldg(&sets[split]);
         return (b >> 5) < set.y && ((__ldg(&words[set.x + (b >> 5)]) >> (b & 31)) & 1u);
     }
-    // The missing bin is above every split bin but the padding's 0xffff (which sends all left).
-    return (b <= split) | missing_left;
+    // With missing going left, the missing bin wraps to 0 and the split was stored one higher;
+    // padding's split of 0xffff sends every bin left.
+    return ((b + (node & QNODE_DEFAULT_LEFT)) & missing) <= split;
 }
 
 // Asynchronous 16-byte copies from global to shared memory (sm_80+; plain copies before).
@@ -363,28 +367,27 @@ __device__ __forceinline__ void copies_wait() {
 #endif
 }
 
-// Starts copying tile `tl`'s nodes and leaves (both 16-byte aligned and padded, see
-// src/backend/cuda/forest.rs) into shared memory.
-__device__ __forceinline__ void load_tile_async(const PredTile& tl, const u32* __restrict__ nodes,
-                                                const float* __restrict__ leaf_values, u32* s_nodes, float* s_leaves) {
+// Starts copying tile `tl`'s nodes (16-byte aligned and padded, see
+// src/backend/cuda/forest.rs) into shared memory. Leaves stay in global memory: a row reads
+// one per tree, through the cache, and leaving them out of the tiles lets more blocks share
+// an SM.
+__device__ __forceinline__ void load_tile_async(const PredTile& tl, const u32* __restrict__ nodes, u32* s_nodes) {
     const u32 node_vectors = (tl.node_end - tl.node_begin + 3) / 4;
-    const u32 leaf_vectors = (tl.leaf_end - tl.leaf_begin + 3) / 4;
     for (u32 i = threadIdx.x; i < node_vectors; i += blockDim.x) copy16_async(s_nodes + 4 * i, nodes + tl.node_begin + 4 * i);
-    for (u32 i = threadIdx.x; i < leaf_vectors; i += blockDim.x)
-        copy16_async(s_leaves + 4 * i, leaf_values + tl.leaf_begin + 4 * i);
     copies_commit();
 }
 
 // As predict_rows with the complete layout, on bins (column-major, n rows). Rows are staged in
 // shared memory with a stride of ROWS + 4 bins per feature, which spreads the features of
 // neighbouring lanes over different banks. Tiles of trees are double-buffered: the next tile
-// is copied asynchronously while the rows walk the current one.
+// is copied asynchronously while the rows walk the current one; leaves are read from global
+// memory.
 template <bool CAT, typename Bin, u32 R>
 __device__ void predict_binned_rows(const Bin* __restrict__ bins, u32 n, u32 n_features, const u32* __restrict__ nodes,
                                     const float* __restrict__ leaf_values, const u32* __restrict__ leaf_ids,
                                     const PredTree* __restrict__ trees, u32 n_trees,
                                     const PredTile* __restrict__ tiles, u32 n_tiles, u32 tile_nodes,
-                                    u32 tile_leaves, const uint2* __restrict__ sets, const u32* __restrict__ words,
+                                    const uint2* __restrict__ sets, const u32* __restrict__ words,
                                     const float* __restrict__ base, const float* __restrict__ row_base,
                                     u32 n_outputs, float* __restrict__ out, u32* __restrict__ leaf_out) {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -392,20 +395,17 @@ __device__ void predict_binned_rows(const Bin* __restrict__ bins, u32 n, u32 n_f
     const u32 stride = rows_per_block + 4;
     const u32 rows_bytes = (n_features * stride * (u32)sizeof(Bin) + 15) & ~15u;
     Bin* s_bins = (Bin*)smem;
-    // Two tile buffers of `tile_nodes` nodes and `tile_leaves` leaves (multiples of 4).
+    // Two tile buffers of `tile_nodes` nodes (a multiple of 4).
     u32* s_nodes[2];
-    float* s_leaves[2];
     s_nodes[0] = (u32*)(smem + rows_bytes);
-    s_leaves[0] = (float*)(s_nodes[0] + tile_nodes);
-    s_nodes[1] = (u32*)(s_leaves[0] + tile_leaves);
-    s_leaves[1] = (float*)(s_nodes[1] + tile_nodes);
+    s_nodes[1] = s_nodes[0] + tile_nodes;
 
     for (u32 row0 = blockIdx.x * rows_per_block; row0 < n; row0 += gridDim.x * rows_per_block) {
         u32 row[R];
 #pragma unroll
         for (u32 j = 0; j < R; ++j) row[j] = row0 + threadIdx.x + j * blockDim.x;
         __syncthreads();  // the previous rows are done with shared memory
-        load_tile_async(tiles[0], nodes, leaf_values, s_nodes[0], s_leaves[0]);
+        load_tile_async(tiles[0], nodes, s_nodes[0]);
         for (u32 i = threadIdx.x; i < n_features * rows_per_block; i += blockDim.x) {
             const u32 f = i / rows_per_block, r = i - f * rows_per_block;
             s_bins[f * stride + r] = row0 + r < n ? bins[(size_t)f * n + row0 + r] : (Bin)~0u;
@@ -419,7 +419,7 @@ __device__ void predict_binned_rows(const Bin* __restrict__ bins, u32 n, u32 n_f
             const PredTile tl = tiles[tile];
             const u32 buf = tile & 1;
             if (tile + 1 < n_tiles) {
-                load_tile_async(tiles[tile + 1], nodes, leaf_values, s_nodes[buf ^ 1], s_leaves[buf ^ 1]);
+                load_tile_async(tiles[tile + 1], nodes, s_nodes[buf ^ 1]);
                 copies_wait<1>();  // this tile's copies are done, the next one's may still run
             } else {
                 copies_wait<0>();
@@ -445,18 +445,17 @@ __device__ void predict_binned_rows(const Bin* __restrict__ bins, u32 n, u32 n_f
 #pragma unroll
                     for (u32 j = 0; j < R; ++j) {
                         const u32 node = tn[at[j]];
-                        const u32 b = s_bins[(node & QNODE_FEATURE) * stride + threadIdx.x + j * blockDim.x];
+                        const u32 b = s_bins[((node >> QNODE_FEATURE_SHIFT) & QNODE_FEATURE) * stride + threadIdx.x + j * blockDim.x];
                         at[j] = 2 * at[j] + 2 - qgoes_left<CAT, Bin>(node, b, sets, words);
                     }
                 }
-                const u32 last = (1u << tree.depth) - 1;
-                const float* lv = s_leaves[buf] + (tree.leaf_offset - tl.leaf_begin);
+                const u32 first_leaf = tree.leaf_offset - ((1u << tree.depth) - 1);
 #pragma unroll
                 for (u32 j = 0; j < R; ++j) {
                     if (leaf_out) {
-                        if (row[j] < n) leaf_out[(size_t)row[j] * n_trees + tree.original] = leaf_ids[tree.leaf_offset + at[j] - last];
+                        if (row[j] < n) leaf_out[(size_t)row[j] * n_trees + tree.original] = leaf_ids[first_leaf + at[j]];
                     } else {
-                        acc[j] += lv[at[j] - last];
+                        acc[j] += __ldg(&leaf_values[first_leaf + at[j]]);
                     }
                 }
             }
@@ -475,12 +474,11 @@ __device__ void predict_binned_rows(const Bin* __restrict__ bins, u32 n, u32 n_f
                                     const float* __restrict__ leaf_values, const u32* __restrict__ leaf_ids,           \
                                     const PredTree* __restrict__ trees, u32 n_trees,                                   \
                                     const PredTile* __restrict__ tiles, u32 n_tiles, u32 tile_nodes,                   \
-                                    u32 tile_leaves, const uint2* __restrict__ sets, const u32* __restrict__ words,    \
+                                    const uint2* __restrict__ sets, const u32* __restrict__ words,                     \
                                     const float* __restrict__ base, const float* __restrict__ row_base,                \
                                     u32 n_outputs, float* __restrict__ out, u32* __restrict__ leaf_out) {               \
         predict_binned_rows<CAT, BIN, R>(bins, n, n_features, nodes, leaf_values, leaf_ids, trees, n_trees, tiles,      \
-                                         n_tiles, tile_nodes, tile_leaves, sets, words, base, row_base, n_outputs,     \
-                                         out, leaf_out);                                                               \
+                                         n_tiles, tile_nodes, sets, words, base, row_base, n_outputs, out, leaf_out);  \
     }
 
 // Four rows per thread (eight measured slower on an H100: docs/gpu-notes.md).

@@ -177,9 +177,10 @@ impl HostForest {
     }
 
     /// Groups trees into tiles of at most `budget` bytes of nodes (`node_bytes` each) and
-    /// leaves (a tree larger than the budget gets a tile of its own). Returns the tiles and the
-    /// largest tile's node and leaf counts.
-    pub fn tiles(&self, budget: usize, node_bytes: usize) -> (Vec<PredTile>, usize, usize) {
+    /// leaves (`leaf_bytes` each; 0 when the kernel leaves them in global memory); a tree
+    /// larger than the budget gets a tile of its own. Returns the tiles and the largest tile's
+    /// node and leaf counts.
+    pub fn tiles(&self, budget: usize, node_bytes: usize, leaf_bytes: usize) -> (Vec<PredTile>, usize, usize) {
         let mut tiles: Vec<PredTile> = Vec::new();
         let (mut max_nodes, mut max_leaves) = (0, 0);
         for (t, tree) in self.trees.iter().enumerate() {
@@ -187,7 +188,7 @@ impl HostForest {
             let leaves = 1u32 << tree.depth;
             let fits = tiles.last().is_some_and(|tile| {
                 let bytes = (tile.node_end - tile.node_begin + nodes) as usize * node_bytes
-                    + (tile.leaf_end - tile.leaf_begin + leaves) as usize * 4;
+                    + (tile.leaf_end - tile.leaf_begin + leaves) as usize * leaf_bytes;
                 bytes <= budget
             });
             if fits {
@@ -258,8 +259,12 @@ impl HostForest {
 pub const MAX_U8_BINS: usize = 254;
 pub const MAX_U16_BINS: usize = 65534;
 
-const QNODE_CATEGORICAL: u32 = 0x4000;
-const QNODE_DEFAULT_LEFT: u32 = 0x8000;
+/// Quantised node word: bit 0 missing-goes-left, bits 1..=14 the feature, bit 15 categorical,
+/// bits 16..=31 the split bin plus the missing bit (or the category set's index).
+const QNODE_DEFAULT_LEFT: u32 = 1;
+const QNODE_FEATURE_SHIFT: u32 = 1;
+const QNODE_FEATURE_MASK: u32 = 0x3fff;
+const QNODE_CATEGORICAL: u32 = 0x8000;
 
 /// The complete layout on u8 bins (`predict_binned` in kernels/predict.cu): each feature's
 /// distinct thresholds, and nodes of four bytes: feature (14 bits), categorical and
@@ -281,7 +286,7 @@ impl QuantisedForest {
     /// `categories[f]` is feature f's category count (None for numeric features).
     pub fn new(host: &HostForest, categories: &[Option<u32>]) -> Option<Self> {
         let nf = categories.len();
-        if nf >= QNODE_CATEGORICAL as usize || host.nodes.is_empty() || host.sets.len() > u16::MAX as usize {
+        if nf > QNODE_FEATURE_MASK as usize || host.nodes.is_empty() || host.sets.len() > u16::MAX as usize {
             return None;
         }
         let padding = |n: &PredNode| n.word & CATEGORICAL == 0 && n.threshold == f32::INFINITY;
@@ -302,20 +307,23 @@ impl QuantisedForest {
             q.cut_offsets.push(q.cuts.len() as u32);
             q.n_categories.push(categories[f].unwrap_or(0));
         }
+        // A numeric split goes left when `(bin + missing_left) & missing_bin <= split +
+        // missing_left`: the missing bin wraps to 0 exactly when missing values go left, and
+        // every other bin (at most missing_bin - 2) compares as `bin <= split`. Padding sends
+        // everything left with a split of 0xffff.
         for n in &host.nodes {
             let feature = n.word & FEATURE_MASK;
-            let mut word = feature;
-            if n.word & DEFAULT_LEFT != 0 {
-                word |= QNODE_DEFAULT_LEFT;
-            }
+            let missing_left = (n.word & DEFAULT_LEFT != 0) as u32;
+            let mut word = feature << QNODE_FEATURE_SHIFT;
             let split = if padding(n) {
                 0xffff
             } else if n.word & CATEGORICAL != 0 {
-                word |= QNODE_CATEGORICAL;
+                word |= QNODE_CATEGORICAL | missing_left;
                 n.threshold.to_bits()
             } else {
+                word |= missing_left;
                 let t = &thresholds[feature as usize];
-                t.partition_point(|&c| c < n.threshold) as u32
+                t.partition_point(|&c| c < n.threshold) as u32 + missing_left
             };
             q.nodes.push(word | split << 16);
         }
@@ -356,19 +364,19 @@ impl QuantisedForest {
         let mut at = 0usize;
         for _ in 0..tree.depth {
             let node = nodes[at];
-            let f = (node & 0x3fff) as usize;
+            let f = ((node >> QNODE_FEATURE_SHIFT) & QNODE_FEATURE_MASK) as usize;
             let b = self.bin(f, row[f]);
             let split = node >> 16;
-            let missing_left = b == self.missing_bin() && node & QNODE_DEFAULT_LEFT != 0;
+            let missing_left = node & QNODE_DEFAULT_LEFT;
             let left = if node & QNODE_CATEGORICAL != 0 {
                 if b == self.missing_bin() {
-                    missing_left
+                    missing_left != 0
                 } else {
                     let [start, len] = host.sets[split as usize];
                     (b >> 5) < len && (host.words[(start + (b >> 5)) as usize] >> (b & 31)) & 1 != 0
                 }
             } else {
-                b <= split || missing_left
+                ((b + missing_left) & self.missing_bin()) <= split
             };
             at = 2 * at + 2 - left as usize;
         }
@@ -475,7 +483,7 @@ mod tests {
     fn tiles_cover_every_tree_within_the_budget() {
         let trees: Vec<Tree> = (0..40).map(|i| random_tree(i, 10, false)).collect();
         let forest = HostForest::build(&trees, 1, ForestLayout::Complete);
-        let (tiles, max_nodes, max_leaves) = forest.tiles(4096, 8);
+        let (tiles, max_nodes, max_leaves) = forest.tiles(4096, 8, 4);
         assert_eq!(tiles.first().unwrap().first, 0);
         assert_eq!(tiles.last().unwrap().end as usize, trees.len());
         assert!(tiles

@@ -48,7 +48,6 @@ pub struct GpuForest {
     tiles: CudaSlice<PredTile>,
     n_tiles: u32,
     tile_nodes: u32,
-    tile_leaves: u32,
     sets: CudaSlice<u32>,
     words: CudaSlice<u32>,
     base: CudaSlice<f32>,
@@ -89,22 +88,19 @@ impl GpuForest {
             ForestLayout::Complete if allow_quantised => QuantisedForest::new(&host, &categories),
             _ => None,
         };
-        // Every feature of ROWS_PER_THREAD rows per thread in shared memory (a float each, or
-        // a byte when quantised), with fewer threads per block when that does not fit beside a
-        // tile of the largest tree; else rows are read from global memory (float kernels only:
-        // a quantised forest whose rows do not fit is scored on floats). The rest of the shared
-        // memory (or `POLARS_GBT_PREDICT_TILE_KB`) holds tiles of trees.
         // Quantised: rows of ROWS_PER_THREAD * threads bins per feature (stride + 4) and two
-        // tile buffers (12 KiB of nodes and leaves each by default, `POLARS_GBT_PREDICT_TILE_KB`),
-        // with the block size that keeps the most warps resident on an SM (latency is what
-        // bounds the walk: docs/gpu-notes.md).
+        // tile buffers (8 KiB of nodes each by default, `POLARS_GBT_PREDICT_TILE_KB`), with the
+        // block size that keeps the most warps resident on an SM (more warps fill the cycles in
+        // which none is ready to issue: docs/gpu-notes.md). A quantised forest whose rows do not
+        // fit in shared memory is scored on floats.
         let mut plan = None;
         if let Some(q) = &quantised {
             let bin_bytes = if q.wide { 2 } else { 1 };
-            let budget = knob("POLARS_GBT_PREDICT_TILE_KB", 12).saturating_mul(1024);
-            let (tiles, nodes, leaves) = host.tiles(budget, 4);
-            let (nodes, leaves) = (nodes.next_multiple_of(4), leaves.next_multiple_of(4));
-            let tile_bytes = 2 * (nodes + leaves) * 4;
+            let budget = knob("POLARS_GBT_PREDICT_TILE_KB", 8).saturating_mul(1024);
+            // Tiles hold nodes only: the kernel reads leaves from global memory.
+            let (tiles, nodes, _) = host.tiles(budget, 4, 0);
+            let nodes = nodes.next_multiple_of(4);
+            let tile_bytes = 2 * nodes * 4;
             // On a tie, the first: 256 threads measured best (docs/gpu-notes.md).
             let candidates = match knob("POLARS_GBT_PREDICT_THREADS", 0) {
                 0 => vec![256u32, 512, 128],
@@ -124,15 +120,15 @@ impl GpuForest {
                 }
             }
             match best {
-                Some((_, threads, shared)) => plan = Some((tiles, nodes, leaves, threads, shared)),
+                Some((_, threads, shared)) => plan = Some((tiles, nodes, threads, shared)),
                 None => quantised = None,
             }
         }
         // Floats: every feature of ROWS_PER_THREAD rows per thread in shared memory, with fewer
         // threads per block when that does not fit beside a tile of the largest tree, else
         // read from global memory; the rest of the shared memory holds one tile of trees.
-        let (tiles, tile_nodes, tile_leaves, threads, shared_bytes, shared_rows) = match plan {
-            Some((tiles, nodes, leaves, threads, shared)) => (tiles, nodes, leaves, threads, shared, true),
+        let (tiles, tile_nodes, threads, shared_bytes, shared_rows) = match plan {
+            Some((tiles, nodes, threads, shared)) => (tiles, nodes, threads, shared, true),
             None => {
                 let largest_tree = match layout {
                     ForestLayout::Complete => {
@@ -152,10 +148,10 @@ impl GpuForest {
                     threads = THREADS;
                 }
                 let (tiles, nodes, leaves) = match layout {
-                    ForestLayout::Complete => host.tiles(max - rows_bytes, 8),
+                    ForestLayout::Complete => host.tiles(max - rows_bytes, 8, 4),
                     ForestLayout::Linked => (vec![PredTile::default()], 0, 0),
                 };
-                (tiles, nodes, leaves, threads, rows_bytes + nodes * 8 + leaves * 4, shared_rows)
+                (tiles, nodes, threads, rows_bytes + nodes * 8 + leaves * 4, shared_rows)
             }
         };
         if shared_bytes > max {
@@ -186,7 +182,6 @@ impl GpuForest {
             n_tiles: tiles.len() as u32,
             tiles: memory.upload(stream, &tiles)?,
             tile_nodes: tile_nodes as u32,
-            tile_leaves: tile_leaves as u32,
             sets: memory.upload(stream, &flat_sets)?,
             words: memory.upload(stream, &host.words)?,
             base: memory.upload(stream, model.base_margin())?,
@@ -298,7 +293,6 @@ impl GpuForest {
                 .arg(&self.tiles)
                 .arg(&self.n_tiles)
                 .arg(&self.tile_nodes)
-                .arg(&self.tile_leaves)
                 .arg(&self.sets)
                 .arg(&self.words)
                 .arg(&self.base);
