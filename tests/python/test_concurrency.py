@@ -47,3 +47,39 @@ def test_eight_threads_fit_and_predict_as_if_alone(train_df):
     # The models are all different (each thread really fitted its own data).
     assert len({m for m, _ in concurrent}) == 8
     assert polars_gbt.Model.from_bytes(concurrent[0][0]).num_trees == 10
+
+
+def _threads() -> int:
+    """OS threads of this process (Linux)."""
+    for line in open("/proc/self/status"):
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise RuntimeError("no thread count in /proc/self/status")
+
+
+def test_concurrent_fits_do_not_add_threads(train_df):
+    """Fits share one worker pool sized to the cores: many at once (a group_by, and 8 Python
+    threads each fitting) start no threads of their own, so the cores are not oversubscribed."""
+    import threading
+
+    df = pl.concat([train_df] * 2).with_columns(g=pl.int_range(pl.len()) % 200)
+    df.head(500).select(pl.col(FEATURES).gbt.fit("y", **PARAMS))  # start the pools
+    baseline = _threads()
+    peak = [baseline]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _threads())
+            time.sleep(0.002)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(lambda i: df.group_by("g").agg(pl.col(FEATURES[:6]).gbt.fit("y", **PARAMS)), range(8)))
+    finally:
+        done.set()
+        sampler.join()
+    # The 8 executor threads and the sampler are ours; everything else was already running.
+    assert peak[0] <= baseline + 8 + 1 + 2, f"{peak[0]} threads at the peak, {baseline} before"
