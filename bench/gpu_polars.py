@@ -9,7 +9,7 @@ binary logistic loss, 500 rounds, depth 8, 256 bins, eta 0.1. Times:
 * a second fit in the same process (the runtime already started);
 * a ``group_by`` of 20 groups fitted on the GPU (they take turns on it) against the same on
   the CPU;
-and the test AUC (scored on the CPU: GPU prediction is another issue's work).
+and the test AUC (scored on the CPU; bench/predict_bench.py times GPU prediction).
 
 Usage (device machine): PYTHONPATH=.peers/site:.peers/ours python3 bench/gpu_polars.py
 """
