@@ -266,7 +266,7 @@ const QNODE_FEATURE_SHIFT: u32 = 1;
 const QNODE_FEATURE_MASK: u32 = 0x3fff;
 const QNODE_CATEGORICAL: u32 = 0x8000;
 
-/// The complete layout on u8 bins (`predict_binned` in kernels/predict.cu): each feature's
+/// The complete layout on u8 or u16 bins (`predict_binned*` in kernels/predict.cu): each feature's
 /// distinct thresholds, and nodes of four bytes: feature (14 bits), categorical and
 /// missing-goes-left flags, and the split's bin (or category set) in the high half.
 #[derive(Debug, Default)]

@@ -51,7 +51,8 @@ pub struct GpuForest {
     sets: CudaSlice<u32>,
     words: CudaSlice<u32>,
     base: CudaSlice<f32>,
-    /// The u8-bin form of a complete layout, when every feature fits (see QuantisedForest).
+    /// The binned (u8 or u16) form of a complete layout, when every feature fits (see
+    /// QuantisedForest).
     quantised: Option<Quantised>,
     /// Threads per block and dynamic shared memory; rows staged in shared memory or not.
     threads: u32,
