@@ -223,6 +223,11 @@ impl Tree {
                         self.feature[i]
                     )));
                 }
+                if self.category_len[i] == 0 && !self.threshold[i].is_finite() {
+                    // Trained and imported thresholds are finite; a NaN would send every value
+                    // right on the CPU and have no place among the GPU's sorted thresholds.
+                    return Err(Error::model(format!("node {i} has the non-finite threshold {}", self.threshold[i])));
+                }
                 let (start, len) = (self.category_start[i] as usize, self.category_len[i] as usize);
                 if start.checked_add(len).is_none_or(|end| end > self.category_words.len()) {
                     return Err(Error::model(format!("node {i} has a category set outside the tree's category words")));
