@@ -166,16 +166,32 @@ impl Model {
 
     /// Predicts every row of `frame` on the CPU.
     pub fn predict(&self, frame: &FeatureFrame, output: PredictOutput) -> Result<Predictions> {
+        self.predict_with(&self.cpu_forest(), frame, output)
+    }
+
+    /// The trees laid out for the CPU predictor. Building it costs about as much as scoring a
+    /// few thousand rows, so callers that score many batches build it once and use
+    /// [`Model::predict_with`].
+    pub fn cpu_forest(&self) -> FlatForest {
+        FlatForest::new(&self.trees, self.features.len())
+    }
+
+    /// [`Model::predict`] with a forest from [`Model::cpu_forest`] of this model.
+    pub fn predict_with(
+        &self,
+        forest: &FlatForest,
+        frame: &FeatureFrame,
+        output: PredictOutput,
+    ) -> Result<Predictions> {
         self.check_output(output)?;
         if output == PredictOutput::Leaf {
             let columns = self.bind(frame)?;
-            let forest = FlatForest::new(&self.trees, self.features.len());
             let mut leaves = vec![0u32; frame.n_rows() * self.trees.len()];
             forest.predict_leaf(&columns, &mut leaves);
             return Ok(Predictions::Index { values: leaves, width: self.trees.len() });
         }
         let start: Vec<f32> = (0..frame.n_rows()).flat_map(|_| self.base_margin.iter().copied()).collect();
-        self.score(frame, start, output)
+        self.score(forest, frame, start, output)
     }
 
     /// Like [`Model::predict`], with a per-row starting margin in place of the base score.
@@ -196,7 +212,7 @@ impl Model {
                 format!("has {} values; expected {}", base_margin.len(), n * self.n_outputs),
             ));
         }
-        self.score(frame, base_margin.to_vec(), output)
+        self.score(&self.cpu_forest(), frame, base_margin.to_vec(), output)
     }
 
     /// Predicts every row of `frame` on the GPU with `forest` (built by [`GpuForest::new`] from
@@ -225,9 +241,14 @@ impl Model {
     }
 
     /// Adds every tree to the starting margins (row-major) and applies `output`.
-    fn score(&self, frame: &FeatureFrame, mut margin: Vec<f32>, output: PredictOutput) -> Result<Predictions> {
+    fn score(
+        &self,
+        forest: &FlatForest,
+        frame: &FeatureFrame,
+        mut margin: Vec<f32>,
+        output: PredictOutput,
+    ) -> Result<Predictions> {
         let columns = self.bind(frame)?;
-        let forest = FlatForest::new(&self.trees, self.features.len());
         forest.predict_margin(&columns, self.n_outputs, &mut margin);
         Ok(self.finish(margin, output))
     }

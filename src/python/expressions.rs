@@ -174,10 +174,12 @@ fn cpu() -> String {
     "cpu".into()
 }
 
-/// A parsed model and, once a batch asks for the GPU, its forest on the device.
+/// A parsed model with its CPU forest and, once a batch asks for the GPU, its forest on the
+/// device: a stream of batches lays the trees out once.
 struct CachedModel {
     bytes: Vec<u8>,
     model: Arc<Model>,
+    cpu: OnceLock<crate::backend::cpu::predict::FlatForest>,
     #[cfg(feature = "cuda")]
     forest: OnceLock<std::result::Result<Arc<crate::backend::cuda::GpuForest>, String>>,
 }
@@ -200,6 +202,7 @@ fn cached_model(bytes: &[u8]) -> PolarsResult<Arc<CachedModel>> {
     let entry = Arc::new(CachedModel {
         bytes: bytes.to_vec(),
         model,
+        cpu: OnceLock::new(),
         #[cfg(feature = "cuda")]
         forest: OnceLock::new(),
     });
@@ -267,7 +270,8 @@ fn gbt_predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series>
         #[cfg(not(feature = "cuda"))]
         unreachable!("use_gpu is false without the cuda feature")
     } else {
-        model.predict(&frame, output).map_err(to_polars)?
+        let forest = cached.cpu.get_or_init(|| model.cpu_forest());
+        model.predict_with(forest, &frame, output).map_err(to_polars)?
     };
     let name = inputs[0].name().clone();
     predictions_series(name, p)
