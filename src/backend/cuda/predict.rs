@@ -259,9 +259,11 @@ impl GpuForest {
         };
         let n32 = n as u32;
         let null: u64 = 0;
+        // The arguments before the outputs differ by kernel family; the outputs are common.
+        let mut b;
         if let Some(q) = &self.quantised {
-            let mut b = stream.launch_builder(if q.wide { &k.bin_rows_u16 } else { &k.bin_rows_u8 });
-            b.arg(x)
+            let mut bin = stream.launch_builder(if q.wide { &k.bin_rows_u16 } else { &k.bin_rows_u8 });
+            bin.arg(x)
                 .arg(&n32)
                 .arg(&self.n_features)
                 .arg(&q.cuts)
@@ -273,7 +275,7 @@ impl GpuForest {
             // SAFETY: `x` holds n * n_features values and `scratch` as many bins; the offsets
             // index `cuts` (built by QuantisedForest).
             unsafe {
-                b.launch(LaunchConfig { grid_dim: (bin_blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 })
+                bin.launch(LaunchConfig { grid_dim: (bin_blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 })
             }
             .map_err(device_error)?;
             let f = match (self.has_categorical, q.wide) {
@@ -282,7 +284,7 @@ impl GpuForest {
                 (false, true) => &k.predict_binned_u16,
                 (true, true) => &k.predict_binned_cat_u16,
             };
-            let mut b = stream.launch_builder(f);
+            b = stream.launch_builder(f);
             b.arg(&*scratch)
                 .arg(&n32)
                 .arg(&self.n_features)
@@ -297,46 +299,35 @@ impl GpuForest {
                 .arg(&self.sets)
                 .arg(&self.words)
                 .arg(&self.base);
-            match row_base {
-                Some(rb) => b.arg(rb),
-                None => b.arg(&null),
+        } else {
+            let f = match (self.layout, self.has_categorical, self.shared_rows) {
+                (ForestLayout::Complete, false, true) => &k.predict_complete,
+                (ForestLayout::Complete, true, true) => &k.predict_complete_cat,
+                (ForestLayout::Complete, false, false) => &k.predict_complete_global_rows,
+                (ForestLayout::Complete, true, false) => &k.predict_complete_cat_global_rows,
+                (ForestLayout::Linked, false, true) => &k.predict_linked,
+                (ForestLayout::Linked, true, true) => &k.predict_linked_cat,
+                (ForestLayout::Linked, false, false) => &k.predict_linked_global_rows,
+                (ForestLayout::Linked, true, false) => &k.predict_linked_cat_global_rows,
             };
-            b.arg(&self.n_outputs).arg(out);
-            match leaf_out {
-                Some(l) => b.arg(l),
-                None => b.arg(&null),
-            };
-            // SAFETY: as for the float kernels below, on the bins just written.
-            unsafe { b.launch(cfg) }.map_err(device_error)?;
-            return Ok(());
+            b = stream.launch_builder(f);
+            b.arg(x)
+                .arg(&n32)
+                .arg(&self.n_features)
+                .arg(&self.nodes)
+                .arg(&self.leaf_values)
+                .arg(&self.leaf_ids)
+                .arg(&self.linked)
+                .arg(&self.linked_ids)
+                .arg(&self.trees)
+                .arg(&self.n_trees)
+                .arg(&self.tiles)
+                .arg(&self.n_tiles)
+                .arg(&self.tile_nodes)
+                .arg(&self.sets)
+                .arg(&self.words)
+                .arg(&self.base);
         }
-        let f = match (self.layout, self.has_categorical, self.shared_rows) {
-            (ForestLayout::Complete, false, true) => &k.predict_complete,
-            (ForestLayout::Complete, true, true) => &k.predict_complete_cat,
-            (ForestLayout::Complete, false, false) => &k.predict_complete_global_rows,
-            (ForestLayout::Complete, true, false) => &k.predict_complete_cat_global_rows,
-            (ForestLayout::Linked, false, true) => &k.predict_linked,
-            (ForestLayout::Linked, true, true) => &k.predict_linked_cat,
-            (ForestLayout::Linked, false, false) => &k.predict_linked_global_rows,
-            (ForestLayout::Linked, true, false) => &k.predict_linked_cat_global_rows,
-        };
-        let mut b = stream.launch_builder(f);
-        b.arg(x)
-            .arg(&n32)
-            .arg(&self.n_features)
-            .arg(&self.nodes)
-            .arg(&self.leaf_values)
-            .arg(&self.leaf_ids)
-            .arg(&self.linked)
-            .arg(&self.linked_ids)
-            .arg(&self.trees)
-            .arg(&self.n_trees)
-            .arg(&self.tiles)
-            .arg(&self.n_tiles)
-            .arg(&self.tile_nodes)
-            .arg(&self.sets)
-            .arg(&self.words)
-            .arg(&self.base);
         match row_base {
             Some(rb) => b.arg(rb),
             None => b.arg(&null),
@@ -346,9 +337,10 @@ impl GpuForest {
             Some(l) => b.arg(l),
             None => b.arg(&null),
         };
-        // SAFETY: the arguments match `predict_rows` in kernels/predict.cu (layouts checked by
-        // the layout test); every index the kernel follows was built by HostForest from a
-        // validated model; `x` holds n_features * n values, `out` n * n_outputs and
+        // SAFETY: the arguments match `predict_rows` / `predict_binned_rows` in
+        // kernels/predict.cu (layouts checked by the layout test); every index the kernel follows
+        // was built by HostForest (and QuantisedForest) from a validated model; `x` holds
+        // n_features * n values (the bins in `scratch` as many), `out` n * n_outputs and
         // `leaf_out` n * n_trees.
         unsafe { b.launch(cfg) }.map_err(device_error)?;
         Ok(())
