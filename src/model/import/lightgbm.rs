@@ -9,7 +9,7 @@
 //! direction is the one the threshold gives it anyway. A categorical split's bitset holds
 //! the categories that go left, as ours does; NaN and negative codes go right.
 
-use super::{assemble, within, Foreign, ForeignFeature, ForeignNode};
+use super::{assemble, category_text, within, Foreign, ForeignFeature, ForeignNode};
 use crate::config::{GrowPolicy, Objective, TrainConfig};
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -253,17 +253,6 @@ fn pandas_categories(text: &str) -> Result<Option<Vec<Vec<String>>>> {
         })
         .collect::<Result<_>>()
         .map(Some)
-}
-
-/// A category as text: strings as they are, integral numbers without a decimal point.
-fn category_text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        x => match x.as_f64() {
-            Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
-            _ => x.to_string(),
-        },
-    }
 }
 
 /// One tree: inner nodes are 0..L-1 and leaf `j` (written `~j`, i.e. `-j-1`) becomes

@@ -308,6 +308,18 @@ fn finite_threshold(t: f32) -> f32 {
     }
 }
 
+/// A category name from a model file: strings as they are, integral numbers without a
+/// decimal point (as pandas and Polars print integer categories).
+pub(crate) fn category_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        x => match x.as_f64() {
+            Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
+            _ => x.to_string(),
+        },
+    }
+}
+
 /// Counts of each value in `items`, for checking that every output has as many trees.
 pub(crate) fn tally(items: impl Iterator<Item = usize>) -> BTreeMap<usize, usize> {
     let mut m = BTreeMap::new();

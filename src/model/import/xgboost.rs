@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::{assemble, tally, within, Foreign, ForeignFeature, ForeignNode};
+use super::{assemble, category_text, tally, within, Foreign, ForeignFeature, ForeignNode};
 use crate::config::{GrowPolicy, Objective, TrainConfig};
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -324,19 +324,11 @@ fn category_names(cats: Option<&Value>, n_features: usize) -> Result<Vec<Option<
                     })
                     .collect::<Result<_>>()?
             }
-            _ => values.iter().map(number_text).collect(),
+            _ => values.iter().map(category_text).collect(),
         };
         out[i] = Some(names);
     }
     Ok(out)
-}
-
-/// A numeric category as text: integers without a decimal point.
-fn number_text(x: &Value) -> String {
-    match x.as_f64() {
-        Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
-        _ => x.to_string(),
-    }
 }
 
 fn read_tree(tree: &Value) -> Result<Vec<ForeignNode>> {
