@@ -215,7 +215,8 @@ impl<'a> Trainer<'a> {
         let margin = Self::start_margin(&self.base_margin, self.data, self.k);
         match backend {
             Backend::Cpu => {
-                let width = if self.cuts.iter().all(|c| c.n_bins() < 256) { 1 } else { 2 };
+                let n_bins: Vec<u32> = self.cuts.iter().map(FeatureCuts::n_bins).collect();
+                let width = BinnedMatrix::bin_width(&n_bins);
                 let (n, nf) = (self.data.n_rows(), self.cuts.len());
                 crate::backend::cpu::memory::check_fits(
                     crate::backend::cpu::memory::fit_bytes(n, nf, width, self.k),

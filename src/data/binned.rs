@@ -1,8 +1,10 @@
 //! The binned feature matrix the CPU trainer reads: bin ids, one byte per value when every
-//! feature has fewer than 256 bins (missing included), else two bytes, kept in two layouts.
-//! Row-major for histograms, which visit a node's rows and add each row's gradient to every
-//! feature (one cache line per row instead of one gather per (row, feature)); column-major
-//! for partitioning, which reads one feature of a node's rows in ascending order.
+//! feature has fewer than 256 bins (missing included), else two bytes, in one row-major
+//! layout. Histograms, the dominant cost, visit a node's rows and add each row's gradient to
+//! every feature: one cache line per row instead of one gather per (row, feature).
+//! Partitioning reads one feature of a node's rows, a strided read of the same lines; a second,
+//! column-major copy would make that read denser but doubled the bins' memory (issue 6 bounds
+//! a fit's peak memory), and measured at most a few per cent of a fit's time.
 //! Missing values take the bin id `n_bins[f]`.
 
 use rayon::prelude::*;
@@ -10,37 +12,11 @@ use rayon::prelude::*;
 use super::cuts::{FeatureCuts, BLOCK};
 use super::frame::FeatureFrame;
 
-/// Bin ids, row-major `rows[r * n_features + f]` and column-major `columns[f][r]`.
+/// Bin ids, row-major: `rows[r * n_features + f]`.
 #[derive(Clone, Debug)]
 pub enum BinData {
-    U8 { rows: Vec<u8>, columns: Vec<Vec<u8>> },
-    U16 { rows: Vec<u16>, columns: Vec<Vec<u16>> },
-}
-
-/// One feature's bins, by row.
-#[derive(Clone, Copy, Debug)]
-pub enum ColumnRef<'a> {
-    U8(&'a [u8]),
-    U16(&'a [u16]),
-}
-
-impl ColumnRef<'_> {
-    #[inline]
-    pub fn get(&self, row: usize) -> u32 {
-        match self {
-            ColumnRef::U8(c) => c[row] as u32,
-            ColumnRef::U16(c) => c[row] as u32,
-        }
-    }
-
-    /// Address of `row`'s bin, for prefetching.
-    #[inline]
-    pub fn address(&self, row: usize) -> *const u8 {
-        match self {
-            ColumnRef::U8(c) => c[row..].as_ptr(),
-            ColumnRef::U16(c) => c[row..].as_ptr() as *const u8,
-        }
-    }
+    U8 { rows: Vec<u8> },
+    U16 { rows: Vec<u16> },
 }
 
 /// Bin ids of every feature, plus each feature's bin count.
@@ -57,14 +33,21 @@ impl BinnedMatrix {
     pub fn new(frame: &FeatureFrame, cuts: &[FeatureCuts]) -> Self {
         assert_eq!(frame.n_features(), cuts.len(), "one set of cuts per feature");
         let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
-        let data = if n_bins.iter().all(|&b| b < 256) {
-            let (rows, columns) = bin_both(frame, cuts, |b| b as u8);
-            BinData::U8 { rows, columns }
+        let data = if Self::bin_width(&n_bins) == 1 {
+            BinData::U8 { rows: bin_rows(frame, cuts, |b| b as u8) }
         } else {
-            let (rows, columns) = bin_both(frame, cuts, |b| b as u16);
-            BinData::U16 { rows, columns }
+            BinData::U16 { rows: bin_rows(frame, cuts, |b| b as u16) }
         };
         BinnedMatrix { data, n_bins, n_rows: frame.n_rows() }
+    }
+
+    /// Bytes per bin id: 1, or 2 when some feature has 256 bins or more.
+    pub fn bin_width(n_bins: &[u32]) -> usize {
+        if n_bins.iter().all(|&b| b < 256) {
+            1
+        } else {
+            2
+        }
     }
 
     pub fn n_features(&self) -> usize {
@@ -76,57 +59,35 @@ impl BinnedMatrix {
         self.n_bins[feature] as usize + 1
     }
 
-    /// The bins of one feature, by row.
-    #[inline]
-    pub fn column(&self, feature: usize) -> ColumnRef<'_> {
-        match &self.data {
-            BinData::U8 { columns, .. } => ColumnRef::U8(&columns[feature]),
-            BinData::U16 { columns, .. } => ColumnRef::U16(&columns[feature]),
-        }
-    }
-
     /// The bin of `row` for `feature`.
     #[inline]
     pub fn get(&self, row: usize, feature: usize) -> u32 {
+        let at = row * self.n_features() + feature;
         match &self.data {
-            BinData::U8 { columns, .. } => columns[feature][row] as u32,
-            BinData::U16 { columns, .. } => columns[feature][row] as u32,
+            BinData::U8 { rows } => rows[at] as u32,
+            BinData::U16 { rows } => rows[at] as u32,
         }
     }
 }
 
-/// Row-major and column-major bins of `frame`: each block of rows reads every column once
-/// and writes both layouts.
-fn bin_both<T: Copy + Default + Send>(
+/// Row-major bins of `frame`: each block of rows reads every column once.
+fn bin_rows<T: Copy + Default + Send>(
     frame: &FeatureFrame,
     cuts: &[FeatureCuts],
     narrow: impl Fn(u32) -> T + Sync,
-) -> (Vec<T>, Vec<Vec<T>>) {
+) -> Vec<T> {
     let (n, nf) = (frame.n_rows(), frame.n_features());
     let mut rows = vec![T::default(); n * nf];
-    let mut columns = vec![vec![T::default(); n]; nf];
-    // blocks[b][f]: block b of column f.
-    let mut blocks: Vec<Vec<&mut [T]>> = (0..n.div_ceil(BLOCK)).map(|_| Vec::with_capacity(nf)).collect();
-    for col in columns.iter_mut() {
-        for (b, chunk) in col.chunks_mut(BLOCK).enumerate() {
-            blocks[b].push(chunk);
-        }
-    }
-    rows.par_chunks_mut(BLOCK * nf).zip(blocks.into_par_iter()).enumerate().for_each(
-        |(b, (row_block, mut col_block))| {
-            let start = b * BLOCK;
-            let len = row_block.len() / nf;
-            let mut buf = vec![0f32; len];
-            for (f, (col, cut)) in frame.columns().iter().zip(cuts).enumerate() {
-                col.read(start, &mut buf);
-                let column = &mut col_block[f];
-                for (r, &x) in buf.iter().enumerate() {
-                    let bin = narrow(cut.bin(x));
-                    row_block[r * nf + f] = bin;
-                    column[r] = bin;
-                }
+    rows.par_chunks_mut(BLOCK * nf).enumerate().for_each(|(b, row_block)| {
+        let start = b * BLOCK;
+        let len = row_block.len() / nf;
+        let mut buf = vec![0f32; len];
+        for (f, (col, cut)) in frame.columns().iter().zip(cuts).enumerate() {
+            col.read(start, &mut buf);
+            for (r, &x) in buf.iter().enumerate() {
+                row_block[r * nf + f] = narrow(cut.bin(x));
             }
-        },
-    );
-    (rows, columns)
+        }
+    });
+    rows
 }

@@ -3,7 +3,8 @@
 
 use std::collections::HashSet;
 
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{ArrayRef, Float32Array, RecordBatch};
+use arrow_buffer::ScalarBuffer;
 
 use super::column::FeatureColumn;
 use crate::error::{Error, Result};
@@ -110,26 +111,32 @@ impl FeatureFrame {
 /// A numeric Arrow column (one or more chunks) as `f32`, for labels, weights and margins.
 /// Nulls are an error naming the column; NaN and infinities are passed through for the
 /// caller to judge (labels reject them, margins too).
-pub fn column_to_f32(name: &str, chunks: &[ArrayRef]) -> Result<Vec<f32>> {
+/// A single `Float32` chunk is shared, not copied (a label is 4 bytes a row of a fit's memory).
+pub fn column_to_f32(name: &str, chunks: &[ArrayRef]) -> Result<ScalarBuffer<f32>> {
     let col = FeatureColumn::new(name, chunks.to_vec())?;
     if col.is_categorical() {
         return Err(Error::column(name, "must be numeric, not categorical"));
     }
-    let mut out = vec![0f32; col.len()];
-    col.read(0, &mut out);
     let nulls: usize = chunks.iter().map(|c| c.logical_null_count()).sum();
     if nulls > 0 {
         return Err(Error::column(name, format!("has {nulls} null values")));
     }
-    Ok(out)
+    if let [chunk] = chunks {
+        if let Some(values) = chunk.as_any().downcast_ref::<Float32Array>() {
+            return Ok(values.values().clone());
+        }
+    }
+    let mut out = vec![0f32; col.len()];
+    col.read(0, &mut out);
+    Ok(out.into())
 }
 
 /// Training data: features, label, and optional weights, query groups and base margin.
 #[derive(Clone, Debug)]
 pub struct Dataset {
     pub(crate) features: FeatureFrame,
-    pub(crate) label: Vec<f32>,
-    pub(crate) weight: Option<Vec<f32>>,
+    pub(crate) label: ScalarBuffer<f32>,
+    pub(crate) weight: Option<ScalarBuffer<f32>>,
     /// Query groups as offsets: group `q` is rows `offsets[q]..offsets[q + 1]`.
     pub(crate) group_offsets: Option<Vec<usize>>,
     /// Per-row starting margin, row-major `n_rows x n_outputs`.
@@ -139,6 +146,11 @@ pub struct Dataset {
 impl Dataset {
     /// Features and one label per row.
     pub fn new(features: FeatureFrame, label: Vec<f32>) -> Result<Self> {
+        Self::with_label(features, label.into())
+    }
+
+    /// Features and one label per row, the label an Arrow buffer (shared, not copied).
+    pub fn with_label(features: FeatureFrame, label: ScalarBuffer<f32>) -> Result<Self> {
         if features.n_rows() == 0 {
             return Err(Error::data("the data has no rows"));
         }
@@ -159,11 +171,16 @@ impl Dataset {
     pub fn from_record_batch(batch: &RecordBatch, label: &str) -> Result<Self> {
         let idx = batch.schema().index_of(label).map_err(|_| Error::column(label, "label column not found"))?;
         let y = column_to_f32(label, &[batch.column(idx).clone()])?;
-        Self::new(FeatureFrame::from_record_batch(batch)?.without(&[label])?, y)
+        Self::with_label(FeatureFrame::from_record_batch(batch)?.without(&[label])?, y)
     }
 
     /// Per-row sample weights: finite, non-negative, not all zero.
-    pub fn with_weight(mut self, weight: Vec<f32>) -> Result<Self> {
+    pub fn with_weight(self, weight: Vec<f32>) -> Result<Self> {
+        self.with_weight_buffer(weight.into())
+    }
+
+    /// [`Dataset::with_weight`] from an Arrow buffer (shared, not copied).
+    pub fn with_weight_buffer(mut self, weight: ScalarBuffer<f32>) -> Result<Self> {
         if weight.len() != self.n_rows() {
             return Err(Error::data(format!("weight has {} rows but the data has {}", weight.len(), self.n_rows())));
         }

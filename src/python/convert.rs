@@ -45,8 +45,9 @@ pub fn feature_column(s: &Series) -> PolarsResult<FeatureColumn> {
     FeatureColumn::new(name, chunks).map_err(to_polars)
 }
 
-/// A numeric column as `f32` (labels, weights, margins); nulls are an error.
-pub fn f32_column(s: &Series, what: &str) -> PolarsResult<Vec<f32>> {
+/// A numeric column as `f32` (labels, weights, margins), sharing a `Float32` column's buffer;
+/// nulls are an error.
+pub fn f32_column(s: &Series, what: &str) -> PolarsResult<arrow_buffer::ScalarBuffer<f32>> {
     let col = feature_column(s)?;
     crate::data::frame::column_to_f32(what, col.chunks()).map_err(to_polars)
 }

@@ -60,13 +60,13 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
         if !label.dtype().is_primitive_numeric() && label.dtype() != &DataType::Boolean {
             polars_bail!(ComputeError: "target must be numeric (class indices for classifiers), not {}", label.dtype());
         }
-        let mut d = Dataset::new(FeatureFrame::new(columns).map_err(to_polars)?, f32_column(&label, "target")?)
+        let mut d = Dataset::with_label(FeatureFrame::new(columns).map_err(to_polars)?, f32_column(&label, "target")?)
             .map_err(to_polars)?;
         if let Some(w) = weight {
-            d = d.with_weight(f32_column(&pick(w)?, "weight")?).map_err(to_polars)?;
+            d = d.with_weight_buffer(f32_column(&pick(w)?, "weight")?).map_err(to_polars)?;
         }
         if let Some(m) = base_margin {
-            d = d.with_base_margin(f32_column(&pick(m)?, "base_margin")?).map_err(to_polars)?;
+            d = d.with_base_margin(f32_column(&pick(m)?, "base_margin")?.to_vec()).map_err(to_polars)?;
         }
         if let Some(g) = group {
             d = d.with_group_ids(&group_ids(&pick(g)?)?).map_err(to_polars)?;

@@ -11,13 +11,15 @@
 //! Children at the depth limit get no histogram at all: their values come from the split's
 //! left and right sums.
 
+use std::sync::Mutex;
+
 use rayon::prelude::*;
 
-use super::histogram::{build_histograms, subtract, HistLayout, HistTask};
+use super::histogram::{add_histogram, build_histograms, subtract, HistLayout, HistTask};
 use super::partition::{RowPartition, RowRouter, SplitJob};
 use super::prefetch_read;
 use crate::config::GrowPolicy;
-use crate::data::binned::ColumnRef;
+use crate::data::binned::BinData;
 use crate::data::{BinnedMatrix, FeatureCuts};
 use crate::random::{hash64, Rng};
 use crate::tree::gradient::QuantGrad;
@@ -197,39 +199,39 @@ impl Grower<'_> {
             children.push(Candidate { node: l, depth: p.depth + 1, total: best.left, hist: None, best: None });
             children.push(Candidate { node: r, depth: p.depth + 1, total: best.right, hist: None, best: None });
         }
-        partition.split(
-            jobs.iter()
-                .map(|&(node, left, right, f)| SplitJob {
-                    node,
-                    left,
-                    right,
-                    router: BinRouter::new(tree, node, self.binned, f),
-                })
-                .collect(),
-        );
-        // Build the smaller child of each pair directly; its sibling is parent minus it.
-        let mut small_hists: Vec<Vec<GradSum>> = Vec::new();
-        let mut small_of_pair = Vec::new();
-        for (k, p) in parents.iter().enumerate() {
-            if !self.can_split_at(p.depth + 1) {
-                continue;
-            }
-            let (l, r) = (children[2 * k].node, children[2 * k + 1].node);
-            let small = if partition.len_of(l) <= partition.len_of(r) { 2 * k } else { 2 * k + 1 };
-            small_of_pair.push((k, small));
-            small_hists.push(vec![GradSum::default(); self.layout.total_slots()]);
-        }
-        let tasks: Vec<HistTask> = small_of_pair
+        // Children that may split get histograms: the smaller one (by hessian, a proxy for its
+        // row count known before partitioning) is built from its rows while the partition has
+        // them in cache; its sibling is the parent's minus it (exact: integer sums).
+        let small_left: Vec<Option<bool>> = parents
             .iter()
-            .zip(small_hists.iter_mut())
-            .map(|(&(_, small), hist)| HistTask { rows: partition.rows_of(children[small].node), hist })
+            .map(|p| {
+                let best = p.best.as_ref().unwrap();
+                self.can_split_at(p.depth + 1).then_some(best.left.h <= best.right.h)
+            })
             .collect();
-        build_histograms(self.binned, &self.layout, self.grads, &self.tree_features, tasks);
-        for ((k, small), small_hist) in small_of_pair.into_iter().zip(small_hists) {
+        let small_hists: Vec<Option<Mutex<Vec<GradSum>>>> = small_left
+            .iter()
+            .map(|s| s.map(|_| Mutex::new(vec![GradSum::default(); self.layout.total_slots()])))
+            .collect();
+        let observe = |k: usize, left: &[u32], right: &[u32]| {
+            let (Some(is_left), Some(total)) = (small_left[k], &small_hists[k]) else { return };
+            let rows = if is_left { left } else { right };
+            let mut hist = vec![GradSum::default(); self.layout.total_slots()];
+            add_histogram(self.binned, &self.layout, self.grads, &self.tree_features, rows, &mut hist);
+            let mut total = total.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            total.iter_mut().zip(hist).for_each(|(t, h)| *t += h);
+        };
+        match &self.binned.data {
+            BinData::U8 { rows } => split_all(partition, tree, self.binned, rows, &jobs, observe),
+            BinData::U16 { rows } => split_all(partition, tree, self.binned, rows, &jobs, observe),
+        }
+        for (k, small_hist) in small_hists.into_iter().enumerate() {
+            let (Some(is_left), Some(small_hist)) = (small_left[k], small_hist) else { continue };
+            let small_hist = small_hist.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
             let parent_hist = parents[k].hist.as_ref().expect("expanded nodes have histograms");
             let mut sibling = vec![GradSum::default(); self.layout.total_slots()];
             subtract(parent_hist, &small_hist, &mut sibling);
-            let large = if small == 2 * k { 2 * k + 1 } else { 2 * k };
+            let (small, large) = if is_left { (2 * k, 2 * k + 1) } else { (2 * k + 1, 2 * k) };
             children[small].hist = Some(small_hist);
             children[large].hist = Some(sibling);
         }
@@ -272,9 +274,37 @@ impl Grower<'_> {
     }
 }
 
-/// Routes rows by one split, reading the split feature's bin column.
-struct BinRouter<'a> {
-    column: ColumnRef<'a>,
+/// Splits `jobs` (node, left, right, feature) with one router type per bin width, so the row
+/// loop reads bins without a match.
+fn split_all<B, F>(
+    partition: &mut RowPartition,
+    tree: &Tree,
+    binned: &BinnedMatrix,
+    bins: &[B],
+    jobs: &[(u32, u32, u32, usize)],
+    observe: F,
+) where
+    B: Copy + Into<u32> + Sync,
+    F: Fn(usize, &[u32], &[u32]) + Sync,
+{
+    let jobs = jobs
+        .iter()
+        .map(|&(node, left, right, f)| SplitJob {
+            node,
+            left,
+            right,
+            router: BinRouter::new(tree, node, binned, bins, f),
+        })
+        .collect();
+    partition.split_observed(jobs, observe)
+}
+
+/// Routes rows by one split, reading the split feature's bins (a strided walk of the
+/// row-major matrix).
+struct BinRouter<'a, B> {
+    /// The bins from the split feature's first value on: row `r`'s is `bins[r * stride]`.
+    bins: &'a [B],
+    stride: usize,
     missing: u32,
     split_bin: u32,
     default_left: bool,
@@ -282,15 +312,16 @@ struct BinRouter<'a> {
     categories: Option<&'a [u32]>,
 }
 
-impl<'a> BinRouter<'a> {
-    fn new(tree: &'a Tree, node: u32, binned: &'a BinnedMatrix, feature: usize) -> Self {
+impl<'a, B> BinRouter<'a, B> {
+    fn new(tree: &'a Tree, node: u32, binned: &BinnedMatrix, bins: &'a [B], feature: usize) -> Self {
         let n = node as usize;
         let categories = tree.is_categorical(node).then(|| {
             let start = tree.category_start[n] as usize;
             &tree.category_words[start..start + tree.category_len[n] as usize]
         });
         BinRouter {
-            column: binned.column(feature),
+            bins: &bins[feature..],
+            stride: binned.n_features(),
             missing: binned.n_bins[feature],
             split_bin: tree.split_bin[n],
             default_left: tree.default_left[n],
@@ -299,10 +330,10 @@ impl<'a> BinRouter<'a> {
     }
 }
 
-impl RowRouter for BinRouter<'_> {
+impl<B: Copy + Into<u32> + Sync> RowRouter for BinRouter<'_, B> {
     #[inline]
     fn goes_left(&self, row: u32) -> bool {
-        let bin = self.column.get(row as usize);
+        let bin: u32 = self.bins[row as usize * self.stride].into();
         if bin == self.missing {
             self.default_left
         } else if let Some(words) = self.categories {
@@ -314,7 +345,9 @@ impl RowRouter for BinRouter<'_> {
 
     #[inline]
     fn prefetch(&self, row: u32) {
-        prefetch_read(self.column.address(row as usize));
+        if let Some(b) = self.bins.get(row as usize * self.stride) {
+            prefetch_read(b);
+        }
     }
 }
 

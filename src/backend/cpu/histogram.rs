@@ -73,31 +73,66 @@ pub fn build_histograms(
     features: &[u32],
     tasks: Vec<HistTask>,
 ) {
-    let slots = layout.total_slots();
     let (small, large): (Vec<HistTask>, Vec<HistTask>) = tasks.into_iter().partition(|t| t.rows.len() <= CHUNK);
-    // One chunk (at most CHUNK rows) into a fresh i32 histogram.
-    let chunk = |rows: &[u32]| {
-        let mut acc = vec![ChunkSum::default(); slots];
-        match &binned.data {
-            BinData::U8 { rows: bins, .. } => {
-                accumulate(bins, binned.n_features(), rows, grads, features, &layout.offsets, &mut acc)
-            }
-            BinData::U16 { rows: bins, .. } => {
-                accumulate(bins, binned.n_features(), rows, grads, features, &layout.offsets, &mut acc)
-            }
-        }
-        acc
-    };
+    let chunk = |rows: &[u32]| chunk_sums(binned, layout, grads, features, rows);
     small.into_par_iter().for_each(|t| {
         for (out, s) in t.hist.iter_mut().zip(chunk(t.rows)) {
             *out = s.widen();
         }
     });
     for t in large {
-        let partials: Vec<Vec<ChunkSum>> = t.rows.par_chunks(CHUNK).map(chunk).collect();
-        t.hist.par_iter_mut().enumerate().for_each(|(i, slot)| {
-            *slot = partials.iter().fold(GradSum::default(), |s, p| s + p[i].widen());
-        });
+        // Chunks fold into one i64 histogram per worker, not one partial per chunk kept until
+        // the end (a node of 20M rows has 610 chunks: 35 MB at a fit's peak).
+        let zero = || vec![GradSum::default(); layout.total_slots()];
+        let total = t
+            .rows
+            .par_chunks(CHUNK)
+            .fold(zero, |mut acc, rows| {
+                acc.iter_mut().zip(chunk(rows)).for_each(|(a, s)| *a += s.widen());
+                acc
+            })
+            .reduce(zero, |mut a, b| {
+                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                a
+            });
+        t.hist.copy_from_slice(&total);
+    }
+}
+
+/// One chunk (at most CHUNK rows) into a fresh `i32` histogram.
+fn chunk_sums(
+    binned: &BinnedMatrix,
+    layout: &HistLayout,
+    grads: &[QuantGrad],
+    features: &[u32],
+    rows: &[u32],
+) -> Vec<ChunkSum> {
+    let mut acc = vec![ChunkSum::default(); layout.total_slots()];
+    match &binned.data {
+        BinData::U8 { rows: bins } => {
+            accumulate(bins, binned.n_features(), rows, grads, features, &layout.offsets, &mut acc)
+        }
+        BinData::U16 { rows: bins } => {
+            accumulate(bins, binned.n_features(), rows, grads, features, &layout.offsets, &mut acc)
+        }
+    }
+    acc
+}
+
+/// Adds the histogram of `rows` (any number, in chunks of at most CHUNK) to `hist`, on the
+/// calling thread: for rows whose bins were just read (by the partition) and are in cache.
+pub fn add_histogram(
+    binned: &BinnedMatrix,
+    layout: &HistLayout,
+    grads: &[QuantGrad],
+    features: &[u32],
+    rows: &[u32],
+    hist: &mut [GradSum],
+) {
+    for part in rows.chunks(CHUNK) {
+        for (out, s) in hist.iter_mut().zip(chunk_sums(binned, layout, grads, features, part)) {
+            *out += s.widen();
+        }
     }
 }
 

@@ -1,8 +1,6 @@
 //! The CPU side of the boosting loop: margins and gradients in host memory, trees grown by
 //! [`grow_tree`], leaves refit for L1-type losses.
 
-use rayon::prelude::*;
-
 use super::partition::RowPartition;
 use super::predict::add_tree_binned;
 use super::{grow_tree, GrowParams};
@@ -10,7 +8,6 @@ use crate::backend::Learner;
 use crate::data::{BinnedMatrix, FeatureCuts};
 use crate::error::Result;
 use crate::objective::{weighted_quantile, Loss, Targets};
-use crate::tree::gradient::QuantGrad;
 use crate::tree::{GradPair, Quantiser, Tree};
 
 /// Leaves set to a quantile of their rows' residuals instead of the Newton step.
@@ -26,8 +23,9 @@ pub struct CpuLearner<'a> {
     params: GrowParams,
     n: usize,
     margin: Vec<f32>,
+    /// This round's gradient pairs, output-major; an output's are quantised in place when its
+    /// tree grows.
     grads: Vec<GradPair>,
-    qgrads: Vec<QuantGrad>,
     refit: Option<LeafRefit<'a>>,
 }
 
@@ -42,16 +40,7 @@ impl<'a> CpuLearner<'a> {
     ) -> Self {
         let n = binned.n_rows;
         let k = margin.len() / n.max(1);
-        CpuLearner {
-            binned,
-            cuts,
-            params,
-            n,
-            margin,
-            grads: vec![GradPair::default(); n * k],
-            qgrads: vec![QuantGrad::default(); n],
-            refit,
-        }
+        CpuLearner { binned, cuts, params, n, margin, grads: vec![GradPair::default(); n * k], refit }
     }
 
     /// Sets each leaf to the `alpha`-quantile of its rows' residuals (times the learning rate).
@@ -80,13 +69,12 @@ impl Learner for CpuLearner<'_> {
 
     fn grow(&mut self, output: usize, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Tree> {
         let n = self.n;
-        let g = &self.grads[output * n..(output + 1) * n];
+        let g = &mut self.grads[output * n..(output + 1) * n];
         let quantiser = Quantiser::fit(g);
-        self.qgrads.par_iter_mut().zip(g.par_iter()).for_each(|(q, &p)| *q = quantiser.quantise(p));
+        let qgrads = quantiser.quantise_in_place(g);
         let rows = rows.map_or_else(|| (0..n as u32).collect(), <[u32]>::to_vec);
         let sampled_all = rows.len() == n;
-        let grown =
-            grow_tree(&self.binned, self.cuts, &self.qgrads, &quantiser, &self.params, rows, tree_features, seed);
+        let grown = grow_tree(&self.binned, self.cuts, qgrads, &quantiser, &self.params, rows, tree_features, seed);
         let mut tree = grown.tree;
         let mut margin = std::mem::take(&mut self.margin);
         let m = &mut margin[output * n..(output + 1) * n];

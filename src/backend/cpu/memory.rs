@@ -5,12 +5,12 @@ use crate::error::{Error, Result};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-/// Bytes a CPU fit allocates besides its input columns: the bins in both layouts (row-major for
-/// partitioning, column-major for histograms), and per row its gradient pairs and margins (one
-/// per output), its row-index slot and partition scratch.
+/// Bytes a CPU fit allocates besides its input columns: the bins (row-major, `bin_width`
+/// bytes each), and per row its gradient pair and margin per output (the pair is quantised in
+/// place) and its row-index slot.
 pub fn fit_bytes(n_rows: usize, n_features: usize, bin_width: usize, n_outputs: usize) -> u64 {
-    let bins = 2 * n_rows as u64 * n_features as u64 * bin_width as u64;
-    let per_row = n_outputs as u64 * (8 + 4 + 4) + 4 + 4;
+    let bins = n_rows as u64 * n_features as u64 * bin_width as u64;
+    let per_row = n_outputs as u64 * (8 + 4) + 4;
     bins + n_rows as u64 * per_row
 }
 

@@ -38,24 +38,50 @@ const PREFETCH_DISTANCE: usize = 16;
 /// Nodes with more rows than this are partitioned by several threads.
 const PARALLEL_ROWS: usize = 1 << 16;
 
-/// Stable in-place partition of `rows`; returns how many went left.
+thread_local! {
+    /// Each thread's buffer for the right-going rows of the node it partitions.
+    static RIGHT_ROWS: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Stable in-place partition of `rows`; returns how many went left. Branch-free: every row is
+/// written both to the left run (in place, never ahead of the read position) and to the right
+/// buffer, and only the matching count advances, since a split sends rows either way about
+/// equally often and a branch on it would mispredict half the time.
 fn partition_in_place<R: RowRouter>(router: &R, rows: &mut [u32]) -> usize {
-    let mut right = Vec::new();
-    let mut n_left = 0;
-    for i in 0..rows.len() {
-        if let Some(&ahead) = rows.get(i + PREFETCH_DISTANCE) {
-            router.prefetch(ahead);
-        }
-        let r = rows[i];
-        if router.goes_left(r) {
+    RIGHT_ROWS.with_borrow_mut(|right| {
+        right.clear();
+        right.resize(rows.len(), 0);
+        let (mut n_left, mut n_right) = (0, 0);
+        for i in 0..rows.len() {
+            if let Some(&ahead) = rows.get(i + PREFETCH_DISTANCE) {
+                router.prefetch(ahead);
+            }
+            let r = rows[i];
+            let left = router.goes_left(r);
             rows[n_left] = r;
-            n_left += 1;
-        } else {
-            right.push(r);
+            right[n_right] = r;
+            n_left += left as usize;
+            n_right += !left as usize;
         }
+        rows[n_left..].copy_from_slice(&right[..n_right]);
+        n_left
+    })
+}
+
+/// `rows` is consecutive blocks of `parts[i].0` rows, each with its `parts[i].1` left rows
+/// first; moves all left rows to the front in block order and returns how many there are.
+/// Halves are gathered recursively, then the first half's right rows and the second half's
+/// left rows swap places by one rotation: O(n log blocks) moves, no scratch.
+fn gather_left(rows: &mut [u32], parts: &[(usize, usize)]) -> usize {
+    if let [(_, n_left)] = parts {
+        return *n_left;
     }
-    rows[n_left..].copy_from_slice(&right);
-    n_left
+    let mid = parts.len() / 2;
+    let split = parts[..mid].iter().map(|p| p.0).sum();
+    let (a, b) = rows.split_at_mut(split);
+    let (left_a, left_b) = rayon::join(|| gather_left(a, &parts[..mid]), || gather_left(b, &parts[mid..]));
+    rows[left_a..split + left_b].rotate_left(split - left_a);
+    left_a + left_b
 }
 
 impl RowPartition {
@@ -75,50 +101,53 @@ impl RowPartition {
     }
 
     /// Splits several nodes at once.
-    pub fn split<R: RowRouter>(&mut self, mut jobs: Vec<SplitJob<R>>) {
-        jobs.sort_by_key(|j| self.range[j.node as usize].0);
+    pub fn split<R: RowRouter>(&mut self, jobs: Vec<SplitJob<R>>) {
+        self.split_observed(jobs, |_, _, _| {});
+    }
+
+    /// Splits several nodes at once, handing each piece of a node just partitioned (the job's
+    /// index, the piece's left rows, its right rows) to `observe` while the rows' data is still
+    /// in cache. A node is one piece, or several (partitioned in parallel) when it is large.
+    pub fn split_observed<R, F>(&mut self, jobs: Vec<SplitJob<R>>, observe: F)
+    where
+        R: RowRouter,
+        F: Fn(usize, &[u32], &[u32]) + Sync,
+    {
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        order.sort_by_key(|&i| self.range[jobs[i].node as usize].0);
         // Carve disjoint slices of the row array, one per job.
         let mut slices = Vec::with_capacity(jobs.len());
         let mut rest: &mut [u32] = &mut self.rows;
         let mut consumed = 0;
-        for j in &jobs {
-            let (a, b) = self.range[j.node as usize];
+        for &i in &order {
+            let (a, b) = self.range[jobs[i].node as usize];
             let (_, tail) = rest.split_at_mut(a - consumed);
             let (mine, tail) = tail.split_at_mut(b - a);
             slices.push(mine);
             rest = tail;
             consumed = b;
         }
-        let counts: Vec<usize> = jobs
+        let piece = |i: usize, rows: &mut [u32]| {
+            let n_left = partition_in_place(&jobs[i].router, rows);
+            observe(i, &rows[..n_left], &rows[n_left..]);
+            (rows.len(), n_left)
+        };
+        let counts: Vec<usize> = order
             .par_iter()
             .zip(slices.into_par_iter())
-            .map(|(j, rows)| {
+            .map(|(&i, rows)| {
                 if rows.len() <= PARALLEL_ROWS {
-                    return partition_in_place(&j.router, rows);
+                    return piece(i, rows).1;
                 }
-                // A large node: partition chunks in parallel, then lay out every chunk's left
-                // rows followed by every chunk's right rows (still stable).
-                let parts: Vec<(usize, Vec<u32>)> = rows
-                    .par_chunks_mut(PARALLEL_ROWS)
-                    .map(|chunk| {
-                        let n_left = partition_in_place(&j.router, chunk);
-                        (n_left, chunk.to_vec())
-                    })
-                    .collect();
-                let mut at = 0;
-                for (n_left, chunk) in &parts {
-                    rows[at..at + n_left].copy_from_slice(&chunk[..*n_left]);
-                    at += n_left;
-                }
-                let n_left = at;
-                for (n_left, chunk) in &parts {
-                    rows[at..at + chunk.len() - n_left].copy_from_slice(&chunk[*n_left..]);
-                    at += chunk.len() - n_left;
-                }
-                n_left
+                // A large node: partition chunks in parallel, each stably in place, then
+                // gather every chunk's left rows before every chunk's right rows (still stable)
+                // by rotations, without a copy of the node's rows.
+                let parts: Vec<(usize, usize)> = rows.par_chunks_mut(PARALLEL_ROWS).map(|c| piece(i, c)).collect();
+                gather_left(rows, &parts)
             })
             .collect();
-        for (j, n_left) in jobs.iter().zip(counts) {
+        for (&i, n_left) in order.iter().zip(counts) {
+            let j = &jobs[i];
             let (a, b) = self.range[j.node as usize];
             let need = j.left.max(j.right) as usize + 1;
             if self.range.len() < need {
@@ -174,8 +203,36 @@ mod tests {
     }
 
     #[test]
+    fn observers_see_every_row_of_each_piece_on_its_side() {
+        use std::sync::Mutex;
+        const N: u32 = 2 * PARALLEL_ROWS as u32 + 5;
+        let mut p = RowPartition::new((0..N).collect());
+        p.split(vec![SplitJob { node: 0, left: 1, right: 2, router: (|r| r < N / 2) as fn(u32) -> bool }]);
+        let seen: Vec<Mutex<(Vec<u32>, Vec<u32>)>> = (0..2).map(|_| Mutex::default()).collect();
+        let router = (|r| r % 3 == 0) as fn(u32) -> bool;
+        p.split_observed(
+            vec![SplitJob { node: 2, left: 5, right: 6, router }, SplitJob { node: 1, left: 3, right: 4, router }],
+            |job, left, right| {
+                assert!(left.iter().all(|&r| router(r)) && right.iter().all(|&r| !router(r)));
+                let mut s = seen[job].lock().unwrap();
+                s.0.extend_from_slice(left);
+                s.1.extend_from_slice(right);
+            },
+        );
+        // Jobs are reported by their index in the call, whatever order they run in.
+        for (job, (left, right)) in [(0, (5, 6)), (1, (3, 4))] {
+            let (mut l, mut r) = std::mem::take(&mut *seen[job].lock().unwrap());
+            l.sort_unstable();
+            r.sort_unstable();
+            assert_eq!(l, p.rows_of(left));
+            assert_eq!(r, p.rows_of(right));
+        }
+    }
+
+    #[test]
     fn large_nodes_split_in_parallel_stay_stable() {
-        let n = 3 * PARALLEL_ROWS as u32 + 17;
+        // Seven chunks: the gathering recursion splits them unevenly.
+        let n = 6 * PARALLEL_ROWS as u32 + 17;
         let mut p = RowPartition::new((0..n).collect());
         p.split(vec![SplitJob { node: 0, left: 1, right: 2, router: (|r| r % 7 < 3) as fn(u32) -> bool }]);
         let want_left: Vec<u32> = (0..n).filter(|r| r % 7 < 3).collect();
