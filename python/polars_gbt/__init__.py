@@ -41,6 +41,7 @@ from polars_gbt._errors import (  # noqa: E402
     ModelVersionError,
     ParameterError,
 )
+from polars_gbt._errors import translated as translate_errors  # noqa: E402
 from polars_gbt._model import Model, train  # noqa: E402
 from polars_gbt._namespace import GbtNamespace  # noqa: E402
 from polars_gbt._plot import plot_importance, plot_metric  # noqa: E402
@@ -55,6 +56,7 @@ __all__ = [
     "ModelVersionError",
     "ParameterError",
     "cuda_available",
+    "translate_errors",
     "GBTClassifier", "GBTRanker", "GBTRegressor", "GbtNamespace", "Model", "plot_importance", "plot_metric", "train"]
 
 

@@ -2,9 +2,10 @@
 
 Every error of the Rust core is one of these when it reaches Python through
 ``polars_gbt.train``, ``polars_gbt.Model`` or the scikit-learn estimators; each message names
-the parameter, column or file at fault. Inside a hand-written query
-(``df.select(pl.col(...).gbt.fit(...))``) Polars itself raises the error, as
-``polars.exceptions.ComputeError`` with the same message.
+the parameter, column or file at fault. A hand-written ``gbt.fit`` expression raises a
+``ParameterError`` when it is built; errors that depend on the data come when its query runs,
+and Polars raises those itself, as ``polars.exceptions.ComputeError`` with our message, unless
+the query runs inside ``with polars_gbt.translate_errors():``, which re-raises them as these.
 
 Examples
 --------
@@ -80,7 +81,22 @@ def _classify(message: str) -> tuple[type[GbtError], str] | None:
 
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
-    """Re-raises the Rust core's errors as the matching ``GbtError`` subclass."""
+    """Re-raises polars-gbt's errors (also those Polars raises for the plugin, as
+    ``ComputeError``) as the matching ``GbtError`` subclass, the original chained.
+
+    Public as ``polars_gbt.translate_errors``, for hand-written queries.
+
+    Examples
+    --------
+    >>> import polars as pl, polars_gbt
+    >>> df = pl.DataFrame({"a": [1.0, 2.0] * 10, "y": [0.0, 3.0] * 10})
+    >>> try:
+    ...     with polars_gbt.translate_errors():
+    ...         df.select(pl.col("a").gbt.fit("y", objective="binary:logistic"))
+    ... except polars_gbt.ColumnError as e:
+    ...     print(str(e).split(":")[0])
+    column `label`
+    """
     try:
         yield
     except (pl.exceptions.ComputeError, ValueError, OSError) as e:

@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import polars as pl
 from polars.plugins import register_plugin_function
 
+from polars_gbt import _internal
+from polars_gbt._errors import translated
+
 if TYPE_CHECKING:
     from polars_gbt._model import Model
 
@@ -52,7 +55,8 @@ class GbtNamespace:
         """Train a model on the expression's columns; the result is the model's bytes.
 
         Parameters use XGBoost's names (``objective``, ``n_estimators``, ``learning_rate``,
-        ``max_depth``, ...); an unknown or mistyped one raises an error.
+        ``max_depth``, ...); an unknown, mistyped or out-of-range one raises
+        ``polars_gbt.ParameterError`` here, when the expression is built.
 
         Parameters
         ----------
@@ -94,7 +98,12 @@ class GbtNamespace:
         for value in optional.values():
             if value is not None:
                 args.append(_expr(value))
-        kwargs: dict[str, Any] = {"params": json.dumps(params), "verbose": int(verbose), "progress": progress}
+        params_json = json.dumps(params)
+        # A bad parameter is a ParameterError here, where the expression is built; errors that
+        # depend on the data come when the query runs, as Polars' ComputeError.
+        with translated():
+            _internal.check_params(params_json)
+        kwargs: dict[str, Any] = {"params": params_json, "verbose": int(verbose), "progress": progress}
         kwargs.update({f"has_{name}": value is not None for name, value in optional.items()})
         return register_plugin_function(
             plugin_path=PLUGIN_PATH,

@@ -38,7 +38,7 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
     let optional = [kwargs.has_weight, kwargs.has_group, kwargs.has_base_margin, kwargs.has_eval_set];
     let n_other = 1 + optional.iter().filter(|&&x| x).count();
     if inputs.len() <= n_other {
-        polars_bail!(ComputeError: "gbt.fit needs at least one feature column");
+        return Err(to_polars(crate::Error::data("gbt.fit needs at least one feature column")));
     }
     let cfg = TrainConfig::from_json(&kwargs.params).map_err(to_polars)?;
     let (features, rest) = inputs.split_at(inputs.len() - n_other);
@@ -58,7 +58,10 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
         let columns = features.iter().map(|s| pick(s).and_then(|s| feature_column(&s))).collect::<PolarsResult<_>>()?;
         let label = pick(target)?;
         if !label.dtype().is_primitive_numeric() && label.dtype() != &DataType::Boolean {
-            polars_bail!(ComputeError: "target must be numeric (class indices for classifiers), not {}", label.dtype());
+            return Err(to_polars(crate::Error::column(
+                "target",
+                format!("must be numeric (class indices for classifiers), not {}", label.dtype()),
+            )));
         }
         let mut d = Dataset::with_label(FeatureFrame::new(columns).map_err(to_polars)?, f32_column(&label, "target")?)
             .map_err(to_polars)?;
@@ -99,11 +102,14 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
         None => train_with_callback(&cfg, &dataset(None)?, &[], &mut log),
         Some(mask) => {
             if mask.dtype() != &DataType::Boolean {
-                polars_bail!(ComputeError: "eval_set must be a boolean expression marking validation rows, not {}", mask.dtype());
+                return Err(to_polars(crate::Error::column(
+                    "eval_set",
+                    format!("must be a boolean expression marking validation rows, not {}", mask.dtype()),
+                )));
             }
             let mask = mask.bool()?;
             if mask.null_count() > 0 {
-                polars_bail!(ComputeError: "eval_set has null values");
+                return Err(to_polars(crate::Error::column("eval_set", "has null values")));
             }
             let (valid, fit): (Vec<IdxSize>, Vec<IdxSize>) =
                 (0..mask.len() as IdxSize).partition(|&i| mask.get(i as usize).unwrap_or(false));
@@ -149,12 +155,12 @@ impl ProgressBar {
 
 /// Query ids as integers; nulls are an error.
 fn group_ids(s: &Series) -> PolarsResult<Vec<i64>> {
-    let ids = s
-        .cast(&DataType::Int64)
-        .map_err(|_| polars_err!(ComputeError: "group must be integer query ids, not {}", s.dtype()))?;
+    let ids = s.cast(&DataType::Int64).map_err(|_| {
+        to_polars(crate::Error::column("group", format!("must be integer query ids, not {}", s.dtype())))
+    })?;
     let ids = ids.i64()?;
     if ids.null_count() > 0 {
-        polars_bail!(ComputeError: "group has null values");
+        return Err(to_polars(crate::Error::column("group", "has null values")));
     }
     Ok(ids.downcast_iter().flat_map(|a| a.values().iter().copied()).collect())
 }

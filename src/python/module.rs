@@ -47,6 +47,15 @@ fn model_check(bytes: &[u8]) -> PyResult<()> {
     model(bytes).map(|_| ())
 }
 
+/// Checks training parameters (a JSON object) as a fit would, before any data is read: a
+/// hand-written `gbt.fit` expression reports a bad parameter when it is built.
+#[pyfunction]
+fn check_params(params: &str) -> PyResult<()> {
+    crate::TrainConfig::from_json(params)
+        .and_then(|cfg| cfg.validate())
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// A summary as JSON: objective, parameters, feature names, tree and round counts, best
 /// iteration and the evaluation log.
 #[pyfunction]
@@ -108,6 +117,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_to_json, m)?)?;
     m.add_function(wrap_pyfunction!(model_from_json, m)?)?;
     m.add_function(wrap_pyfunction!(model_check, m)?)?;
+    m.add_function(wrap_pyfunction!(check_params, m)?)?;
     m.add_function(wrap_pyfunction!(model_from_xgboost, m)?)?;
     m.add_function(wrap_pyfunction!(model_from_lightgbm, m)?)?;
     m.add_function(wrap_pyfunction!(model_to_xgboost_json, m)?)?;

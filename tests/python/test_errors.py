@@ -45,7 +45,22 @@ def test_device_errors_have_their_class(train_df):
         polars_gbt.train(train_df.head(100), target="y", device="cuda")
 
 
-def test_expressions_keep_polars_compute_error(train_df):
-    # Inside a hand-written query Polars raises; the message is the same.
-    with pytest.raises(pl.exceptions.ComputeError, match="invalid parameter `max_dpeth`"):
-        train_df.head(100).select(pl.col(FEATURES).gbt.fit("y", max_dpeth=3))
+def test_hand_written_expressions(train_df):
+    df = train_df.head(100)
+    # A bad parameter is caught where the expression is built, before any query runs.
+    with pytest.raises(ParameterError, match="invalid parameter `max_dpeth`"):
+        pl.col(FEATURES).gbt.fit("y", max_dpeth=3)
+    with pytest.raises(ParameterError, match="learning_rate"):
+        pl.col(FEATURES).gbt.fit("y", learning_rate=-1)
+    # Errors that depend on the data come from Polars, as ComputeError with our message...
+    bad_label = pl.col(FEATURES).gbt.fit(pl.col("y") * 3, objective="binary:logistic")
+    with pytest.raises(pl.exceptions.ComputeError, match="column `label`"):
+        df.select(bad_label)
+    # ...or as our classes inside translate_errors(), the Polars error chained.
+    with pytest.raises(ColumnError, match="label") as info, polars_gbt.translate_errors():
+        df.select(bad_label)
+    assert isinstance(info.value.__cause__, pl.exceptions.ComputeError)
+    with pytest.raises(ColumnError, match="column `target`: must be numeric"), polars_gbt.translate_errors():
+        df.with_columns(s=pl.lit("x")).select(pl.col(FEATURES).gbt.fit("s"))
+    with pytest.raises(ColumnError, match="column `group`"), polars_gbt.translate_errors():
+        df.with_columns(q=pl.lit("x")).select(pl.col(FEATURES).gbt.fit("y", group="q", objective="rank:pairwise"))

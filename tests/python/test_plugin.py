@@ -146,11 +146,13 @@ def test_multiclass_values_are_arrays(train_df):
         (lambda df: df.select(pl.col(FEATURES).gbt.fit("y", eval_set=pl.col("f0"))), "eval_set"),
         (lambda df: df.select(pl.col(FEATURES).gbt.fit("y", group=pl.lit(1), objective="binary:logistic")), "group"),
         (lambda df: df.with_columns(y=pl.col("y") * 2).select(pl.col(FEATURES).gbt.fit("y", objective="binary:logistic")), "label"),
-        (lambda df: df.with_columns(y=pl.lit("yes")).select(pl.col(FEATURES).gbt.fit("y")), "target must be numeric"),
+        (lambda df: df.with_columns(y=pl.lit("yes")).select(pl.col(FEATURES).gbt.fit("y")), "target`: must be numeric"),
     ],
 )
 def test_bad_training_input_raises_a_clear_exception(train_df, make, message):
-    with pytest.raises(pl.exceptions.ComputeError, match=message) as info:
+    # Parameter errors come when the expression is built, data errors when the query runs:
+    # both are GbtErrors here.
+    with pytest.raises(polars_gbt.GbtError, match=message) as info, polars_gbt.translate_errors():
         make(train_df.head(500))
     assert "panicked" not in str(info.value)
 
