@@ -4,6 +4,7 @@ imported by polars-gbt (`Model.from_xgboost`), so both score identical trees.
 
 On the device machine, after staging XGBoost (../shared/device/stage-peers.sh xgboost):
     PYTHONPATH=.peers/site python3 bench/predict_bench.py --ours .gpu/bench_predict [--rows N]
+(--ours again with another build adds its rows: builds are compared within one run.)
 Prints a table of milliseconds and ratios (ours / XGBoost); see docs/benchmarks.md.
 """
 
@@ -28,7 +29,7 @@ CASES = [("500 trees, depth 8", 500, 8), ("500 trees, depth 6", 500, 6), ("200 t
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--ours", required=True)
+    p.add_argument("--ours", required=True, action="append", help="our bench_predict binary (repeat to compare builds)")
     p.add_argument("--rows", type=int, default=4_000_000)
     p.add_argument("--train-rows", type=int, default=1_000_000)
     p.add_argument("--keep", help="directory to keep the XGBoost model files in (for predict_polars.py)")
@@ -63,15 +64,16 @@ def main() -> None:
             times.append((time.perf_counter() - t) * 1e3)
         xgb_ms = float(np.median(times))
         del booster
-        for variant in args.variant or [""]:
+        for binary, variant in [(b, v) for b in args.ours for v in args.variant or [""]]:
             env = dict(os.environ, **dict(kv.split("=", 1) for kv in variant.split(",") if kv))
             out = subprocess.run(
-                [args.ours, str(path), str(x_file), str(args.rows), str(X.shape[1])], capture_output=True, text=True, env=env
+                [binary, str(path), str(x_file), str(args.rows), str(X.shape[1])], capture_output=True, text=True, env=env
             )
             if out.returncode != 0:
-                sys.exit(f"{args.ours} failed on {name}:\n{out.stderr}")
+                sys.exit(f"{binary} failed on {name}:\n{out.stderr}")
             ours = json.loads(out.stdout.strip().splitlines()[-1])
-            label = f"{name} {variant}".strip()
+            build = Path(binary).name if len(args.ours) > 1 else ""
+            label = f"{name} {build} {variant}".strip()
             rows.append((label, xgb_ms, ours))
             print(f"{label}: {ours['forest']}", flush=True)
     print()

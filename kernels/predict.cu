@@ -270,9 +270,9 @@ extern "C" __global__ void finish_predictions(float* __restrict__ margin, u32 n,
 }
 
 // ---- Quantised traversal -------------------------------------------------------------------
-// For forests whose every feature has at most 65,534 distinct thresholds: each value becomes
+// For forests whose every feature has at most 32,766 distinct thresholds: each value becomes
 // the number of the feature's thresholds at or below it (a u8 bin when every feature has at
-// most 254, as our models and histogram-trained XGBoost/LightGBM models mostly do, else u16),
+// most 254, as our models and histogram-trained XGBoost/LightGBM models mostly do, else 16 bits),
 // so `x < threshold_k` is exactly `bin <= k`. Nodes shrink to four bytes and rows to one or two
 // bytes per feature: tiles of trees and a block's rows take a fraction of the shared memory,
 // so more blocks fit on an SM and each reads the forest from L2 once per more rows.
@@ -288,59 +288,81 @@ extern "C" __global__ void finish_predictions(float* __restrict__ margin, u32 n,
 // Bins of `n` rows (column-major, feature f at f * n) against each feature's sorted thresholds
 // cuts[cut_offsets[f] .. cut_offsets[f + 1]] (categorical features: their category count).
 // u8 bins reserve 255 for missing and 254 for categories no set holds; u16 bins 0xffff and 0xfffe.
+// Blocks are laid out (row blocks, features): a block bins rows of one feature, so the feature's
+// thresholds are read once into shared memory (when at most `staged_cap` of them) and the
+// binary search runs there instead of through L1 (deep forests have thousands per feature).
 template <typename Bin>
-__device__ void bin_rows(const float* __restrict__ x, u32 n, u32 n_features, const float* __restrict__ cuts,
+__device__ void bin_rows(const float* __restrict__ x, u32 n, const float* __restrict__ cuts,
                          const u32* __restrict__ cut_offsets, const u32* __restrict__ n_categories,
-                         Bin* __restrict__ bins) {
+                         u32 staged_cap, Bin* __restrict__ bins) {
+    extern __shared__ float staged[];
     const u32 missing = (Bin)~0u, other = missing - 1;
-    const size_t total = (size_t)n * n_features;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const u32 f = (u32)(i / n);
-        const float v = x[i];
+    const u32 f = blockIdx.y;
+    const u32 n_cats = n_categories[f];
+    const u32 first = cut_offsets[f], m = cut_offsets[f + 1] - first;
+    const float* c = cuts + first;
+    if (!n_cats && m <= staged_cap) {
+        for (u32 i = threadIdx.x; i < m; i += blockDim.x) staged[i] = __ldg(&c[i]);
+        __syncthreads();
+        c = staged;
+    }
+    const float* col = x + (size_t)f * n;
+    Bin* out = bins + (size_t)f * n;
+    for (u32 r = blockIdx.x * blockDim.x + threadIdx.x; r < n; r += gridDim.x * blockDim.x) {
+        const float v = col[r];
         u32 b;
         if (isnan(v)) {
             b = missing;
-        } else if (n_categories[f]) {
+        } else if (n_cats) {
             const u32 code = v >= 0.0f ? (u32)v : 0xffffffffu;
-            b = code < n_categories[f] ? code : other;
+            b = code < n_cats ? code : other;
         } else {
-            // The number of thresholds <= v.
-            u32 lo = cut_offsets[f], hi = cut_offsets[f + 1];
-            const u32 first = lo;
-            while (lo < hi) {
-                const u32 mid = (lo + hi) >> 1;
-                if (__ldg(&cuts[mid]) <= v) lo = mid + 1; else hi = mid;
+            // The number of thresholds <= v; the lanes of a warp take nearly the same steps.
+            u32 lo = 0, len = m;
+            while (len > 0) {
+                const u32 half = len >> 1;
+                const bool right = c[lo + half] <= v;
+                lo = right ? lo + half + 1 : lo;
+                len = right ? len - half - 1 : half;
             }
-            b = lo - first;
+            b = lo;
         }
-        bins[i] = (Bin)b;
+        out[r] = (Bin)b;
     }
 }
 
-extern "C" __global__ void bin_rows_u8(const float* __restrict__ x, u32 n, u32 n_features, const float* __restrict__ cuts,
+extern "C" __global__ void bin_rows_u8(const float* __restrict__ x, u32 n, const float* __restrict__ cuts,
                                        const u32* __restrict__ cut_offsets, const u32* __restrict__ n_categories,
-                                       u8* __restrict__ bins) {
-    bin_rows<u8>(x, n, n_features, cuts, cut_offsets, n_categories, bins);
+                                       u32 staged_cap, u8* __restrict__ bins) {
+    bin_rows<u8>(x, n, cuts, cut_offsets, n_categories, staged_cap, bins);
 }
 
-extern "C" __global__ void bin_rows_u16(const float* __restrict__ x, u32 n, u32 n_features, const float* __restrict__ cuts,
+extern "C" __global__ void bin_rows_u16(const float* __restrict__ x, u32 n, const float* __restrict__ cuts,
                                         const u32* __restrict__ cut_offsets, const u32* __restrict__ n_categories,
-                                        u16* __restrict__ bins) {
-    bin_rows<u16>(x, n, n_features, cuts, cut_offsets, n_categories, bins);
+                                        u32 staged_cap, u16* __restrict__ bins) {
+    bin_rows<u16>(x, n, cuts, cut_offsets, n_categories, staged_cap, bins);
 }
+
+// A staged bin as the walk compares it: u8 bins as they are, 16-bit bins sign-extended, so that
+// the missing bin 0xffff reads as 0xffffffff and wraps to 0 when a step adds missing-goes-left
+// without masking (real bins are below 0x7ffe: see MAX_WIDE_BINS in src/backend/cuda/forest.rs).
+__device__ __forceinline__ u32 read_bin(const u8* s, u32 i) { return s[i]; }
+__device__ __forceinline__ u32 read_bin(const u16* s, u32 i) { return (u32)(int)((const short*)s)[i]; }
 
 template <bool CAT, typename Bin>
 __device__ __forceinline__ bool qgoes_left(u32 node, u32 b, const uint2* __restrict__ sets, const u32* __restrict__ words) {
     const u32 split = node >> 16;
-    const u32 missing = (Bin)~0u;
+    const u32 missing = sizeof(Bin) == 1 ? 0xffu : 0xffffffffu;
     if (CAT && (node & QNODE_CATEGORICAL)) {
         if (b == missing) return node & QNODE_DEFAULT_LEFT;
+        // Codes no set holds (0xfe, or 0xfffe read as 0xfffffffe) index past every set.
         const uint2 set = __ldg(&sets[split]);
         return (b >> 5) < set.y && ((__ldg(&words[set.x + (b >> 5)]) >> (b & 31)) & 1u);
     }
     // With missing going left, the missing bin wraps to 0 and the split was stored one higher;
-    // padding's split of 0xffff sends every bin left.
-    return ((b + (node & QNODE_DEFAULT_LEFT)) & missing) <= split;
+    // padding (missing going left, a split of 0xffff) sends every bin left.
+    if (sizeof(Bin) == 1) return ((b + (node & QNODE_DEFAULT_LEFT)) & missing) <= split;
+    return b + (node & QNODE_DEFAULT_LEFT) <= split;
 }
 
 // Asynchronous 16-byte copies from global to shared memory (sm_80+; plain copies before).
@@ -445,7 +467,7 @@ __device__ void predict_binned_rows(const Bin* __restrict__ bins, u32 n, u32 n_f
 #pragma unroll
                     for (u32 j = 0; j < R; ++j) {
                         const u32 node = tn[at[j]];
-                        const u32 b = s_bins[((node >> QNODE_FEATURE_SHIFT) & QNODE_FEATURE) * stride + threadIdx.x + j * blockDim.x];
+                        const u32 b = read_bin(s_bins, ((node >> QNODE_FEATURE_SHIFT) & QNODE_FEATURE) * stride + threadIdx.x + j * blockDim.x);
                         at[j] = 2 * at[j] + 2 - qgoes_left<CAT, Bin>(node, b, sets, words);
                     }
                 }

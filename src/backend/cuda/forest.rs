@@ -255,9 +255,12 @@ impl HostForest {
 }
 
 /// Largest bin counts of the quantised traversal: the top two bin values are reserved for
-/// missing values and for categories no set holds.
+/// missing values and for categories no set holds. Wide bins are stored in 16 bits but read
+/// sign-extended by the kernel (missing 0xffff is then 0xffffffff, which wraps to 0 when missing
+/// values go left without a mask: one instruction less per step), so real bins stay below
+/// 0x7ffe; a forest with more thresholds on one feature is scored by the float kernels.
 pub const MAX_U8_BINS: usize = 254;
-pub const MAX_U16_BINS: usize = 65534;
+pub const MAX_WIDE_BINS: usize = 0x7ffe;
 
 /// Quantised node word: bit 0 missing-goes-left, bits 1..=14 the feature, bit 15 categorical,
 /// bits 16..=31 the split bin plus the missing bit (or the category set's index).
@@ -277,12 +280,13 @@ pub struct QuantisedForest {
     pub cut_offsets: Vec<u32>,
     /// Category count of categorical features (their codes are the bins), 0 for numeric ones.
     pub n_categories: Vec<u32>,
-    /// u16 bins (some feature has more than 254 thresholds or categories), else u8.
+    /// 16-bit bins, read sign-extended (some feature has more than 254 thresholds or
+    /// categories), else u8.
     pub wide: bool,
 }
 
 impl QuantisedForest {
-    /// The quantised form of a complete-layout forest, when every feature fits in u16 bins.
+    /// The quantised form of a complete-layout forest, when every feature fits in wide bins.
     /// `categories[f]` is feature f's category count (None for numeric features).
     pub fn new(host: &HostForest, categories: &[Option<u32>]) -> Option<Self> {
         let nf = categories.len();
@@ -299,7 +303,7 @@ impl QuantisedForest {
             t.sort_by(f32::total_cmp);
             t.dedup();
             let bins = categories[f].map_or(t.len(), |c| c as usize);
-            if bins > MAX_U16_BINS {
+            if bins > MAX_WIDE_BINS {
                 return None;
             }
             q.wide |= bins > MAX_U8_BINS;
@@ -307,15 +311,17 @@ impl QuantisedForest {
             q.cut_offsets.push(q.cuts.len() as u32);
             q.n_categories.push(categories[f].unwrap_or(0));
         }
-        // A numeric split goes left when `(bin + missing_left) & missing_bin <= split +
-        // missing_left`: the missing bin wraps to 0 exactly when missing values go left, and
-        // every other bin (at most missing_bin - 2) compares as `bin <= split`. Padding sends
-        // everything left with a split of 0xffff.
+        // A numeric split goes left when `read(bin) + missing_left <= split + missing_left`,
+        // where `read` masks to 8 bits for u8 bins and sign-extends wide ones: the missing bin
+        // wraps to 0 exactly when missing values go left, and every other bin compares as
+        // `bin <= split`. Padding sends everything left: missing values too, and a split of
+        // 0xffff for the rest.
         for n in &host.nodes {
             let feature = n.word & FEATURE_MASK;
             let missing_left = (n.word & DEFAULT_LEFT != 0) as u32;
             let mut word = feature << QNODE_FEATURE_SHIFT;
             let split = if padding(n) {
+                word |= QNODE_DEFAULT_LEFT;
                 0xffff
             } else if n.word & CATEGORICAL != 0 {
                 word |= QNODE_CATEGORICAL | missing_left;
@@ -375,8 +381,11 @@ impl QuantisedForest {
                     let [start, len] = host.sets[split as usize];
                     (b >> 5) < len && (host.words[(start + (b >> 5)) as usize] >> (b & 31)) & 1 != 0
                 }
+            } else if self.wide {
+                // Read sign-extended: missing (0xffff) is 0xffffffff, 0 once missing_left is added.
+                (b as u16 as i16 as i32 as u32).wrapping_add(missing_left) <= split
             } else {
-                ((b + missing_left) & self.missing_bin()) <= split
+                ((b + missing_left) & 0xff) <= split
             };
             at = 2 * at + 2 - left as usize;
         }
@@ -414,11 +423,25 @@ mod tests {
         t
     }
 
+    /// A stump on `feature` at `threshold`, missing values going left on even `i`.
+    fn stump(feature: u32, threshold: f32, i: usize) -> Tree {
+        let mut t = Tree::leaf(0.0, 1.0);
+        let spec =
+            SplitSpec { feature, threshold, split_bin: 0, default_left: i % 2 == 0, left_categories: &[], gain: 1.0 };
+        t.split(0, &spec, (i as f32, 1.0), (-(i as f32), 1.0));
+        t
+    }
+
     #[test]
     fn layouts_walk_to_the_trees_own_leaves() {
         let mut rng = crate::random::Rng::new(9, 0);
-        for categorical in [false, true] {
-            let trees: Vec<Tree> = (0..12).map(|i| random_tree(i, 1 + i as usize * 3, categorical)).collect();
+        for (categorical, wide) in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut trees: Vec<Tree> = (0..12).map(|i| random_tree(i, 1 + i as usize * 3, categorical)).collect();
+            if wide {
+                // 300 more thresholds on feature 1: wide bins, read sign-extended by the walk,
+                // under the random trees' padding and missing values.
+                trees.extend((0..300).map(|i| stump(1, i as f32 * 0.037, i)));
+            }
             for layout in [ForestLayout::Complete, ForestLayout::Linked] {
                 let forest = HostForest::build(&trees, 3, layout);
                 assert_eq!(forest.has_categorical, categorical);
@@ -435,6 +458,7 @@ mod tests {
                     let categories = [None, None, None, categorical.then_some(40)];
                     let quantised = (layout == ForestLayout::Complete)
                         .then(|| QuantisedForest::new(&forest, &categories).expect("few thresholds: quantisable"));
+                    assert!(quantised.as_ref().is_none_or(|q| q.wide == wide));
                     for (i, entry) in forest.trees.iter().enumerate() {
                         let tree = &trees[entry.original as usize];
                         assert_eq!(entry.output as usize, entry.original as usize % 3);
@@ -452,21 +476,7 @@ mod tests {
     #[test]
     fn features_with_many_thresholds_take_u16_bins() {
         // 300 thresholds on feature 0: more than u8 bins hold.
-        let trees: Vec<Tree> = (0..300)
-            .map(|i| {
-                let mut t = Tree::leaf(0.0, 1.0);
-                let spec = SplitSpec {
-                    feature: 0,
-                    threshold: i as f32 * 0.5,
-                    split_bin: 0,
-                    default_left: i % 2 == 0,
-                    left_categories: &[],
-                    gain: 1.0,
-                };
-                t.split(0, &spec, (i as f32, 1.0), (-(i as f32), 1.0));
-                t
-            })
-            .collect();
+        let trees: Vec<Tree> = (0..300).map(|i| stump(0, i as f32 * 0.5, i)).collect();
         let forest = HostForest::build(&trees, 1, ForestLayout::Complete);
         let q = QuantisedForest::new(&forest, &[None, None]).unwrap();
         assert!(q.wide);
@@ -477,6 +487,17 @@ mod tests {
                 assert_eq!(q.leaf(&forest, i, &[x, 0.0]), (tree.value[expected as usize], expected), "x={x}");
             }
         }
+    }
+
+    #[test]
+    fn features_beyond_wide_bins_are_not_quantised() {
+        // One threshold more than wide bins hold: the float kernels score this forest.
+        let at_limit: Vec<Tree> = (0..MAX_WIDE_BINS).map(|i| stump(0, i as f32, i)).collect();
+        let forest = HostForest::build(&at_limit, 1, ForestLayout::Complete);
+        assert!(QuantisedForest::new(&forest, &[None]).is_some_and(|q| q.wide));
+        let beyond: Vec<Tree> = (0..MAX_WIDE_BINS + 1).map(|i| stump(0, i as f32, i)).collect();
+        let forest = HostForest::build(&beyond, 1, ForestLayout::Complete);
+        assert!(QuantisedForest::new(&forest, &[None]).is_none());
     }
 
     #[test]

@@ -192,6 +192,13 @@ impl GpuForest {
                     cuts: memory.upload(stream, if q.cuts.is_empty() { &[0.0] } else { &q.cuts })?,
                     cut_offsets: memory.upload(stream, &q.cut_offsets)?,
                     n_categories: memory.upload(stream, &q.n_categories)?,
+                    staged_cuts: q
+                        .cut_offsets
+                        .windows(2)
+                        .map(|w| w[1] - w[0])
+                        .max()
+                        .unwrap_or(0)
+                        .min(STAGED_CUTS_MAX),
                     wide: q.wide,
                 }),
                 None => None,
@@ -265,19 +272,21 @@ impl GpuForest {
             let mut bin = stream.launch_builder(if q.wide { &k.bin_rows_u16 } else { &k.bin_rows_u8 });
             bin.arg(x)
                 .arg(&n32)
-                .arg(&self.n_features)
                 .arg(&q.cuts)
                 .arg(&q.cut_offsets)
                 .arg(&q.n_categories)
+                .arg(&q.staged_cuts)
                 .arg(&mut *scratch);
-            let work = n as u64 * self.n_features as u64;
-            let bin_blocks = work.div_ceil(256).clamp(1, self.rt.sm_count as u64 * 16) as u32;
+            // Blocks of one feature each: about 8 per SM in all, at least one per feature.
+            let per_feature = (self.rt.sm_count as u64 * 8 / self.n_features.max(1) as u64).max(1);
+            let row_blocks = (n as u64).div_ceil(256).clamp(1, per_feature) as u32;
+            let grid_dim = (row_blocks, self.n_features, 1);
+            let shared_mem_bytes = q.staged_cuts * 4;
             // SAFETY: `x` holds n * n_features values and `scratch` as many bins; the offsets
-            // index `cuts` (built by QuantisedForest).
-            unsafe {
-                bin.launch(LaunchConfig { grid_dim: (bin_blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 })
-            }
-            .map_err(device_error)?;
+            // index `cuts` (built by QuantisedForest); a feature's thresholds are staged only when
+            // they fit the `staged_cuts` floats of shared memory the launch provides.
+            unsafe { bin.launch(LaunchConfig { grid_dim, block_dim: (256, 1, 1), shared_mem_bytes }) }
+                .map_err(device_error)?;
             let f = match (self.has_categorical, q.wide) {
                 (false, false) => &k.predict_binned,
                 (true, false) => &k.predict_binned_cat,
@@ -384,9 +393,16 @@ struct Quantised {
     cuts: CudaSlice<f32>,
     cut_offsets: CudaSlice<u32>,
     n_categories: CudaSlice<u32>,
+    /// Thresholds of one feature the binning kernel stages in shared memory: the most any
+    /// feature has, up to [`STAGED_CUTS_MAX`] (features with more are searched in global memory).
+    staged_cuts: u32,
     /// u16 bins, else u8.
     wide: bool,
 }
+
+/// Thresholds the binning kernel may stage per block: 48 KiB, what any device gives a block
+/// without opting in.
+const STAGED_CUTS_MAX: u32 = 12 * 1024;
 
 /// One half of the double buffer: pinned host memory and device memory for a chunk.
 struct Slot {
