@@ -6,8 +6,19 @@
 // both in ascending row order. The runs land in a second row index; depth-wise growth swaps
 // the two, loss-guided growth copies the runs back (other open leaves live in the first).
 
+// How the partition and the margin update read a row's bin of one feature: from the dense
+// bin matrix here, from the sparse entries in sparse.cu. The kernels are the same otherwise.
 template <typename Bin>
-__device__ void count_left(const Bin* bins, u32 stride, const u32* ridx, const RowTask* tasks, u32 n_tasks,
+struct DenseRows {
+    const Bin* bins;
+    u32 stride;
+    __device__ __forceinline__ u32 bin(u32 row, u32 feature, u32 /*missing_bin*/) const {
+        return bins[(u64)row * stride + feature];
+    }
+};
+
+template <typename Rows>
+__device__ void count_left(const Rows rows, const u32* ridx, const RowTask* tasks, u32 n_tasks,
                            const SplitRule* rules, const u32* category_words, u32 rows_per_block, u8* flags,
                            u32* block_left) {
     const u32 ti = find_task(tasks, n_tasks, blockIdx.x);
@@ -18,7 +29,7 @@ __device__ void count_left(const Bin* bins, u32 stride, const u32* ridx, const R
     u32 count = 0;
     for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
         const u32 row = ridx[task.start + p];
-        const bool left = rule_goes_left(rule, (u32)bins[(u64)row * stride + rule.feature], category_words);
+        const bool left = rule_goes_left(rule, rows.bin(row, rule.feature, rule.missing_bin), category_words);
         flags[task.start + p] = left;
         count += left;
     }
@@ -94,13 +105,13 @@ extern "C" __global__ void scatter(const u8* flags, const u32* ridx, const RowTa
 extern "C" __global__ void count_left_u8(const u8* bins, u32 stride, const u32* ridx, const RowTask* tasks,
                                          u32 n_tasks, const SplitRule* rules, const u32* category_words,
                                          u32 rows_per_block, u8* flags, u32* block_left) {
-    count_left<u8>(bins, stride, ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left);
+    count_left(DenseRows<u8>{bins, stride}, ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left);
 }
 
 extern "C" __global__ void count_left_u16(const u16* bins, u32 stride, const u32* ridx, const RowTask* tasks,
                                           u32 n_tasks, const SplitRule* rules, const u32* category_words,
                                           u32 rows_per_block, u8* flags, u32* block_left) {
-    count_left<u16>(bins, stride, ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left);
+    count_left(DenseRows<u16>{bins, stride}, ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left);
 }
 
 // Copies the partitioned runs back into the row index.
@@ -112,15 +123,13 @@ extern "C" __global__ void copy_runs(const u32* from, const RowTask* tasks, u32 
 }
 
 // Adds a finished tree's leaf values to the training margins, walking each row's bins.
-template <typename Bin>
-__device__ void add_tree(const Bin* bins, u32 stride, u32 n_rows, const TreeNode* nodes, const u32* category_words,
-                         float* margin) {
+template <typename Rows>
+__device__ void add_tree(const Rows rows, u32 n_rows, const TreeNode* nodes, const u32* category_words, float* margin) {
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n_rows; i += gridDim.x * blockDim.x) {
-        const Bin* r = bins + (u64)i * stride;
         u32 n = 0;
         while (nodes[n].left != NO_CHILD) {
             const TreeNode node = nodes[n];
-            const u32 bin = r[node.feature];
+            const u32 bin = rows.bin(i, node.feature, node.missing_bin);
             const bool left = goes_left(bin, node.missing_bin, node.default_left, node.split_bin, node.category_start,
                                         node.category_len, category_words);
             n = left ? node.left : node.right;
@@ -131,10 +140,10 @@ __device__ void add_tree(const Bin* bins, u32 stride, u32 n_rows, const TreeNode
 
 extern "C" __global__ void add_tree_u8(const u8* bins, u32 stride, u32 n_rows, const TreeNode* nodes,
                                        const u32* category_words, float* margin) {
-    add_tree<u8>(bins, stride, n_rows, nodes, category_words, margin);
+    add_tree(DenseRows<u8>{bins, stride}, n_rows, nodes, category_words, margin);
 }
 
 extern "C" __global__ void add_tree_u16(const u16* bins, u32 stride, u32 n_rows, const TreeNode* nodes,
                                         const u32* category_words, float* margin) {
-    add_tree<u16>(bins, stride, n_rows, nodes, category_words, margin);
+    add_tree(DenseRows<u16>{bins, stride}, n_rows, nodes, category_words, margin);
 }

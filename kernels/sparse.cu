@@ -102,44 +102,24 @@ extern "C" __global__ void fill_missing(const EvalTask* tasks, const u32* slot_o
     }
 }
 
+// Rows of the sparse layout for count_left and add_tree (kernels/partition.cu).
+struct SparseRows {
+    const u32* entries;
+    u32 row_stride;
+    __device__ __forceinline__ u32 bin(u32 row, u32 feature, u32 missing_bin) const {
+        return sparse_bin(entries + (u64)row * row_stride, row_stride, feature, missing_bin);
+    }
+};
+
 extern "C" __global__ void count_left_sparse(const u32* entries, u32 row_stride, const u32* ridx,
                                              const RowTask* tasks, u32 n_tasks, const SplitRule* rules,
                                              const u32* category_words, u32 rows_per_block, u8* flags,
                                              u32* block_left) {
-    const u32 ti = find_task(tasks, n_tasks, blockIdx.x);
-    const RowTask task = tasks[ti];
-    const SplitRule rule = rules[ti];
-    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
-    const u32 end = min(begin + rows_per_block, task.len);
-    u32 count = 0;
-    for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
-        const u32 row = ridx[task.start + p];
-        const u32 bin = sparse_bin(entries + (u64)row * row_stride, row_stride, rule.feature, rule.missing_bin);
-        const bool left = rule_goes_left(rule, bin, category_words);
-        flags[task.start + p] = left;
-        count += left;
-    }
-    for (int o = 16; o > 0; o /= 2) count += __shfl_xor_sync(0xffffffffu, count, o);
-    __shared__ u32 block_count;
-    if (threadIdx.x == 0) block_count = 0;
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0 && count) atomicAdd(&block_count, count);
-    __syncthreads();
-    if (threadIdx.x == 0) block_left[blockIdx.x] = block_count;
+    count_left(SparseRows{entries, row_stride}, ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags,
+               block_left);
 }
 
 extern "C" __global__ void add_tree_sparse(const u32* entries, u32 row_stride, u32 n_rows, const TreeNode* nodes,
                                            const u32* category_words, float* margin) {
-    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n_rows; i += gridDim.x * blockDim.x) {
-        const u32* r = entries + (u64)i * row_stride;
-        u32 n = 0;
-        while (nodes[n].left != NO_CHILD) {
-            const TreeNode node = nodes[n];
-            const u32 bin = sparse_bin(r, row_stride, node.feature, node.missing_bin);
-            const bool left = goes_left(bin, node.missing_bin, node.default_left, node.split_bin, node.category_start,
-                                        node.category_len, category_words);
-            n = left ? node.left : node.right;
-        }
-        margin[i] += nodes[n].value;
-    }
+    add_tree(SparseRows{entries, row_stride}, n_rows, nodes, category_words, margin);
 }
