@@ -153,6 +153,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn quantising_in_place_equals_quantising_each_pair() {
+        let pairs: Vec<GradPair> = (0..5000)
+            .map(|i| GradPair { g: ((i * 37) % 1001) as f32 / 13.0 - 38.0, h: ((i * 11) % 97) as f32 / 50.0 })
+            .chain([GradPair { g: -0.0, h: 0.0 }, GradPair { g: f32::MIN_POSITIVE / 4.0, h: 1e-30 }])
+            .collect();
+        let q = Quantiser::fit(&pairs);
+        let want: Vec<QuantGrad> = pairs.iter().map(|&p| q.quantise(p)).collect();
+        let mut buffer = pairs.clone();
+        assert_eq!(q.quantise_in_place(&mut buffer), want.as_slice());
+    }
+
+    #[test]
     fn quantised_values_stay_in_range_and_round_trip_closely() {
         let pairs: Vec<GradPair> =
             (0..1000).map(|i| GradPair { g: (i as f32 - 500.0) / 7.0, h: i as f32 / 3000.0 }).collect();
