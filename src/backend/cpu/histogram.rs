@@ -74,9 +74,8 @@ pub fn build_histograms(
     tasks: Vec<HistTask>,
 ) {
     let (small, large): (Vec<HistTask>, Vec<HistTask>) = tasks.into_iter().partition(|t| t.rows.len() <= CHUNK);
-    let chunk = |rows: &[u32]| chunk_sums(binned, layout, grads, features, rows);
     small.into_par_iter().for_each(|t| {
-        for (out, s) in t.hist.iter_mut().zip(chunk(t.rows)) {
+        for (out, s) in t.hist.iter_mut().zip(chunk_sums(binned, layout, grads, features, t.rows)) {
             *out = s.widen();
         }
     });
@@ -88,7 +87,7 @@ pub fn build_histograms(
             .rows
             .par_chunks(CHUNK)
             .fold(zero, |mut acc, rows| {
-                acc.iter_mut().zip(chunk(rows)).for_each(|(a, s)| *a += s.widen());
+                add_histogram(binned, layout, grads, features, rows, &mut acc);
                 acc
             })
             .reduce(zero, |mut a, b| {

@@ -238,6 +238,19 @@ impl GpuForest {
         }
     }
 
+    /// The arguments both kernel families take after their nodes and leaves, in their order:
+    /// trees, tiles, category sets and base margins.
+    fn forest_args<'a>(&'a self, b: &mut cudarc::driver::LaunchArgs<'a>) {
+        b.arg(&self.trees)
+            .arg(&self.n_trees)
+            .arg(&self.tiles)
+            .arg(&self.n_tiles)
+            .arg(&self.tile_nodes)
+            .arg(&self.sets)
+            .arg(&self.words)
+            .arg(&self.base);
+    }
+
     /// Queues the scoring of `n` rows of `x` (column-major, feature f at `f * n`) on `stream`:
     /// margins into `out` (`n * n_outputs`, starting from `row_base` when given), or leaf ids
     /// into `leaf_out` (`n * n_trees`). `scratch` holds [`GpuForest::scratch_bytes`] bytes.
@@ -294,20 +307,8 @@ impl GpuForest {
                 (true, true) => &k.predict_binned_cat_u16,
             };
             b = stream.launch_builder(f);
-            b.arg(&*scratch)
-                .arg(&n32)
-                .arg(&self.n_features)
-                .arg(&q.nodes)
-                .arg(&self.leaf_values)
-                .arg(&self.leaf_ids)
-                .arg(&self.trees)
-                .arg(&self.n_trees)
-                .arg(&self.tiles)
-                .arg(&self.n_tiles)
-                .arg(&self.tile_nodes)
-                .arg(&self.sets)
-                .arg(&self.words)
-                .arg(&self.base);
+            b.arg(&*scratch).arg(&n32).arg(&self.n_features).arg(&q.nodes).arg(&self.leaf_values).arg(&self.leaf_ids);
+            self.forest_args(&mut b);
         } else {
             let f = match (self.layout, self.has_categorical, self.shared_rows) {
                 (ForestLayout::Complete, false, true) => &k.predict_complete,
@@ -327,15 +328,8 @@ impl GpuForest {
                 .arg(&self.leaf_values)
                 .arg(&self.leaf_ids)
                 .arg(&self.linked)
-                .arg(&self.linked_ids)
-                .arg(&self.trees)
-                .arg(&self.n_trees)
-                .arg(&self.tiles)
-                .arg(&self.n_tiles)
-                .arg(&self.tile_nodes)
-                .arg(&self.sets)
-                .arg(&self.words)
-                .arg(&self.base);
+                .arg(&self.linked_ids);
+            self.forest_args(&mut b);
         }
         match row_base {
             Some(rb) => b.arg(rb),
