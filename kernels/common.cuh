@@ -53,7 +53,7 @@ struct SplitParams {
 };
 
 // A run of positions in the row index (one node's rows) that some blocks work on. Blocks
-// `first_block ..` of a launch belong to it; `slot` is its histogram, `aux` a per-kernel index.
+// `first_block ..` of a launch belong to it; `slot` is its histogram.
 struct RowTask {
     u32 start;
     u32 len;
@@ -61,7 +61,7 @@ struct RowTask {
     u32 slot;
 };
 
-// How one node's rows split (src/backend/cpu/grow.rs: BinRouter). A categorical split sends
+// How one node's rows split (the CPU's twin: BinRouter in src/backend/cpu/grow.rs). A categorical split sends
 // left the categories whose bits are set in words[category_start .. + category_len].
 struct SplitRule {
     u32 feature;

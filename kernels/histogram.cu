@@ -116,7 +116,8 @@ extern "C" __global__ void subtract_histograms(const u32* triples, u32 total_slo
     }
 }
 
-// Which child of each split node to build (the smaller, ties to the left, as on the CPU) and
+// Which child of each split node to build (the one with fewer rows, ties to the left; the CPU
+// picks by hessian before partitioning, which gives the same sums: subtraction is exact) and
 // which to derive by subtraction, decided on the device from the partition's counts, so the
 // host need not wait for them: build tasks and (parent, built, sibling) triples. Block i
 // plans parent i and zeroes the histogram it is about to build.

@@ -2,7 +2,7 @@
 //! margin updates, evaluation and early stopping.
 
 use crate::backend::cpu::predict::add_tree_binned;
-use crate::backend::cpu::{CpuLearner, GrowParams, LeafRefit};
+use crate::backend::cpu::{CpuLearner, LeafRefit};
 use crate::backend::{Backend, Learner};
 use crate::config::TrainConfig;
 use crate::data::cuts::compute_cuts;
@@ -12,7 +12,7 @@ use crate::metric::Metric;
 use crate::model::{bind_columns, EvalSeries, FeatureInfo, Model};
 use crate::objective::{loss_for, transform_row, Loss, Targets};
 use crate::random::{hash64, Rng};
-use crate::tree::{SplitParams, Tree};
+use crate::tree::Tree;
 
 /// One round's evaluation results, as `(dataset, metric, value)`.
 #[derive(Clone, Debug, PartialEq)]
@@ -178,27 +178,6 @@ impl<'a> Trainer<'a> {
         }
     }
 
-    fn grow_params(&self) -> GrowParams {
-        let c = self.cfg;
-        GrowParams {
-            split: SplitParams {
-                reg_lambda: c.reg_lambda,
-                reg_alpha: c.reg_alpha,
-                gamma: c.gamma,
-                min_child_weight: c.min_child_weight,
-                max_delta_step: c.max_delta_step,
-                max_cat_to_onehot: c.max_cat_to_onehot,
-                max_cat_threshold: c.max_cat_threshold,
-            },
-            policy: c.grow_policy,
-            max_depth: c.max_depth,
-            max_leaves: c.max_leaves,
-            learning_rate: c.learning_rate,
-            colsample_bylevel: c.colsample_bylevel,
-            colsample_bynode: c.colsample_bynode,
-        }
-    }
-
     /// Rows used this round: all (None), or a Bernoulli(`subsample`) sample keyed by (seed, round).
     fn sample_rows(&self, round: usize) -> Option<Vec<u32>> {
         let n = self.data.n_rows();
@@ -229,7 +208,7 @@ impl<'a> Trainer<'a> {
                     label: &self.data.label,
                     weight: self.data.weight.as_deref(),
                 });
-                let learner = CpuLearner::new(binned, &self.cuts, self.grow_params(), margin, refit);
+                let learner = CpuLearner::new(binned, &self.cuts, self.cfg.grow_params(), margin, refit);
                 self.boost(learner, callback)
             }
             #[cfg(feature = "cuda")]
@@ -241,7 +220,7 @@ impl<'a> Trainer<'a> {
                     &rt,
                     self.data,
                     &self.cuts,
-                    self.grow_params(),
+                    self.cfg.grow_params(),
                     self.cfg,
                     &margin,
                 )?;

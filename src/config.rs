@@ -7,6 +7,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{Error, Result};
 use crate::metric::Metric;
+pub use crate::tree::GrowPolicy;
+use crate::tree::{GrowParams, SplitParams};
 
 /// The loss being minimised. Serialised with XGBoost's names (`"binary:logistic"`, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -68,16 +70,6 @@ impl std::str::FromStr for Objective {
         serde_json::from_value(serde_json::Value::String(s.to_string()))
             .map_err(|_| Error::param("objective", format!("unknown objective `{s}`")))
     }
-}
-
-/// How trees are grown.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GrowPolicy {
-    /// Level by level up to `max_depth` (XGBoost's default).
-    Depthwise,
-    /// Always split the leaf with the largest loss reduction, up to `max_leaves` (LightGBM's way).
-    Lossguide,
 }
 
 /// Where training runs.
@@ -229,6 +221,27 @@ impl TrainConfig {
             self.num_class
         } else {
             1
+        }
+    }
+
+    /// What shapes each tree: the split regularisation, growth policy and sampling.
+    pub fn grow_params(&self) -> GrowParams {
+        GrowParams {
+            split: SplitParams {
+                reg_lambda: self.reg_lambda,
+                reg_alpha: self.reg_alpha,
+                gamma: self.gamma,
+                min_child_weight: self.min_child_weight,
+                max_delta_step: self.max_delta_step,
+                max_cat_to_onehot: self.max_cat_to_onehot,
+                max_cat_threshold: self.max_cat_threshold,
+            },
+            policy: self.grow_policy,
+            max_depth: self.max_depth,
+            max_leaves: self.max_leaves,
+            learning_rate: self.learning_rate,
+            colsample_bylevel: self.colsample_bylevel,
+            colsample_bynode: self.colsample_bynode,
         }
     }
 

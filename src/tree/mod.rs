@@ -1,10 +1,13 @@
-//! Trees: the fixed-point gradient sums every backend accumulates ([`gradient`]), the split
-//! math ([`split`], the only copy of the gain formula), and the stored tree ([`Tree`]).
+//! Trees: the growth driver every backend shares ([`grow`]), the fixed-point gradient sums
+//! every backend accumulates ([`gradient`]), the split math ([`split`], the only copy of the
+//! gain formula), and the stored tree ([`Tree`]).
 
 pub mod gradient;
+pub mod grow;
 pub mod model;
 pub mod split;
 
 pub use gradient::{GradPair, GradSum, Quantiser};
+pub use grow::{grow_tree, GrowParams, GrowPolicy, GrowSteps};
 pub use model::{category_code, Tree, NO_CHILD};
 pub use split::SplitParams;

@@ -1,15 +1,7 @@
-//! Growing one tree on the CPU. The driver reads like the algorithm:
-//!
-//! ```text
-//! root: histogram, best split
-//! loop: pick nodes to expand (a whole level, or the single best leaf)
-//!       split them: partition their rows
-//!       children: build the smaller child's histogram, subtract for the sibling
-//!       evaluate the children's best splits
-//! ```
-//!
-//! Children at the depth limit get no histogram at all: their values come from the split's
-//! left and right sums.
+//! The CPU's steps of growing a tree ([`GrowSteps`]; the driver is `tree::grow`): root and
+//! children histograms, split search and row partitioning, over the row-major bins. The
+//! smaller child's histogram is built from each piece the partition has just split, while
+//! its rows are in cache, and its sibling's is the parent's minus it (exact: integer sums).
 
 use std::sync::Mutex;
 
@@ -18,242 +10,77 @@ use rayon::prelude::*;
 use super::histogram::{add_histogram, build_histograms, subtract, HistLayout, HistTask};
 use super::partition::{RowPartition, RowRouter, SplitJob};
 use super::prefetch_read;
-use crate::config::GrowPolicy;
 use crate::data::binned::BinData;
-use crate::data::{BinnedMatrix, FeatureCuts};
-use crate::random::{hash64, Rng};
+use crate::data::BinnedMatrix;
+use crate::data::FeatureCuts;
+use crate::error::Result;
 use crate::tree::gradient::QuantGrad;
-use crate::tree::model::SplitSpec;
+use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
 use crate::tree::split::{SplitCandidate, SplitScorer};
-use crate::tree::{GradSum, Quantiser, SplitParams, Tree};
+use crate::tree::{GradSum, Tree};
 
-/// What shapes a tree, besides the split regularisation.
-#[derive(Clone, Debug)]
-pub struct GrowParams {
-    pub split: SplitParams,
-    pub policy: GrowPolicy,
-    /// 0: unlimited.
-    pub max_depth: usize,
-    /// 0: unlimited.
-    pub max_leaves: usize,
-    pub learning_rate: f64,
-    pub colsample_bylevel: f64,
-    pub colsample_bynode: f64,
-}
-
-impl GrowParams {
-    /// A leaf's output for the gradient sum `total` (learning rate applied).
-    pub fn leaf_value(&self, quantiser: &Quantiser, total: GradSum) -> f32 {
-        let (g, h) = quantiser.to_float(total);
-        (self.split.weight(g, h) * self.learning_rate) as f32
-    }
-
-    pub fn can_split_at(&self, depth: usize) -> bool {
-        self.max_depth == 0 || depth < self.max_depth
-    }
-
-    /// Features node `node` at `depth` may split on: the tree's, sampled per level, then per
-    /// node, keyed by the tree's seed (every backend draws the same features).
-    pub fn node_features(&self, tree_features: &[u32], seed: u64, depth: usize, node: u32) -> Vec<u32> {
-        let mut feats = tree_features.to_vec();
-        if self.colsample_bylevel < 1.0 {
-            let k = ((feats.len() as f64 * self.colsample_bylevel).round() as usize).max(1);
-            feats = Rng::new(seed, hash64(1, depth as u64)).choose_sorted(&feats, k);
-        }
-        if self.colsample_bynode < 1.0 {
-            let k = ((feats.len() as f64 * self.colsample_bynode).round() as usize).max(1);
-            feats = Rng::new(seed, hash64(2, node as u64)).choose_sorted(&feats, k);
-        }
-        feats
-    }
-
-    /// Whether every node may split on every feature of the tree.
-    pub fn samples_nodes(&self) -> bool {
-        self.colsample_bylevel < 1.0 || self.colsample_bynode < 1.0
-    }
-}
-
-/// A grown tree and where its training rows ended up.
-pub struct GrownTree {
-    pub tree: Tree,
-    pub partition: RowPartition,
-}
-
-/// A leaf that may still be split.
-struct Candidate {
+/// A node's handle on the CPU: its id (its rows are the partition's) and its histogram.
+pub struct CpuNode {
     node: u32,
-    depth: usize,
-    total: GradSum,
-    hist: Option<Vec<GradSum>>,
-    best: Option<SplitCandidate>,
+    hist: Vec<GradSum>,
 }
 
-struct Grower<'a> {
+/// The rows of one tree and the means to split them.
+pub struct CpuSteps<'a> {
     binned: &'a BinnedMatrix,
     cuts: &'a [FeatureCuts],
     grads: &'a [QuantGrad],
-    quantiser: &'a Quantiser,
-    params: &'a GrowParams,
     layout: HistLayout,
-    tree_features: Vec<u32>,
-    seed: u64,
+    /// The tree's rows by node; the learner reads the leaves' rows from it once the tree is grown.
+    pub partition: RowPartition,
 }
 
-/// Grows one tree over `rows` (sorted) using the features `tree_features` (sorted).
-#[allow(clippy::too_many_arguments)]
-pub fn grow_tree(
-    binned: &BinnedMatrix,
-    cuts: &[FeatureCuts],
-    grads: &[QuantGrad],
-    quantiser: &Quantiser,
-    params: &GrowParams,
-    rows: Vec<u32>,
-    tree_features: Vec<u32>,
-    seed: u64,
-) -> GrownTree {
-    let g = Grower { binned, cuts, grads, quantiser, params, layout: HistLayout::new(binned), tree_features, seed };
-    g.grow(rows)
-}
-
-impl Grower<'_> {
-    fn leaf_value(&self, total: GradSum) -> f32 {
-        self.params.leaf_value(self.quantiser, total)
+impl<'a> CpuSteps<'a> {
+    /// Steps over `rows` (sorted) with quantised gradients `grads` (indexed by row).
+    pub fn new(binned: &'a BinnedMatrix, cuts: &'a [FeatureCuts], grads: &'a [QuantGrad], rows: Vec<u32>) -> Self {
+        CpuSteps { binned, cuts, grads, layout: HistLayout::new(binned), partition: RowPartition::new(rows) }
     }
 
-    fn can_split_at(&self, depth: usize) -> bool {
-        self.params.can_split_at(depth)
-    }
-
-    fn node_features(&self, depth: usize, node: u32) -> Vec<u32> {
-        self.params.node_features(&self.tree_features, self.seed, depth, node)
-    }
-
-    fn grow(&self, rows: Vec<u32>) -> GrownTree {
-        let mut partition = RowPartition::new(rows);
-        let total = partition
+    /// The rows' gradient sum: the root's total.
+    pub fn total(&self) -> GradSum {
+        self.partition
             .rows
             .par_iter()
             .fold(GradSum::default, |mut s, &r| {
                 s += self.grads[r as usize];
                 s
             })
-            .reduce(GradSum::default, |a, b| a + b);
-        let (_, h) = self.quantiser.to_float(total);
-        let mut tree = Tree::leaf(self.leaf_value(total), h as f32);
-        let mut root = Candidate { node: 0, depth: 0, total, hist: None, best: None };
-        if self.can_split_at(0) {
-            let mut hist = vec![GradSum::default(); self.layout.total_slots()];
-            build_histograms(
-                self.binned,
-                &self.layout,
-                self.grads,
-                &self.tree_features,
-                vec![HistTask { rows: partition.rows_of(0), hist: &mut hist }],
-            );
-            root.hist = Some(hist);
-            self.evaluate(std::slice::from_mut(&mut root));
-        }
-        let mut open: Vec<Candidate> = if root.best.is_some() { vec![root] } else { Vec::new() };
-        let mut n_leaves = 1;
-        while !open.is_empty() {
-            // Pick what to expand: a whole level, or the single most promising leaf.
-            let batch = next_batch(&mut open, self.params.policy, |c| (gain_of(c), c.node));
-            let mut expanding = Vec::new();
-            for c in batch {
-                if self.params.max_leaves == 0 || n_leaves < self.params.max_leaves {
-                    n_leaves += 1;
-                    expanding.push(c);
-                }
-            }
-            if expanding.is_empty() {
-                break;
-            }
-            open.extend(self.expand(&mut tree, &mut partition, expanding));
-        }
-        GrownTree { tree, partition }
+            .reduce(GradSum::default, |a, b| a + b)
     }
 
-    /// Applies the chosen splits, then builds and evaluates the children.
-    fn expand(&self, tree: &mut Tree, partition: &mut RowPartition, parents: Vec<Candidate>) -> Vec<Candidate> {
-        let mut children = Vec::with_capacity(parents.len() * 2);
-        let mut jobs = Vec::with_capacity(parents.len());
-        for p in &parents {
-            let best = p.best.as_ref().unwrap();
-            let cut = &self.cuts[best.feature as usize];
-            let spec = SplitSpec {
-                feature: best.feature,
-                threshold: if best.is_categorical() { 0.0 } else { cut.upper_bound(best.split_bin) },
-                split_bin: best.split_bin,
-                default_left: best.default_left,
-                left_categories: &best.left_categories,
-                gain: best.gain as f32,
-            };
-            let cover = |s: GradSum| self.quantiser.to_float(s).1 as f32;
-            let (l, r) = tree.split(
-                p.node,
-                &spec,
-                (self.leaf_value(best.left), cover(best.left)),
-                (self.leaf_value(best.right), cover(best.right)),
-            );
-            jobs.push((p.node, l, r, best.feature as usize));
-            children.push(Candidate { node: l, depth: p.depth + 1, total: best.left, hist: None, best: None });
-            children.push(Candidate { node: r, depth: p.depth + 1, total: best.right, hist: None, best: None });
-        }
-        // Children that may split get histograms: the smaller one (by hessian, a proxy for its
-        // row count known before partitioning) is built from its rows while the partition has
-        // them in cache; its sibling is the parent's minus it (exact: integer sums).
-        let small_left: Vec<Option<bool>> = parents
-            .iter()
-            .map(|p| {
-                let best = p.best.as_ref().unwrap();
-                self.can_split_at(p.depth + 1).then_some(best.left.h <= best.right.h)
-            })
-            .collect();
-        let small_hists: Vec<Option<Mutex<Vec<GradSum>>>> = small_left
-            .iter()
-            .map(|s| s.map(|_| Mutex::new(vec![GradSum::default(); self.layout.total_slots()])))
-            .collect();
-        let observe = |k: usize, left: &[u32], right: &[u32]| {
-            let (Some(is_left), Some(total)) = (small_left[k], &small_hists[k]) else { return };
-            let rows = if is_left { left } else { right };
-            let mut hist = vec![GradSum::default(); self.layout.total_slots()];
-            add_histogram(self.binned, &self.layout, self.grads, &self.tree_features, rows, &mut hist);
-            let mut total = total.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            total.iter_mut().zip(hist).for_each(|(t, h)| *t += h);
-        };
-        match &self.binned.data {
-            BinData::U8 { rows } => split_all(partition, tree, self.binned, rows, &jobs, observe),
-            BinData::U16 { rows } => split_all(partition, tree, self.binned, rows, &jobs, observe),
-        }
-        for (k, small_hist) in small_hists.into_iter().enumerate() {
-            let (Some(is_left), Some(small_hist)) = (small_left[k], small_hist) else { continue };
-            let small_hist = small_hist.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let parent_hist = parents[k].hist.as_ref().expect("expanded nodes have histograms");
-            let mut sibling = vec![GradSum::default(); self.layout.total_slots()];
-            subtract(parent_hist, &small_hist, &mut sibling);
-            let (small, large) = if is_left { (2 * k, 2 * k + 1) } else { (2 * k + 1, 2 * k) };
-            children[small].hist = Some(small_hist);
-            children[large].hist = Some(sibling);
-        }
-        let mut with_hist: Vec<Candidate> = children.into_iter().filter(|c| c.hist.is_some()).collect();
-        self.evaluate(&mut with_hist);
-        // Children with no valid split are final leaves.
-        with_hist.into_iter().filter(|c| c.best.is_some()).collect()
+    fn empty_histogram(&self) -> Vec<GradSum> {
+        vec![GradSum::default(); self.layout.total_slots()]
+    }
+}
+
+impl GrowSteps for CpuSteps<'_> {
+    type Node = CpuNode;
+
+    fn build_root(&mut self, ctx: &TreeContext) -> Result<CpuNode> {
+        let mut hist = self.empty_histogram();
+        let task = HistTask { rows: self.partition.rows_of(0), hist: &mut hist };
+        build_histograms(self.binned, &self.layout, self.grads, ctx.tree_features, vec![task]);
+        Ok(CpuNode { node: 0, hist })
     }
 
-    /// Finds each candidate's best split, in parallel over (candidate, feature).
-    fn evaluate(&self, candidates: &mut [Candidate]) {
-        let jobs: Vec<(usize, u32)> = candidates
+    /// In parallel over (node, feature).
+    fn evaluate(&mut self, nodes: &mut [Open<CpuNode>], ctx: &TreeContext) -> Result<()> {
+        let jobs: Vec<(usize, u32)> = nodes
             .iter()
             .enumerate()
-            .flat_map(|(i, c)| self.node_features(c.depth, c.node).into_iter().map(move |f| (i, f)))
+            .flat_map(|(i, o)| ctx.node_features(o.depth, o.node).into_iter().map(move |f| (i, f)))
             .collect();
         let found: Vec<(usize, Option<SplitCandidate>)> = jobs
             .par_iter()
             .map(|&(i, f)| {
-                let c = &candidates[i];
-                let hist = self.layout.feature(c.hist.as_ref().unwrap(), f as usize);
-                let scorer = SplitScorer::new(&self.params.split, self.quantiser, c.total);
+                let o = &nodes[i];
+                let hist = self.layout.feature(&o.state.hist, f as usize);
+                let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, o.total);
                 let best = if self.cuts[f as usize].is_categorical() {
                     scorer.best_categorical(f, hist)
                 } else {
@@ -262,15 +89,69 @@ impl Grower<'_> {
                 (i, best)
             })
             .collect();
-        // Jobs are in (candidate, feature) order, so ties go to the lowest feature index.
+        // Jobs are in (node, feature) order, so ties go to the lowest feature index.
         for (i, best) in found {
             if let Some(b) = best {
-                let c = &mut candidates[i];
-                if c.best.as_ref().is_none_or(|cur| b.gain > cur.gain) {
-                    c.best = Some(b);
+                let o = &mut nodes[i];
+                if o.best.as_ref().is_none_or(|cur| b.gain > cur.gain) {
+                    o.best = Some(b);
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The smaller child (by hessian, a proxy for its row count known before partitioning) is
+    /// built from its rows as the partition produces them; the sibling by subtraction.
+    fn partition_and_build(
+        &mut self,
+        tree: &Tree,
+        expansions: Vec<Expansion<CpuNode>>,
+        ctx: &TreeContext,
+    ) -> Result<Vec<Option<[CpuNode; 2]>>> {
+        let jobs: Vec<(u32, u32, u32, usize)> =
+            expansions.iter().map(|e| (e.node, e.children[0], e.children[1], e.split.feature as usize)).collect();
+        let small_left: Vec<Option<bool>> =
+            expansions.iter().map(|e| e.grow_children.then_some(e.split.left.h <= e.split.right.h)).collect();
+        let small_hists: Vec<Option<Mutex<Vec<GradSum>>>> =
+            small_left.iter().map(|s| s.map(|_| Mutex::new(self.empty_histogram()))).collect();
+        let (binned, layout, grads, features) = (self.binned, &self.layout, self.grads, ctx.tree_features);
+        let observe = |k: usize, left: &[u32], right: &[u32]| {
+            let (Some(is_left), Some(total)) = (small_left[k], &small_hists[k]) else { return };
+            let rows = if is_left { left } else { right };
+            let mut hist = vec![GradSum::default(); layout.total_slots()];
+            add_histogram(binned, layout, grads, features, rows, &mut hist);
+            let mut total = total.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            total.iter_mut().zip(hist).for_each(|(t, h)| *t += h);
+        };
+        match &self.binned.data {
+            BinData::U8 { rows } => split_all(&mut self.partition, tree, self.binned, rows, &jobs, observe),
+            BinData::U16 { rows } => split_all(&mut self.partition, tree, self.binned, rows, &jobs, observe),
+        }
+        let mut out = Vec::with_capacity(expansions.len());
+        for ((e, small_hist), is_left) in expansions.into_iter().zip(small_hists).zip(small_left) {
+            let (Some(is_left), Some(small_hist)) = (is_left, small_hist) else {
+                out.push(None);
+                continue;
+            };
+            let small_hist = small_hist.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut sibling = self.empty_histogram();
+            subtract(&e.state.hist, &small_hist, &mut sibling);
+            let (left, right) = if is_left { (small_hist, sibling) } else { (sibling, small_hist) };
+            let [l, r] = e.children;
+            out.push(Some([CpuNode { node: l, hist: left }, CpuNode { node: r, hist: right }]));
+        }
+        Ok(out)
+    }
+
+    fn discard(&mut self, _: CpuNode) {}
+
+    fn histogram(&mut self, node: &CpuNode) -> Result<Vec<GradSum>> {
+        Ok(node.hist.clone())
+    }
+
+    fn rows(&mut self, node: &CpuNode) -> Result<Vec<u32>> {
+        Ok(self.partition.rows_of(node.node).to_vec())
     }
 }
 
@@ -347,31 +228,6 @@ impl<B: Copy + Into<u32> + Sync> RowRouter for BinRouter<'_, B> {
     fn prefetch(&self, row: u32) {
         if let Some(b) = self.bins.get(row as usize * self.stride) {
             prefetch_read(b);
-        }
-    }
-}
-
-fn gain_of(c: &Candidate) -> f64 {
-    c.best.as_ref().map_or(f64::NEG_INFINITY, |b| b.gain)
-}
-
-/// What to expand next, taken out of `open`: the whole level, best first (depth-wise), or
-/// the single most promising leaf (loss-guided). `key` gives a leaf's (gain, node id); ties
-/// go to the lower id. Both backends expand in this order, so `max_leaves` cuts the same nodes.
-pub fn next_batch<T>(open: &mut Vec<T>, policy: GrowPolicy, key: impl Fn(&T) -> (f64, u32)) -> Vec<T> {
-    let order = |a: &T, b: &T| {
-        let ((ga, na), (gb, nb)) = (key(a), key(b));
-        gb.total_cmp(&ga).then(na.cmp(&nb))
-    };
-    match policy {
-        GrowPolicy::Depthwise => {
-            let mut level = std::mem::take(open);
-            level.sort_by(order);
-            level
-        }
-        GrowPolicy::Lossguide => {
-            let best = (0..open.len()).min_by(|&i, &j| order(&open[i], &open[j])).unwrap();
-            vec![open.swap_remove(best)]
         }
     }
 }

@@ -1,14 +1,15 @@
 //! The CPU side of the boosting loop: margins and gradients in host memory, trees grown by
-//! [`grow_tree`], leaves refit for L1-type losses.
+//! the shared driver over [`CpuSteps`], leaves refit for L1-type losses.
 
+use super::grow::CpuSteps;
 use super::partition::RowPartition;
 use super::predict::add_tree_binned;
-use super::{grow_tree, GrowParams};
 use crate::backend::Learner;
 use crate::data::{BinnedMatrix, FeatureCuts};
 use crate::error::Result;
 use crate::objective::{weighted_quantile, Loss, Targets};
-use crate::tree::{GradPair, Quantiser, Tree};
+use crate::tree::grow::TreeContext;
+use crate::tree::{grow_tree, GradPair, GradSum, GrowParams, Quantiser, Tree};
 
 /// Leaves set to a quantile of their rows' residuals instead of the Newton step.
 pub struct LeafRefit<'a> {
@@ -61,6 +62,22 @@ impl<'a> CpuLearner<'a> {
     }
 }
 
+impl CpuLearner<'_> {
+    /// Quantises output `output`'s gradients and readies the steps of its tree over `rows`
+    /// (None: every row), with the root's total. The tree then grows through [`GrowSteps`](crate::tree::GrowSteps), as
+    /// [`Learner::grow`] does.
+    pub fn begin_tree(&mut self, output: usize, rows: Option<&[u32]>) -> (CpuSteps<'_>, Quantiser, GradSum) {
+        let n = self.n;
+        let g = &mut self.grads[output * n..(output + 1) * n];
+        let quantiser = Quantiser::fit(g);
+        let qgrads = quantiser.quantise_in_place(g);
+        let rows = rows.map_or_else(|| (0..n as u32).collect(), <[u32]>::to_vec);
+        let steps = CpuSteps::new(&self.binned, self.cuts, qgrads, rows);
+        let total = steps.total();
+        (steps, quantiser, total)
+    }
+}
+
 impl Learner for CpuLearner<'_> {
     fn compute_gradients(&mut self, loss: &dyn Loss, targets: &Targets) -> Result<()> {
         loss.gradients(&self.margin, targets, &mut self.grads);
@@ -69,21 +86,20 @@ impl Learner for CpuLearner<'_> {
 
     fn grow(&mut self, output: usize, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Tree> {
         let n = self.n;
-        let g = &mut self.grads[output * n..(output + 1) * n];
-        let quantiser = Quantiser::fit(g);
-        let qgrads = quantiser.quantise_in_place(g);
-        let rows = rows.map_or_else(|| (0..n as u32).collect(), <[u32]>::to_vec);
-        let sampled_all = rows.len() == n;
-        let grown = grow_tree(&self.binned, self.cuts, qgrads, &quantiser, &self.params, rows, tree_features, seed);
-        let mut tree = grown.tree;
+        let sampled_all = rows.is_none_or(|r| r.len() == n);
+        let (params, cuts) = (self.params.clone(), self.cuts);
+        let (mut steps, quantiser, total) = self.begin_tree(output, rows);
+        let ctx = TreeContext { params: &params, quantiser, tree_features: &tree_features, seed };
+        let mut tree = grow_tree(&mut steps, &ctx, cuts, total)?;
+        let partition = steps.partition;
         let mut margin = std::mem::take(&mut self.margin);
         let m = &mut margin[output * n..(output + 1) * n];
         if let Some(refit) = &self.refit {
-            self.refit_leaves(refit, &mut tree, &grown.partition, m);
+            self.refit_leaves(refit, &mut tree, &partition, m);
         }
         if sampled_all {
             let leaves: Vec<u32> = (0..tree.n_nodes() as u32).filter(|&n| tree.is_leaf(n)).collect();
-            grown.partition.scatter_add(&leaves, |leaf| tree.value[leaf as usize], m);
+            partition.scatter_add(&leaves, |leaf| tree.value[leaf as usize], m);
         } else {
             add_tree_binned(&tree, &self.binned, m);
         }

@@ -8,7 +8,7 @@ pub mod memory;
 pub mod partition;
 pub mod predict;
 
-pub use grow::{grow_tree, GrowParams, GrownTree};
+pub use grow::{CpuNode, CpuSteps};
 pub use learner::{CpuLearner, LeafRefit};
 
 /// A hint to load the cache line at `p` soon; it never faults, so any address is fine.

@@ -1,13 +1,78 @@
-//! Host and device buffers of a GPU fit: the pinned upload arena, growable device scratch
-//! buffers, and the pool of node histograms.
+//! Host and device buffers of a GPU fit: the fit's view of the device ([`FitDevice`]: stream,
+//! counted allocations, pinned upload arena), growable device scratch buffers, and the pool of
+//! node histograms.
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, LaunchArgs, LaunchConfig, PinnedHostSlice,
+    ValidAsZeroBits,
+};
 
+use super::data::grid_for;
 use super::layout::GradSum;
+use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
 use crate::error::Result;
+
+/// The device as one fit uses it: the runtime's kernels and stream, the fit's counted
+/// allocations, and the pinned arena its small uploads go through. Every component of a fit
+/// takes it by `&mut` to allocate, upload, launch and download.
+pub(super) struct FitDevice<'r> {
+    pub(super) rt: &'r Runtime,
+    pub(super) stream: Arc<CudaStream>,
+    pub(super) memory: DeviceMemory,
+    pub(super) arena: UploadArena,
+}
+
+impl<'r> FitDevice<'r> {
+    pub(super) fn new(rt: &'r Runtime) -> Result<Self> {
+        let stream = rt.stream.clone();
+        let arena = UploadArena::new(&stream)?;
+        Ok(FitDevice { rt, stream, memory: DeviceMemory::default(), arena })
+    }
+
+    pub(super) fn zeros<T: DeviceRepr + ValidAsZeroBits>(&mut self, len: usize) -> Result<CudaSlice<T>> {
+        self.memory.zeros(&self.stream, len)
+    }
+
+    /// A new device buffer holding `data` (a synchronous copy: for set-up, not per level).
+    pub(super) fn upload<T: DeviceRepr>(&mut self, data: &[T]) -> Result<CudaSlice<T>> {
+        self.memory.upload(&self.stream, data)
+    }
+
+    pub(super) fn scratch<T: DeviceRepr + ValidAsZeroBits>(&mut self, len: usize) -> Result<Scratch<T>> {
+        Scratch::new(&mut self.memory, &self.stream, len)
+    }
+
+    pub(super) fn reserve<T: DeviceRepr + ValidAsZeroBits>(&mut self, s: &mut Scratch<T>, len: usize) -> Result<()> {
+        s.reserve(&mut self.memory, &self.stream, len)
+    }
+
+    /// Queues a copy of `data` into the front of `s` (through the pinned arena: asynchronous).
+    pub(super) fn fill<T: DeviceRepr + ValidAsZeroBits>(&mut self, s: &mut Scratch<T>, data: &[T]) -> Result<()> {
+        s.upload(&mut self.memory, &mut self.arena, &self.stream, data)
+    }
+
+    /// The first `len` elements of `src`, on the host (drains the stream).
+    pub(super) fn download<T: DeviceRepr>(&mut self, src: &CudaSlice<T>, len: usize) -> Result<Vec<T>> {
+        download(&self.stream, &mut self.arena, src, len)
+    }
+
+    /// A grid of `threads`-thread blocks covering `work` items.
+    pub(super) fn grid(&self, work: u64, threads: u32) -> LaunchConfig {
+        grid_for(self.rt, work, threads)
+    }
+
+    pub(super) fn launcher<'a>(&'a self, f: &'a CudaFunction) -> LaunchArgs<'a> {
+        self.stream.launch_builder(f)
+    }
+}
+
+/// A launch shape: `blocks` (x, y) of `threads` threads with `shared` bytes of dynamic shared memory.
+pub(super) fn cfg(blocks: (u32, u32), threads: u32, shared: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: (blocks.0, blocks.1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared }
+}
 
 /// Small uploads (a level's tasks, rules, masks) go through one pinned host buffer, so they
 /// stay asynchronous: cudarc copies from pageable memory only after draining the stream. The
@@ -140,6 +205,12 @@ impl HistPool {
 
     pub(super) fn release(&mut self, slot: u32) {
         self.free.push(slot);
+    }
+
+    /// The histogram in `slot`.
+    pub(super) fn slot(&self, slot: u32) -> cudarc::driver::CudaView<'_, GradSum> {
+        let start = slot as usize * self.total_slots;
+        self.buf.slice(start..start + self.total_slots)
     }
 }
 

@@ -4,7 +4,7 @@
 //! kernel; the copy of one block overlaps the reading of the next. Nothing of the size of
 //! the data is ever allocated on the host.
 
-use cudarc::driver::{CudaEvent, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
 
 use super::runtime::Runtime;
@@ -52,6 +52,24 @@ impl DeviceMatrix {
             DeviceBins::U16(_) => 2,
             DeviceBins::Sparse(_) => 1,
         }
+    }
+
+    /// The kernel of a family for this matrix's layout: `[u8, u16, sparse]`.
+    pub(super) fn kernel_for<'k>(&self, kernels: [&'k CudaFunction; 3]) -> &'k CudaFunction {
+        match self.bins {
+            DeviceBins::U8(_) => kernels[0],
+            DeviceBins::U16(_) => kernels[1],
+            DeviceBins::Sparse(_) => kernels[2],
+        }
+    }
+
+    /// Passes the bins, whatever their width, as a kernel argument.
+    pub(super) fn bins_arg<'a>(&'a self, launch: &mut LaunchArgs<'a>) {
+        match &self.bins {
+            DeviceBins::U8(b) => launch.arg(b),
+            DeviceBins::U16(b) => launch.arg(b),
+            DeviceBins::Sparse(b) => launch.arg(b),
+        };
     }
 
     /// The layout for `frame`: compressed rows when most values are null and that takes less

@@ -1,151 +1,108 @@
-//! Growing one tree on the GPU. The driver mirrors `backend/cpu/grow.rs`: the root's
-//! histogram and best split, then, level by level (or leaf by leaf), apply the chosen splits,
-//! partition their rows, build the children's histograms and find their best splits. The
-//! tree itself is kept on the host; the margins are updated on the device once it is done.
+//! The GPU's steps of growing a tree ([`GrowSteps`]; the driver is `tree::grow`), composed
+//! from the learner's components: each node is a histogram slot and a run of the row index.
+//! The host reads back, per level, only each node's best split and left-going row count, in
+//! one synchronisation: the counts of a partition are read when the children's splits are.
 
-use cudarc::driver::PushKernelArg;
+use super::layout::{ChildSlots, GradSum, RowTask, SplitRule};
+use super::learner::{GpuLearner, Stage};
+use super::split::EvalNode;
+use crate::error::Result;
+use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
+use crate::tree::{GrowPolicy, Tree};
 
-use super::buffers::download;
-use super::data::grid_for;
-use super::device_error;
-use super::layout::{ChildSlots, GradSum, RowTask, SplitResult, SplitRule};
-use super::learner::{GpuLearner, Open, Stage};
-use crate::backend::cpu::grow::next_batch;
-use crate::config::GrowPolicy;
-use crate::error::{Error, Result};
-use crate::tree::model::SplitSpec;
-use crate::tree::{Quantiser, Tree};
+/// A node on the device: its histogram slot and its rows' run in the row index.
+pub struct GpuNode {
+    slot: u32,
+    start: u32,
+    len: RowCount,
+}
+
+/// A run's length, known once the partition that made it has been read back.
+#[derive(Clone, Copy)]
+enum RowCount {
+    Known(u32),
+    /// The left or right child of partition task `task`, whose parent had `parent_len` rows.
+    Pending {
+        task: u32,
+        parent_len: u32,
+        right: bool,
+    },
+}
 
 impl GpuLearner<'_> {
-    pub(super) fn grow_tree(
-        &mut self,
-        c: usize,
-        rows: Option<&[u32]>,
-        tree_features: &[u32],
-        seed: u64,
-    ) -> Result<Tree> {
-        let s = self.stream.clone();
-        let n_active = rows.map_or(self.n, <[u32]>::len) as u32;
-        match rows {
-            Some(r) => s.memcpy_htod(r, &mut self.ridx.slice_mut(..r.len())).map_err(device_error)?,
-            None => {
-                let n = self.n as u32;
-                unsafe {
-                    s.launch_builder(&self.rt.kernels.fill_identity).arg(&mut self.ridx).arg(&n).launch(grid_for(
-                        self.rt,
-                        self.n as u64,
-                        256,
-                    ))
-                }
-                .map_err(device_error)?;
-            }
-        }
-        self.quantise(c)?;
-        s.memset_zeros(&mut self.root_sum).map_err(device_error)?;
-        unsafe {
-            s.launch_builder(&self.rt.kernels.sum_rows)
-                .arg(&self.qgrads)
-                .arg(&self.ridx)
-                .arg(&n_active)
-                .arg(&mut self.root_sum)
-                .launch(grid_for(self.rt, n_active as u64, 256))
-        }
-        .map_err(device_error)?;
-        // One synchronisation for both: the scales and the root's sums.
-        let scales = download(&s, &mut self.arena, &self.quant, 1)?[0];
-        let total = download(&s, &mut self.arena, &self.root_sum, 1)?[0];
-        if scales.negative_hessian != 0 {
-            return Err(Error::Data("the objective produced a negative hessian, which training cannot use".into()));
-        }
-        let q = Quantiser::from_scales(scales.g_scale, scales.h_scale);
-        self.profile.lap(&s, Stage::Gradients);
-        let cover = |t: GradSum| q.to_float(t).1 as f32;
-        let mut tree = Tree::leaf(self.params.leaf_value(&q, total), cover(total));
-        let mut open: Vec<Open> = Vec::new();
-        if self.params.can_split_at(0) {
-            let slot = self.pool.alloc(&mut self.memory, &s)?;
-            self.build_root(n_active, slot)?;
-            self.profile.lap(&s, Stage::Histograms);
-            let mut root = vec![Open {
-                node: 0,
-                depth: 0,
-                total,
-                start: 0,
-                len: n_active,
-                slot,
-                best: SplitResult::default(),
-                categories: Vec::new(),
-            }];
-            self.evaluate_open(&mut root, tree_features, seed, &q)?;
-            self.profile.lap(&s, Stage::SplitSearch);
-            if root[0].best.found != 0 {
-                open = root;
-            } else {
-                self.pool.release(slot);
-            }
-        }
-        let mut n_leaves = 1;
-        while !open.is_empty() {
-            let batch = next_batch(&mut open, self.params.policy, |o| (o.best.gain, o.node));
-            let mut expanding = Vec::new();
-            for o in batch {
-                if self.params.max_leaves == 0 || n_leaves < self.params.max_leaves {
-                    n_leaves += 1;
-                    expanding.push(o);
-                } else {
-                    self.pool.release(o.slot);
+    /// Reads the partition's counts into the runs of `nodes` that wait for them.
+    fn resolve_counts(&mut self, nodes: Vec<&mut GpuNode>) -> Result<()> {
+        let tasks = nodes.iter().filter_map(|n| match n.len {
+            RowCount::Pending { task, .. } => Some(task as usize + 1),
+            RowCount::Known(_) => None,
+        });
+        let Some(n_tasks) = tasks.max() else { return Ok(()) };
+        let lefts = self.rows.left_counts(&mut self.dev, n_tasks)?;
+        for n in nodes {
+            if let RowCount::Pending { task, parent_len, right } = n.len {
+                // A run with no rows had no block to store its count.
+                let left = if parent_len == 0 { 0 } else { lefts[task as usize] };
+                n.len = RowCount::Known(if right { parent_len - left } else { left });
+                if right {
+                    n.start += left;
                 }
             }
-            if expanding.is_empty() {
-                break;
-            }
-            open.extend(self.expand(&mut tree, expanding, &q, tree_features, seed)?);
         }
-        for o in open {
-            self.pool.release(o.slot);
-        }
-        self.add_tree(c, &tree)?;
-        self.profile.lap(&s, Stage::Other);
-        Ok(tree)
+        Ok(())
     }
 
-    /// Splits `parents`, then builds and evaluates their children.
-    fn expand(
+    fn known_len(node: &GpuNode) -> u32 {
+        match node.len {
+            RowCount::Known(len) => len,
+            RowCount::Pending { .. } => unreachable!("a node's rows are counted when it is evaluated"),
+        }
+    }
+}
+
+impl GrowSteps for GpuLearner<'_> {
+    type Node = GpuNode;
+
+    fn build_root(&mut self, _: &TreeContext) -> Result<GpuNode> {
+        let slot = self.hist.alloc(&mut self.dev)?;
+        let (grads, ridx) = (&self.gradients.quantised, &self.rows.ridx);
+        self.hist.build_root(&mut self.dev, &self.matrix, grads, ridx, self.n_active, slot)?;
+        self.profile.lap(&self.dev.stream, Stage::Histograms);
+        Ok(GpuNode { slot, start: 0, len: RowCount::Known(self.n_active) })
+    }
+
+    fn evaluate(&mut self, nodes: &mut [Open<GpuNode>], ctx: &TreeContext) -> Result<()> {
+        let eval: Vec<EvalNode> = nodes
+            .iter()
+            .map(|o| EvalNode { node: o.node, depth: o.depth, total: o.total, slot: o.state.slot })
+            .collect();
+        let found = self.split.evaluate(&mut self.dev, &self.matrix, &mut self.hist.pool, &eval, ctx)?;
+        for (o, best) in nodes.iter_mut().zip(found) {
+            o.best = best;
+        }
+        // The evaluation's download drained the stream: the partition's counts are ready too.
+        self.resolve_counts(nodes.iter_mut().map(|o| &mut o.state).collect())?;
+        self.profile.lap(&self.dev.stream, Stage::SplitSearch);
+        Ok(())
+    }
+
+    fn partition_and_build(
         &mut self,
-        tree: &mut Tree,
-        parents: Vec<Open>,
-        q: &Quantiser,
-        tree_features: &[u32],
-        seed: u64,
-    ) -> Result<Vec<Open>> {
-        let s = self.stream.clone();
-        let mut children_nodes = Vec::with_capacity(parents.len());
-        let mut tasks = Vec::with_capacity(parents.len());
-        let mut rules = Vec::with_capacity(parents.len());
+        tree: &Tree,
+        expansions: Vec<Expansion<GpuNode>>,
+        _: &TreeContext,
+    ) -> Result<Vec<Option<[GpuNode; 2]>>> {
+        // Children that cannot split need no rows: the margins are updated by walking the tree.
+        if !expansions.iter().any(|e| e.grow_children) {
+            return Ok(expansions.into_iter().map(|e| self.hist.release(e.state.slot)).map(|()| None).collect());
+        }
+        let mut tasks = Vec::with_capacity(expansions.len());
+        let mut rules = Vec::with_capacity(expansions.len());
         let mut rule_words: Vec<u32> = Vec::new();
-        for p in &parents {
-            let b = &p.best;
-            let right = p.total - b.left;
-            let categorical = !p.categories.is_empty();
-            let spec = SplitSpec {
-                feature: b.feature,
-                threshold: if categorical { 0.0 } else { self.cuts[b.feature as usize].upper_bound(b.split_bin) },
-                split_bin: b.split_bin,
-                default_left: b.default_left != 0,
-                left_categories: &p.categories,
-                gain: b.gain as f32,
-            };
-            let cover = |t: GradSum| q.to_float(t).1 as f32;
-            let (l, r) = tree.split(
-                p.node,
-                &spec,
-                (self.params.leaf_value(q, b.left), cover(b.left)),
-                (self.params.leaf_value(q, right), cover(right)),
-            );
-            children_nodes.push((l, r));
-            tasks.push(RowTask { start: p.start, len: p.len, first_block: 0, slot: 0 });
-            let (category_start, category_len) = if categorical {
-                let n = p.node as usize;
+        for e in &expansions {
+            let b = &e.split;
+            tasks.push(RowTask { start: e.state.start, len: Self::known_len(&e.state), first_block: 0, slot: 0 });
+            let (category_start, category_len) = if b.is_categorical() {
+                let n = e.node as usize;
                 let (start, len) = (tree.category_start[n] as usize, tree.category_len[n] as usize);
                 rule_words.extend_from_slice(&tree.category_words[start..start + len]);
                 ((rule_words.len() - len) as u32, len as u32)
@@ -156,86 +113,67 @@ impl GpuLearner<'_> {
                 feature: b.feature,
                 split_bin: b.split_bin,
                 missing_bin: self.matrix.n_bins[b.feature as usize],
-                default_left: b.default_left,
+                default_left: b.default_left as u32,
                 category_start,
                 category_len,
             });
         }
-        // Children that cannot split need no rows: the margins are updated by walking the tree.
-        if !parents.iter().any(|p| self.params.can_split_at(p.depth + 1)) {
-            for p in &parents {
-                self.pool.release(p.slot);
-            }
-            return Ok(Vec::new());
-        }
         let keep_others = self.params.policy == GrowPolicy::Lossguide;
-        self.partition(tasks, &rules, &rule_words, keep_others)?;
-        self.profile.lap(&s, Stage::Partition);
+        self.rows.partition(&mut self.dev, &self.matrix, tasks, &rules, &rule_words, keep_others)?;
+        self.profile.lap(&self.dev.stream, Stage::Partition);
 
-        let mut children: Vec<Open> = Vec::new();
         let mut plan = Vec::new();
-        for (i, (p, &(l, r))) in parents.iter().zip(&children_nodes).enumerate() {
-            if !self.params.can_split_at(p.depth + 1) {
-                self.pool.release(p.slot);
+        let mut out = Vec::with_capacity(expansions.len());
+        for (i, e) in expansions.iter().enumerate() {
+            if !e.grow_children {
+                self.hist.release(e.state.slot);
+                out.push(None);
                 continue;
             }
-            let left_slot = self.pool.alloc(&mut self.memory, &s)?;
-            let right_slot = self.pool.alloc(&mut self.memory, &s)?;
+            let left_slot = self.hist.alloc(&mut self.dev)?;
+            let right_slot = self.hist.alloc(&mut self.dev)?;
+            let (start, parent_len) = (e.state.start, Self::known_len(&e.state));
             plan.push(ChildSlots {
-                start: p.start,
-                len: p.len,
+                start,
+                len: parent_len,
                 first_block: 0,
                 task: i as u32,
-                parent_slot: p.slot,
+                parent_slot: e.state.slot,
                 left_slot,
                 right_slot,
                 pad: 0,
             });
-            // The runs are filled in once the partition's counts arrive, below.
-            let child = |node, total, slot| Open {
-                node,
-                depth: p.depth + 1,
-                total,
-                start: p.start,
-                len: 0,
-                slot,
-                best: SplitResult::default(),
-                categories: Vec::new(),
-            };
-            children.push(child(l, p.best.left, left_slot));
-            children.push(child(r, p.total - p.best.left, right_slot));
+            let child =
+                |slot, right| GpuNode { slot, start, len: RowCount::Pending { task: i as u32, parent_len, right } };
+            out.push(Some([child(left_slot, false), child(right_slot, true)]));
         }
-        self.build_children(plan)?;
-        for p in &parents {
-            if self.params.can_split_at(p.depth + 1) {
+        let (grads, ridx) = (&self.gradients.quantised, &self.rows.ridx);
+        self.hist.build_children(&mut self.dev, &self.matrix, grads, ridx, &self.rows.node_left.buf, plan)?;
+        for e in &expansions {
+            if e.grow_children {
                 // Later launches on the stream may reuse the slot: the subtraction is queued first.
-                self.pool.release(p.slot);
+                self.hist.release(e.state.slot);
             }
         }
-        self.profile.lap(&s, Stage::Histograms);
-        self.evaluate_open(&mut children, tree_features, seed, q)?;
-        // The evaluation's download drained the stream: the counts are ready too.
-        let lefts = download(&s, &mut self.arena, &self.node_left.buf, parents.len())?;
-        let mut k = 0;
-        for (p, &nl) in parents.iter().zip(&lefts) {
-            // A run with no rows had no block to store its count.
-            let nl = if p.len == 0 { 0 } else { nl };
-            if self.params.can_split_at(p.depth + 1) {
-                children[k].len = nl;
-                children[k + 1].start = p.start + nl;
-                children[k + 1].len = p.len - nl;
-                k += 2;
-            }
-        }
-        self.profile.lap(&s, Stage::SplitSearch);
-        let mut open = Vec::new();
-        for c in children {
-            if c.best.found != 0 {
-                open.push(c);
-            } else {
-                self.pool.release(c.slot);
-            }
-        }
-        Ok(open)
+        self.profile.lap(&self.dev.stream, Stage::Histograms);
+        Ok(out)
+    }
+
+    fn discard(&mut self, node: GpuNode) {
+        self.hist.release(node.slot);
+    }
+
+    /// For layouts that leave missing values out, the missing slots are filled in by
+    /// `evaluate`: read a node's histogram after its evaluation.
+    fn histogram(&mut self, node: &GpuNode) -> Result<Vec<GradSum>> {
+        self.hist.download(&mut self.dev, node.slot)
+    }
+
+    fn rows(&mut self, node: &GpuNode) -> Result<Vec<u32>> {
+        let mut node_now = GpuNode { slot: node.slot, start: node.start, len: node.len };
+        self.resolve_counts(vec![&mut node_now])?;
+        let mut rows = self.rows.rows(&mut self.dev, node_now.start, Self::known_len(&node_now))?;
+        rows.sort_unstable();
+        Ok(rows)
     }
 }

@@ -15,13 +15,16 @@
 mod buffers;
 pub mod data;
 pub mod forest;
+mod gradients;
 mod grow;
+mod histogram;
 pub mod kernels;
 pub mod layout;
 pub mod learner;
+mod partition;
 pub mod predict;
 pub mod runtime;
-mod steps;
+mod split;
 
 use std::sync::Arc;
 
@@ -29,6 +32,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError, ValidAsZero
 
 use crate::error::{Error, Result};
 
+pub use grow::GpuNode;
 pub use learner::GpuLearner;
 pub use predict::GpuForest;
 pub use runtime::{availability, runtime, Runtime};

@@ -1,0 +1,203 @@
+//! A fit's labels, margins and gradients on the device (`kernels/gradients.cu`): each round's
+//! gradients, quantised to fixed point per tree, and the sum of a tree's rows.
+
+use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
+
+use super::buffers::{cfg, FitDevice};
+use super::device_error;
+use super::layout::{GradPair, GradSum, QuantGrad, Quantisation};
+use crate::config::{Objective, TrainConfig};
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::objective::{Loss, Targets};
+use crate::tree::Quantiser;
+
+/// How the round's gradients are computed: by a kernel (its objective code in
+/// kernels/gradients.cu and parameter), or on the host (ranking, whose pairs span a query
+/// group, and the losses with leaf refits).
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum GradientKernel {
+    Device { kind: u32, param: f32 },
+    Host,
+}
+
+impl GradientKernel {
+    fn of(cfg: &TrainConfig) -> Self {
+        let device = |kind, param: f64| GradientKernel::Device { kind, param: param as f32 };
+        match cfg.objective {
+            Objective::SquaredError => device(0, 0.0),
+            Objective::BinaryLogistic => device(1, 0.0),
+            Objective::PseudoHuber => device(2, cfg.huber_slope),
+            Objective::Poisson => device(3, 0.0),
+            Objective::Tweedie => device(4, cfg.tweedie_variance_power),
+            Objective::MultiSoftprob | Objective::MultiSoftmax => device(5, 0.0),
+            Objective::Quantile | Objective::AbsoluteError | Objective::RankNdcg | Objective::RankPairwise => {
+                GradientKernel::Host
+            }
+        }
+    }
+}
+
+pub(super) struct Gradients {
+    n: usize,
+    k: usize,
+    kernel: GradientKernel,
+    label: CudaSlice<f32>,
+    weight: Option<CudaSlice<f32>>,
+    /// The training margins, class-major.
+    pub(super) margin: CudaSlice<f32>,
+    /// Float gradients of every output, for objectives computed on the host only.
+    host_computed: Option<CudaSlice<GradPair>>,
+    /// With several outputs and gradients computed per tree on the device: the margins as the
+    /// round began, so that output c's gradients do not see this round's trees of outputs < c.
+    round_margin: Option<CudaSlice<f32>>,
+    /// The tree's fixed-point gradients, by row.
+    pub(super) quantised: CudaSlice<QuantGrad>,
+    quant: CudaSlice<Quantisation>,
+    root_sum: CudaSlice<GradSum>,
+    host_margin: Vec<f32>,
+    host_grads: Vec<GradPair>,
+}
+
+impl Gradients {
+    /// The labels and weights of `data` on the device, margins starting at `start_margin`
+    /// (class-major, `cfg.num_outputs()` outputs).
+    pub(super) fn new(dev: &mut FitDevice, data: &Dataset, cfg: &TrainConfig, start_margin: &[f32]) -> Result<Self> {
+        let (n, k) = (data.n_rows(), cfg.num_outputs());
+        let kernel = GradientKernel::of(cfg);
+        Ok(Gradients {
+            n,
+            k,
+            kernel,
+            label: dev.upload(&data.label)?,
+            weight: match &data.weight {
+                Some(w) => Some(dev.upload(w)?),
+                None => None,
+            },
+            margin: dev.upload(start_margin)?,
+            host_computed: match kernel {
+                GradientKernel::Host => Some(dev.zeros(n * k)?),
+                GradientKernel::Device { .. } => None,
+            },
+            round_margin: match kernel {
+                GradientKernel::Device { .. } if k > 1 => Some(dev.zeros(n * k)?),
+                _ => None,
+            },
+            quantised: dev.zeros(n)?,
+            quant: dev.zeros(1)?,
+            root_sum: dev.zeros(1)?,
+            host_margin: Vec::new(),
+            host_grads: Vec::new(),
+        })
+    }
+
+    /// Device bytes a fit of `n` rows and `k` outputs holds here, for the up-front check.
+    pub(super) fn bytes_per_row(k: usize) -> usize {
+        // labels, weights, margins (twice), float gradients, fixed-point gradients
+        4 * 2 + 8 * k + 8 * k + 8
+    }
+
+    /// Starts a round: objectives without a kernel compute every output's gradients on the
+    /// host (the margins visit the host once a round); those with one keep the round's
+    /// starting margins and compute their gradients per tree, as they quantise them.
+    pub(super) fn start_round(&mut self, dev: &mut FitDevice, loss: &dyn Loss, targets: &Targets) -> Result<()> {
+        let s = dev.stream.clone();
+        if let Some(grads) = &mut self.host_computed {
+            self.host_margin.resize(self.n * self.k, 0.0);
+            self.host_grads.resize(self.n * self.k, GradPair::default());
+            s.memcpy_dtoh(&self.margin, &mut self.host_margin).map_err(device_error)?;
+            dev.arena.drained();
+            loss.gradients(&self.host_margin, targets, &mut self.host_grads);
+            s.memcpy_htod(&self.host_grads, grads).map_err(device_error)?;
+        }
+        if let Some(round) = &mut self.round_margin {
+            s.memcpy_dtod(&self.margin, round).map_err(device_error)?;
+        }
+        Ok(())
+    }
+
+    /// Quantises output `c`'s gradients and sums the rows `ridx[..n_active]`: the tree's
+    /// scales and the root's total, read back in one synchronisation.
+    pub(super) fn quantise_tree(
+        &mut self,
+        dev: &mut FitDevice,
+        c: usize,
+        ridx: &CudaSlice<u32>,
+        n_active: u32,
+    ) -> Result<(Quantiser, GradSum)> {
+        self.quantise(dev, c)?;
+        let s = dev.stream.clone();
+        s.memset_zeros(&mut self.root_sum).map_err(device_error)?;
+        // SAFETY: ridx holds at least n_active rows, each below the gradients' length.
+        unsafe {
+            dev.launcher(&dev.rt.kernels.sum_rows)
+                .arg(&self.quantised)
+                .arg(ridx)
+                .arg(&n_active)
+                .arg(&mut self.root_sum)
+                .launch(dev.grid(n_active as u64, 256))
+        }
+        .map_err(device_error)?;
+        let scales = dev.download(&self.quant, 1)?[0];
+        let total = dev.download(&self.root_sum, 1)?[0];
+        if scales.negative_hessian != 0 {
+            return Err(Error::Data("the objective produced a negative hessian, which training cannot use".into()));
+        }
+        Ok((Quantiser::from_scales(scales.g_scale, scales.h_scale), total))
+    }
+
+    /// Queues the fixed-point gradients of output `c` into `quantised` (the scales into `quant`).
+    fn quantise(&mut self, dev: &mut FitDevice, c: usize) -> Result<()> {
+        let n = self.n as u32;
+        let s = dev.stream.clone();
+        s.memset_zeros(&mut self.quant).map_err(device_error)?;
+        let g = dev.grid(self.n as u64, 256);
+        let null = 0u64;
+        let k = &dev.rt.kernels;
+        // SAFETY (all launches below): arguments match the kernels' signatures in order and
+        // type; buffers are at least as long as the counts passed with them.
+        match (self.kernel, &self.host_computed) {
+            (GradientKernel::Device { kind, param }, _) => {
+                let (outputs, c32) = (self.k as u32, c as u32);
+                let margin = self.round_margin.as_ref().unwrap_or(&self.margin);
+                let mut launch = dev.launcher(&k.objective_max);
+                launch.arg(&kind).arg(&param).arg(margin).arg(&self.label);
+                match &self.weight {
+                    Some(w) => launch.arg(w),
+                    None => launch.arg(&null),
+                };
+                launch.arg(&n).arg(&outputs).arg(&c32).arg(&mut self.quant);
+                unsafe { launch.launch(g) }.map_err(device_error)?;
+                finish_quantisation(dev, &mut self.quant)?;
+                let mut launch = dev.launcher(&k.objective_quantise);
+                launch.arg(&kind).arg(&param).arg(margin).arg(&self.label);
+                match &self.weight {
+                    Some(w) => launch.arg(w),
+                    None => launch.arg(&null),
+                };
+                launch.arg(&n).arg(&outputs).arg(&c32).arg(&self.quant).arg(&mut self.quantised);
+                unsafe { launch.launch(g) }.map_err(device_error)?;
+            }
+            (GradientKernel::Host, Some(all)) => {
+                let grads: CudaView<GradPair> = all.slice(c * self.n..(c + 1) * self.n);
+                unsafe { dev.launcher(&k.gradient_max).arg(&grads).arg(&n).arg(&mut self.quant).launch(g) }
+                    .map_err(device_error)?;
+                finish_quantisation(dev, &mut self.quant)?;
+                unsafe {
+                    dev.launcher(&k.quantise).arg(&grads).arg(&n).arg(&self.quant).arg(&mut self.quantised).launch(g)
+                }
+                .map_err(device_error)?;
+            }
+            (GradientKernel::Host, None) => unreachable!("host gradients have a device buffer"),
+        }
+        Ok(())
+    }
+}
+
+/// The scales from the maxima in `quant`.
+fn finish_quantisation(dev: &FitDevice, quant: &mut CudaSlice<Quantisation>) -> Result<()> {
+    // SAFETY: one Quantisation, as the kernel expects.
+    unsafe { dev.launcher(&dev.rt.kernels.finish_quantisation).arg(quant).launch(cfg((1, 1), 32, 0)) }
+        .map(drop)
+        .map_err(device_error)
+}

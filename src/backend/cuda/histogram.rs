@@ -1,0 +1,266 @@
+//! Node histograms on the device (`kernels/histogram.cu`): a pool of histogram slots, the
+//! feature groups whose histograms fit one block's shared memory, and the launches that build
+//! the root's histogram and the children's (the smaller built, the sibling subtracted).
+
+use cudarc::driver::{CudaSlice, PushKernelArg};
+
+use super::buffers::{cfg, FitDevice, HistPool, Scratch};
+use super::data::DeviceMatrix;
+use super::device_error;
+use super::layout::{ChildSlots, GradSum, QuantGrad, RowTask};
+use crate::error::{Error, Result};
+use crate::tree::{GrowParams, GrowPolicy};
+
+/// Rows one histogram block sums: at most 2^15, so its 32-bit shared sums are exact; at
+/// least 2^10, so that flushing the block's histogram stays a small part of its work.
+const MAX_ROWS_PER_BLOCK: u32 = 1 << 15;
+const MIN_ROWS_PER_BLOCK: u32 = 1 << 10;
+const THREADS: u32 = 1024;
+/// Waves of histogram blocks aimed at (docs/gpu-notes.md has the measurements behind both).
+const WAVES: u64 = 2;
+
+/// The histogram launch shape: threads per block, waves of blocks, or a fixed number of rows
+/// per block. `POLARS_GBT_HIST_THREADS`, `POLARS_GBT_HIST_WAVES` and
+/// `POLARS_GBT_HIST_BLOCK_ROWS` override the defaults (for tuning on new GPUs).
+struct HistShape {
+    threads: u32,
+    waves: u64,
+    rows_per_block: Option<u32>,
+}
+
+impl HistShape {
+    fn from_env() -> Self {
+        let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+        HistShape {
+            threads: var("POLARS_GBT_HIST_THREADS").map_or(THREADS, |t| (t as u32).clamp(32, 1024) / 32 * 32),
+            waves: var("POLARS_GBT_HIST_WAVES").unwrap_or(WAVES).max(1),
+            rows_per_block: var("POLARS_GBT_HIST_BLOCK_ROWS").map(|r| r as u32),
+        }
+    }
+}
+
+pub(super) struct HistogramBuilder {
+    pub(super) pool: HistPool,
+    /// The first feature of each group of features whose histograms fit in shared memory
+    /// (and the feature count at the end).
+    groups: Vec<u32>,
+    groups_dev: CudaSlice<u32>,
+    /// Shared memory of the widest group.
+    group_shared_bytes: u32,
+    shape: HistShape,
+    /// A launch's build tasks, the split nodes it plans children for, and the (parent,
+    /// built, sibling) slot triples of the subtraction.
+    builds: Scratch<RowTask>,
+    plan: Scratch<ChildSlots>,
+    triples: Scratch<u32>,
+}
+
+impl HistogramBuilder {
+    pub(super) fn new(dev: &mut FitDevice, matrix: &DeviceMatrix, params: &GrowParams) -> Result<Self> {
+        let groups = feature_groups(matrix, dev.rt.hist_shared_budget as usize)?;
+        let total_slots = matrix.total_slots();
+        let mut builder = HistogramBuilder {
+            pool: HistPool { buf: dev.zeros(1)?, capacity: 0, free: Vec::new(), total_slots },
+            groups_dev: dev.upload(&groups.starts)?,
+            groups: groups.starts,
+            group_shared_bytes: groups.widest_bytes as u32,
+            shape: HistShape::from_env(),
+            builds: dev.scratch(64)?,
+            plan: dev.scratch(64)?,
+            triples: dev.scratch(64)?,
+        };
+        // Depth-wise growth holds at most three histograms per node of the second-to-last
+        // level with histograms (parents plus both children): size the pool for that once,
+        // rather than doubling it as trees deepen (which briefly holds both copies).
+        if params.policy == GrowPolicy::Depthwise && params.max_depth >= 2 {
+            let slots = 3u64 << (params.max_depth - 2).min(20);
+            if slots * (total_slots as u64) * 16 <= 256 << 20 {
+                builder.pool.reserve(&mut dev.memory, &dev.stream, slots as u32)?;
+            }
+        }
+        Ok(builder)
+    }
+
+    pub(super) fn alloc(&mut self, dev: &mut FitDevice) -> Result<u32> {
+        self.pool.alloc(&mut dev.memory, &dev.stream)
+    }
+
+    pub(super) fn release(&mut self, slot: u32) {
+        self.pool.release(slot);
+    }
+
+    /// The histogram in `slot`, on the host.
+    pub(super) fn download(&self, dev: &mut FitDevice, slot: u32) -> Result<Vec<GradSum>> {
+        let v = dev.stream.clone_dtoh(&self.pool.slot(slot)).map_err(device_error)?;
+        dev.arena.drained();
+        Ok(v)
+    }
+
+    /// Rows per histogram block for a launch over `rows` rows: about two waves of blocks over
+    /// the GPU (seed 002: the launch shape comes from the device). Fewer blocks leave SMs idle
+    /// at deep levels; more spend their time flushing.
+    fn rows_per_block(&self, dev: &FitDevice, rows: u64) -> u32 {
+        // Blocks an SM holds at once: limited by its shared memory and its 2048 threads.
+        let by_memory = dev.rt.max_shared_per_block / self.group_shared_bytes.max(1);
+        let resident = by_memory.min(2048 / self.shape.threads).max(1) as u64;
+        let target_blocks = dev.rt.sm_count as u64 * resident * self.shape.waves;
+        let rpb = self.shape.rows_per_block.unwrap_or_else(|| rows.div_ceil(target_blocks).next_power_of_two() as u32);
+        rpb.clamp(MIN_ROWS_PER_BLOCK, MAX_ROWS_PER_BLOCK)
+    }
+
+    /// The root's histogram in `slot`, from rows `ridx[..n_active]`.
+    pub(super) fn build_root(
+        &mut self,
+        dev: &mut FitDevice,
+        matrix: &DeviceMatrix,
+        grads: &CudaSlice<QuantGrad>,
+        ridx: &CudaSlice<u32>,
+        n_active: u32,
+        slot: u32,
+    ) -> Result<()> {
+        let rpb = self.rows_per_block(dev, n_active as u64);
+        let blocks = n_active.div_ceil(rpb);
+        dev.fill(&mut self.builds, &[RowTask { start: 0, len: n_active, first_block: 0, slot }])?;
+        let total = self.pool.total_slots as u32;
+        // SAFETY: one build task, whose slot lies in the pool.
+        unsafe {
+            dev.launcher(&dev.rt.kernels.zero_histograms)
+                .arg(&self.builds.buf)
+                .arg(&total)
+                .arg(&mut self.pool.buf)
+                .launch(cfg((total.div_ceil(256).min(64), 1), 256, 0))
+        }
+        .map_err(device_error)?;
+        self.launch(dev, matrix, grads, ridx, 1, blocks, rpb)
+    }
+
+    /// The children's histograms of the split nodes in `plan`: the smaller child of each is
+    /// built, the other is its parent minus it. Which is smaller is decided on the device
+    /// (`plan_children`), from the partition's counts `node_left`, with no round trip.
+    pub(super) fn build_children(
+        &mut self,
+        dev: &mut FitDevice,
+        matrix: &DeviceMatrix,
+        grads: &CudaSlice<QuantGrad>,
+        ridx: &CudaSlice<u32>,
+        node_left: &CudaSlice<u32>,
+        mut plan: Vec<ChildSlots>,
+    ) -> Result<()> {
+        if plan.is_empty() {
+            return Ok(());
+        }
+        // A smaller child has at most half its parent's rows: reserve blocks for that many.
+        let rows: u64 = plan.iter().map(|p| (p.len / 2) as u64).sum();
+        let rpb = self.rows_per_block(dev, rows);
+        let mut blocks = 0;
+        for p in plan.iter_mut() {
+            p.first_block = blocks;
+            blocks += (p.len / 2).div_ceil(rpb);
+        }
+        let n = plan.len();
+        dev.fill(&mut self.plan, &plan)?;
+        dev.reserve(&mut self.builds, n)?;
+        dev.reserve(&mut self.triples, 3 * n)?;
+        let (n32, total) = (n as u32, self.pool.total_slots as u32);
+        // SAFETY (both launches): n plans, builds and triples; every slot lies in the pool.
+        unsafe {
+            dev.launcher(&dev.rt.kernels.plan_children)
+                .arg(&self.plan.buf)
+                .arg(node_left)
+                .arg(&total)
+                .arg(&mut self.builds.buf)
+                .arg(&mut self.triples.buf)
+                .arg(&mut self.pool.buf)
+                .launch(cfg((n32, 1), 256, 0))
+        }
+        .map_err(device_error)?;
+        self.launch(dev, matrix, grads, ridx, n32, blocks, rpb)?;
+        unsafe {
+            dev.launcher(&dev.rt.kernels.subtract_histograms)
+                .arg(&self.triples.buf)
+                .arg(&total)
+                .arg(&mut self.pool.buf)
+                .launch(cfg((total.div_ceil(256).min(64), n32), 256, 0))
+        }
+        .map_err(device_error)?;
+        Ok(())
+    }
+
+    /// Builds the histograms of the `n_tasks` tasks in `builds` (zeroed beforehand).
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        &mut self,
+        dev: &FitDevice,
+        matrix: &DeviceMatrix,
+        grads: &CudaSlice<QuantGrad>,
+        ridx: &CudaSlice<u32>,
+        n_tasks: u32,
+        blocks: u32,
+        rpb: u32,
+    ) -> Result<()> {
+        if n_tasks == 0 || blocks == 0 {
+            return Ok(());
+        }
+        let total = self.pool.total_slots as u32;
+        let stride = matrix.stride as u32;
+        let k = &dev.rt.kernels;
+        let mut launch = dev.launcher(matrix.kernel_for([&k.histogram_u8, &k.histogram_u16, &k.histogram_sparse]));
+        matrix.bins_arg(&mut launch);
+        launch
+            .arg(&stride)
+            .arg(grads)
+            .arg(ridx)
+            .arg(&self.builds.buf)
+            .arg(&n_tasks)
+            .arg(&matrix.slot_offsets_dev)
+            .arg(&self.groups_dev)
+            .arg(&total)
+            .arg(&rpb)
+            .arg(&mut self.pool.buf);
+        let groups = self.groups.len() as u32 - 1;
+        // SAFETY: the arguments follow the kernel's signature; tasks' rows lie in ridx.
+        unsafe { launch.launch(cfg((blocks, groups), self.shape.threads, self.group_shared_bytes)) }
+            .map_err(device_error)?;
+        Ok(())
+    }
+}
+
+struct FeatureGroups {
+    starts: Vec<u32>,
+    widest_bytes: usize,
+}
+
+/// Packs features into groups whose shared histograms (2 x i32 per slot) fit `budget` bytes
+/// of a block's shared memory. Groups start on a word of bins, as the kernel reads them; in
+/// shared memory each feature of a group takes as many slots as the group's widest.
+fn feature_groups(matrix: &DeviceMatrix, budget: usize) -> Result<FeatureGroups> {
+    let nf = matrix.n_features;
+    let per_word = matrix.per_word();
+    let bytes_with = |features: usize, widest: usize| features * widest * 8;
+    let mut starts = vec![0u32];
+    let (mut group_features, mut group_widest, mut widest_bytes) = (0usize, 0usize, 0usize);
+    for first in (0..nf).step_by(per_word) {
+        let word = first..(first + per_word).min(nf);
+        let widest = word.clone().map(|f| matrix.n_bins[f] as usize + 1).max().unwrap_or(0);
+        if bytes_with(word.len(), widest) > budget {
+            return Err(Error::param(
+                "max_bin",
+                format!(
+                    "the histograms of features {first}.. need {} bytes, more than the GPU's {budget} bytes of shared memory per block",
+                    bytes_with(word.len(), widest)
+                ),
+            ));
+        }
+        let merged = group_widest.max(widest);
+        if group_features > 0 && bytes_with(group_features + word.len(), merged) > budget {
+            starts.push(first as u32);
+            widest_bytes = widest_bytes.max(bytes_with(group_features, group_widest));
+            (group_features, group_widest) = (0, 0);
+        }
+        group_features += word.len();
+        group_widest = group_widest.max(widest);
+    }
+    widest_bytes = widest_bytes.max(bytes_with(group_features, group_widest));
+    starts.push(nf as u32);
+    Ok(FeatureGroups { starts, widest_bytes })
+}

@@ -1,0 +1,319 @@
+//! The growth driver: how one tree grows, written once for every backend. A backend supplies
+//! the steps that touch rows and histograms ([`GrowSteps`]); the driver decides what to grow:
+//!
+//! ```text
+//! root:  histogram, best split
+//! loop:  pop what to expand (a whole level, or the single best leaf), within max_leaves
+//!        apply the splits to the tree (thresholds, covers, leaf values)
+//!        partition the rows and build the children's histograms
+//!        evaluate the children's best splits, push those that can split
+//! ```
+//!
+//! Everything that decides the tree's shape lives here or in [`super::split`], so every
+//! backend grows the same tree from the same integer gradients. A collective (several devices
+//! or workers) wraps a backend's steps, summing histograms, without another copy of this loop.
+
+use serde::{Deserialize, Serialize};
+
+use super::gradient::{GradSum, Quantiser};
+use super::model::SplitSpec;
+use super::split::{SplitCandidate, SplitParams};
+use super::Tree;
+use crate::data::FeatureCuts;
+use crate::error::Result;
+use crate::random::{hash64, Rng};
+
+/// How trees are grown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrowPolicy {
+    /// Level by level up to `max_depth` (XGBoost's default).
+    Depthwise,
+    /// Always split the leaf with the largest loss reduction, up to `max_leaves` (LightGBM's way).
+    Lossguide,
+}
+
+/// What shapes a tree, besides the split regularisation.
+#[derive(Clone, Debug)]
+pub struct GrowParams {
+    pub split: SplitParams,
+    pub policy: GrowPolicy,
+    /// 0: unlimited.
+    pub max_depth: usize,
+    /// 0: unlimited.
+    pub max_leaves: usize,
+    pub learning_rate: f64,
+    pub colsample_bylevel: f64,
+    pub colsample_bynode: f64,
+}
+
+impl GrowParams {
+    /// A leaf's output for the gradient sum `total` (learning rate applied).
+    pub fn leaf_value(&self, quantiser: &Quantiser, total: GradSum) -> f32 {
+        let (g, h) = quantiser.to_float(total);
+        (self.split.weight(g, h) * self.learning_rate) as f32
+    }
+
+    pub fn can_split_at(&self, depth: usize) -> bool {
+        self.max_depth == 0 || depth < self.max_depth
+    }
+
+    /// Whether nodes sample features of their own (per level or per node).
+    pub fn samples_nodes(&self) -> bool {
+        self.colsample_bylevel < 1.0 || self.colsample_bynode < 1.0
+    }
+}
+
+/// One tree's inputs that every step reads: its parameters, gradient scales, features and seed.
+pub struct TreeContext<'a> {
+    pub params: &'a GrowParams,
+    pub quantiser: Quantiser,
+    /// The features this tree may split on (sorted).
+    pub tree_features: &'a [u32],
+    pub seed: u64,
+}
+
+impl TreeContext<'_> {
+    /// Features node `node` at `depth` may split on: the tree's, sampled per level, then per
+    /// node, keyed by the tree's seed (every backend draws the same features).
+    pub fn node_features(&self, depth: usize, node: u32) -> Vec<u32> {
+        let p = self.params;
+        let mut feats = self.tree_features.to_vec();
+        if p.colsample_bylevel < 1.0 {
+            let k = ((feats.len() as f64 * p.colsample_bylevel).round() as usize).max(1);
+            feats = Rng::new(self.seed, hash64(1, depth as u64)).choose_sorted(&feats, k);
+        }
+        if p.colsample_bynode < 1.0 {
+            let k = ((feats.len() as f64 * p.colsample_bynode).round() as usize).max(1);
+            feats = Rng::new(self.seed, hash64(2, node as u64)).choose_sorted(&feats, k);
+        }
+        feats
+    }
+
+    /// Whether every node may split on every one of `n_features` features.
+    pub fn all_features_everywhere(&self, n_features: usize) -> bool {
+        !self.params.samples_nodes() && self.tree_features.len() == n_features
+    }
+
+    pub fn leaf_value(&self, total: GradSum) -> f32 {
+        self.params.leaf_value(&self.quantiser, total)
+    }
+
+    /// A node's cover: its hessian sum.
+    pub fn cover(&self, total: GradSum) -> f32 {
+        self.quantiser.to_float(total).1 as f32
+    }
+}
+
+/// A leaf that may still split: where it is in the tree, its gradient sum, its best split once
+/// evaluated, and the backend's handle on its rows and histogram.
+pub struct Open<N> {
+    pub node: u32,
+    pub depth: usize,
+    pub total: GradSum,
+    pub best: Option<SplitCandidate>,
+    pub state: N,
+}
+
+impl<N> Open<N> {
+    fn new(node: u32, depth: usize, total: GradSum, state: N) -> Self {
+        Open { node, depth, total, best: None, state }
+    }
+
+    fn gain(&self) -> f64 {
+        self.best.as_ref().map_or(f64::NEG_INFINITY, |b| b.gain)
+    }
+}
+
+/// A split applied to the tree, whose rows the backend now routes to `children`.
+pub struct Expansion<N> {
+    pub node: u32,
+    pub depth: usize,
+    pub split: SplitCandidate,
+    /// Left and right child ids.
+    pub children: [u32; 2],
+    /// Whether the children may split in turn, and so need histograms.
+    pub grow_children: bool,
+    /// The parent's handle, handed back to the backend.
+    pub state: N,
+}
+
+/// The steps of growing a tree that touch rows and histograms. A backend implements them
+/// over its own memory; [`grow_tree`] calls them.
+pub trait GrowSteps {
+    /// A node's rows and histogram as the backend holds them (host vectors, device slots).
+    type Node;
+
+    /// The root's histogram, over the tree's rows.
+    fn build_root(&mut self, ctx: &TreeContext) -> Result<Self::Node>;
+
+    /// Each node's best split (`best`, None when no split qualifies), over the features
+    /// `ctx.node_features` allows it; ties go to the lowest feature.
+    fn evaluate(&mut self, nodes: &mut [Open<Self::Node>], ctx: &TreeContext) -> Result<()>;
+
+    /// Routes each expansion's rows to its children (the splits are already in `tree`), and
+    /// builds both children's histograms where `grow_children`: `Some([left, right])` there,
+    /// `None` elsewhere, in the order of `expansions`. The parents' handles are consumed.
+    fn partition_and_build(
+        &mut self,
+        tree: &Tree,
+        expansions: Vec<Expansion<Self::Node>>,
+        ctx: &TreeContext,
+    ) -> Result<Vec<Option<[Self::Node; 2]>>>;
+
+    /// A node that will not be split after all: its histogram may be reused.
+    fn discard(&mut self, node: Self::Node);
+
+    /// A copy of a node's histogram on the host (for diagnostics and tests).
+    fn histogram(&mut self, node: &Self::Node) -> Result<Vec<GradSum>>;
+
+    /// A node's rows, ascending (for diagnostics and tests).
+    fn rows(&mut self, node: &Self::Node) -> Result<Vec<u32>>;
+}
+
+/// A borrowed backend's steps, so that a wrapper (a collective, a comparison) can hold it.
+impl<S: GrowSteps + ?Sized> GrowSteps for &mut S {
+    type Node = S::Node;
+
+    fn build_root(&mut self, ctx: &TreeContext) -> Result<S::Node> {
+        (**self).build_root(ctx)
+    }
+
+    fn evaluate(&mut self, nodes: &mut [Open<S::Node>], ctx: &TreeContext) -> Result<()> {
+        (**self).evaluate(nodes, ctx)
+    }
+
+    fn partition_and_build(
+        &mut self,
+        tree: &Tree,
+        expansions: Vec<Expansion<S::Node>>,
+        ctx: &TreeContext,
+    ) -> Result<Vec<Option<[S::Node; 2]>>> {
+        (**self).partition_and_build(tree, expansions, ctx)
+    }
+
+    fn discard(&mut self, node: S::Node) {
+        (**self).discard(node)
+    }
+
+    fn histogram(&mut self, node: &S::Node) -> Result<Vec<GradSum>> {
+        (**self).histogram(node)
+    }
+
+    fn rows(&mut self, node: &S::Node) -> Result<Vec<u32>> {
+        (**self).rows(node)
+    }
+}
+
+/// Grows one tree whose rows sum to `total`, with `steps` doing the work on rows.
+pub fn grow_tree<S: GrowSteps>(steps: &mut S, ctx: &TreeContext, cuts: &[FeatureCuts], total: GradSum) -> Result<Tree> {
+    let params = ctx.params;
+    let mut tree = Tree::leaf(ctx.leaf_value(total), ctx.cover(total));
+    let mut open = Vec::new();
+    if params.can_split_at(0) {
+        let root = Open::new(0, 0, total, steps.build_root(ctx)?);
+        open = evaluate_splittable(steps, vec![root], ctx)?;
+    }
+    let mut n_leaves = 1;
+    while !open.is_empty() {
+        let batch = next_batch(&mut open, params.policy, |o| (o.gain(), o.node));
+        let mut expansions = Vec::with_capacity(batch.len());
+        for o in batch {
+            if params.max_leaves == 0 || n_leaves < params.max_leaves {
+                n_leaves += 1;
+                expansions.push(apply_split(&mut tree, o, cuts, ctx));
+            } else {
+                steps.discard(o.state);
+            }
+        }
+        if expansions.is_empty() {
+            break;
+        }
+        let sums: Vec<(usize, GradSum, GradSum)> =
+            expansions.iter().map(|e| (e.depth + 1, e.split.left, e.split.right)).collect();
+        let children_nodes: Vec<[u32; 2]> = expansions.iter().map(|e| e.children).collect();
+        let built = steps.partition_and_build(&tree, expansions, ctx)?;
+        let mut children = Vec::new();
+        for ((states, (depth, left, right)), [l, r]) in built.into_iter().zip(sums).zip(children_nodes) {
+            if let Some([ls, rs]) = states {
+                children.push(Open::new(l, depth, left, ls));
+                children.push(Open::new(r, depth, right, rs));
+            }
+        }
+        open.extend(evaluate_splittable(steps, children, ctx)?);
+    }
+    for o in open {
+        steps.discard(o.state);
+    }
+    Ok(tree)
+}
+
+/// Evaluates `nodes` and keeps those with a split; the others are final leaves.
+fn evaluate_splittable<S: GrowSteps>(
+    steps: &mut S,
+    mut nodes: Vec<Open<S::Node>>,
+    ctx: &TreeContext,
+) -> Result<Vec<Open<S::Node>>> {
+    if nodes.is_empty() {
+        return Ok(nodes);
+    }
+    steps.evaluate(&mut nodes, ctx)?;
+    let mut keep = Vec::with_capacity(nodes.len());
+    for o in nodes {
+        if o.best.is_some() {
+            keep.push(o);
+        } else {
+            steps.discard(o.state);
+        }
+    }
+    Ok(keep)
+}
+
+/// Writes `o`'s best split into the tree: threshold from the cut points, children's values
+/// and covers from the split's sums.
+fn apply_split<N>(tree: &mut Tree, o: Open<N>, cuts: &[FeatureCuts], ctx: &TreeContext) -> Expansion<N> {
+    let split = o.best.expect("only nodes with a split are expanded");
+    let spec = SplitSpec {
+        feature: split.feature,
+        threshold: if split.is_categorical() { 0.0 } else { cuts[split.feature as usize].upper_bound(split.split_bin) },
+        split_bin: split.split_bin,
+        default_left: split.default_left,
+        left_categories: &split.left_categories,
+        gain: split.gain as f32,
+    };
+    let (l, r) = tree.split(
+        o.node,
+        &spec,
+        (ctx.leaf_value(split.left), ctx.cover(split.left)),
+        (ctx.leaf_value(split.right), ctx.cover(split.right)),
+    );
+    Expansion {
+        node: o.node,
+        depth: o.depth,
+        grow_children: ctx.params.can_split_at(o.depth + 1),
+        split,
+        children: [l, r],
+        state: o.state,
+    }
+}
+
+/// What to expand next, taken out of `open`: the whole level, best first (depth-wise), or
+/// the single most promising leaf (loss-guided). `key` gives a leaf's (gain, node id); ties
+/// go to the lower id, so `max_leaves` cuts the same nodes on every backend.
+pub fn next_batch<T>(open: &mut Vec<T>, policy: GrowPolicy, key: impl Fn(&T) -> (f64, u32)) -> Vec<T> {
+    let order = |a: &T, b: &T| {
+        let ((ga, na), (gb, nb)) = (key(a), key(b));
+        gb.total_cmp(&ga).then(na.cmp(&nb))
+    };
+    match policy {
+        GrowPolicy::Depthwise => {
+            let mut level = std::mem::take(open);
+            level.sort_by(order);
+            level
+        }
+        GrowPolicy::Lossguide => {
+            let best = (0..open.len()).min_by(|&i, &j| order(&open[i], &open[j])).unwrap();
+            vec![open.swap_remove(best)]
+        }
+    }
+}
