@@ -4,6 +4,8 @@
 //! without one, only the checks that `device="cuda"` fails cleanly and `"auto"` falls back run.
 #![cfg(feature = "cuda")]
 
+mod common;
+
 use std::sync::Arc;
 
 use arrow_array::types::Int32Type;
@@ -304,6 +306,57 @@ fn sparse_gpu_trees_equal_cpu_trees() {
     ] {
         assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), json);
     }
+}
+
+/// Grows one tree of `json` on `data` with the GPU's steps and the CPU's in lockstep, `repeats`
+/// times: every partition (a node's rows), histogram and split search of the GPU, and the
+/// tree's gradient scales and root sum, equal the CPU's, on every rebuild.
+fn assert_steps_equal_cpu(json: &str, data: &Dataset, rows: Option<&[u32]>, features: &[u32], repeats: usize) {
+    use common::lockstep::{grow_in_lockstep, Lockstep, Setup};
+    use polars_gbt::backend::Learner;
+    let setup = Setup::new(json, data);
+    let mut cpu = setup.cpu_learner(data);
+    let rt = cuda::runtime().unwrap();
+    let _turn = rt.lock();
+    let mut gpu = cuda::GpuLearner::new(&rt, data, &setup.cuts, setup.cfg.grow_params(), &setup.cfg, &setup.margin)
+        .unwrap_or_else(|e| panic!("{json}: {e}"));
+    gpu.compute_gradients(&*setup.loss, &common::lockstep::targets(data)).unwrap();
+    let mut first = None;
+    for repeat in 0..repeats {
+        let (steps, q, total) = cpu.begin_tree(0, rows);
+        let started = gpu.begin_tree(0, rows).unwrap();
+        assert_eq!((q, total), started, "{json}, rebuild {repeat}: gradient scales or the root's sum");
+        let mut both = Lockstep::new(steps, &mut gpu, &setup.cuts);
+        let tree = grow_in_lockstep(&mut both, &setup, started, features, 11)
+            .unwrap_or_else(|d| panic!("{json}, rebuild {repeat}: GPU and CPU steps differ: {d}"));
+        assert!(both.checked.2 >= 3, "{json}: only {:?} steps compared", both.checked);
+        assert_eq!(first.get_or_insert_with(|| tree.clone()), &tree, "{json}: rebuild {repeat} grew another tree");
+    }
+}
+
+#[test]
+fn gpu_partition_histograms_and_split_search_equal_the_cpus_step_by_step() {
+    if !gpu() {
+        return;
+    }
+    let (frame, y) = random_data(50_000, 9, 7);
+    let dense = Dataset::new(frame, y).unwrap();
+    let all: Vec<u32> = (0..9).collect();
+    // Each component 16 times over (the determinism check), then the other shapes once or twice.
+    assert_steps_equal_cpu(r#"{"max_depth": 7}"#, &dense, None, &all, 16);
+    assert_steps_equal_cpu(r#"{"max_depth": 6, "max_bin": 1024}"#, &dense, None, &all, 2);
+    assert_steps_equal_cpu(r#"{"max_depth": 0, "grow_policy": "lossguide", "max_leaves": 40}"#, &dense, None, &all, 2);
+    let sampled: Vec<u32> = (0..50_000).filter(|r| r % 3 != 1).collect();
+    assert_steps_equal_cpu(
+        r#"{"max_depth": 6, "colsample_bylevel": 0.8, "colsample_bynode": 0.6, "seed": 4}"#,
+        &dense,
+        Some(&sampled),
+        &[0, 1, 3, 4, 6, 8],
+        2,
+    );
+    assert_steps_equal_cpu(r#"{"max_depth": 6}"#, &categorical_data(30_000, 8), None, &[0, 1, 2], 2);
+    let sparse = sparse_data(40_000, 3);
+    assert_steps_equal_cpu(r#"{"max_depth": 6}"#, &sparse, None, &(0..100).collect::<Vec<_>>(), 2);
 }
 
 #[test]

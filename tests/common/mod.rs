@@ -17,6 +17,8 @@
 
 #![allow(dead_code)] // Each test binary uses only some of the loaders.
 
+pub mod lockstep;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
