@@ -184,7 +184,7 @@ pub fn unsupported(objective: Objective, max_bin: usize) -> Option<String> {
     if max_bin > MAX_BIN {
         return Some(format!("max_bin={max_bin} is above the CUDA backend's limit of {MAX_BIN}"));
     }
-    if matches!(objective, Objective::AbsoluteError | Objective::Quantile) {
+    if objective.refits_leaves() {
         return Some(format!("{} (leaf refits) is not supported by the CUDA backend yet", objective.name()));
     }
     None
@@ -202,7 +202,6 @@ impl<'r> GpuLearner<'r> {
         start_margin: &[f32],
     ) -> Result<Self> {
         let (objective, k) = (cfg.objective, cfg.num_outputs());
-        let (huber_slope, tweedie_power) = (cfg.huber_slope, cfg.tweedie_variance_power);
         let stream = rt.stream.clone();
         let clock = Instant::now();
         let (n, nf) = (data.n_rows(), data.features.n_features());
@@ -268,15 +267,9 @@ impl<'r> GpuLearner<'r> {
             None => None,
         };
         let margin = memory.upload(&stream, start_margin)?;
-        let device = |kind, param: f64| GradientKernel::Device { kind, param: param as f32 };
-        let gradient_kernel = match objective {
-            Objective::SquaredError => device(0, 0.0),
-            Objective::BinaryLogistic => device(1, 0.0),
-            Objective::PseudoHuber => device(2, huber_slope),
-            Objective::Poisson => device(3, 0.0),
-            Objective::Tweedie => device(4, tweedie_power),
-            Objective::MultiSoftprob | Objective::MultiSoftmax => device(5, 0.0),
-            _ => GradientKernel::Host,
+        let gradient_kernel = match objective.gpu_gradient() {
+            Some(g) => GradientKernel::Device { kind: g as u32, param: g.param(&cfg.objective_params()) },
+            None => GradientKernel::Host,
         };
         let mut learner = GpuLearner {
             rt,
