@@ -12,6 +12,13 @@ typedef unsigned long long u64;
 
 #define NO_CHILD 0xffffffffu
 
+// The objectives' links, as finish_predictions (predict.cu) applies them: the discriminants
+// of Link (src/objective/descriptor.rs), which the layout probe checks against these.
+#define LINK_IDENTITY 0u
+#define LINK_LOGISTIC 1u
+#define LINK_EXP 2u
+#define LINK_SOFTMAX 3u
+
 // A float gradient pair of one row (src/tree/gradient.rs: GradPair).
 struct GradPair {
     float g;

@@ -3,6 +3,8 @@
 // Formulas mirror src/objective/*.rs exactly (the kernels are compiled with --fmad=false), so
 // the CPU and GPU see the same gradients.
 
+// The objectives' codes: the discriminants of GpuGradient (src/objective/descriptor.rs), which
+// the layout probe (src/backend/cuda/layout.rs) checks against these.
 #define OBJECTIVE_SQUARED_ERROR 0u
 #define OBJECTIVE_LOGISTIC 1u
 #define OBJECTIVE_PSEUDO_HUBER 2u

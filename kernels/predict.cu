@@ -235,8 +235,8 @@ PREDICT_KERNEL(predict_linked_cat, true, true, true)
 PREDICT_KERNEL(predict_linked_global_rows, true, false, false)
 PREDICT_KERNEL(predict_linked_cat_global_rows, true, true, false)
 
-// The objective's link on margins (row-major, k per row), in place, as src/objective/mod.rs
-// computes it: 0 identity, 1 sigmoid, 2 exp, 3 softmax. With `classes` set, writes each row's
+// The objective's link (LINK_* in common.cuh) on margins (row-major, k per row), in place, as
+// src/objective/descriptor.rs (Link::apply) computes it. With `classes` set, writes each row's
 // class instead (k == 1: margin > 0; else the first largest margin).
 extern "C" __global__ void finish_predictions(float* __restrict__ margin, u32 n, u32 k, u32 link,
                                               u32* __restrict__ classes) {
@@ -252,11 +252,11 @@ extern "C" __global__ void finish_predictions(float* __restrict__ margin, u32 n,
             classes[row] = best;
             continue;
         }
-        if (link == 1) {
+        if (link == LINK_LOGISTIC) {
             for (u32 c = 0; c < k; ++c) m[c] = 1.0f / (1.0f + expf(-m[c]));
-        } else if (link == 2) {
+        } else if (link == LINK_EXP) {
             for (u32 c = 0; c < k; ++c) m[c] = expf(m[c]);
-        } else if (link == 3) {
+        } else if (link == LINK_SOFTMAX) {
             float top = m[0];
             for (u32 c = 1; c < k; ++c) top = fmaxf(top, m[c]);
             float sum = 0.0f;

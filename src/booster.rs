@@ -97,7 +97,7 @@ fn class_major(row_major: &[f32], n: usize, k: usize) -> Vec<f32> {
 impl<'a> Trainer<'a> {
     fn new(cfg: &'a TrainConfig, data: &'a Dataset, evals: &[(&str, &'a Dataset)]) -> Result<Self> {
         let k = cfg.num_outputs();
-        let loss = loss_for(cfg);
+        let loss = loss_for(cfg.objective, &cfg.objective_params());
         for (name, d) in std::iter::once(("train", data)).chain(evals.iter().copied()) {
             let t = targets(d);
             loss.check_labels(&t).map_err(|e| match e {

@@ -9,68 +9,9 @@ use crate::error::{Error, Result};
 use crate::metric::Metric;
 pub use crate::tree::GrowPolicy;
 use crate::tree::{GrowParams, SplitParams};
-
-/// The loss being minimised. Serialised with XGBoost's names (`"binary:logistic"`, ...).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Objective {
-    #[serde(rename = "reg:squarederror")]
-    SquaredError,
-    #[serde(rename = "reg:pseudohubererror")]
-    PseudoHuber,
-    #[serde(rename = "reg:quantileerror")]
-    Quantile,
-    #[serde(rename = "reg:absoluteerror")]
-    AbsoluteError,
-    #[serde(rename = "binary:logistic")]
-    BinaryLogistic,
-    #[serde(rename = "multi:softprob")]
-    MultiSoftprob,
-    #[serde(rename = "multi:softmax")]
-    MultiSoftmax,
-    #[serde(rename = "count:poisson")]
-    Poisson,
-    #[serde(rename = "reg:tweedie")]
-    Tweedie,
-    #[serde(rename = "rank:ndcg")]
-    RankNdcg,
-    #[serde(rename = "rank:pairwise")]
-    RankPairwise,
-}
-
-impl Objective {
-    /// XGBoost's name for the objective.
-    pub fn name(self) -> &'static str {
-        match self {
-            Objective::SquaredError => "reg:squarederror",
-            Objective::PseudoHuber => "reg:pseudohubererror",
-            Objective::Quantile => "reg:quantileerror",
-            Objective::AbsoluteError => "reg:absoluteerror",
-            Objective::BinaryLogistic => "binary:logistic",
-            Objective::MultiSoftprob => "multi:softprob",
-            Objective::MultiSoftmax => "multi:softmax",
-            Objective::Poisson => "count:poisson",
-            Objective::Tweedie => "reg:tweedie",
-            Objective::RankNdcg => "rank:ndcg",
-            Objective::RankPairwise => "rank:pairwise",
-        }
-    }
-
-    pub fn is_multiclass(self) -> bool {
-        matches!(self, Objective::MultiSoftprob | Objective::MultiSoftmax)
-    }
-
-    pub fn is_ranking(self) -> bool {
-        matches!(self, Objective::RankNdcg | Objective::RankPairwise)
-    }
-}
-
-impl std::str::FromStr for Objective {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        serde_json::from_value(serde_json::Value::String(s.to_string()))
-            .map_err(|_| Error::param("objective", format!("unknown objective `{s}`")))
-    }
-}
+// The objective lives with its descriptor in `objective`, and is re-exported where it was.
+pub use crate::objective::Objective;
+use crate::objective::ObjectiveParams;
 
 /// Where training runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,10 +158,16 @@ impl TrainConfig {
 
     /// Number of model outputs (trees per round).
     pub fn num_outputs(&self) -> usize {
-        if self.objective.is_multiclass() {
-            self.num_class
-        } else {
-            1
+        self.objective.num_outputs(self.num_class)
+    }
+
+    /// The parameters the objective's loss reads.
+    pub fn objective_params(&self) -> ObjectiveParams {
+        ObjectiveParams {
+            huber_slope: self.huber_slope,
+            quantile_alpha: self.quantile_alpha,
+            tweedie_variance_power: self.tweedie_variance_power,
+            num_class: self.num_class,
         }
     }
 
@@ -286,22 +233,9 @@ impl TrainConfig {
         check(self.early_stopping_rounds != Some(0), "early_stopping_rounds", "must be at least 1")?;
         if let Some(b) = self.base_score {
             check(b.is_finite(), "base_score", "must be finite")?;
-            match self.objective {
-                Objective::BinaryLogistic => {
-                    check(b > 0.0 && b < 1.0, "base_score", "must be in (0, 1) for binary:logistic")?
-                }
-                Objective::Poisson | Objective::Tweedie => {
-                    check(b > 0.0, "base_score", "must be > 0 for count:poisson and reg:tweedie")?
-                }
-                Objective::MultiSoftprob | Objective::MultiSoftmax => {}
-                _ => {}
-            }
+            self.objective.check_base_score(b)?;
         }
-        if self.objective.is_multiclass() {
-            check(self.num_class >= 2, "num_class", "must be at least 2 for multi:softprob / multi:softmax")?;
-        } else {
-            check(self.num_class <= 1, "num_class", "is only used by multi:softprob / multi:softmax")?;
-        }
+        self.objective.check_num_class(self.num_class)?;
         Ok(())
     }
 }

@@ -53,3 +53,23 @@ fn the_layout_probe_catches_a_mismatch() {
     let mismatches = expected.iter().zip(&found).filter(|((_, want), got)| *want != **got).count();
     assert!(mismatches >= 2, "a swap of two fields went unnoticed");
 }
+
+#[test]
+fn the_probe_catches_a_renumbered_code() {
+    if !nvrtc() {
+        return;
+    }
+    let (probe, expected) = layout::layout_probe();
+    // A link code changed on the kernel side only must be caught, by its name.
+    let renumbered = kernels::SOURCE.replace("#define LINK_EXP 2u", "#define LINK_EXP 7u");
+    assert_ne!(renumbered, kernels::SOURCE, "the link code to change was not found");
+    let ptx = kernels::compile(&format!("{renumbered}\n{probe}"), "sm_80").unwrap();
+    let found = layout::read_layout_probe(&ptx, expected.len()).unwrap();
+    let wrong: Vec<&str> = expected
+        .iter()
+        .zip(&found)
+        .filter(|((_, want), got)| *want != **got)
+        .map(|((what, _), _)| what.as_str())
+        .collect();
+    assert_eq!(wrong, ["LINK_EXP"]);
+}

@@ -1,7 +1,7 @@
 //! Binary and multiclass metrics on probabilities.
 
 use super::weighted_average;
-use crate::objective::Targets;
+use crate::data::Targets;
 
 const EPS: f64 = 1e-15;
 

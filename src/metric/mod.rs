@@ -1,5 +1,8 @@
 //! Evaluation metrics, named as in XGBoost (`"auc"`, `"ndcg@10"`, ...). Each takes the
 //! transformed predictions row-major (`n_rows x n_outputs`) and the targets.
+//!
+//! Metrics know tasks ([`TaskKind`]), not objectives: `objective` sits above this module and
+//! says which task each objective is, and holds `Metric::default_for` / `check_applies`.
 
 mod classification;
 mod ranking;
@@ -7,9 +10,21 @@ mod regression;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Objective;
+use crate::data::Targets;
 use crate::error::{Error, Result};
-use crate::objective::Targets;
+
+/// What an objective's predictions are, which decides the metrics that apply to them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TaskKind {
+    /// One real value per row.
+    Regression,
+    /// The probability of the positive class.
+    Binary,
+    /// A probability per class.
+    Multiclass,
+    /// Scores ordered within query groups.
+    Ranking,
+}
 
 /// An evaluation metric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -91,32 +106,13 @@ impl Metric {
         matches!(self, Metric::Auc | Metric::Ndcg(_) | Metric::Map(_))
     }
 
-    /// XGBoost's default metric for an objective.
-    pub fn default_for(objective: Objective) -> Metric {
-        match objective {
-            Objective::BinaryLogistic => Metric::Logloss,
-            Objective::MultiSoftprob | Objective::MultiSoftmax => Metric::Mlogloss,
-            Objective::RankNdcg | Objective::RankPairwise => Metric::Ndcg(None),
-            Objective::AbsoluteError | Objective::Quantile => Metric::Mae,
-            _ => Metric::Rmse,
-        }
-    }
-
-    /// Whether the metric makes sense for predictions of this objective.
-    pub fn check_applies(&self, objective: Objective, n_outputs: usize) -> Result<()> {
-        let ok = match self {
-            Metric::Logloss | Metric::Auc | Metric::Error => objective == Objective::BinaryLogistic,
-            Metric::Mlogloss | Metric::Merror => objective.is_multiclass(),
-            Metric::Ndcg(_) | Metric::Map(_) => objective.is_ranking(),
+    /// Whether the metric makes sense for predictions of `task` with `n_outputs` outputs.
+    pub fn applies_to(&self, task: TaskKind, n_outputs: usize) -> bool {
+        match self {
+            Metric::Logloss | Metric::Auc | Metric::Error => task == TaskKind::Binary,
+            Metric::Mlogloss | Metric::Merror => task == TaskKind::Multiclass,
+            Metric::Ndcg(_) | Metric::Map(_) => task == TaskKind::Ranking,
             Metric::Rmse | Metric::Mae => n_outputs == 1,
-        };
-        if ok {
-            Ok(())
-        } else {
-            Err(Error::param(
-                "eval_metric",
-                format!("`{}` does not apply to objective {}", self.name(), objective.name()),
-            ))
         }
     }
 

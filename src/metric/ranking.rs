@@ -1,7 +1,7 @@
 //! Ranking metrics averaged over query groups. A query with no relevant document scores 1,
 //! as in XGBoost.
 
-use crate::objective::Targets;
+use crate::data::Targets;
 
 /// Documents of one query by descending score (ties by position).
 fn ranked(scores: &[f32]) -> Vec<usize> {

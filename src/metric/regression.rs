@@ -1,7 +1,7 @@
 //! Regression metrics.
 
 use super::weighted_average;
-use crate::objective::Targets;
+use crate::data::Targets;
 
 pub fn rmse(pred: &[f32], t: &Targets) -> f64 {
     weighted_average(t, |i| {

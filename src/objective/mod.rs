@@ -1,37 +1,34 @@
 //! Losses: each writes gradient pairs into a preallocated buffer, checks its labels, and
 //! estimates the starting margin. Margins and gradients are class-major: output `k` of row
 //! `i` sits at `k * n_rows + i`.
+//!
+//! A new objective touches:
+//! 1. its loss: a `Loss` in a file here (a new one, or its family's);
+//! 2. its `Objective` variant (last) and its entry in `descriptor.rs`;
+//! 3. if the GPU computes its gradients: its kernel in kernels/gradients.cu (an `OBJECTIVE_*`
+//!    code and a case of `objective_gradient`), named by a `GpuGradient` variant in its
+//!    descriptor; the layout probe (tests/cuda_kernels.rs) checks that the codes agree.
+//!
+//! The remaining matches over objectives are exhaustive (XGBoost export's parameter block),
+//! so the compiler points at any that need a case.
+//!
+//! This module sits above `metric` and below `config`: it imports neither `config` nor
+//! anything above it; `TrainConfig::objective_params` hands the losses their parameters.
 
 mod count;
+mod descriptor;
 mod logistic;
 mod quantile;
 mod ranking;
 mod softmax;
 mod squared;
 
-use crate::config::{Objective, TrainConfig};
+pub use descriptor::{Descriptor, GpuGradient, Link, Objective, ObjectiveParams, Outputs};
+
+pub use crate::data::Targets;
 use crate::error::{Error, Result};
+pub use crate::metric::TaskKind;
 use crate::tree::GradPair;
-
-/// Labels and what goes with them.
-#[derive(Clone, Copy)]
-pub struct Targets<'a> {
-    pub label: &'a [f32],
-    pub weight: Option<&'a [f32]>,
-    /// Query group offsets (ranking).
-    pub groups: Option<&'a [usize]>,
-}
-
-impl Targets<'_> {
-    #[inline]
-    pub fn w(&self, i: usize) -> f32 {
-        self.weight.map_or(1.0, |w| w[i])
-    }
-
-    pub fn n_rows(&self) -> usize {
-        self.label.len()
-    }
-}
 
 /// A loss function as the boosting loop uses it.
 pub trait Loss: Send + Sync {
@@ -51,30 +48,14 @@ pub trait Loss: Send + Sync {
     }
 }
 
-/// The loss for a configuration.
-pub fn loss_for(cfg: &TrainConfig) -> Box<dyn Loss> {
-    match cfg.objective {
-        Objective::SquaredError => Box::new(squared::Squared),
-        Objective::PseudoHuber => Box::new(squared::PseudoHuber { slope: cfg.huber_slope as f32 }),
-        Objective::AbsoluteError => Box::new(quantile::Quantile { alpha: 0.5 }),
-        Objective::Quantile => Box::new(quantile::Quantile { alpha: cfg.quantile_alpha }),
-        Objective::BinaryLogistic => Box::new(logistic::Logistic),
-        Objective::MultiSoftprob | Objective::MultiSoftmax => Box::new(softmax::Softmax { n_classes: cfg.num_class }),
-        Objective::Poisson => Box::new(count::Poisson),
-        Objective::Tweedie => Box::new(count::Tweedie { rho: cfg.tweedie_variance_power as f32 }),
-        Objective::RankNdcg => Box::new(ranking::LambdaRank { ndcg: true }),
-        Objective::RankPairwise => Box::new(ranking::LambdaRank { ndcg: false }),
-    }
+/// The loss of `objective` with its parameters (`TrainConfig::objective_params`).
+pub fn loss_for(objective: Objective, params: &ObjectiveParams) -> Box<dyn Loss> {
+    (objective.descriptor().loss)(params)
 }
 
 /// Turns one row's margins into the objective's output (probabilities, means, ...).
 pub fn transform_row(objective: Objective, row: &mut [f32]) {
-    match objective {
-        Objective::BinaryLogistic => row.iter_mut().for_each(|m| *m = sigmoid(*m)),
-        Objective::MultiSoftprob | Objective::MultiSoftmax => softmax::softmax_in_place(row),
-        Objective::Poisson | Objective::Tweedie => row.iter_mut().for_each(|m| *m = m.exp()),
-        _ => {}
-    }
+    objective.link().apply(row)
 }
 
 #[inline]

@@ -171,7 +171,7 @@ impl Setup {
     pub fn new(json: &str, data: &Dataset) -> Self {
         let cfg = TrainConfig::from_json(json).unwrap();
         let cuts = compute_cuts(data.features(), data.weight(), cfg.max_bin, cfg.seed).unwrap();
-        let loss = loss_for(&cfg);
+        let loss = loss_for(cfg.objective, &cfg.objective_params());
         let base = loss.estimate_base_margin(&targets(data));
         let margin = base.iter().flat_map(|&b| std::iter::repeat_n(b, data.n_rows())).collect();
         Setup { cfg, cuts, loss, margin }

@@ -264,10 +264,10 @@ pub const MAX_WIDE_BINS: usize = 0x7ffe;
 
 /// Quantised node word: bit 0 missing-goes-left, bits 1..=14 the feature, bit 15 categorical,
 /// bits 16..=31 the split bin plus the missing bit (or the category set's index).
-const QNODE_DEFAULT_LEFT: u32 = 1;
-const QNODE_FEATURE_SHIFT: u32 = 1;
-const QNODE_FEATURE_MASK: u32 = 0x3fff;
-const QNODE_CATEGORICAL: u32 = 0x8000;
+pub(super) const QNODE_DEFAULT_LEFT: u32 = 1;
+pub(super) const QNODE_FEATURE_SHIFT: u32 = 1;
+pub(super) const QNODE_FEATURE_MASK: u32 = 0x3fff;
+pub(super) const QNODE_CATEGORICAL: u32 = 0x8000;
 
 /// The complete layout on u8 or u16 bins (`predict_binned*` in kernels/predict.cu): each feature's
 /// distinct thresholds, and nodes of four bytes: feature (14 bits), categorical and

@@ -6,7 +6,7 @@ use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 use super::buffers::{cfg, FitDevice};
 use super::device_error;
 use super::layout::{GradPair, GradSum, QuantGrad, Quantisation};
-use crate::config::{Objective, TrainConfig};
+use crate::config::TrainConfig;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::objective::{Loss, Targets};
@@ -23,17 +23,9 @@ pub(super) enum GradientKernel {
 
 impl GradientKernel {
     fn of(cfg: &TrainConfig) -> Self {
-        let device = |kind, param: f64| GradientKernel::Device { kind, param: param as f32 };
-        match cfg.objective {
-            Objective::SquaredError => device(0, 0.0),
-            Objective::BinaryLogistic => device(1, 0.0),
-            Objective::PseudoHuber => device(2, cfg.huber_slope),
-            Objective::Poisson => device(3, 0.0),
-            Objective::Tweedie => device(4, cfg.tweedie_variance_power),
-            Objective::MultiSoftprob | Objective::MultiSoftmax => device(5, 0.0),
-            Objective::Quantile | Objective::AbsoluteError | Objective::RankNdcg | Objective::RankPairwise => {
-                GradientKernel::Host
-            }
+        match cfg.objective.gpu_gradient() {
+            Some(g) => GradientKernel::Device { kind: g as u32, param: g.param(&cfg.objective_params()) },
+            None => GradientKernel::Host,
         }
     }
 }

@@ -1,10 +1,13 @@
 //! The structs shared with the kernels, mirrored from `kernels/common.cuh`. Kernel arguments
-//! are not type-checked at launch, so [`layout_assertions`] turns these layouts into C++
-//! `static_assert`s that a test compiles against the kernels (see `tests/cuda_kernels.rs`).
+//! are not type-checked at launch, so [`layout_probe`] has the CUDA compiler report these
+//! layouts, and the codes passed with them, for a test to compare (`tests/cuda_kernels.rs`).
 
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
+use super::forest;
+use crate::objective::{GpuGradient, Link};
 pub use crate::tree::gradient::{GradPair, GradSum, QuantGrad};
+use crate::tree::NO_CHILD;
 
 /// This round's power-of-two gradient scales, as the kernels find them.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -182,8 +185,11 @@ device_types!(
 );
 
 /// A kernel that stores the size of every shared struct and the offset of each of its fields,
-/// as the CUDA compiler lays them out, with the values Rust expects. The stores compile to
-/// constants, so the kernel's PTX answers without a GPU: see [`read_layout_probe`].
+/// as the CUDA compiler lays them out, then the value of each code and flag bit the host
+/// passes to kernels (objective and link codes, node word flags), with the values Rust
+/// expects. The stores compile to constants, so the kernel's PTX answers without a GPU: see
+/// [`read_layout_probe`]. The probe is compiled after [`super::kernels::SOURCE`], whose
+/// names it reads.
 pub fn layout_probe() -> (String, Vec<(String, u64)>) {
     use std::mem::{offset_of, size_of};
     let mut body = String::new();
@@ -224,6 +230,23 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
     probe!(LinkedNode, "LinkedNode", [word, threshold, left, value]);
     probe!(PredTree, "PredTree", [node_offset, leaf_offset, depth, output, original, pad]);
     probe!(PredTile, "PredTile", [first, end, node_begin, node_end, leaf_begin, leaf_end]);
+    let mut constants: Vec<(&str, u64)> = Vec::new();
+    constants.extend(GpuGradient::ALL.map(|g| (g.kernel_name(), g as u64)));
+    constants.extend(Link::ALL.map(|l| (l.kernel_name(), l as u64)));
+    constants.extend([
+        ("NO_CHILD", NO_CHILD as u64),
+        ("PRED_DEFAULT_LEFT", forest::DEFAULT_LEFT as u64),
+        ("PRED_CATEGORICAL", forest::CATEGORICAL as u64),
+        ("PRED_FEATURE_MASK", forest::FEATURE_MASK as u64),
+        ("QNODE_DEFAULT_LEFT", forest::QNODE_DEFAULT_LEFT as u64),
+        ("QNODE_FEATURE_SHIFT", forest::QNODE_FEATURE_SHIFT as u64),
+        ("QNODE_FEATURE", forest::QNODE_FEATURE_MASK as u64),
+        ("QNODE_CATEGORICAL", forest::QNODE_CATEGORICAL as u64),
+    ]);
+    for (name, value) in constants {
+        body += &format!("  out[{}] = (unsigned long long)({name});\n", expected.len());
+        expected.push((name.to_string(), value));
+    }
     let source =
         format!("extern \"C\" __global__ void layout_probe(unsigned long long* out, char* base) {{\n{body}}}\n");
     (source, expected)

@@ -84,7 +84,7 @@ pub fn unsupported(objective: Objective, max_bin: usize) -> Option<String> {
     if max_bin > MAX_BIN {
         return Some(format!("max_bin={max_bin} is above the CUDA backend's limit of {MAX_BIN}"));
     }
-    if matches!(objective, Objective::AbsoluteError | Objective::Quantile) {
+    if objective.refits_leaves() {
         return Some(format!("{} (leaf refits) is not supported by the CUDA backend yet", objective.name()));
     }
     None

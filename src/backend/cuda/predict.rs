@@ -16,6 +16,7 @@ use crate::config::Objective;
 use crate::data::FeatureColumn;
 use crate::error::{Error, Result};
 use crate::model::{Model, PredictOutput, Predictions};
+use crate::objective::Link;
 
 /// Rows per streamed chunk.
 const CHUNK_ROWS: usize = 1 << 18;
@@ -357,15 +358,11 @@ impl GpuForest {
         n: usize,
         classes: Option<&mut CudaSlice<u32>>,
     ) -> Result<()> {
-        let link: u32 = match self.objective {
-            Objective::BinaryLogistic => 1,
-            Objective::Poisson | Objective::Tweedie => 2,
-            Objective::MultiSoftprob | Objective::MultiSoftmax => 3,
-            _ => 0,
-        };
-        if link == 0 && classes.is_none() {
+        let link = self.objective.link();
+        if link == Link::Identity && classes.is_none() {
             return Ok(());
         }
+        let link = link as u32;
         let (n32, null): (u32, u64) = (n as u32, 0);
         let mut b = stream.launch_builder(&self.rt.kernels.finish_predictions);
         b.arg(out).arg(&n32).arg(&self.n_outputs).arg(&link);

@@ -112,22 +112,9 @@ pub fn import(text: &str) -> Result<Model> {
     if objective_line.split_whitespace().any(|w| w == "sqrt") {
         return Err(bad("regression with reg_sqrt is not supported"));
     }
-    let objective = match name {
-        "regression" | "regression_l2" | "l2" | "mean_squared_error" | "mse" => Objective::SquaredError,
-        "regression_l1" | "l1" | "mean_absolute_error" | "mae" => Objective::AbsoluteError,
-        "quantile" => Objective::Quantile,
-        "poisson" => Objective::Poisson,
-        "tweedie" => Objective::Tweedie,
-        "binary" => Objective::BinaryLogistic,
-        "multiclass" | "softmax" => Objective::MultiSoftprob,
-        "lambdarank" => Objective::RankNdcg,
-        other => {
-            return Err(bad(format!(
-                "objective `{other}` is not supported (supported: regression, regression_l1, quantile, poisson, \
-                 tweedie, binary, multiclass, lambdarank)"
-            )))
-        }
-    };
+    let objective = Objective::from_lightgbm_name(name).ok_or_else(|| {
+        bad(format!("objective `{name}` is not supported (supported: {})", Objective::lightgbm_names()))
+    })?;
     let mut config = TrainConfig { objective, ..TrainConfig::default() };
     if let Some(a) = option("alpha").filter(|_| name == "quantile") {
         config.quantile_alpha = a;

@@ -14,6 +14,7 @@ use super::{assemble, category_text, tally, within, Foreign, ForeignFeature, For
 use crate::config::{GrowPolicy, Objective, TrainConfig};
 use crate::error::{Error, Result};
 use crate::model::Model;
+use crate::objective::Link;
 
 fn bad(what: impl std::fmt::Display) -> Error {
     Error::model(format!("XGBoost model: {what}"))
@@ -108,44 +109,26 @@ fn base_scores(text: &str) -> Result<Vec<f64>> {
 
 /// Our objective for XGBoost's name, or an error naming the unsupported one.
 fn objective(name: &str) -> Result<Objective> {
-    Ok(match name {
-        "reg:squarederror" | "reg:linear" => Objective::SquaredError,
-        "reg:pseudohubererror" => Objective::PseudoHuber,
-        "reg:absoluteerror" => Objective::AbsoluteError,
-        "reg:quantileerror" => Objective::Quantile,
-        "binary:logistic" | "reg:logistic" => Objective::BinaryLogistic,
-        "multi:softprob" => Objective::MultiSoftprob,
-        "multi:softmax" => Objective::MultiSoftmax,
-        "count:poisson" => Objective::Poisson,
-        "reg:tweedie" => Objective::Tweedie,
-        "rank:ndcg" => Objective::RankNdcg,
-        "rank:pairwise" => Objective::RankPairwise,
-        other => {
-            return Err(bad(format!(
-                "objective `{other}` is not supported (supported: reg:squarederror, reg:pseudohubererror, \
-                 reg:absoluteerror, reg:quantileerror, binary:logistic, reg:logistic, multi:softprob, \
-                 multi:softmax, count:poisson, reg:tweedie, rank:ndcg, rank:pairwise)"
-            )))
-        }
-    })
+    Objective::from_xgboost_name(name)
+        .ok_or_else(|| bad(format!("objective `{name}` is not supported (supported: {})", Objective::xgboost_names())))
 }
 
 /// The margin of a base score given in output space.
 fn score_to_margin(obj: Objective, score: f64) -> Result<f32> {
-    let m = match obj {
-        Objective::BinaryLogistic => {
+    let m = match obj.link() {
+        Link::Logistic => {
             if !(score > 0.0 && score < 1.0) {
                 return Err(bad(format!("base_score {score} is not a probability in (0, 1)")));
             }
             (score / (1.0 - score)).ln()
         }
-        Objective::Poisson | Objective::Tweedie => {
+        Link::Exp => {
             if score <= 0.0 {
                 return Err(bad(format!("base_score {score} must be positive for {}", obj.name())));
             }
             score.ln()
         }
-        _ => score,
+        Link::Identity | Link::Softmax => score,
     };
     if !m.is_finite() {
         return Err(bad(format!("base_score {score} has no finite margin")));

@@ -9,7 +9,6 @@ use serde_json::{json, Value};
 
 use crate::config::Objective;
 use crate::model::Model;
-use crate::objective::sigmoid;
 use crate::tree::{Tree, NO_CHILD};
 
 /// XGBoost writes floats in scientific notation inside its string parameters.
@@ -24,17 +23,7 @@ impl Model {
         let k = self.n_outputs;
         let n_features = self.features.len();
         // XGBoost keeps base_score in output space.
-        let scores: Vec<String> = self
-            .base_margin
-            .iter()
-            .map(|&m| {
-                sci(match obj {
-                    Objective::BinaryLogistic => sigmoid(m),
-                    Objective::Poisson | Objective::Tweedie => m.exp(),
-                    _ => m,
-                })
-            })
-            .collect();
+        let scores: Vec<String> = self.base_margin.iter().map(|&m| sci(obj.link().score_of_margin(m))).collect();
         let trees: Vec<Value> = self.trees.iter().enumerate().map(|(i, t)| tree_json(t, i, n_features)).collect();
         let rounds = self.num_rounds();
         let indptr: Vec<usize> = (0..=rounds).map(|r| r * k).collect();
@@ -56,7 +45,11 @@ impl Model {
                 objective["quantile_loss_param"] = json!({"quantile_alpha": format!("[{}]", cfg.quantile_alpha)})
             }
             Objective::BinaryLogistic => objective["reg_loss_param"] = json!({"scale_pos_weight": "1"}),
-            _ => {}
+            Objective::SquaredError
+            | Objective::AbsoluteError
+            | Objective::Poisson
+            | Objective::RankNdcg
+            | Objective::RankPairwise => {}
         }
         let mut model = json!({
             "gbtree_model_param": {"num_parallel_tree": "1", "num_trees": self.trees.len().to_string()},

@@ -1,0 +1,553 @@
+//! What the crate knows about each objective, in one table ([`Objective::descriptor`]): its
+//! names, link, task, outputs, GPU gradient kernel, leaf refits, default metric and loss.
+//! Code elsewhere asks the descriptor instead of matching on objectives, so that a new
+//! objective is an entry here (plus its loss), and a case left out is a compile error rather
+//! than a wildcard arm's silent default.
+
+use serde::{Deserialize, Serialize};
+
+use super::{count, logistic, quantile, ranking, sigmoid, softmax, squared, Loss};
+use crate::error::{Error, Result};
+use crate::metric::{Metric, TaskKind};
+
+/// The loss being minimised. Serialised with XGBoost's names (`"binary:logistic"`, ...).
+/// The binary model format stores the variant's index: new variants go last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Objective {
+    #[serde(rename = "reg:squarederror")]
+    SquaredError,
+    #[serde(rename = "reg:pseudohubererror")]
+    PseudoHuber,
+    #[serde(rename = "reg:quantileerror")]
+    Quantile,
+    #[serde(rename = "reg:absoluteerror")]
+    AbsoluteError,
+    #[serde(rename = "binary:logistic")]
+    BinaryLogistic,
+    #[serde(rename = "multi:softprob")]
+    MultiSoftprob,
+    #[serde(rename = "multi:softmax")]
+    MultiSoftmax,
+    #[serde(rename = "count:poisson")]
+    Poisson,
+    #[serde(rename = "reg:tweedie")]
+    Tweedie,
+    #[serde(rename = "rank:ndcg")]
+    RankNdcg,
+    #[serde(rename = "rank:pairwise")]
+    RankPairwise,
+}
+
+/// The parameters the losses read; `TrainConfig::objective_params` gathers them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ObjectiveParams {
+    /// Delta of `reg:pseudohubererror`.
+    pub huber_slope: f64,
+    /// Target quantile of `reg:quantileerror`.
+    pub quantile_alpha: f64,
+    /// Variance power of `reg:tweedie`.
+    pub tweedie_variance_power: f64,
+    /// Number of classes of the `multi:*` objectives.
+    pub num_class: usize,
+}
+
+/// How margins become predictions. The discriminants are the link codes that
+/// `finish_predictions` (kernels/predict.cu) takes: `LINK_*` in kernels/common.cuh, compared
+/// with these by the layout probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum Link {
+    Identity = 0,
+    /// The sigmoid: a probability.
+    Logistic = 1,
+    /// The exponential: a positive mean (log link).
+    Exp = 2,
+    /// The softmax over a row's outputs: class probabilities.
+    Softmax = 3,
+}
+
+/// The gradient kernels of kernels/gradients.cu. The discriminants are their codes there
+/// (`OBJECTIVE_*`), compared with these by the layout probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum GpuGradient {
+    SquaredError = 0,
+    Logistic = 1,
+    PseudoHuber = 2,
+    Poisson = 3,
+    Tweedie = 4,
+    Softmax = 5,
+}
+
+/// How many outputs (trees per round) a model of the objective has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outputs {
+    One,
+    /// One per class: `num_class`.
+    NumClass,
+}
+
+/// Everything known about one objective besides its loss's arithmetic.
+#[derive(Clone, Copy)]
+pub struct Descriptor {
+    /// XGBoost's name, which is also the serde name (a test checks that they agree).
+    pub name: &'static str,
+    /// Other names XGBoost's model files give it.
+    pub xgboost_aliases: &'static [&'static str],
+    /// LightGBM's names for it, its usual one first (none: the LightGBM importer rejects it).
+    pub lightgbm_names: &'static [&'static str],
+    pub task: TaskKind,
+    pub link: Link,
+    pub outputs: Outputs,
+    /// The kernel computing its gradients on the GPU; None: the host computes them.
+    pub gpu_gradient: Option<GpuGradient>,
+    /// Whether leaves are refit to a quantile of their residuals after each tree (L1 losses).
+    pub refits_leaves: bool,
+    /// XGBoost's default evaluation metric for it.
+    pub default_metric: Metric,
+    pub loss: fn(&ObjectiveParams) -> Box<dyn Loss>,
+}
+
+impl Objective {
+    /// Every objective, in the order of their indices.
+    pub const ALL: [Objective; 11] = [
+        Objective::SquaredError,
+        Objective::PseudoHuber,
+        Objective::Quantile,
+        Objective::AbsoluteError,
+        Objective::BinaryLogistic,
+        Objective::MultiSoftprob,
+        Objective::MultiSoftmax,
+        Objective::Poisson,
+        Objective::Tweedie,
+        Objective::RankNdcg,
+        Objective::RankPairwise,
+    ];
+
+    /// The objective's entry in the table.
+    pub fn descriptor(self) -> Descriptor {
+        match self {
+            Objective::SquaredError => Descriptor {
+                name: "reg:squarederror",
+                xgboost_aliases: &["reg:linear"],
+                lightgbm_names: &["regression", "regression_l2", "l2", "mean_squared_error", "mse"],
+                task: TaskKind::Regression,
+                link: Link::Identity,
+                outputs: Outputs::One,
+                gpu_gradient: Some(GpuGradient::SquaredError),
+                refits_leaves: false,
+                default_metric: Metric::Rmse,
+                loss: |_| Box::new(squared::Squared),
+            },
+            Objective::PseudoHuber => Descriptor {
+                name: "reg:pseudohubererror",
+                xgboost_aliases: &[],
+                lightgbm_names: &[],
+                task: TaskKind::Regression,
+                link: Link::Identity,
+                outputs: Outputs::One,
+                gpu_gradient: Some(GpuGradient::PseudoHuber),
+                refits_leaves: false,
+                default_metric: Metric::Rmse,
+                loss: |p| Box::new(squared::PseudoHuber { slope: p.huber_slope as f32 }),
+            },
+            Objective::Quantile => Descriptor {
+                name: "reg:quantileerror",
+                xgboost_aliases: &[],
+                lightgbm_names: &["quantile"],
+                task: TaskKind::Regression,
+                link: Link::Identity,
+                outputs: Outputs::One,
+                gpu_gradient: None,
+                refits_leaves: true,
+                default_metric: Metric::Mae,
+                loss: |p| Box::new(quantile::Quantile { alpha: p.quantile_alpha }),
+            },
+            Objective::AbsoluteError => Descriptor {
+                name: "reg:absoluteerror",
+                xgboost_aliases: &[],
+                lightgbm_names: &["regression_l1", "l1", "mean_absolute_error", "mae"],
+                task: TaskKind::Regression,
+                link: Link::Identity,
+                outputs: Outputs::One,
+                gpu_gradient: None,
+                refits_leaves: true,
+                default_metric: Metric::Mae,
+                loss: |_| Box::new(quantile::Quantile { alpha: 0.5 }),
+            },
+            Objective::BinaryLogistic => Descriptor {
+                name: "binary:logistic",
+                xgboost_aliases: &["reg:logistic"],
+                lightgbm_names: &["binary"],
+                task: TaskKind::Binary,
+                link: Link::Logistic,
+                outputs: Outputs::One,
+                gpu_gradient: Some(GpuGradient::Logistic),
+                refits_leaves: false,
+                default_metric: Metric::Logloss,
+                loss: |_| Box::new(logistic::Logistic),
+            },
+            Objective::MultiSoftprob => Descriptor {
+                name: "multi:softprob",
+                xgboost_aliases: &[],
+                lightgbm_names: &["multiclass", "softmax"],
+                task: TaskKind::Multiclass,
+                link: Link::Softmax,
+                outputs: Outputs::NumClass,
+                gpu_gradient: Some(GpuGradient::Softmax),
+                refits_leaves: false,
+                default_metric: Metric::Mlogloss,
+                loss: |p| Box::new(softmax::Softmax { n_classes: p.num_class }),
+            },
+            Objective::MultiSoftmax => Descriptor {
+                name: "multi:softmax",
+                xgboost_aliases: &[],
+                lightgbm_names: &[],
+                task: TaskKind::Multiclass,
+                link: Link::Softmax,
+                outputs: Outputs::NumClass,
+                gpu_gradient: Some(GpuGradient::Softmax),
+                refits_leaves: false,
+                default_metric: Metric::Mlogloss,
+                loss: |p| Box::new(softmax::Softmax { n_classes: p.num_class }),
+            },
+            Objective::Poisson => Descriptor {
+                name: "count:poisson",
+                xgboost_aliases: &[],
+                lightgbm_names: &["poisson"],
+                task: TaskKind::Regression,
+                link: Link::Exp,
+                outputs: Outputs::One,
+                gpu_gradient: Some(GpuGradient::Poisson),
+                refits_leaves: false,
+                default_metric: Metric::Rmse,
+                loss: |_| Box::new(count::Poisson),
+            },
+            Objective::Tweedie => Descriptor {
+                name: "reg:tweedie",
+                xgboost_aliases: &[],
+                lightgbm_names: &["tweedie"],
+                task: TaskKind::Regression,
+                link: Link::Exp,
+                outputs: Outputs::One,
+                gpu_gradient: Some(GpuGradient::Tweedie),
+                refits_leaves: false,
+                default_metric: Metric::Rmse,
+                loss: |p| Box::new(count::Tweedie { rho: p.tweedie_variance_power as f32 }),
+            },
+            Objective::RankNdcg => Descriptor {
+                name: "rank:ndcg",
+                xgboost_aliases: &[],
+                lightgbm_names: &["lambdarank"],
+                task: TaskKind::Ranking,
+                link: Link::Identity,
+                outputs: Outputs::One,
+                // A query's pairs span rows: the host computes them.
+                gpu_gradient: None,
+                refits_leaves: false,
+                default_metric: Metric::Ndcg(None),
+                loss: |_| Box::new(ranking::LambdaRank { ndcg: true }),
+            },
+            Objective::RankPairwise => Descriptor {
+                name: "rank:pairwise",
+                xgboost_aliases: &[],
+                lightgbm_names: &[],
+                task: TaskKind::Ranking,
+                link: Link::Identity,
+                outputs: Outputs::One,
+                gpu_gradient: None,
+                refits_leaves: false,
+                default_metric: Metric::Ndcg(None),
+                loss: |_| Box::new(ranking::LambdaRank { ndcg: false }),
+            },
+        }
+    }
+
+    /// XGBoost's name for the objective.
+    pub fn name(self) -> &'static str {
+        self.descriptor().name
+    }
+
+    pub fn link(self) -> Link {
+        self.descriptor().link
+    }
+
+    pub fn task(self) -> TaskKind {
+        self.descriptor().task
+    }
+
+    pub fn is_multiclass(self) -> bool {
+        self.task() == TaskKind::Multiclass
+    }
+
+    pub fn is_ranking(self) -> bool {
+        self.task() == TaskKind::Ranking
+    }
+
+    /// Outputs (trees per round) of a model with `num_class` classes.
+    pub fn num_outputs(self, num_class: usize) -> usize {
+        match self.descriptor().outputs {
+            Outputs::One => 1,
+            Outputs::NumClass => num_class,
+        }
+    }
+
+    pub fn gpu_gradient(self) -> Option<GpuGradient> {
+        self.descriptor().gpu_gradient
+    }
+
+    pub fn refits_leaves(self) -> bool {
+        self.descriptor().refits_leaves
+    }
+
+    /// The objective XGBoost's model files call `name` (its own name or an alias).
+    pub fn from_xgboost_name(name: &str) -> Option<Objective> {
+        Self::ALL.into_iter().find(|o| o.name() == name || o.descriptor().xgboost_aliases.contains(&name))
+    }
+
+    /// Every name `from_xgboost_name` takes, comma-separated (for error messages).
+    pub fn xgboost_names() -> String {
+        let names =
+            Self::ALL.iter().flat_map(|o| std::iter::once(o.name()).chain(o.descriptor().xgboost_aliases.to_vec()));
+        names.collect::<Vec<_>>().join(", ")
+    }
+
+    /// The objective LightGBM's model files call `name`.
+    pub fn from_lightgbm_name(name: &str) -> Option<Objective> {
+        Self::ALL.into_iter().find(|o| o.descriptor().lightgbm_names.contains(&name))
+    }
+
+    /// LightGBM's usual name of each objective it has, comma-separated (for error messages).
+    pub fn lightgbm_names() -> String {
+        let names = Self::ALL.iter().filter_map(|o| o.descriptor().lightgbm_names.first().copied());
+        names.collect::<Vec<_>>().join(", ")
+    }
+
+    /// The names of the objectives for which `pick` holds, joined by `sep`.
+    fn names_where(pick: impl Fn(&Descriptor) -> bool, sep: &str) -> String {
+        let names = Self::ALL.iter().map(|o| o.descriptor()).filter(|d| pick(d)).map(|d| d.name);
+        names.collect::<Vec<_>>().join(sep)
+    }
+
+    /// Rejects a (finite) base score outside the link's range: it would have no margin.
+    pub fn check_base_score(self, score: f64) -> Result<()> {
+        let link = self.link();
+        let (ok, range) = match link {
+            Link::Identity | Link::Softmax => return Ok(()),
+            Link::Logistic => (score > 0.0 && score < 1.0, "in (0, 1)"),
+            Link::Exp => (score > 0.0, "> 0"),
+        };
+        if ok {
+            return Ok(());
+        }
+        let names = Self::names_where(|d| d.link == link, " and ");
+        Err(Error::param("base_score", format!("must be {range} for {names}")))
+    }
+
+    /// Rejects a `num_class` that does not fit the objective's outputs rule.
+    pub fn check_num_class(self, num_class: usize) -> Result<()> {
+        let per_class = Self::names_where(|d| d.outputs == Outputs::NumClass, " / ");
+        let (ok, reason) = match self.descriptor().outputs {
+            Outputs::NumClass => (num_class >= 2, format!("must be at least 2 for {per_class}")),
+            Outputs::One => (num_class <= 1, format!("is only used by {per_class}")),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::param("num_class", reason))
+        }
+    }
+}
+
+impl std::str::FromStr for Objective {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|o| o.name() == s)
+            .ok_or_else(|| Error::param("objective", format!("unknown objective `{s}`")))
+    }
+}
+
+impl Link {
+    pub const ALL: [Link; 4] = [Link::Identity, Link::Logistic, Link::Exp, Link::Softmax];
+
+    /// The name of the link's code in kernels/common.cuh.
+    pub fn kernel_name(self) -> &'static str {
+        match self {
+            Link::Identity => "LINK_IDENTITY",
+            Link::Logistic => "LINK_LOGISTIC",
+            Link::Exp => "LINK_EXP",
+            Link::Softmax => "LINK_SOFTMAX",
+        }
+    }
+
+    /// Turns one row's margins into predictions, in place.
+    pub fn apply(self, row: &mut [f32]) {
+        match self {
+            Link::Identity => {}
+            Link::Logistic => row.iter_mut().for_each(|m| *m = sigmoid(*m)),
+            Link::Exp => row.iter_mut().for_each(|m| *m = m.exp()),
+            Link::Softmax => softmax::softmax_in_place(row),
+        }
+    }
+
+    /// One output's margin in output space, as XGBoost stores base scores (a softmax keeps
+    /// each class's margin).
+    pub fn score_of_margin(self, margin: f32) -> f32 {
+        match self {
+            Link::Identity | Link::Softmax => margin,
+            Link::Logistic => sigmoid(margin),
+            Link::Exp => margin.exp(),
+        }
+    }
+}
+
+impl GpuGradient {
+    pub const ALL: [GpuGradient; 6] = [
+        GpuGradient::SquaredError,
+        GpuGradient::Logistic,
+        GpuGradient::PseudoHuber,
+        GpuGradient::Poisson,
+        GpuGradient::Tweedie,
+        GpuGradient::Softmax,
+    ];
+
+    /// The name of the kernel's code in kernels/gradients.cu.
+    pub fn kernel_name(self) -> &'static str {
+        match self {
+            GpuGradient::SquaredError => "OBJECTIVE_SQUARED_ERROR",
+            GpuGradient::Logistic => "OBJECTIVE_LOGISTIC",
+            GpuGradient::PseudoHuber => "OBJECTIVE_PSEUDO_HUBER",
+            GpuGradient::Poisson => "OBJECTIVE_POISSON",
+            GpuGradient::Tweedie => "OBJECTIVE_TWEEDIE",
+            GpuGradient::Softmax => "OBJECTIVE_SOFTMAX",
+        }
+    }
+
+    /// The kernel's `param` argument.
+    pub fn param(self, p: &ObjectiveParams) -> f32 {
+        match self {
+            GpuGradient::PseudoHuber => p.huber_slope as f32,
+            GpuGradient::Tweedie => p.tweedie_variance_power as f32,
+            GpuGradient::SquaredError | GpuGradient::Logistic | GpuGradient::Poisson | GpuGradient::Softmax => 0.0,
+        }
+    }
+}
+
+/// `Metric`'s objective-dependent methods. They live here, above `metric`, which knows tasks
+/// ([`TaskKind`]) but not objectives.
+impl Metric {
+    /// XGBoost's default metric for an objective.
+    pub fn default_for(objective: Objective) -> Metric {
+        objective.descriptor().default_metric
+    }
+
+    /// Whether the metric makes sense for predictions of this objective.
+    pub fn check_applies(&self, objective: Objective, n_outputs: usize) -> Result<()> {
+        if self.applies_to(objective.task(), n_outputs) {
+            Ok(())
+        } else {
+            Err(Error::param(
+                "eval_metric",
+                format!("`{}` does not apply to objective {}", self.name(), objective.name()),
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Targets;
+
+    const PARAMS: ObjectiveParams =
+        ObjectiveParams { huber_slope: 1.0, quantile_alpha: 0.3, tweedie_variance_power: 1.5, num_class: 3 };
+
+    #[test]
+    fn all_lists_every_objective_at_its_index() {
+        for (i, o) in Objective::ALL.into_iter().enumerate() {
+            assert_eq!(o as usize, i);
+        }
+        // The model format stores the index: one past the last must be no objective.
+        let past = (Objective::ALL.len() as u32).to_le_bytes();
+        assert!(bincode::deserialize::<Objective>(&past).is_err(), "an objective is missing from Objective::ALL");
+        for (i, g) in GpuGradient::ALL.into_iter().enumerate() {
+            assert_eq!(g as usize, i);
+        }
+        for (i, l) in Link::ALL.into_iter().enumerate() {
+            assert_eq!(l as usize, i);
+        }
+    }
+
+    #[test]
+    fn descriptor_names_are_the_serde_names_and_parse_back() {
+        for o in Objective::ALL {
+            assert_eq!(serde_json::to_value(o).unwrap(), serde_json::Value::String(o.name().into()));
+            assert_eq!(o.name().parse::<Objective>().unwrap(), o);
+            assert_eq!(Objective::from_xgboost_name(o.name()), Some(o));
+        }
+        assert_eq!(Objective::from_xgboost_name("reg:linear"), Some(Objective::SquaredError));
+        assert_eq!(Objective::from_lightgbm_name("mae"), Some(Objective::AbsoluteError));
+        assert_eq!(Objective::from_lightgbm_name("lambdarank"), Some(Objective::RankNdcg));
+        assert!("reg:logistic".parse::<Objective>().is_err(), "aliases are for importers only");
+    }
+
+    #[test]
+    fn foreign_names_name_one_objective_each() {
+        let mut seen = std::collections::HashSet::new();
+        for d in Objective::ALL.map(Objective::descriptor) {
+            for name in std::iter::once(&d.name).chain(d.xgboost_aliases) {
+                assert!(seen.insert(("xgboost", *name)), "XGBoost name {name} is given twice");
+            }
+            for name in d.lightgbm_names {
+                assert!(seen.insert(("lightgbm", *name)), "LightGBM name {name} is given twice");
+            }
+        }
+    }
+
+    #[test]
+    fn descriptors_agree_with_their_losses() {
+        let label = [0.0, 1.0, 2.0, 1.0];
+        let t = Targets { label: &label, weight: None, groups: Some(&[0, 4]) };
+        for o in Objective::ALL {
+            let d = o.descriptor();
+            let loss = (d.loss)(&PARAMS);
+            assert_eq!(loss.leaf_quantile().is_some(), d.refits_leaves, "{}: leaf refits", d.name);
+            assert_eq!(loss.estimate_base_margin(&t).len(), o.num_outputs(PARAMS.num_class), "{}: outputs", d.name);
+            assert_eq!(d.outputs == Outputs::NumClass, d.task == TaskKind::Multiclass, "{}: outputs", d.name);
+            assert_eq!(d.link == Link::Softmax, d.outputs == Outputs::NumClass, "{}: link", d.name);
+            assert!(d.default_metric.applies_to(d.task, o.num_outputs(PARAMS.num_class)), "{}: metric", d.name);
+            if d.refits_leaves {
+                assert!(d.gpu_gradient.is_none(), "{}: leaf refits run on the host", d.name);
+            }
+        }
+    }
+
+    #[test]
+    fn links_match_the_losses_base_margins() {
+        // A base score's margin, taken back through the link, is the score.
+        for o in Objective::ALL.into_iter().filter(|o| o.link() != Link::Softmax) {
+            let loss = (o.descriptor().loss)(&PARAMS);
+            for score in [0.2, 0.7] {
+                let mut row = [loss.base_score_to_margin(score)];
+                o.link().apply(&mut row);
+                assert!((row[0] as f64 - score).abs() < 1e-6, "{}: {score} came back as {}", o.name(), row[0]);
+                assert_eq!(o.link().score_of_margin(loss.base_score_to_margin(score)), row[0]);
+            }
+        }
+    }
+
+    #[test]
+    fn validation_messages_name_the_objectives_concerned() {
+        let e = Objective::Poisson.check_base_score(0.0).unwrap_err().to_string();
+        assert!(e.contains("must be > 0 for count:poisson and reg:tweedie"), "{e}");
+        let e = Objective::BinaryLogistic.check_base_score(1.0).unwrap_err().to_string();
+        assert!(e.contains("must be in (0, 1) for binary:logistic"), "{e}");
+        assert!(Objective::SquaredError.check_base_score(-3.0).is_ok());
+        let e = Objective::MultiSoftmax.check_num_class(1).unwrap_err().to_string();
+        assert!(e.contains("must be at least 2 for multi:softprob / multi:softmax"), "{e}");
+        let e = Objective::SquaredError.check_num_class(3).unwrap_err().to_string();
+        assert!(e.contains("is only used by multi:softprob / multi:softmax"), "{e}");
+    }
+}
