@@ -106,10 +106,7 @@ fn interrupt_fits() {
 /// None when training can use a GPU here, else why not.
 #[pyfunction]
 fn cuda_unavailable_reason() -> Option<String> {
-    #[cfg(feature = "cuda")]
-    return crate::backend::cuda::availability().err();
-    #[cfg(not(feature = "cuda"))]
-    return Some("this build of polars-gbt has no CUDA backend".into());
+    crate::backend::cuda::availability().err()
 }
 
 #[pymodule]
