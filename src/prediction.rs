@@ -1,6 +1,7 @@
 //! What prediction takes and gives, shared by the model and the backends: the output kinds
-//! ([`PredictOutput`]), the predictions ([`Predictions`]), what a model hands a backend to lay
-//! its trees out ([`ForestSpec`]), and the last step from margins to an output ([`finish`]). It sits below both `model` and `backend`, so a backend's
+//! ([`PredictOutput`], the one list of their names), the predictions ([`Predictions`]), what a
+//! model hands a backend to lay its trees out ([`ForestSpec`]), and the last step from margins
+//! to an output ([`finish`]). It sits below both `model` and `backend`, so a backend's
 //! predictor needs nothing from the model.
 
 use std::sync::Arc;
@@ -28,11 +29,28 @@ pub enum PredictOutput {
     Leaf,
 }
 
+impl PredictOutput {
+    /// Every output, in the order messages and the Python package list them.
+    pub const ALL: [PredictOutput; 4] =
+        [PredictOutput::Value, PredictOutput::Margin, PredictOutput::Class, PredictOutput::Leaf];
+
+    /// The name `output=` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            PredictOutput::Margin => "margin",
+            PredictOutput::Value => "value",
+            PredictOutput::Class => "class",
+            PredictOutput::Leaf => "leaf",
+        }
+    }
+}
+
 impl std::str::FromStr for PredictOutput {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
-            Error::param("output", format!("`{s}` is not one of \"value\", \"margin\", \"class\", \"leaf\""))
+        PredictOutput::ALL.into_iter().find(|o| o.name() == s).ok_or_else(|| {
+            let names: Vec<String> = PredictOutput::ALL.iter().map(|o| format!("\"{}\"", o.name())).collect();
+            Error::param("output", format!("`{s}` is not one of {}", names.join(", ")))
         })
     }
 }
@@ -107,5 +125,20 @@ pub fn finish(objective: Objective, k: usize, mut margin: Vec<f32>, output: Pred
             Predictions::Index { values: classes, width: 1 }
         }
         PredictOutput::Leaf => unreachable!("leaf output is not made from margins"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_names_parse_back_and_match_serde() {
+        for o in PredictOutput::ALL {
+            assert_eq!(o.name().parse::<PredictOutput>().unwrap(), o);
+            assert_eq!(serde_json::to_value(o).unwrap(), serde_json::Value::String(o.name().into()));
+        }
+        let e = "probability".parse::<PredictOutput>().unwrap_err().to_string();
+        assert!(e.contains(r#"`probability` is not one of "value", "margin", "class", "leaf""#), "{e}");
     }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::{ImportanceType, Model};
+use crate::{ImportanceType, Model, PredictOutput};
 
 fn model(bytes: &[u8]) -> PyResult<Model> {
     Model::from_bytes(bytes).map_err(|e| PyValueError::new_err(e.to_string()))
@@ -122,5 +122,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(feature_importance, m)?)?;
     m.add_function(wrap_pyfunction!(interrupt_fits, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_unavailable_reason, m)?)?;
+    // The names `output=` takes, from the one list (`gbt.predict` checks against it).
+    m.add("PREDICT_OUTPUTS", PredictOutput::ALL.map(PredictOutput::name).to_vec())?;
     Ok(())
 }

@@ -73,6 +73,18 @@ def test_model_round_trips_and_reports(tmp_path, train_df):
     assert model.predict(train_df.head(10)).len() == 10
 
 
+def test_output_names_come_from_the_crate():
+    import typing
+
+    from polars_gbt import _internal
+    from polars_gbt._namespace import OUTPUTS, Output
+
+    assert typing.get_args(Output) == OUTPUTS == tuple(_internal.PREDICT_OUTPUTS)
+    df = pl.DataFrame({"x": [0.0, 1.0] * 10, "y": [0.0, 1.0] * 10})
+    with pytest.raises(ValueError, match='output must be one of "value", "margin", "class", "leaf"'):
+        pl.col("x").gbt.predict(polars_gbt.train(df, target="y", n_estimators=1), output="proba")
+
+
 def test_train_with_an_eval_frame(train_df, test_df):
     model = polars_gbt.train(
         train_df, target="y", eval_df=test_df, objective="binary:logistic", n_estimators=200,
