@@ -5,6 +5,7 @@
 mod format;
 mod import;
 mod importance;
+mod table;
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ pub use crate::prediction::{PredictOutput, Predictions};
 pub use format::FORMAT_VERSION;
 pub use import::decode_ubjson;
 pub use importance::ImportanceType;
+pub use table::TreeTable;
 
 use crate::backend::cpu::predict::FlatForest;
 use crate::backend::cuda::GpuForest;

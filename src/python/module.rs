@@ -4,7 +4,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
+use crate::model::TreeTable;
 use crate::{ImportanceType, Model, PredictOutput};
 
 fn model(bytes: &[u8]) -> PyResult<Model> {
@@ -89,6 +91,29 @@ fn feature_importance(bytes: &[u8], kind: &str) -> PyResult<Vec<(String, f64)>> 
     Ok(model(bytes)?.feature_importance(kind))
 }
 
+/// Every node of every tree: a dict of columns in `TreeTable::COLUMNS` order (Python adds
+/// the dtypes).
+#[pyfunction]
+fn trees_table<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+    let TreeTable { tree, node, feature, split, categories, yes, no, missing, gain, cover, value } =
+        model(bytes)?.trees_table();
+    let columns = PyDict::new(py);
+    let [c_tree, c_node, c_feature, c_split, c_categories, c_yes, c_no, c_missing, c_gain, c_cover, c_value] =
+        TreeTable::COLUMNS;
+    columns.set_item(c_tree, tree)?;
+    columns.set_item(c_node, node)?;
+    columns.set_item(c_feature, feature)?;
+    columns.set_item(c_split, split)?;
+    columns.set_item(c_categories, categories)?;
+    columns.set_item(c_yes, yes)?;
+    columns.set_item(c_no, no)?;
+    columns.set_item(c_missing, missing)?;
+    columns.set_item(c_gain, gain)?;
+    columns.set_item(c_cover, cover)?;
+    columns.set_item(c_value, value)?;
+    Ok(columns)
+}
+
 /// Bumped by every interrupt; fits remember the value they started with.
 static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
 
@@ -122,6 +147,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(feature_importance, m)?)?;
     m.add_function(wrap_pyfunction!(interrupt_fits, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_unavailable_reason, m)?)?;
+    m.add_function(wrap_pyfunction!(trees_table, m)?)?;
     // The names `output=` takes, from the one list (`gbt.predict` checks against it).
     m.add("PREDICT_OUTPUTS", PredictOutput::ALL.map(PredictOutput::name).to_vec())?;
     Ok(())
