@@ -112,6 +112,8 @@ def test_trees_to_dataframe_equals_the_json_dump(train_df):
         colour=pl.Series(rng.choice(["red", "green", "blue", "grey", "teal"], 4000), dtype=pl.Categorical),
         f1=pl.when(pl.int_range(pl.len()) % 7 == 0).then(None).otherwise(pl.col("f1")),
     )
+    # The label leans on the colour, so trees split on it.
+    df = df.with_columns(y=pl.when(pl.col("colour").is_in(["red", "teal"])).then(1.0).otherwise(pl.col("y")))
     model = polars_gbt.train(
         df, target="y", objective="binary:logistic", n_estimators=6, max_depth=4, max_cat_to_onehot=1
     )
