@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
-use polars_gbt::backend::cuda::{runtime, GpuForest};
+use polars_gbt::backend::cuda::runtime;
 use polars_gbt::{Model, PredictOutput, Predictions};
 
 #[allow(dead_code)] // the training harness's loaders are not used here
@@ -39,7 +39,7 @@ fn main() {
     let (values, frame) = bench_data::load_columns(std::path::Path::new(&args[2]), n, nf);
 
     let clock = Instant::now();
-    let forest = GpuForest::new(&model).unwrap();
+    let forest = model.gpu_forest().unwrap();
     let build_ms = clock.elapsed().as_secs_f64() * 1e3;
 
     // Rows on the device.
@@ -71,7 +71,7 @@ fn main() {
     let mut streamed = Vec::new();
     for rep in 0..7 {
         let clock = Instant::now();
-        streamed = floats(model.predict_gpu(&forest, &frame, PredictOutput::Value, None).unwrap());
+        streamed = floats(model.predict_with(&forest, &frame, PredictOutput::Value, None).unwrap());
         if rep >= 2 {
             host.push(clock.elapsed().as_secs_f64() * 1e3);
         }

@@ -211,7 +211,6 @@ impl<'a> Trainer<'a> {
                 let learner = CpuLearner::new(binned, &self.cuts, self.cfg.grow_params(), margin, refit);
                 self.boost(learner, callback)
             }
-            #[cfg(feature = "cuda")]
             Backend::Cuda => {
                 let rt = crate::backend::cuda::runtime()?;
                 // One fit at a time on the GPU; others queue here.
@@ -226,8 +225,6 @@ impl<'a> Trainer<'a> {
                 )?;
                 self.boost(learner, callback)
             }
-            #[cfg(not(feature = "cuda"))]
-            Backend::Cuda => unreachable!("backend::select never picks CUDA without the cuda feature"),
         }
     }
 

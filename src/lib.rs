@@ -31,6 +31,7 @@ pub mod error;
 pub mod metric;
 pub mod model;
 pub mod objective;
+pub mod prediction;
 #[cfg(feature = "python")]
 mod python;
 pub mod random;

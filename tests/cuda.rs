@@ -386,7 +386,7 @@ fn cuda_without_support_is_a_clear_error_and_auto_falls_back() {
 /// and leaves equal.
 fn assert_gpu_predicts_as_cpu(model: &Model, frame: &FeatureFrame, what: &str) {
     for quantised in [true, false] {
-        let forest = cuda::GpuForest::with_quantisation(model, quantised).unwrap();
+        let forest = cuda::GpuForest::with_quantisation(&model.forest_spec(), quantised).unwrap();
         eprintln!("{what}: {}", forest.description);
         assert_forest_predicts_as_cpu(model, &forest, frame, what);
     }
@@ -395,13 +395,13 @@ fn assert_gpu_predicts_as_cpu(model: &Model, frame: &FeatureFrame, what: &str) {
 fn assert_forest_predicts_as_cpu(model: &Model, forest: &cuda::GpuForest, frame: &FeatureFrame, what: &str) {
     let n = frame.n_rows();
     let cpu_margin = values(model.predict(frame, PredictOutput::Margin).unwrap());
-    let gpu_margin = values(model.predict_gpu(forest, frame, PredictOutput::Margin, None).unwrap());
+    let gpu_margin = values(model.predict_with(forest, frame, PredictOutput::Margin, None).unwrap());
     assert_eq!(cpu_margin.len(), gpu_margin.len());
     for (i, (a, b)) in cpu_margin.iter().zip(&gpu_margin).enumerate() {
         assert_eq!(a.to_bits(), b.to_bits(), "{what}: margin {i}: CPU {a} GPU {b}");
     }
     let cpu_value = model.predict(frame, PredictOutput::Value).unwrap();
-    let gpu_value = model.predict_gpu(forest, frame, PredictOutput::Value, None).unwrap();
+    let gpu_value = model.predict_with(forest, frame, PredictOutput::Value, None).unwrap();
     match (cpu_value, gpu_value) {
         (Predictions::Float { values: a, .. }, Predictions::Float { values: b, .. }) => {
             for (i, (x, y)) in a.iter().zip(&b).enumerate() {
@@ -412,20 +412,20 @@ fn assert_forest_predicts_as_cpu(model: &Model, forest: &cuda::GpuForest, frame:
     }
     assert_eq!(
         model.predict(frame, PredictOutput::Leaf).unwrap(),
-        model.predict_gpu(forest, frame, PredictOutput::Leaf, None).unwrap(),
+        model.predict_with(forest, frame, PredictOutput::Leaf, None).unwrap(),
         "{what}: leaves"
     );
     if model.objective() == polars_gbt::Objective::BinaryLogistic || model.objective().is_multiclass() {
         assert_eq!(
             model.predict(frame, PredictOutput::Class).unwrap(),
-            model.predict_gpu(forest, frame, PredictOutput::Class, None).unwrap(),
+            model.predict_with(forest, frame, PredictOutput::Class, None).unwrap(),
             "{what}: classes"
         );
     }
     // A per-row starting margin.
     let start: Vec<f32> = (0..n * model.n_outputs()).map(|i| (i % 13) as f32 * 0.1 - 0.6).collect();
     let cpu = values(model.predict_with_base_margin(frame, &start, PredictOutput::Margin).unwrap());
-    let gpu = values(model.predict_gpu(forest, frame, PredictOutput::Margin, Some(&start)).unwrap());
+    let gpu = values(model.predict_with(forest, frame, PredictOutput::Margin, Some(&start)).unwrap());
     assert_eq!(cpu, gpu, "{what}: margins from a base margin");
 }
 
@@ -447,7 +447,7 @@ fn gpu_predictions_equal_cpu_predictions() {
         let model = fit(json, &data, "cuda");
         assert_gpu_predicts_as_cpu(&model, &frame, json);
         if json.contains("1024") {
-            assert!(cuda::GpuForest::new(&model).unwrap().description.contains("u16 bins"));
+            assert!(model.gpu_forest().unwrap().description.contains("u16 bins"));
         }
     }
     let labels: Vec<f32> = y.iter().map(|v| (v.abs() as usize % 4) as f32).collect();
@@ -483,11 +483,14 @@ fn wide_models_read_rows_from_global_memory() {
     // 1500 features: two rows per thread of every feature no longer fit in shared memory.
     let (frame, y) = random_data(4_000, 1500, 4);
     let model = fit(r#"{"n_estimators": 6, "max_depth": 6}"#, &Dataset::new(frame.clone(), y).unwrap(), "cpu");
-    assert!(cuda::GpuForest::with_quantisation(&model, false).unwrap().description.contains("outside shared memory"));
+    assert!(cuda::GpuForest::with_quantisation(&model.forest_spec(), false)
+        .unwrap()
+        .description
+        .contains("outside shared memory"));
     // 3,000 features of u8 bins do not fit either: the forest is scored on floats.
     let (frame, y) = random_data(2_000, 3000, 5);
     let wide = fit(r#"{"n_estimators": 3, "max_depth": 4}"#, &Dataset::new(frame.clone(), y).unwrap(), "cpu");
-    assert!(cuda::GpuForest::new(&wide).unwrap().description.contains("on floats"));
+    assert!(wide.gpu_forest().unwrap().description.contains("on floats"));
     assert_gpu_predicts_as_cpu(&wide, &frame, "3000 features");
     assert_gpu_predicts_as_cpu(&model, &frame, "1500 features");
 }

@@ -80,10 +80,9 @@ fn check_with(
 ) -> Option<String> {
     let run = catch_unwind(AssertUnwindSafe(|| -> Option<String> {
         let model = decode(bytes).ok()?;
-        #[cfg(feature = "cuda")]
         let forest = polars_gbt::backend::cuda::availability()
             .is_ok()
-            .then(|| polars_gbt::backend::cuda::GpuForest::new(&model).expect("a GPU forest of a valid model"));
+            .then(|| model.gpu_forest().expect("a GPU forest of a valid model"));
         for output in [PredictOutput::Margin, PredictOutput::Value, PredictOutput::Leaf, PredictOutput::Class] {
             let cpu = model.predict(probe, output);
             if let Ok(Predictions::Float { values, .. }) = &cpu {
@@ -91,9 +90,8 @@ fn check_with(
                     return Some(format!("{output:?} predictions are not finite"));
                 }
             }
-            #[cfg(feature = "cuda")]
             if let (Some(forest), Ok(cpu)) = (&forest, &cpu) {
-                let gpu = model.predict_gpu(forest, probe, output, None).expect("GPU prediction");
+                let gpu = model.predict_with(forest, probe, output, None).expect("GPU prediction");
                 let same = match (cpu, &gpu) {
                     (Predictions::Float { values: a, .. }, Predictions::Float { values: b, .. }) => {
                         a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5 * x.abs().max(1.0))

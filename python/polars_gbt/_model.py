@@ -170,41 +170,13 @@ class Model:
         >>> t.select("tree", "node", "feature", "split", "yes", "no").to_dicts()[0]
         {'tree': 0, 'node': 0, 'feature': 'a', 'split': 2.5, 'yes': 1, 'no': 2}
         """
-        model = json.loads(self.to_json())["model"]
-        names = [f["name"] for f in model["features"]]
-        categories = [f["categories"] for f in model["features"]]
-        rows: list[dict[str, Any]] = []
-        for t, tree in enumerate(model["trees"]):
-            for n in range(len(tree["left"])):
-                leaf = tree["left"][n] == 0xFFFFFFFF
-                f = tree["feature"][n]
-                cats = None
-                if not leaf and tree["category_len"][n] > 0:
-                    start, words = tree["category_start"][n], tree["category_len"][n]
-                    bits = tree["category_words"][start : start + words]
-                    codes = [c for c in range(32 * words) if bits[c // 32] >> (c % 32) & 1]
-                    cats = [categories[f][c] for c in codes]
-                rows.append(
-                    {
-                        "tree": t,
-                        "node": n,
-                        "feature": None if leaf else names[f],
-                        "split": None if leaf or cats is not None else tree["threshold"][n],
-                        "categories": cats,
-                        "yes": None if leaf else tree["left"][n],
-                        "no": None if leaf else tree["right"][n],
-                        "missing": None if leaf else tree["left"][n] if tree["default_left"][n] else tree["right"][n],
-                        "gain": tree["gain"][n],
-                        "cover": tree["cover"][n],
-                        "value": tree["value"][n],
-                    }
-                )
         schema = {
             "tree": pl.Int64, "node": pl.Int64, "feature": pl.String, "split": pl.Float64,
             "categories": pl.List(pl.String), "yes": pl.Int64, "no": pl.Int64, "missing": pl.Int64,
             "gain": pl.Float64, "cover": pl.Float64, "value": pl.Float64,
         }
-        return pl.DataFrame(rows, schema=schema)
+        # The columns come decoded from Rust (`Model::trees_table`); only their dtypes are set here.
+        return pl.DataFrame(_internal.trees_table(self._bytes), schema=schema)
 
     def predict(self, data: pl.DataFrame | pl.LazyFrame, *, output: str = "value", device: str = "cpu") -> pl.Series:
         """Score a frame (columns are matched by name; extra ones are ignored) on ``device``

@@ -17,7 +17,11 @@ if TYPE_CHECKING:
 
 PLUGIN_PATH = Path(__file__).parent
 
+# The names `output=` takes come from the crate's one list (`PredictOutput::ALL`); `Output`
+# repeats them for type checkers, and a test keeps the two equal.
+OUTPUTS: tuple[str, ...] = tuple(_internal.PREDICT_OUTPUTS)
 Output = Literal["value", "margin", "class", "leaf"]
+_OUTPUT_NAMES = ", ".join(f'"{o}"' for o in OUTPUTS)
 
 
 def model_bytes(model: Model | bytes | bytearray | str | Path) -> bytes:
@@ -140,8 +144,8 @@ class GbtNamespace:
         >>> df.head(4).select(pl.col("x").gbt.predict(m, output="class"))["x"].to_list()
         [0, 0, 1, 1]
         """
-        if output not in ("value", "margin", "class", "leaf"):
-            raise ValueError(f'output must be one of "value", "margin", "class", "leaf", not {output!r}')
+        if output not in OUTPUTS:
+            raise ValueError(f"output must be one of {_OUTPUT_NAMES}, not {output!r}")
         if device not in ("cpu", "cuda", "auto"):
             raise ValueError(f'device must be one of "cpu", "cuda", "auto", not {device!r}')
         return register_plugin_function(

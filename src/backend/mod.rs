@@ -2,14 +2,21 @@
 //! training margins, computes each round's gradients and grows a whole tree from them;
 //! everything that is not execution (cuts, split math, objectives, the model) is shared. The
 //! CPU backend is also the oracle for tests.
+//!
+//! Backends sit below the model: they take what they need (data, cuts, trees as a
+//! [`ForestSpec`](crate::prediction::ForestSpec)) and never import `crate::model`. Without the `cuda` feature, [`cuda`] is a
+//! stub (`cuda_stub.rs`) with the same names, whose `availability()` says why there is no GPU
+//! and whose GPU types cannot be made, so no code outside this directory needs a `cfg`.
 
 pub mod cpu;
-#[cfg(feature = "cuda")]
+#[cfg_attr(not(feature = "cuda"), path = "cuda_stub.rs")]
 pub mod cuda;
 
 use crate::config::{Device, TrainConfig};
+use crate::data::FeatureColumn;
 use crate::error::{Error, Result};
 use crate::objective::{Loss, Targets};
+use crate::prediction::{PredictOutput, Predictions};
 use crate::tree::Tree;
 
 /// What the boosting loop asks of a backend.
@@ -19,6 +26,22 @@ pub trait Learner {
     /// Grows output `output`'s tree on `rows` (None: every row), splitting only on
     /// `tree_features`, and adds it to the training margins.
     fn grow(&mut self, output: usize, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Tree>;
+}
+
+/// A model's forest laid out for one backend ([`cpu::predict::FlatForest`],
+/// [`cuda::GpuForest`]): built once from a [`ForestSpec`](crate::prediction::ForestSpec), it
+/// scores any number of batches. `Model::predict_with` calls it.
+pub trait Predictor {
+    /// `output` for `n_rows` rows of `columns` (the model's features, in order), from the
+    /// per-row margins `base_margin` (row-major, `n_rows * n_outputs`; ignored for leaves) or
+    /// else the forest's base margin.
+    fn predict(
+        &self,
+        columns: &[FeatureColumn],
+        n_rows: usize,
+        base_margin: Option<&[f32]>,
+        output: PredictOutput,
+    ) -> Result<Predictions>;
 }
 
 /// Where a fit runs.
@@ -44,15 +67,9 @@ pub fn select(cfg: &TrainConfig) -> Result<(Backend, Option<String>)> {
     }
 }
 
-#[cfg(feature = "cuda")]
 fn cuda_obstacle(cfg: &TrainConfig) -> Option<String> {
     if let Err(why) = cuda::availability() {
         return Some(why);
     }
     cuda::learner::unsupported(cfg.objective, cfg.max_bin)
-}
-
-#[cfg(not(feature = "cuda"))]
-fn cuda_obstacle(_: &TrainConfig) -> Option<String> {
-    Some("this build of polars-gbt has no CUDA backend (the `cuda` feature is off)".into())
 }

@@ -5,22 +5,25 @@
 mod format;
 mod import;
 mod importance;
+mod table;
 
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, UInt32Array};
-use arrow_schema::{DataType, Field};
 use serde::{Deserialize, Serialize};
 
+pub use crate::prediction::{PredictOutput, Predictions};
 pub use format::FORMAT_VERSION;
 pub use import::decode_ubjson;
 pub use importance::ImportanceType;
+pub use table::TreeTable;
 
 use crate::backend::cpu::predict::FlatForest;
+use crate::backend::cuda::GpuForest;
+use crate::backend::Predictor;
 use crate::config::{Objective, TrainConfig};
 use crate::data::{FeatureColumn, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
-use crate::objective::transform_row;
+use crate::prediction::ForestSpec;
 use crate::tree::Tree;
 
 /// What a feature was in training.
@@ -40,58 +43,6 @@ pub struct EvalSeries {
     pub dataset: String,
     pub metric: String,
     pub values: Vec<f64>,
-}
-
-/// What `predict` returns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PredictOutput {
-    /// Raw scores before the link function.
-    Margin,
-    /// Probabilities, means or scores in the objective's output space.
-    Value,
-    /// Class index (binary: probability > 0.5).
-    Class,
-    /// The leaf each row reaches in each tree.
-    Leaf,
-}
-
-impl std::str::FromStr for PredictOutput {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
-            Error::param("output", format!("`{s}` is not one of \"value\", \"margin\", \"class\", \"leaf\""))
-        })
-    }
-}
-
-/// Predictions, row-major with `width` values per row.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Predictions {
-    Float { values: Vec<f32>, width: usize },
-    Index { values: Vec<u32>, width: usize },
-}
-
-impl Predictions {
-    /// As an Arrow array: one value per row, or a fixed-size list of `width` per row.
-    pub fn to_arrow(&self) -> ArrayRef {
-        fn wrap(values: ArrayRef, width: usize, dtype: DataType) -> ArrayRef {
-            if width == 1 {
-                values
-            } else {
-                let field = Arc::new(Field::new("item", dtype, false));
-                Arc::new(FixedSizeListArray::new(field, width as i32, values, None))
-            }
-        }
-        match self {
-            Predictions::Float { values, width } => {
-                wrap(Arc::new(Float32Array::from(values.clone())), *width, DataType::Float32)
-            }
-            Predictions::Index { values, width } => {
-                wrap(Arc::new(UInt32Array::from(values.clone())), *width, DataType::UInt32)
-            }
-        }
-    }
 }
 
 /// A trained gradient-boosted tree ensemble.
@@ -166,32 +117,64 @@ impl Model {
 
     /// Predicts every row of `frame` on the CPU.
     pub fn predict(&self, frame: &FeatureFrame, output: PredictOutput) -> Result<Predictions> {
-        self.predict_with(&self.cpu_forest(), frame, output)
+        self.predict_with(&self.cpu_forest(), frame, output, None)
+    }
+
+    /// What a backend builds its predictor from: the trees, the outputs and their base
+    /// margins, each feature's category count, and the objective (for its link function).
+    pub fn forest_spec(&self) -> ForestSpec<'_> {
+        ForestSpec {
+            trees: &self.trees,
+            n_outputs: self.n_outputs,
+            base_margin: &self.base_margin,
+            n_categories: self
+                .features
+                .iter()
+                .map(|f| match f.cuts {
+                    FeatureCuts::Categorical { n_categories } => Some(n_categories),
+                    FeatureCuts::Numeric { .. } => None,
+                })
+                .collect(),
+            objective: self.objective(),
+        }
     }
 
     /// The trees laid out for the CPU predictor. Building it costs about as much as scoring a
     /// few thousand rows, so callers that score many batches build it once and use
     /// [`Model::predict_with`].
     pub fn cpu_forest(&self) -> FlatForest {
-        FlatForest::new(&self.trees, self.features.len())
+        FlatForest::new(&self.forest_spec())
     }
 
-    /// [`Model::predict`] with a forest from [`Model::cpu_forest`] of this model.
+    /// The trees uploaded to the GPU, for [`Model::predict_with`]; the error says why no GPU
+    /// can be used (always, in a build without the `cuda` feature).
+    pub fn gpu_forest(&self) -> Result<GpuForest> {
+        GpuForest::new(&self.forest_spec())
+    }
+
+    /// [`Model::predict`] with a predictor built from this model ([`Model::cpu_forest`],
+    /// [`Model::gpu_forest`]), starting from `base_margin` (row-major, `n_outputs` per row) in
+    /// place of the base score when given. The GPU's predictions equal the CPU's up to float
+    /// rounding in the link function.
     pub fn predict_with(
         &self,
-        forest: &FlatForest,
+        forest: &dyn Predictor,
         frame: &FeatureFrame,
         output: PredictOutput,
+        base_margin: Option<&[f32]>,
     ) -> Result<Predictions> {
         self.check_output(output)?;
-        if output == PredictOutput::Leaf {
-            let columns = self.bind(frame)?;
-            let mut leaves = vec![0u32; frame.n_rows() * self.trees.len()];
-            forest.predict_leaf(&columns, &mut leaves);
-            return Ok(Predictions::Index { values: leaves, width: self.trees.len() });
+        let n = frame.n_rows();
+        if let Some(b) = base_margin.filter(|_| output != PredictOutput::Leaf) {
+            if b.len() != n * self.n_outputs {
+                return Err(Error::column(
+                    "base_margin",
+                    format!("has {} values; expected {}", b.len(), n * self.n_outputs),
+                ));
+            }
         }
-        let start: Vec<f32> = (0..frame.n_rows()).flat_map(|_| self.base_margin.iter().copied()).collect();
-        self.score(forest, frame, start, output)
+        let columns = self.bind(frame)?;
+        forest.predict(&columns, n, base_margin, output)
     }
 
     /// Like [`Model::predict`], with a per-row starting margin in place of the base score.
@@ -201,56 +184,7 @@ impl Model {
         base_margin: &[f32],
         output: PredictOutput,
     ) -> Result<Predictions> {
-        if output == PredictOutput::Leaf {
-            return self.predict(frame, output);
-        }
-        self.check_output(output)?;
-        let n = frame.n_rows();
-        if base_margin.len() != n * self.n_outputs {
-            return Err(Error::column(
-                "base_margin",
-                format!("has {} values; expected {}", base_margin.len(), n * self.n_outputs),
-            ));
-        }
-        self.score(&self.cpu_forest(), frame, base_margin.to_vec(), output)
-    }
-
-    /// Predicts every row of `frame` on the GPU with `forest` (built by [`GpuForest::new`] from
-    /// this model), starting from `base_margin` (row-major) when given. Equals [`Model::predict`]
-    /// up to float rounding in the link function.
-    #[cfg(feature = "cuda")]
-    pub fn predict_gpu(
-        &self,
-        forest: &crate::backend::cuda::GpuForest,
-        frame: &FeatureFrame,
-        output: PredictOutput,
-        base_margin: Option<&[f32]>,
-    ) -> Result<Predictions> {
-        self.check_output(output)?;
-        let n = frame.n_rows();
-        if let Some(b) = base_margin {
-            if b.len() != n * self.n_outputs {
-                return Err(Error::column(
-                    "base_margin",
-                    format!("has {} values; expected {}", b.len(), n * self.n_outputs),
-                ));
-            }
-        }
-        let columns = self.bind(frame)?;
-        crate::backend::cuda::predict::predict(forest, &columns, n, base_margin, output)
-    }
-
-    /// Adds every tree to the starting margins (row-major) and applies `output`.
-    fn score(
-        &self,
-        forest: &FlatForest,
-        frame: &FeatureFrame,
-        mut margin: Vec<f32>,
-        output: PredictOutput,
-    ) -> Result<Predictions> {
-        let columns = self.bind(frame)?;
-        forest.predict_margin(&columns, self.n_outputs, &mut margin);
-        Ok(self.finish(margin, output))
+        self.predict_with(&self.cpu_forest(), frame, output, Some(base_margin))
     }
 
     /// Class output only means something for classifiers.
@@ -263,32 +197,6 @@ impl Model {
             ));
         }
         Ok(())
-    }
-
-    fn finish(&self, mut margin: Vec<f32>, output: PredictOutput) -> Predictions {
-        let k = self.n_outputs;
-        match output {
-            PredictOutput::Margin => Predictions::Float { values: margin, width: k },
-            PredictOutput::Value => {
-                if self.objective() == Objective::MultiSoftmax {
-                    return self.finish(margin, PredictOutput::Class);
-                }
-                margin.chunks_mut(k).for_each(|row| transform_row(self.objective(), row));
-                Predictions::Float { values: margin, width: k }
-            }
-            PredictOutput::Class => {
-                let classes = if k == 1 {
-                    margin.iter().map(|&m| (m > 0.0) as u32).collect()
-                } else {
-                    margin
-                        .chunks(k)
-                        .map(|row| (0..k).fold(0, |b, c| if row[c] > row[b] { c } else { b }) as u32)
-                        .collect()
-                };
-                Predictions::Index { values: classes, width: 1 }
-            }
-            PredictOutput::Leaf => unreachable!("leaf output is handled before margins"),
-        }
     }
 }
 

@@ -186,8 +186,7 @@ struct CachedModel {
     bytes: Vec<u8>,
     model: Arc<Model>,
     cpu: OnceLock<crate::backend::cpu::predict::FlatForest>,
-    #[cfg(feature = "cuda")]
-    forest: OnceLock<std::result::Result<Arc<crate::backend::cuda::GpuForest>, String>>,
+    gpu: OnceLock<std::result::Result<Arc<crate::backend::cuda::GpuForest>, String>>,
 }
 
 /// Cached models by (length, CRC-32) of their bytes.
@@ -205,13 +204,7 @@ fn cached_model(bytes: &[u8]) -> PolarsResult<Arc<CachedModel>> {
         }
     }
     let model = Arc::new(Model::from_bytes(bytes).map_err(to_polars)?);
-    let entry = Arc::new(CachedModel {
-        bytes: bytes.to_vec(),
-        model,
-        cpu: OnceLock::new(),
-        #[cfg(feature = "cuda")]
-        forest: OnceLock::new(),
-    });
+    let entry = Arc::new(CachedModel { bytes: bytes.to_vec(), model, cpu: OnceLock::new(), gpu: OnceLock::new() });
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
     if map.len() >= 16 {
         map.clear();
@@ -241,14 +234,8 @@ fn predict_output(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field
 fn use_gpu(device: &str) -> PolarsResult<bool> {
     match device {
         "cpu" => Ok(false),
-        #[cfg(feature = "cuda")]
         "cuda" => crate::backend::cuda::availability().map(|_| true).map_err(|e| to_polars(crate::Error::Device(e))),
-        #[cfg(feature = "cuda")]
         "auto" => Ok(crate::backend::cuda::availability().is_ok()),
-        #[cfg(not(feature = "cuda"))]
-        "cuda" => Err(to_polars(crate::Error::Device("this build of polars-gbt has no CUDA backend".into()))),
-        #[cfg(not(feature = "cuda"))]
-        "auto" => Ok(false),
         other => Err(to_polars(crate::Error::param(
             "device",
             format!("`{other}` is not one of \"cpu\", \"cuda\", \"auto\""),
@@ -264,21 +251,16 @@ fn gbt_predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series>
     let frame =
         FeatureFrame::new(inputs.iter().map(feature_column).collect::<PolarsResult<_>>()?).map_err(to_polars)?;
     let p = if use_gpu(&kwargs.device)? {
-        #[cfg(feature = "cuda")]
-        {
-            let forest = cached
-                .forest
-                .get_or_init(|| crate::backend::cuda::GpuForest::new(model).map(Arc::new).map_err(|e| e.to_string()))
-                .clone()
-                .map_err(|e| polars_err!(ComputeError: "{}", e))?;
-            model.predict_gpu(&forest, &frame, output, None).map_err(to_polars)?
-        }
-        #[cfg(not(feature = "cuda"))]
-        unreachable!("use_gpu is false without the cuda feature")
+        let forest = cached
+            .gpu
+            .get_or_init(|| model.gpu_forest().map(Arc::new).map_err(|e| e.to_string()))
+            .clone()
+            .map_err(|e| polars_err!(ComputeError: "{}", e))?;
+        model.predict_with(&*forest, &frame, output, None)
     } else {
-        let forest = cached.cpu.get_or_init(|| model.cpu_forest());
-        model.predict_with(forest, &frame, output).map_err(to_polars)?
-    };
+        model.predict_with(cached.cpu.get_or_init(|| model.cpu_forest()), &frame, output, None)
+    }
+    .map_err(to_polars)?;
     let name = inputs[0].name().clone();
     predictions_series(name, p)
 }

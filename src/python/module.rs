@@ -4,8 +4,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
-use crate::{ImportanceType, Model};
+use crate::model::TreeTable;
+use crate::{ImportanceType, Model, PredictOutput};
 
 fn model(bytes: &[u8]) -> PyResult<Model> {
     Model::from_bytes(bytes).map_err(|e| PyValueError::new_err(e.to_string()))
@@ -89,6 +91,29 @@ fn feature_importance(bytes: &[u8], kind: &str) -> PyResult<Vec<(String, f64)>> 
     Ok(model(bytes)?.feature_importance(kind))
 }
 
+/// Every node of every tree: a dict of columns in `TreeTable::COLUMNS` order (Python adds
+/// the dtypes).
+#[pyfunction]
+fn trees_table<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+    let TreeTable { tree, node, feature, split, categories, yes, no, missing, gain, cover, value } =
+        model(bytes)?.trees_table();
+    let columns = PyDict::new(py);
+    let [c_tree, c_node, c_feature, c_split, c_categories, c_yes, c_no, c_missing, c_gain, c_cover, c_value] =
+        TreeTable::COLUMNS;
+    columns.set_item(c_tree, tree)?;
+    columns.set_item(c_node, node)?;
+    columns.set_item(c_feature, feature)?;
+    columns.set_item(c_split, split)?;
+    columns.set_item(c_categories, categories)?;
+    columns.set_item(c_yes, yes)?;
+    columns.set_item(c_no, no)?;
+    columns.set_item(c_missing, missing)?;
+    columns.set_item(c_gain, gain)?;
+    columns.set_item(c_cover, cover)?;
+    columns.set_item(c_value, value)?;
+    Ok(columns)
+}
+
 /// Bumped by every interrupt; fits remember the value they started with.
 static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
 
@@ -106,10 +131,7 @@ fn interrupt_fits() {
 /// None when training can use a GPU here, else why not.
 #[pyfunction]
 fn cuda_unavailable_reason() -> Option<String> {
-    #[cfg(feature = "cuda")]
-    return crate::backend::cuda::availability().err();
-    #[cfg(not(feature = "cuda"))]
-    return Some("this build of polars-gbt has no CUDA backend".into());
+    crate::backend::cuda::availability().err()
 }
 
 #[pymodule]
@@ -125,5 +147,8 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(feature_importance, m)?)?;
     m.add_function(wrap_pyfunction!(interrupt_fits, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_unavailable_reason, m)?)?;
+    m.add_function(wrap_pyfunction!(trees_table, m)?)?;
+    // The names `output=` takes, from the one list (`gbt.predict` checks against it).
+    m.add("PREDICT_OUTPUTS", PredictOutput::ALL.map(PredictOutput::name).to_vec())?;
     Ok(())
 }

@@ -73,6 +73,69 @@ def test_model_round_trips_and_reports(tmp_path, train_df):
     assert model.predict(train_df.head(10)).len() == 10
 
 
+def _trees_from_json(model: Model) -> pl.DataFrame:
+    """The node table decoded from the JSON dump, as the Python package did before the table
+    came from Rust: the oracle for ``trees_to_dataframe``."""
+    import json
+
+    dump = json.loads(model.to_json())["model"]
+    names = [f["name"] for f in dump["features"]]
+    categories = [f["categories"] for f in dump["features"]]
+    rows = []
+    for t, tree in enumerate(dump["trees"]):
+        for n in range(len(tree["left"])):
+            leaf = tree["left"][n] == 0xFFFFFFFF
+            f = tree["feature"][n]
+            cats = None
+            if not leaf and tree["category_len"][n] > 0:
+                start, words = tree["category_start"][n], tree["category_len"][n]
+                bits = tree["category_words"][start : start + words]
+                cats = [categories[f][c] for c in range(32 * words) if bits[c // 32] >> (c % 32) & 1]
+            rows.append({
+                "tree": t, "node": n, "feature": None if leaf else names[f],
+                "split": None if leaf or cats is not None else tree["threshold"][n], "categories": cats,
+                "yes": None if leaf else tree["left"][n], "no": None if leaf else tree["right"][n],
+                "missing": None if leaf else tree["left"][n] if tree["default_left"][n] else tree["right"][n],
+                "gain": tree["gain"][n], "cover": tree["cover"][n], "value": tree["value"][n],
+            })
+    schema = {
+        "tree": pl.Int64, "node": pl.Int64, "feature": pl.String, "split": pl.Float64,
+        "categories": pl.List(pl.String), "yes": pl.Int64, "no": pl.Int64, "missing": pl.Int64,
+        "gain": pl.Float64, "cover": pl.Float64, "value": pl.Float64,
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+def test_trees_to_dataframe_equals_the_json_dump(train_df):
+    rng = np.random.default_rng(3)
+    df = train_df.head(4000).with_columns(
+        colour=pl.Series(rng.choice(["red", "green", "blue", "grey", "teal"], 4000), dtype=pl.Categorical),
+        f1=pl.when(pl.int_range(pl.len()) % 7 == 0).then(None).otherwise(pl.col("f1")),
+    )
+    # The label leans on the colour, so trees split on it.
+    df = df.with_columns(y=pl.when(pl.col("colour").is_in(["red", "teal"])).then(1.0).otherwise(pl.col("y")))
+    model = polars_gbt.train(
+        df, target="y", objective="binary:logistic", n_estimators=6, max_depth=4, max_cat_to_onehot=1
+    )
+    trees = model.trees_to_dataframe()
+    assert trees.columns == ["tree", "node", "feature", "split", "categories", "yes", "no", "missing",
+                             "gain", "cover", "value"]
+    assert trees["categories"].drop_nulls().len() > 0 and trees["split"].drop_nulls().len() > 0
+    assert trees.equals(_trees_from_json(model), null_equal=True)
+
+
+def test_output_names_come_from_the_crate():
+    import typing
+
+    from polars_gbt import _internal
+    from polars_gbt._namespace import OUTPUTS, Output
+
+    assert typing.get_args(Output) == OUTPUTS == tuple(_internal.PREDICT_OUTPUTS)
+    df = pl.DataFrame({"x": [0.0, 1.0] * 10, "y": [0.0, 1.0] * 10})
+    with pytest.raises(ValueError, match='output must be one of "value", "margin", "class", "leaf"'):
+        pl.col("x").gbt.predict(polars_gbt.train(df, target="y", n_estimators=1), output="proba")
+
+
 def test_train_with_an_eval_frame(train_df, test_df):
     model = polars_gbt.train(
         train_df, target="y", eval_df=test_df, objective="binary:logistic", n_estimators=200,

@@ -14,7 +14,11 @@
 use rayon::prelude::*;
 
 use super::heap_simd;
+use crate::backend::Predictor;
+use crate::config::Objective;
 use crate::data::FeatureColumn;
+use crate::error::Result;
+use crate::prediction::{finish, ForestSpec, PredictOutput, Predictions};
 use crate::tree::Tree;
 
 pub(super) const DEFAULT_LEFT: u32 = 1 << 31;
@@ -77,10 +81,15 @@ pub struct FlatForest {
     cat_sets: Vec<(u32, u32)>,
     cat_words: Vec<u32>,
     n_features: usize,
+    n_outputs: usize,
+    base_margin: Vec<f32>,
+    objective: Objective,
 }
 
 impl FlatForest {
-    pub fn new(trees: &[Tree], n_features: usize) -> Self {
+    /// A model's forest (`Model::forest_spec`) laid out for the CPU.
+    pub fn new(spec: &ForestSpec) -> Self {
+        let (trees, n_features) = (spec.trees, spec.n_features());
         let mut f = FlatForest {
             layout: Vec::new(),
             heap: Vec::new(),
@@ -95,6 +104,9 @@ impl FlatForest {
             cat_sets: Vec::new(),
             cat_words: Vec::new(),
             n_features,
+            n_outputs: spec.n_outputs,
+            base_margin: spec.base_margin.to_vec(),
+            objective: spec.objective,
         };
         for t in trees {
             let depth = t.depth();
@@ -285,7 +297,8 @@ impl FlatForest {
     }
 
     /// Adds each tree's leaf value to `out[row * n_outputs + tree % n_outputs]`.
-    pub fn predict_margin(&self, columns: &[FeatureColumn], n_outputs: usize, out: &mut [f32]) {
+    pub fn predict_margin(&self, columns: &[FeatureColumn], out: &mut [f32]) {
+        let n_outputs = self.n_outputs;
         self.for_blocks(columns, out, n_outputs, |rows, block, out_block| {
             let mut at = [0u32; BLOCK_ROWS];
             let at = &mut at[..rows];
@@ -312,6 +325,29 @@ impl FlatForest {
                 }
             }
         });
+    }
+}
+
+impl Predictor for FlatForest {
+    fn predict(
+        &self,
+        columns: &[FeatureColumn],
+        n_rows: usize,
+        base_margin: Option<&[f32]>,
+        output: PredictOutput,
+    ) -> Result<Predictions> {
+        if output == PredictOutput::Leaf {
+            let n_trees = self.roots.len();
+            let mut leaves = vec![0u32; n_rows * n_trees];
+            self.predict_leaf(columns, &mut leaves);
+            return Ok(Predictions::Index { values: leaves, width: n_trees });
+        }
+        let mut margin = match base_margin {
+            Some(b) => b.to_vec(),
+            None => (0..n_rows).flat_map(|_| self.base_margin.iter().copied()).collect(),
+        };
+        self.predict_margin(columns, &mut margin);
+        Ok(finish(self.objective, self.n_outputs, margin, output))
     }
 }
 

@@ -12,11 +12,12 @@ use super::forest::{ForestLayout, HostForest, QuantisedForest};
 use super::layout::{LinkedNode, PredNode, PredTile, PredTree};
 use super::runtime::{runtime, Runtime};
 use super::{device_error, DeviceMemory};
+use crate::backend::Predictor;
 use crate::config::Objective;
 use crate::data::FeatureColumn;
 use crate::error::{Error, Result};
-use crate::model::{Model, PredictOutput, Predictions};
 use crate::objective::Link;
+use crate::prediction::{ForestSpec, PredictOutput, Predictions};
 
 /// Rows per streamed chunk.
 const CHUNK_ROWS: usize = 1 << 18;
@@ -64,30 +65,22 @@ pub struct GpuForest {
 }
 
 impl GpuForest {
-    /// The model's forest on the device, in the fastest layout that fits it.
-    pub fn new(model: &Model) -> Result<Self> {
-        Self::with_quantisation(model, knob("POLARS_GBT_PREDICT_QUANTISED", 1) == 1)
+    /// A model's forest (`Model::forest_spec`) on the device, in the fastest layout that fits it.
+    pub fn new(spec: &ForestSpec) -> Result<Self> {
+        Self::with_quantisation(spec, knob("POLARS_GBT_PREDICT_QUANTISED", 1) == 1)
     }
 
     /// As [`GpuForest::new`]; `allow_quantised: false` keeps complete layouts on floats (for
     /// tests that cover both kernels).
-    pub fn with_quantisation(model: &Model, allow_quantised: bool) -> Result<Self> {
+    pub fn with_quantisation(spec: &ForestSpec, allow_quantised: bool) -> Result<Self> {
         let rt = runtime()?;
-        let trees = model.trees();
+        let trees = spec.trees;
         let layout = HostForest::choose(trees);
-        let host = HostForest::build(trees, model.n_outputs(), layout);
-        let n_features = model.features().len();
+        let host = HostForest::build(trees, spec.n_outputs, layout);
+        let n_features = spec.n_features();
         let max = rt.max_shared_per_block as usize;
-        let categories: Vec<Option<u32>> = model
-            .features()
-            .iter()
-            .map(|f| match f.cuts {
-                crate::data::FeatureCuts::Categorical { n_categories } => Some(n_categories),
-                _ => None,
-            })
-            .collect();
         let mut quantised = match layout {
-            ForestLayout::Complete if allow_quantised => QuantisedForest::new(&host, &categories),
+            ForestLayout::Complete if allow_quantised => QuantisedForest::new(&host, &spec.n_categories),
             _ => None,
         };
         // Quantised: rows of ROWS_PER_THREAD * threads bins per feature (stride + 4) and two
@@ -169,9 +162,9 @@ impl GpuForest {
             layout,
             has_categorical: host.has_categorical,
             n_trees: trees.len() as u32,
-            n_outputs: model.n_outputs() as u32,
+            n_outputs: spec.n_outputs as u32,
             n_features: n_features as u32,
-            objective: model.objective(),
+            objective: spec.objective,
             nodes: memory.upload(stream, if host.nodes.is_empty() { &[PredNode { word: 0, threshold: 0.0 }] } else { &host.nodes })?,
             leaf_values: memory.upload(stream, if host.leaf_values.is_empty() { &[0.0] } else { &host.leaf_values })?,
             leaf_ids: memory.upload(stream, &nonempty(&host.leaf_ids))?,
@@ -186,7 +179,7 @@ impl GpuForest {
             tile_nodes: tile_nodes as u32,
             sets: memory.upload(stream, &flat_sets)?,
             words: memory.upload(stream, &host.words)?,
-            base: memory.upload(stream, model.base_margin())?,
+            base: memory.upload(stream, spec.base_margin)?,
             quantised: match &quantised {
                 Some(q) => Some(Quantised {
                     nodes: memory.upload(stream, &q.nodes)?,
@@ -455,8 +448,22 @@ impl Streamer {
     }
 }
 
+impl Predictor for GpuForest {
+    /// Streams the rows through the device; equals the CPU predictor up to float rounding in
+    /// the link function.
+    fn predict(
+        &self,
+        columns: &[FeatureColumn],
+        n_rows: usize,
+        base_margin: Option<&[f32]>,
+        output: PredictOutput,
+    ) -> Result<Predictions> {
+        stream_rows(self, columns, n_rows, base_margin, output)
+    }
+}
+
 /// Scores `columns` (bound to the model's features) on the GPU.
-pub fn predict(
+fn stream_rows(
     forest: &GpuForest,
     columns: &[FeatureColumn],
     n_rows: usize,

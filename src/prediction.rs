@@ -1,0 +1,144 @@
+//! What prediction takes and gives, shared by the model and the backends: the output kinds
+//! ([`PredictOutput`], the one list of their names), the predictions ([`Predictions`]), what a
+//! model hands a backend to lay its trees out ([`ForestSpec`]), and the last step from margins
+//! to an output ([`finish`]). It sits below both `model` and `backend`, so a backend's
+//! predictor needs nothing from the model.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, UInt32Array};
+use arrow_schema::{DataType, Field};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Objective;
+use crate::error::{Error, Result};
+use crate::objective::transform_row;
+use crate::tree::Tree;
+
+/// What `predict` returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PredictOutput {
+    /// Raw scores before the link function.
+    Margin,
+    /// Probabilities, means or scores in the objective's output space.
+    Value,
+    /// Class index (binary: probability > 0.5).
+    Class,
+    /// The leaf each row reaches in each tree.
+    Leaf,
+}
+
+impl PredictOutput {
+    /// Every output, in the order messages and the Python package list them.
+    pub const ALL: [PredictOutput; 4] =
+        [PredictOutput::Value, PredictOutput::Margin, PredictOutput::Class, PredictOutput::Leaf];
+
+    /// The name `output=` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            PredictOutput::Margin => "margin",
+            PredictOutput::Value => "value",
+            PredictOutput::Class => "class",
+            PredictOutput::Leaf => "leaf",
+        }
+    }
+}
+
+impl std::str::FromStr for PredictOutput {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        PredictOutput::ALL.into_iter().find(|o| o.name() == s).ok_or_else(|| {
+            let names: Vec<String> = PredictOutput::ALL.iter().map(|o| format!("\"{}\"", o.name())).collect();
+            Error::param("output", format!("`{s}` is not one of {}", names.join(", ")))
+        })
+    }
+}
+
+/// Predictions, row-major with `width` values per row.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Predictions {
+    Float { values: Vec<f32>, width: usize },
+    Index { values: Vec<u32>, width: usize },
+}
+
+impl Predictions {
+    /// As an Arrow array: one value per row, or a fixed-size list of `width` per row.
+    pub fn to_arrow(&self) -> ArrayRef {
+        fn wrap(values: ArrayRef, width: usize, dtype: DataType) -> ArrayRef {
+            if width == 1 {
+                values
+            } else {
+                let field = Arc::new(Field::new("item", dtype, false));
+                Arc::new(FixedSizeListArray::new(field, width as i32, values, None))
+            }
+        }
+        match self {
+            Predictions::Float { values, width } => {
+                wrap(Arc::new(Float32Array::from(values.clone())), *width, DataType::Float32)
+            }
+            Predictions::Index { values, width } => {
+                wrap(Arc::new(UInt32Array::from(values.clone())), *width, DataType::UInt32)
+            }
+        }
+    }
+}
+
+/// What a backend's predictor is built from: a model's trees and what scoring them needs.
+#[derive(Clone, Debug)]
+pub struct ForestSpec<'a> {
+    /// Round-major: tree `t` adds to output `t % n_outputs`.
+    pub trees: &'a [Tree],
+    pub n_outputs: usize,
+    /// Starting margin of each output, when no per-row margins are given.
+    pub base_margin: &'a [f32],
+    /// One entry per feature: its category count when categorical (codes are bins), else None.
+    pub n_categories: Vec<Option<u32>>,
+    /// The objective, for its link function (and multi:softmax's class values).
+    pub objective: Objective,
+}
+
+impl ForestSpec<'_> {
+    pub fn n_features(&self) -> usize {
+        self.n_categories.len()
+    }
+}
+
+/// Row-major margins (`k` per row) as `output` (not leaves): the link function for values,
+/// the largest margin's index for classes (binary: margin above 0).
+pub fn finish(objective: Objective, k: usize, mut margin: Vec<f32>, output: PredictOutput) -> Predictions {
+    match output {
+        PredictOutput::Margin => Predictions::Float { values: margin, width: k },
+        PredictOutput::Value if objective == Objective::MultiSoftmax => {
+            finish(objective, k, margin, PredictOutput::Class)
+        }
+        PredictOutput::Value => {
+            margin.chunks_mut(k).for_each(|row| transform_row(objective, row));
+            Predictions::Float { values: margin, width: k }
+        }
+        PredictOutput::Class => {
+            let classes = if k == 1 {
+                margin.iter().map(|&m| (m > 0.0) as u32).collect()
+            } else {
+                margin.chunks(k).map(|row| (0..k).fold(0, |b, c| if row[c] > row[b] { c } else { b }) as u32).collect()
+            };
+            Predictions::Index { values: classes, width: 1 }
+        }
+        PredictOutput::Leaf => unreachable!("leaf output is not made from margins"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_names_parse_back_and_match_serde() {
+        for o in PredictOutput::ALL {
+            assert_eq!(o.name().parse::<PredictOutput>().unwrap(), o);
+            assert_eq!(serde_json::to_value(o).unwrap(), serde_json::Value::String(o.name().into()));
+        }
+        let e = "probability".parse::<PredictOutput>().unwrap_err().to_string();
+        assert!(e.contains(r#"`probability` is not one of "value", "margin", "class", "leaf""#), "{e}");
+    }
+}
