@@ -63,9 +63,9 @@ impl<'a> CpuLearner<'a> {
 }
 
 impl CpuLearner<'_> {
-    /// Quantises output `output`'s gradients and readies the steps of its tree over `rows`
-    /// (None: every row), with the root's total. The tree then grows through [`GrowSteps`](crate::tree::GrowSteps), as
-    /// [`Learner::grow`] does.
+    /// Quantises output `output`'s gradients (in place: once per round and output) and
+    /// readies the steps of its tree over `rows` (None: every row), with the root's total. The
+    /// tree then grows through [`GrowSteps`](crate::tree::GrowSteps), as [`Learner::grow`] does.
     pub fn begin_tree(&mut self, output: usize, rows: Option<&[u32]>) -> (CpuSteps<'_>, Quantiser, GradSum) {
         let n = self.n;
         let g = &mut self.grads[output * n..(output + 1) * n];
