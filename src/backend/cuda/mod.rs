@@ -1,16 +1,17 @@
 //! The CUDA backend: the training matrix on the device and the whole boosting iteration in
 //! kernels (`kernels/*.cu`, compiled by NVRTC for the device at run time).
 //!
-//! | step | kernel | file |
-//! |---|---|---|
-//! | binning | `bin_block_*` | `kernels/binning.cu`, [`data`] |
-//! | gradients, fixed point | `*_gradients`, `gradient_max`, `quantise` | `kernels/gradients.cu` |
-//! | histograms, subtraction | `histogram_*`, `subtract_histograms` | `kernels/histogram.cu` |
-//! | split search | `evaluate_features`, `best_feature` | `kernels/split.cu` |
-//! | partition, margin update | `count_left_*`, `scatter_*`, `add_tree_*` | `kernels/partition.cu` |
+//! | step | kernel | `.cu` | component (Rust) |
+//! |---|---|---|---|
+//! | binning | `bin_block_*`, `bin_sparse_block` | `binning.cu`, `sparse.cu` | [`data::DeviceMatrix`] |
+//! | gradients, fixed point | `objective_*`, `gradient_max`, `quantise` | `gradients.cu` | `gradients::Gradients` |
+//! | histograms, subtraction | `histogram_*`, `plan_children`, `subtract_histograms` | `histogram.cu` | `histogram::HistogramBuilder` |
+//! | split search | `evaluate_features`, `best_feature` | `split.cu` | `split::SplitEvaluator` |
+//! | partition, margin update | `count_left_*`, `scatter`, `add_tree_*` | `partition.cu` | `partition::{RowPartitioner, MarginUpdate}` |
 //!
-//! The host drives the growth of a tree as the CPU grower does, and reads back only small
-//! things: each level's row counts and best splits (a few bytes per node).
+//! [`GpuLearner`] is these components; it implements the steps of the shared growth driver
+//! (`tree::grow`, in `grow.rs`) and reads back only small things: each level's row counts and
+//! best splits (a few bytes per node).
 
 mod buffers;
 pub mod data;
