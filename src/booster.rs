@@ -46,6 +46,13 @@ pub fn train_with_callback(
     callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
 ) -> Result<Model> {
     cfg.validate()?;
+    if cfg.early_stopping_rounds.is_some() && evals.is_empty() {
+        // XGBoost raises here too: with nothing to watch, the setting would be ignored silently.
+        return Err(Error::param(
+            "early_stopping_rounds",
+            "needs an evaluation set to watch (eval_set in gbt.fit, eval_df in polars_gbt.train); none was given",
+        ));
+    }
     let (backend, _) = crate::backend::select(cfg)?;
     let mut run = || Trainer::new(cfg, data, evals)?.run(backend, callback);
     if cfg.n_jobs > 0 {

@@ -108,6 +108,11 @@ fn bad_parameters() {
         &["eval_metric", "auc", "reg:squarederror"],
     );
     assert_err(train(&cfg(r#"{"device": "cuda"}"#), &data(10), &[]), &["device", "cuda"]);
+    // Early stopping with nothing to watch would be ignored: an error, as in XGBoost.
+    assert_err(
+        train(&cfg(r#"{"early_stopping_rounds": 5}"#), &data(10), &[]),
+        &["early_stopping_rounds", "evaluation set"],
+    );
     // Aliases are the same parameters, not unknown ones.
     assert_eq!(cfg(r#"{"eta": 0.2, "lambda": 2}"#), cfg(r#"{"learning_rate": 0.2, "reg_lambda": 2}"#));
 }

@@ -22,6 +22,8 @@ def test_training_errors_have_their_class_and_name_the_culprit(train_df):
         polars_gbt.train(df, target="y", learning_rate=-1)
     with pytest.raises(ColumnError, match="label"):
         polars_gbt.train(df.with_columns(y=pl.col("y") * 3), target="y", objective="binary:logistic")
+    with pytest.raises(ParameterError, match="early_stopping_rounds.*evaluation set"):
+        polars_gbt.train(df, target="y", early_stopping_rounds=5)
     with pytest.raises(DataError, match="entirely missing"):
         polars_gbt.train(df.select(pl.lit(None, dtype=pl.Float32).alias("a"), "y"), target="y")
 
