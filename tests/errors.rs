@@ -90,6 +90,14 @@ fn bad_weights_and_groups() {
     let ranked = data(10).with_group_sizes(&[5, 5]).unwrap();
     assert_err(train(&cfg(r#"{"objective": "binary:logistic"}"#), &ranked, &[]), &["group", "only used by rank"]);
     assert_err(train(&cfg(r#"{"objective": "rank:ndcg"}"#), &data(10), &[]), &["group", "needs query groups"]);
+    // Ranking weights are per query: one that differs within a group is named, not ignored.
+    let mixed = ranked.clone().with_weight(vec![1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 3.0, 2.0, 2.0]).unwrap();
+    assert_err(
+        train(&cfg(r#"{"objective": "rank:ndcg"}"#), &mixed, &[]),
+        &["weight", "query group 1", "rows 5..10", "row 7 has 3"],
+    );
+    let per_query = ranked.with_weight(vec![1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0]).unwrap();
+    train(&cfg(r#"{"objective": "rank:ndcg", "n_estimators": 2}"#), &per_query, &[]).unwrap();
 }
 
 #[test]

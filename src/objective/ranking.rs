@@ -8,7 +8,7 @@
 use rayon::prelude::*;
 
 use super::{check_each, Loss, Targets};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::tree::GradPair;
 
 pub struct LambdaRank {
@@ -90,7 +90,30 @@ impl Loss for LambdaRank {
     }
 
     fn check_labels(&self, t: &Targets) -> Result<()> {
-        check_each(t.label, "ranking relevance labels must be >= 0 (and at most 31)", |y| (0.0..=31.0).contains(&y))
+        check_each(t.label, "ranking relevance labels must be >= 0 (and at most 31)", |y| (0.0..=31.0).contains(&y))?;
+        // A query's pairs take one weight, the query's (XGBoost's rule): weights that differ
+        // within a group would be ignored but for the first row's.
+        if let (Some(w), Some(offsets)) = (t.weight, t.groups) {
+            for (g, q) in offsets.windows(2).enumerate() {
+                let rows = &w[q[0]..q[1]];
+                if let Some(i) = rows.iter().position(|&x| x != rows[0]) {
+                    return Err(Error::column(
+                        "weight",
+                        format!(
+                            "differs within query group {g} (rows {}..{}): row {} has {} but row {} has {}; \
+                             ranking weights are per query, so every row of a group needs the same weight",
+                            q[0],
+                            q[1],
+                            q[0],
+                            rows[0],
+                            q[0] + i,
+                            rows[i]
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn estimate_base_margin(&self, _t: &Targets) -> Vec<f32> {

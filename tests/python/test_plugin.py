@@ -208,6 +208,9 @@ def test_multiclass_values_are_arrays(train_df):
         (lambda df: df.with_columns(s=pl.lit("x")).select(pl.col(["s", "f0"]).gbt.fit("y")), "`s`"),
         (lambda df: df.select(pl.col(FEATURES).gbt.fit("y", eval_set=pl.col("f0"))), "eval_set"),
         (lambda df: df.select(pl.col(FEATURES).gbt.fit("y", group=pl.lit(1), objective="binary:logistic")), "group"),
+        (lambda df: df.with_columns(q=pl.int_range(pl.len()) // 50, w=(pl.int_range(pl.len()) % 7).cast(pl.Float32) + 1)
+         .select(pl.col(FEATURES).gbt.fit("y", group="q", weight="w", objective="rank:ndcg")),
+         "weight.*differs within query group 0"),
         (lambda df: df.with_columns(y=pl.col("y") * 2).select(pl.col(FEATURES).gbt.fit("y", objective="binary:logistic")), "label"),
         (lambda df: df.with_columns(y=pl.lit("yes")).select(pl.col(FEATURES).gbt.fit("y")), "target`: must be numeric"),
     ],
