@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, LaunchArgs, LaunchConfig, PinnedHostSlice,
+    CudaFunction, CudaSlice, CudaStream, CudaView, DevicePtrMut, DeviceRepr, LaunchArgs, LaunchConfig, PinnedHostSlice,
     ValidAsZeroBits,
 };
 
@@ -54,9 +54,11 @@ impl<'r> FitDevice<'r> {
         s.upload(&mut self.memory, &mut self.arena, &self.stream, data)
     }
 
-    /// The first `len` elements of `src`, on the host (drains the stream).
-    pub(super) fn download<T: DeviceRepr>(&mut self, src: &CudaSlice<T>, len: usize) -> Result<Vec<T>> {
-        download(&self.stream, &mut self.arena, src, len)
+    /// `src` on the host. The copy drains the stream, and so frees the upload arena.
+    pub(super) fn download<T: DeviceRepr>(&mut self, src: CudaView<'_, T>) -> Result<Vec<T>> {
+        let v = self.stream.clone_dtoh(&src).map_err(device_error)?;
+        self.arena.drained();
+        Ok(v)
     }
 
     /// A grid of `threads`-thread blocks covering `work` items.
@@ -212,17 +214,4 @@ impl HistPool {
         let start = slot as usize * self.total_slots;
         self.buf.slice(start..start + self.total_slots)
     }
-}
-
-/// Copies the first `len` elements of `src` to the host, which drains the stream (and so frees
-/// the upload arena).
-pub(super) fn download<T: DeviceRepr>(
-    stream: &Arc<CudaStream>,
-    arena: &mut UploadArena,
-    src: &CudaSlice<T>,
-    len: usize,
-) -> Result<Vec<T>> {
-    let v = stream.clone_dtoh(&src.slice(..len)).map_err(device_error)?;
-    arena.drained();
-    Ok(v)
 }

@@ -130,8 +130,8 @@ impl Gradients {
                 .launch(dev.grid(n_active as u64, 256))
         }
         .map_err(device_error)?;
-        let scales = dev.download(&self.quant, 1)?[0];
-        let total = dev.download(&self.root_sum, 1)?[0];
+        let scales = dev.download(self.quant.slice(..))?[0];
+        let total = dev.download(self.root_sum.slice(..))?[0];
         if scales.negative_hessian != 0 {
             return Err(Error::Data("the objective produced a negative hessian, which training cannot use".into()));
         }

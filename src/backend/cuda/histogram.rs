@@ -91,9 +91,7 @@ impl HistogramBuilder {
 
     /// The histogram in `slot`, on the host.
     pub(super) fn download(&self, dev: &mut FitDevice, slot: u32) -> Result<Vec<GradSum>> {
-        let v = dev.stream.clone_dtoh(&self.pool.slot(slot)).map_err(device_error)?;
-        dev.arena.drained();
-        Ok(v)
+        dev.download(self.pool.slot(slot))
     }
 
     /// Rows per histogram block for a launch over `rows` rows: about two waves of blocks over

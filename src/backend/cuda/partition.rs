@@ -155,15 +155,13 @@ impl RowPartitioner {
 
     /// The left-going row counts of the last partition's first `n` tasks.
     pub(super) fn left_counts(&self, dev: &mut FitDevice, n: usize) -> Result<Vec<u32>> {
-        dev.download(&self.node_left.buf, n)
+        dev.download(self.node_left.buf.slice(..n))
     }
 
     /// The rows at positions `start..start + len` of the row index.
     pub(super) fn rows(&self, dev: &mut FitDevice, start: u32, len: u32) -> Result<Vec<u32>> {
         let (a, b) = (start as usize, (start + len) as usize);
-        let v = dev.stream.clone_dtoh(&self.ridx.slice(a..b)).map_err(device_error)?;
-        dev.arena.drained();
-        Ok(v)
+        dev.download(self.ridx.slice(a..b))
     }
 }
 

@@ -176,7 +176,7 @@ impl SplitEvaluator {
                 .launch(cfg((n_tasks, 1), 32, 0))
         }
         .map_err(device_error)?;
-        dev.download(&self.best.buf, tasks.len())
+        dev.download(self.best.buf.slice(..tasks.len()))
     }
 
     /// Categorical splits, searched on the host by the CPU's own code over the categorical
@@ -208,7 +208,7 @@ impl SplitEvaluator {
                 .launch(cfg((tasks.len() as u32, 1), 256, 0))
         }
         .map_err(device_error)?;
-        let hists = dev.download(&self.gathered.buf, tasks.len() * n_slots)?;
+        let hists = dev.download(self.gathered.buf.slice(..tasks.len() * n_slots))?;
         for (t, (b, categories)) in best.iter_mut().enumerate() {
             let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, tasks[t].total);
             for &(f, first, len) in &self.categorical {
