@@ -178,18 +178,49 @@ class Model:
         # The columns come decoded from Rust (`Model::trees_table`); only their dtypes are set here.
         return pl.DataFrame(_internal.trees_table(self._bytes), schema=schema)
 
-    def predict(self, data: pl.DataFrame | pl.LazyFrame, *, output: str = "value", device: str = "cpu") -> pl.Series:
+    def predict(
+        self,
+        data: pl.DataFrame | pl.LazyFrame,
+        *,
+        output: str = "value",
+        device: str = "cpu",
+        base_margin: pl.Expr | str | Any | None = None,
+    ) -> pl.Series:
         """Score a frame (columns are matched by name; extra ones are ignored) on ``device``
-        ("cpu", "cuda" or "auto")."""
+        ("cpu", "cuda" or "auto").
+
+        ``base_margin`` replaces the base score with per-row margins: a column name or
+        expression of ``data``, or values (a Series, numpy array or list; n x num_class for
+        a multiclass model), as XGBoost's ``base_margin``."""
         frame = data.lazy() if isinstance(data, pl.DataFrame) else data
         missing = [f for f in self.feature_names if f not in frame.collect_schema().names()]
         if missing:
             raise ValueError(f"columns missing for the model's features: {', '.join(missing)}")
-        expr = pl.col(self.feature_names).gbt.predict(self, output=output, device=device).alias("prediction")
-        return frame.select(expr).collect()["prediction"]
+        margin = base_margin
+        if base_margin is not None and not isinstance(base_margin, (str, pl.Expr)):
+            marker = "__polars_gbt_base_margin"
+            frame = frame.with_columns(margin_series(base_margin).alias(marker))
+            margin = marker
+        expr = pl.col(self.feature_names).gbt.predict(self, output=output, device=device, base_margin=margin)
+        return frame.select(expr.alias("prediction")).collect()["prediction"]
 
     def __repr__(self) -> str:
         return f"Model(objective={self._summary['objective']!r}, trees={self.num_trees}, features={len(self.feature_names)})"
+
+
+def margin_series(values: Any) -> pl.Series:
+    """Base margins given as values (a Series, a numpy array, a list): one Float32 per row,
+    or an ``Array(Float32, k)`` row of ``k`` per row for a 2-D input."""
+    if isinstance(values, pl.Series):
+        return values
+    import numpy as np
+
+    arr = np.asarray(values, dtype=np.float32)
+    if arr.ndim == 1:
+        return pl.Series(arr)
+    if arr.ndim == 2:
+        return pl.Series(arr, dtype=pl.Array(pl.Float32, arr.shape[1]))
+    raise ValueError(f"base_margin must be 1-D (one margin per row) or 2-D (rows x outputs), not {arr.ndim}-D")
 
 
 def train(
@@ -221,14 +252,16 @@ def train(
     names = frame.collect_schema().names()
     if target not in names:
         raise ValueError(f"target column {target!r} not found")
-    features = features or [n for n in names if n != target]
+    # Columns named by `weight`, `group` and `base_margin` are inputs of their own, not features.
+    inputs = [v for k in ("weight", "group", "base_margin") if isinstance(v := params.get(k), str)]
+    features = features or [n for n in names if n != target and n not in inputs]
     if eval_df is not None:
         # One frame, the validation rows marked: the fit's eval_set holds them out.
         marker = "__polars_gbt_valid"
         frame = pl.concat(
             [
-                frame.select(*features, target).with_columns(pl.lit(False).alias(marker)),
-                _lazy(eval_df).select(*features, target).with_columns(pl.lit(True).alias(marker)),
+                frame.select(*features, target, *inputs).with_columns(pl.lit(False).alias(marker)),
+                _lazy(eval_df).select(*features, target, *inputs).with_columns(pl.lit(True).alias(marker)),
             ],
             how="vertical_relaxed",
         )

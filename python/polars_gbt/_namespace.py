@@ -120,7 +120,12 @@ class GbtNamespace:
         )
 
     def predict(
-        self, model: Model | bytes | str | Path, *, output: Output = "value", device: str = "cpu"
+        self,
+        model: Model | bytes | str | Path,
+        *,
+        output: Output = "value",
+        device: str = "cpu",
+        base_margin: pl.Expr | str | None = None,
     ) -> pl.Expr:
         """Score rows with a model, elementwise (batch by batch in lazy and streaming queries).
 
@@ -135,6 +140,11 @@ class GbtNamespace:
             ``"cpu"``, ``"cuda"`` (an NVIDIA GPU: the model is uploaded once per process and
             each batch streams through it) or ``"auto"`` (the GPU when one is usable). GPU
             predictions equal the CPU's up to float rounding in the link function.
+        base_margin
+            Per-row starting margins (an expression or column name) used in place of the
+            model's base score, as XGBoost's ``base_margin``: one number per row, or for a
+            multiclass model an ``Array(Float32, num_class)`` (or List) column. A model fit
+            with ``base_margin`` needs the same margins here to predict what it learnt.
 
         Examples
         --------
@@ -148,11 +158,17 @@ class GbtNamespace:
             raise ValueError(f"output must be one of {_OUTPUT_NAMES}, not {output!r}")
         if device not in ("cpu", "cuda", "auto"):
             raise ValueError(f'device must be one of "cpu", "cuda", "auto", not {device!r}')
+        args = [self._expr] if base_margin is None else [self._expr, _expr(base_margin)]
         return register_plugin_function(
             plugin_path=PLUGIN_PATH,
             function_name="gbt_predict",
-            args=[self._expr],
-            kwargs={"model": bytearray(model_bytes(model)), "output": output, "device": device},
+            args=args,
+            kwargs={
+                "model": bytearray(model_bytes(model)),
+                "output": output,
+                "device": device,
+                "has_base_margin": base_margin is not None,
+            },
             is_elementwise=True,
             input_wildcard_expansion=True,
         )

@@ -15,7 +15,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 import polars_gbt._namespace  # noqa: F401  (registers the gbt namespace)
-from polars_gbt._model import run_interruptibly
+from polars_gbt._model import margin_series, run_interruptibly
 
 
 class _GBTBase(BaseEstimator):
@@ -64,7 +64,13 @@ class _GBTBase(BaseEstimator):
         return pl.DataFrame({f"f{i}": X[:, i] for i in range(X.shape[1])})
 
     def _fit_model(
-        self, X: np.ndarray, y: np.ndarray, sample_weight: Any, group: Any = None, **objective: Any
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        sample_weight: Any,
+        group: Any = None,
+        base_margin: Any = None,
+        **objective: Any,
     ) -> None:
         df = self._frame(X).with_columns(__y=pl.Series(y, dtype=pl.Float64))
         extra: dict[str, Any] = {}
@@ -74,15 +80,21 @@ class _GBTBase(BaseEstimator):
         if sample_weight is not None:
             df = df.with_columns(__w=pl.Series(_check_sample_weight(sample_weight, X), dtype=pl.Float64))
             extra["weight"] = "__w"
+        if base_margin is not None:
+            df = df.with_columns(_margins(base_margin, X.shape[0]).alias("__m"))
+            extra["base_margin"] = "__m"
         features = [f"f{i}" for i in range(X.shape[1])]
         fit = pl.col(features).gbt.fit("__y", **extra, **objective, **self.get_params())
         self.model_ = run_interruptibly(lambda: df.select(fit).item())
 
-    def _predict_raw(self, X: Any, output: str) -> np.ndarray:
+    def _predict_raw(self, X: Any, output: str, base_margin: Any = None) -> np.ndarray:
         check_is_fitted(self, "model_")
         X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
         features = [f"f{i}" for i in range(X.shape[1])]
-        out = self._frame(X).select(pl.col(features).gbt.predict(self.model_, output=output))[features[0]]
+        df, margin = self._frame(X), None
+        if base_margin is not None:
+            df, margin = df.with_columns(_margins(base_margin, X.shape[0]).alias("__m")), "__m"
+        out = df.select(pl.col(features).gbt.predict(self.model_, output=output, base_margin=margin))[features[0]]
         return np.stack(out.to_list()) if isinstance(out.dtype, pl.Array) else out.to_numpy()
 
 
@@ -98,13 +110,14 @@ class GBTRegressor(RegressorMixin, _GBTBase):
     array([0., 1.])
     """
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> GBTRegressor:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, base_margin: Any = None) -> GBTRegressor:
         X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64, y_numeric=True)
-        self._fit_model(X, y, sample_weight, objective="reg:squarederror")
+        self._fit_model(X, y, sample_weight, base_margin=base_margin, objective="reg:squarederror")
         return self
 
-    def predict(self, X: Any) -> np.ndarray:
-        return self._predict_raw(X, "value").astype(np.float64)
+    def predict(self, X: Any, base_margin: Any = None) -> np.ndarray:
+        """Predictions; ``base_margin`` (one per row) replaces the base score, as in XGBoost."""
+        return self._predict_raw(X, "value", base_margin).astype(np.float64)
 
 
 class GBTClassifier(ClassifierMixin, _GBTBase):
@@ -119,7 +132,7 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
     array(['small', 'big'], dtype='<U5')
     """
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> GBTClassifier:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, base_margin: Any = None) -> GBTClassifier:
         X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64)
         check_classification_targets(y)
         encoder = LabelEncoder().fit(y)
@@ -129,20 +142,22 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
             objective = {"objective": "multi:softprob", "num_class": len(self.classes_)}
         else:
             objective = {"objective": "binary:logistic"}
-        self._fit_model(X, codes, sample_weight, **objective)
+        self._fit_model(X, codes, sample_weight, base_margin=base_margin, **objective)
         return self
 
-    def predict_proba(self, X: Any) -> np.ndarray:
+    def predict_proba(self, X: Any, base_margin: Any = None) -> np.ndarray:
+        """Class probabilities; ``base_margin`` (one per row, or rows x classes for more than
+        two classes) replaces the base score, as in XGBoost."""
         check_is_fitted(self, "model_")
-        p = self._predict_raw(X, "value").astype(np.float64)
+        p = self._predict_raw(X, "value", base_margin).astype(np.float64)
         if len(self.classes_) == 1:
             return np.ones((len(p), 1))
         if p.ndim == 1:
             p = np.column_stack([1.0 - p, p])
         return p / p.sum(axis=1, keepdims=True)
 
-    def predict(self, X: Any) -> np.ndarray:
-        p = self.predict_proba(X)
+    def predict(self, X: Any, base_margin: Any = None) -> np.ndarray:
+        p = self.predict_proba(X, base_margin)
         return self.classes_[np.argmax(p, axis=1)]
 
 
@@ -160,13 +175,21 @@ class GBTRanker(_GBTBase):
     array([4, 3, 2, 1, 0])
     """
 
-    def fit(self, X: Any, y: Any, group: Any, sample_weight: Any = None) -> GBTRanker:
+    def fit(self, X: Any, y: Any, group: Any, sample_weight: Any = None, base_margin: Any = None) -> GBTRanker:
         X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64, y_numeric=True)
         group = np.asarray(group)
         if group.shape != (X.shape[0],):
             raise ValueError(f"group must hold one query id per row ({X.shape[0]}), got shape {group.shape}")
-        self._fit_model(X, y, sample_weight, group=group, objective="rank:ndcg")
+        self._fit_model(X, y, sample_weight, group=group, base_margin=base_margin, objective="rank:ndcg")
         return self
 
-    def predict(self, X: Any) -> np.ndarray:
-        return self._predict_raw(X, "value").astype(np.float64)
+    def predict(self, X: Any, base_margin: Any = None) -> np.ndarray:
+        return self._predict_raw(X, "value", base_margin).astype(np.float64)
+
+
+def _margins(base_margin: Any, n_rows: int) -> pl.Series:
+    """Per-row base margins as a column: Float32, or Array(Float32, k) for n x k margins."""
+    s = margin_series(base_margin)
+    if len(s) != n_rows:
+        raise ValueError(f"base_margin has {len(s)} rows; X has {n_rows}")
+    return s

@@ -172,6 +172,9 @@ impl Model {
                     format!("has {} values; expected {}", b.len(), n * self.n_outputs),
                 ));
             }
+            if let Some(i) = b.iter().position(|m| !m.is_finite()) {
+                return Err(Error::column("base_margin", format!("value {i} is {} (must be finite)", b[i])));
+            }
         }
         let columns = self.bind(frame)?;
         forest.predict(&columns, n, base_margin, output)

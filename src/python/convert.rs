@@ -3,7 +3,7 @@
 
 use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
 use polars::prelude::*;
-use polars_arrow::array::{FixedSizeListArray, PrimitiveArray};
+use polars_arrow::array::{Array, FixedSizeListArray, ListArray, PrimitiveArray};
 use polars_arrow::datatypes::{ArrowDataType, Field as ArrowField};
 
 use crate::{Error, FeatureColumn, Predictions};
@@ -50,6 +50,54 @@ pub fn feature_column(s: &Series) -> PolarsResult<FeatureColumn> {
 pub fn f32_column(s: &Series, what: &str) -> PolarsResult<arrow_buffer::ScalarBuffer<f32>> {
     let col = feature_column(s)?;
     crate::data::frame::column_to_f32(what, col.chunks()).map_err(to_polars)
+}
+
+/// Per-row margins, row-major, with the number per row: a numeric column gives one per row;
+/// an `Array` or `List` column gives its width (every row the same length: a multiclass
+/// model's `num_class`). Nulls, at either level, are an error naming `what`.
+pub fn margin_values(s: &Series, what: &str) -> PolarsResult<(Vec<f32>, usize)> {
+    if !matches!(s.dtype(), DataType::Array(..) | DataType::List(_)) {
+        return Ok((f32_column(s, what)?.to_vec(), 1));
+    }
+    let nulls = s.null_count();
+    if nulls > 0 {
+        return Err(to_polars(Error::column(what, format!("has {nulls} null rows"))));
+    }
+    let n = s.len();
+    if n == 0 {
+        return Ok((Vec::new(), 1));
+    }
+    let s = s.rechunk();
+    let array = s.to_arrow(0, CompatLevel::newest());
+    let (values, width): (Box<dyn Array>, usize) = if let Some(a) = array.as_any().downcast_ref::<FixedSizeListArray>()
+    {
+        // A fixed-size list's values are sliced with it.
+        (a.values().clone(), a.size())
+    } else if let Some(a) = array.as_any().downcast_ref::<ListArray<i64>>() {
+        let offsets = a.offsets().as_slice();
+        let width = (offsets[1] - offsets[0]) as usize;
+        if let Some(i) = offsets.windows(2).position(|w| (w[1] - w[0]) as usize != width) {
+            return Err(to_polars(Error::column(
+                what,
+                format!(
+                    "row {i} has {} values but row 0 has {width}: every row needs one per model output",
+                    offsets[i + 1] - offsets[i]
+                ),
+            )));
+        }
+        let start = offsets[0] as usize;
+        (a.values().sliced(start, offsets[n] as usize - start), width)
+    } else {
+        return Err(to_polars(Error::column(what, format!("cannot read a column of {}", s.dtype()))));
+    };
+    if width == 0 {
+        return Err(to_polars(Error::column(what, "has rows of no values")));
+    }
+    let inner = Series::from_arrow(PlSmallStr::from(what), values)?;
+    if !inner.dtype().is_primitive_numeric() {
+        return Err(to_polars(Error::column(what, format!("must hold numbers, not {}", inner.dtype()))));
+    }
+    Ok((f32_column(&inner, what)?.to_vec(), width))
 }
 
 /// Predictions as a Series: `Float32`/`UInt32`, or a fixed-size `Array` of `width` per row.

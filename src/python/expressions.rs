@@ -8,7 +8,7 @@ use polars::prelude::*;
 use pyo3_polars::derive::polars_expr;
 use serde::Deserialize;
 
-use super::convert::{f32_column, feature_column, predictions_series, to_polars};
+use super::convert::{f32_column, feature_column, margin_values, predictions_series, to_polars};
 use crate::{train_with_callback, Dataset, FeatureFrame, Model, PredictOutput, RoundLog, TrainConfig};
 
 /// What `fit` receives besides the inputs: the parameters as JSON (parsed by
@@ -69,7 +69,8 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
             d = d.with_weight_buffer(f32_column(&pick(w)?, "weight")?).map_err(to_polars)?;
         }
         if let Some(m) = base_margin {
-            d = d.with_base_margin(f32_column(&pick(m)?, "base_margin")?.to_vec()).map_err(to_polars)?;
+            // One margin per row, or `num_class` per row as an Array/List column (multiclass).
+            d = d.with_base_margin(margin_values(&pick(m)?, "base_margin")?.0).map_err(to_polars)?;
         }
         if let Some(g) = group {
             d = d.with_group_ids(&group_ids(&pick(g)?)?).map_err(to_polars)?;
@@ -166,7 +167,8 @@ fn group_ids(s: &Series) -> PolarsResult<Vec<i64>> {
 }
 
 /// `predict`'s keyword arguments: the model's bytes (a `bytearray` on the Python side), the
-/// output kind and the device ("cpu", "cuda" or "auto").
+/// output kind, the device ("cpu", "cuda" or "auto"), and whether the last input is a
+/// per-row base margin (after the features).
 #[derive(Deserialize)]
 struct PredictKwargs {
     #[serde(with = "serde_bytes")]
@@ -174,6 +176,8 @@ struct PredictKwargs {
     output: String,
     #[serde(default = "cpu")]
     device: String,
+    #[serde(default)]
+    has_base_margin: bool,
 }
 
 fn cpu() -> String {
@@ -248,19 +252,46 @@ fn gbt_predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series>
     let cached = cached_model(&kwargs.model)?;
     let model = &cached.model;
     let output: PredictOutput = kwargs.output.parse().map_err(to_polars)?;
+    let (features, margin) = match (kwargs.has_base_margin, inputs.split_last()) {
+        (true, Some((m, features))) if !features.is_empty() => (features, Some(m)),
+        (true, _) => return Err(to_polars(crate::Error::data("gbt.predict needs feature columns before base_margin"))),
+        (false, _) => (inputs, None),
+    };
+    // The margins replace the model's base score: XGBoost's `base_margin` at prediction.
+    let base_margin = match margin {
+        Some(m) => {
+            let (values, width) = margin_values(m, "base_margin")?;
+            if width != model.n_outputs() && output != PredictOutput::Leaf {
+                return Err(to_polars(crate::Error::column(
+                    "base_margin",
+                    format!(
+                        "has {width} values per row; the model has {} outputs ({})",
+                        model.n_outputs(),
+                        if model.n_outputs() > 1 {
+                            "an Array or List column of that width"
+                        } else {
+                            "one number per row"
+                        }
+                    ),
+                )));
+            }
+            Some(values)
+        }
+        None => None,
+    };
     let frame =
-        FeatureFrame::new(inputs.iter().map(feature_column).collect::<PolarsResult<_>>()?).map_err(to_polars)?;
+        FeatureFrame::new(features.iter().map(feature_column).collect::<PolarsResult<_>>()?).map_err(to_polars)?;
     let p = if use_gpu(&kwargs.device)? {
         let forest = cached
             .gpu
             .get_or_init(|| model.gpu_forest().map(Arc::new).map_err(|e| e.to_string()))
             .clone()
             .map_err(|e| polars_err!(ComputeError: "{}", e))?;
-        model.predict_with(&*forest, &frame, output, None)
+        model.predict_with(&*forest, &frame, output, base_margin.as_deref())
     } else {
-        model.predict_with(cached.cpu.get_or_init(|| model.cpu_forest()), &frame, output, None)
+        model.predict_with(cached.cpu.get_or_init(|| model.cpu_forest()), &frame, output, base_margin.as_deref())
     }
     .map_err(to_polars)?;
-    let name = inputs[0].name().clone();
+    let name = features[0].name().clone();
     predictions_series(name, p)
 }
