@@ -315,6 +315,7 @@ impl<'a> Trainer<'a> {
 
     fn evaluate(&self, round: usize, margins: &[Vec<f32>]) -> RoundLog {
         let k = self.k;
+        let params = self.cfg.metric_params();
         let mut values = Vec::new();
         for (e, margin) in self.evals.iter().zip(margins) {
             let n = e.data.n_rows();
@@ -326,7 +327,7 @@ impl<'a> Trainer<'a> {
             }
             pred.chunks_mut(k).for_each(|row| transform_row(self.cfg.objective, row));
             for m in &self.metrics {
-                values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &targets(e.data))));
+                values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &targets(e.data), &params)));
             }
         }
         RoundLog { round, values }

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{Error, Result};
-use crate::metric::Metric;
+use crate::metric::{Metric, MetricParams};
 pub use crate::tree::GrowPolicy;
 use crate::tree::{GrowParams, SplitParams};
 // The objective lives with its descriptor in `objective`, and is re-exported where it was.
@@ -169,6 +169,11 @@ impl TrainConfig {
             tweedie_variance_power: self.tweedie_variance_power,
             num_class: self.num_class,
         }
+    }
+
+    /// The parameters the evaluation metrics read.
+    pub fn metric_params(&self) -> MetricParams {
+        MetricParams { quantile_alpha: self.quantile_alpha }
     }
 
     /// What shapes each tree: the split regularisation, growth policy and sampling.

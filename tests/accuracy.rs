@@ -87,7 +87,7 @@ fn fit_predict(cfg: &TrainConfig, train_part: &Part, test: &Part) -> (Model, Vec
 /// `metric` of `pred` (row-major, `width` per row) on `test`, weighted and grouped as `test` is.
 fn evaluate(metric: Metric, pred: &[f32], width: usize, test: &Part) -> f64 {
     let groups = test.group_offsets();
-    metric.evaluate(pred, width, &test.targets(groups.as_deref()))
+    metric.evaluate(pred, width, &test.targets(groups.as_deref()), &Default::default())
 }
 
 #[test]

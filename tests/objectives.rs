@@ -97,7 +97,11 @@ fn count_models_are_positive_and_match_the_mean() {
         // The model explains more than the constant.
         let t = Targets { label: &y, weight: None, groups: None };
         let constant = vec![mean; n];
-        assert!(Metric::Rmse.evaluate(&p, 1, &t) < Metric::Rmse.evaluate(&constant, 1, &t) * 0.95, "{objective}");
+        assert!(
+            Metric::Rmse.evaluate(&p, 1, &t, &Default::default())
+                < Metric::Rmse.evaluate(&constant, 1, &t, &Default::default()) * 0.95,
+            "{objective}"
+        );
     }
 }
 
@@ -116,8 +120,8 @@ fn pseudo_huber_resists_outliers() {
     let squared = fit(r#"{"objective": "reg:squarederror", "n_estimators": 200, "learning_rate": 0.3}"#, &data);
     let clean: Vec<f32> = x.iter().map(|&v| 2.0 * v).collect();
     let t = Targets { label: &clean, weight: None, groups: None };
-    let mae_huber = Metric::Mae.evaluate(&predict(&huber, &f, PredictOutput::Value), 1, &t);
-    let mae_squared = Metric::Mae.evaluate(&predict(&squared, &f, PredictOutput::Value), 1, &t);
+    let mae_huber = Metric::Mae.evaluate(&predict(&huber, &f, PredictOutput::Value), 1, &t, &Default::default());
+    let mae_squared = Metric::Mae.evaluate(&predict(&squared, &f, PredictOutput::Value), 1, &t, &Default::default());
     assert!(mae_huber < mae_squared / 2.0, "huber {mae_huber} vs squared {mae_squared} on the clean target");
 }
 
@@ -136,9 +140,10 @@ fn ranking_objectives_order_documents_by_relevance() {
     let t = Targets { label: &y, weight: None, groups: Some(&offsets) };
     for objective in ["rank:ndcg", "rank:pairwise"] {
         let model = fit(&format!(r#"{{"objective": "{objective}", "n_estimators": 30, "max_depth": 3}}"#), &data);
-        let ndcg = Metric::Ndcg(Some(5)).evaluate(&predict(&model, &f, PredictOutput::Value), 1, &t);
+        let ndcg =
+            Metric::Ndcg(Some(5)).evaluate(&predict(&model, &f, PredictOutput::Value), 1, &t, &Default::default());
         assert!(ndcg > 0.97, "{objective}: ndcg@5 {ndcg}");
-        let map = Metric::Map(Some(5)).evaluate(&predict(&model, &f, PredictOutput::Value), 1, &t);
+        let map = Metric::Map(Some(5)).evaluate(&predict(&model, &f, PredictOutput::Value), 1, &t, &Default::default());
         assert!(map > 0.9, "{objective}: map@5 {map}");
     }
 }
@@ -156,6 +161,83 @@ fn softmax_predicts_classes_and_softprob_probabilities() {
     let p = predict(&softprob, &f, PredictOutput::Value);
     assert_eq!(p.len(), 3 * n);
     let t = Targets { label: &y, weight: None, groups: None };
-    assert_eq!(Metric::Merror.evaluate(&p, 3, &t), 0.0);
-    assert!(Metric::Mlogloss.evaluate(&p, 3, &t) < 0.1);
+    assert_eq!(Metric::Merror.evaluate(&p, 3, &t, &Default::default()), 0.0);
+    assert!(Metric::Mlogloss.evaluate(&p, 3, &t, &Default::default()) < 0.1);
+}
+
+/// Skewed data where the median and the 0.9 quantile lie far apart: `y = x + e`, e
+/// exponential, so the 0.9 quantile is `x + ln 10` and the median `x + ln 2`.
+fn skewed(n: usize, seed: u64) -> (FeatureFrame, Vec<f32>) {
+    let mut rng = Rng::new(seed, 0);
+    let mut unit = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    let x: Vec<f32> = (0..n).map(|_| unit() as f32 * 4.0).collect();
+    let y = x.iter().map(|&x| x - (1.0 - unit()).ln() as f32).collect();
+    (frame(vec![x]), y)
+}
+
+/// The pinball loss at `alpha`, written out here as the oracle.
+fn pinball(pred: &[f32], y: &[f32], alpha: f64) -> f64 {
+    let total: f64 = pred
+        .iter()
+        .zip(y)
+        .map(|(&p, &y)| {
+            let d = y as f64 - p as f64;
+            if d >= 0.0 {
+                alpha * d
+            } else {
+                (1.0 - alpha) * -d
+            }
+        })
+        .sum();
+    total / y.len() as f64
+}
+
+#[test]
+fn quantile_objective_evaluates_and_early_stops_on_the_pinball_loss_at_its_alpha() {
+    let (f, y) = skewed(3000, 1);
+    let (vf, vy) = skewed(1000, 2);
+    let data = Dataset::new(f, y).unwrap();
+    let valid = Dataset::new(vf.clone(), vy.clone()).unwrap();
+    let cfg = TrainConfig::from_json(
+        r#"{"objective": "reg:quantileerror", "quantile_alpha": 0.9, "n_estimators": 60, "max_depth": 3,
+            "learning_rate": 0.3, "early_stopping_rounds": 5}"#,
+    )
+    .unwrap();
+    let model = train(&cfg, &data, &[("valid", &valid)]).unwrap();
+    let log = model.evals_result();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].metric, "quantile", "the default metric of reg:quantileerror");
+    // The logged value of the best round is the pinball loss at 0.9 of the kept model.
+    let best = model.best_iteration().expect("early stopping ran");
+    let p = predict(&model, &vf, PredictOutput::Value);
+    let want = pinball(&p, &vy, 0.9);
+    assert!((log[0].values[best] - want).abs() < 1e-6 * want.max(1.0), "{} vs {want}", log[0].values[best]);
+    // Early stopping kept the round of the lowest pinball loss, not of the lowest MAE.
+    let lowest = log[0].values.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1)).unwrap().0;
+    assert_eq!(best, lowest);
+    // And the model found the 0.9 quantile: about 90% of validation labels lie below it.
+    let below = p.iter().zip(&vy).filter(|(p, y)| y <= p).count() as f64 / vy.len() as f64;
+    assert!((below - 0.9).abs() < 0.04, "{below}");
+}
+
+#[test]
+fn quantile_metric_by_name_uses_quantile_alpha() {
+    let (f, y) = skewed(500, 3);
+    let data = Dataset::new(f.clone(), y.clone()).unwrap();
+    for name in ["quantile", "pinball"] {
+        let cfg = TrainConfig::from_json(&format!(
+            r#"{{"objective": "reg:squarederror", "quantile_alpha": 0.25, "n_estimators": 3, "eval_metric": ["{name}", "mae"]}}"#
+        ))
+        .unwrap();
+        let model = train(&cfg, &data, &[("train", &data)]).unwrap();
+        let p = predict(&model, &f, PredictOutput::Value);
+        let log = model.evals_result();
+        assert_eq!((log[0].metric.as_str(), log[1].metric.as_str()), ("quantile", "mae"));
+        let want = pinball(&p, &y, 0.25);
+        assert!((log[0].values[2] - want).abs() < 1e-9 * want.max(1.0), "{} vs {want}", log[0].values[2]);
+    }
+    let cfg = TrainConfig::from_json(r#"{"objective": "multi:softprob", "num_class": 2, "eval_metric": "quantile"}"#);
+    let d = Dataset::new(frame(vec![vec![0.0, 1.0]]), vec![0.0, 1.0]).unwrap();
+    let msg = train(&cfg.unwrap(), &d, &[("train", &d)]).unwrap_err().to_string();
+    assert!(msg.contains("`quantile` does not apply to objective multi:softprob"), "{msg}");
 }

@@ -42,6 +42,22 @@ pub enum Metric {
     Ndcg(Option<u32>),
     /// Mean average precision over the top `k` (relevance > 0 counts as relevant).
     Map(Option<u32>),
+    /// The pinball (quantile) loss at the objective's `quantile_alpha` (XGBoost's `quantile`).
+    Quantile,
+}
+
+/// What some metrics read besides predictions and targets: the training parameters they
+/// share with the objective (`TrainConfig::metric_params` gathers them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MetricParams {
+    /// The quantile of `Metric::Quantile`'s pinball loss.
+    pub quantile_alpha: f64,
+}
+
+impl Default for MetricParams {
+    fn default() -> Self {
+        MetricParams { quantile_alpha: 0.5 }
+    }
 }
 
 impl TryFrom<String> for Metric {
@@ -65,6 +81,7 @@ impl TryFrom<String> for Metric {
             ("error", None) => Metric::Error,
             ("mlogloss", None) => Metric::Mlogloss,
             ("merror", None) => Metric::Merror,
+            ("quantile" | "pinball", None) => Metric::Quantile,
             ("ndcg", k) => Metric::Ndcg(k),
             ("map", k) => Metric::Map(k),
             _ => return Err(format!("unknown metric `{s}`")),
@@ -99,6 +116,7 @@ impl Metric {
             Metric::Ndcg(Some(k)) => format!("ndcg@{k}"),
             Metric::Map(None) => "map".into(),
             Metric::Map(Some(k)) => format!("map@{k}"),
+            Metric::Quantile => "quantile".into(),
         }
     }
 
@@ -112,15 +130,16 @@ impl Metric {
             Metric::Logloss | Metric::Auc | Metric::Error => task == TaskKind::Binary,
             Metric::Mlogloss | Metric::Merror => task == TaskKind::Multiclass,
             Metric::Ndcg(_) | Metric::Map(_) => task == TaskKind::Ranking,
-            Metric::Rmse | Metric::Mae => n_outputs == 1,
+            Metric::Rmse | Metric::Mae | Metric::Quantile => n_outputs == 1,
         }
     }
 
     /// The metric over predictions `pred` (row-major `n_rows x n_outputs`, transformed).
-    pub fn evaluate(&self, pred: &[f32], n_outputs: usize, t: &Targets) -> f64 {
+    pub fn evaluate(&self, pred: &[f32], n_outputs: usize, t: &Targets, params: &MetricParams) -> f64 {
         match self {
             Metric::Rmse => regression::rmse(pred, t),
             Metric::Mae => regression::mae(pred, t),
+            Metric::Quantile => regression::pinball(pred, t, params.quantile_alpha),
             Metric::Logloss => classification::logloss(pred, t),
             Metric::Auc => classification::auc(pred, t),
             Metric::Error => classification::error(pred, t),

@@ -160,7 +160,8 @@ impl Objective {
                 outputs: Outputs::One,
                 gpu_gradient: None,
                 refits_leaves: true,
-                default_metric: Metric::Mae,
+                // The pinball loss at the objective's alpha (MAE would track the median).
+                default_metric: Metric::Quantile,
                 loss: |p| Box::new(quantile::Quantile { alpha: p.quantile_alpha }),
             },
             Objective::AbsoluteError => Descriptor {
