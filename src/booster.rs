@@ -309,6 +309,7 @@ impl<'a> Trainer<'a> {
             trees,
             best_iteration,
             evals_result: log,
+            imported: None,
         };
         Ok(model)
     }

@@ -135,7 +135,16 @@ class Model:
 
     @property
     def params(self) -> dict[str, Any]:
+        """Every training parameter by name. For a model imported from XGBoost or LightGBM,
+        only what the source model states is set (XGBoost's files keep the objective, its
+        parameters, the base score and the number of rounds; LightGBM's also its learning
+        rate, leaves, depth, ...); every other parameter is ``None``: unknown."""
         return self._summary["params"]
+
+    @property
+    def imported_from(self) -> str | None:
+        """``"XGBoost"`` or ``"LightGBM"`` for an imported model, else None."""
+        return self._summary["imported_from"]
 
     @property
     def best_iteration(self) -> int | None:

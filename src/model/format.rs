@@ -23,7 +23,8 @@ use super::Model;
 use crate::error::{Error, Result};
 
 /// Version written by this build; loading accepts this and older versions.
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: the model records what an imported model's source states (`Model::imported`).
+pub const FORMAT_VERSION: u32 = 2;
 
 const MAGIC: &[u8; 8] = b"PLGBTMDL";
 const HEADER: usize = 24;
@@ -82,7 +83,12 @@ impl Model {
         if crc32fast::hash(payload) != crc {
             return Err(Error::model("checksum mismatch: the file is corrupt"));
         }
-        let model: Model = codec(len).deserialize(payload).map_err(|e| Error::model(format!("cannot decode: {e}")))?;
+        let cannot = |e: bincode::Error| Error::model(format!("cannot decode: {e}"));
+        let model: Model = if version == 1 {
+            codec(len).deserialize::<ModelV1>(payload).map_err(cannot)?.into()
+        } else {
+            codec(len).deserialize(payload).map_err(cannot)?
+        };
         model.validate()?;
         Ok(model)
     }
@@ -199,12 +205,45 @@ impl Model {
                 )));
             }
         }
+        if let Some(i) = &self.imported {
+            if !matches!(serde_json::from_str(&i.params), Ok(serde_json::Value::Object(_))) {
+                return Err(Error::model("the imported model's recorded parameters are not a JSON object"));
+            }
+        }
         if let Some(b) = self.best_iteration {
             if b >= self.num_rounds() {
                 return Err(Error::model("best iteration lies beyond the stored trees"));
             }
         }
         Ok(())
+    }
+}
+
+/// A version 1 payload: the model before `imported`.
+#[derive(Deserialize)]
+struct ModelV1 {
+    config: crate::config::TrainConfig,
+    n_outputs: usize,
+    base_margin: Vec<f32>,
+    features: Vec<super::FeatureInfo>,
+    trees: Vec<crate::tree::Tree>,
+    best_iteration: Option<usize>,
+    evals_result: Vec<super::EvalSeries>,
+}
+
+impl From<ModelV1> for Model {
+    fn from(m: ModelV1) -> Model {
+        Model {
+            config: m.config,
+            n_outputs: m.n_outputs,
+            base_margin: m.base_margin,
+            features: m.features,
+            trees: m.trees,
+            best_iteration: m.best_iteration,
+            evals_result: m.evals_result,
+            // Version 1 recorded nothing of a source model.
+            imported: None,
+        }
     }
 }
 
@@ -216,4 +255,36 @@ fn check_version(version: u32) -> Result<()> {
         return Err(Error::model("format version 0 does not exist"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_1_files_still_load() {
+        let lgb = "tree\nversion=v4\nnum_class=1\nnum_tree_per_iteration=1\nlabel_index=0\nmax_feature_idx=0\n\
+                   objective=regression\nfeature_names=x\nfeature_infos=[0:1]\ntree_sizes=1\n\nTree=0\n\
+                   num_leaves=2\nnum_cat=0\nsplit_feature=0\nsplit_gain=1\nthreshold=0.5\ndecision_type=2\n\
+                   left_child=-1\nright_child=-2\nleaf_value=1 2\nleaf_weight=1 1\nleaf_count=1 1\n\
+                   internal_value=0\ninternal_weight=2\ninternal_count=2\nshrinkage=1\n\nend of trees\n";
+        let mut model = Model::from_lightgbm(lgb).unwrap();
+        model.imported = None;
+        let v2 = model.to_bytes();
+        // Version 1's payload is version 2's without the last field (`imported`, here None:
+        // bincode's one zero byte).
+        assert_eq!(v2.last(), Some(&0));
+        let payload = &v2[HEADER..v2.len() - 1];
+        let mut v1 = MAGIC.to_vec();
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        v1.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        v1.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        v1.extend_from_slice(payload);
+        assert_eq!(Model::from_bytes(&v1).unwrap(), model);
+        // And the JSON form of version 1, without the field.
+        let mut json: serde_json::Value = serde_json::from_str(&model.to_json()).unwrap();
+        json["version"] = 1.into();
+        json["model"].as_object_mut().unwrap().remove("imported");
+        assert_eq!(Model::from_json(&json.to_string()).unwrap(), model);
+    }
 }

@@ -45,6 +45,17 @@ pub struct EvalSeries {
     pub values: Vec<f64>,
 }
 
+/// What a model imported from another library records about its training.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Imported {
+    /// The library that trained it: "XGBoost" or "LightGBM".
+    pub source: String,
+    /// The training parameters the source model states, under our names, as a JSON object.
+    /// Every other parameter is unknown: the model's `config` holds working values for them
+    /// (what prediction needs), not what the source was trained with.
+    pub params: String,
+}
+
 /// A trained gradient-boosted tree ensemble.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Model {
@@ -57,6 +68,9 @@ pub struct Model {
     pub(crate) trees: Vec<Tree>,
     pub(crate) best_iteration: Option<usize>,
     pub(crate) evals_result: Vec<EvalSeries>,
+    /// Set for models imported from XGBoost or LightGBM (format version 2 on).
+    #[serde(default)]
+    pub(crate) imported: Option<Imported>,
 }
 
 impl Model {
@@ -64,9 +78,32 @@ impl Model {
         self.config.objective
     }
 
-    /// The parameters the model was trained with.
+    /// The parameters the model was trained with. For an imported model only those in
+    /// [`Model::params`] are known; the rest are working values, not the source's.
     pub fn config(&self) -> &TrainConfig {
         &self.config
+    }
+
+    /// Every training parameter by name: the configuration of a model trained here; for an
+    /// imported one, what the source model states, and `null` for every parameter it does
+    /// not (XGBoost's model files keep no learning rate or depth, for instance).
+    pub fn params(&self) -> serde_json::Map<String, serde_json::Value> {
+        let serde_json::Value::Object(all) = serde_json::to_value(&self.config).expect("a config serialises") else {
+            unreachable!("a config serialises to an object")
+        };
+        match &self.imported {
+            None => all,
+            Some(i) => {
+                let known: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_str(&i.params).unwrap_or_default();
+                all.into_iter().map(|(k, _)| (k.clone(), known.get(&k).cloned().unwrap_or_default())).collect()
+            }
+        }
+    }
+
+    /// Where an imported model came from and what it states; None for models trained here.
+    pub fn imported(&self) -> Option<&Imported> {
+        self.imported.as_ref()
     }
 
     pub fn n_outputs(&self) -> usize {

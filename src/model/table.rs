@@ -134,6 +134,7 @@ mod tests {
             trees: vec![a, b],
             best_iteration: None,
             evals_result: Vec::new(),
+            imported: None,
         }
     }
 

@@ -70,7 +70,8 @@ fn model_summary(bytes: &[u8]) -> PyResult<String> {
         .collect();
     Ok(serde_json::json!({
         "objective": m.objective().name(),
-        "params": m.config(),
+        "params": m.params(),
+        "imported_from": m.imported().map(|i| i.source.clone()),
         "feature_names": m.feature_names(),
         "num_trees": m.num_trees(),
         "num_rounds": m.num_rounds(),

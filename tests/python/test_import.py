@@ -256,3 +256,63 @@ def test_export_to_xgboost(tmp_path, case):
     # And back: the export imports to the same predictions.
     again = Model.from_xgboost(path)
     assert_same(ours(again, df, feats), ours(model, df, feats))
+
+
+# --- What an imported model says about its training ------------------------------------------
+
+
+def test_imported_xgboost_params_are_what_the_file_states(tmp_path):
+    """XGBoost's model file keeps the objective (and its parameters), the base score and the
+    trees, not the learning rate or the depth: those are unknown, not made up."""
+    train, _ = higgs_with_missing()
+    X, y = to_pandas(train, FEATURES), train["y"].to_numpy() * 3.0
+    params = dict(objective="reg:quantileerror", quantile_alpha=0.8, base_score=0.25, eta=0.05, max_depth=3, nthread=2)
+    booster = xgb.train(params, xgb.DMatrix(X, label=y), 7)
+    path = tmp_path / "model.json"
+    booster.save_model(path)
+    model = Model.from_xgboost(path)
+    p = model.params
+    assert model.imported_from == "XGBoost"
+    assert p["objective"] == "reg:quantileerror"
+    assert p["quantile_alpha"] == pytest.approx(0.8)
+    assert p["base_score"] == pytest.approx(0.25)
+    assert p["n_estimators"] == 7
+    for unknown in ("learning_rate", "max_depth", "max_leaves", "grow_policy", "reg_lambda", "subsample", "seed", "max_bin"):
+        assert p[unknown] is None, unknown
+    assert set(p) == set(polars_gbt.train(pl.DataFrame({"a": [1.0, 2.0], "y": [0.0, 1.0]}), target="y", n_estimators=1).params)
+    # Saved and loaded, the record stays.
+    again = Model.from_bytes(model.to_bytes())
+    assert again.params == p and again.imported_from == "XGBoost"
+
+
+def test_imported_lightgbm_params_are_what_the_file_states(tmp_path):
+    train, _ = higgs_with_missing()
+    X, y = train.select(FEATURES).to_numpy(), train["y"].to_numpy()
+    params = dict(
+        objective="binary", learning_rate=0.07, num_leaves=13, max_depth=5, lambda_l1=0.5, lambda_l2=2.0,
+        min_sum_hessian_in_leaf=0.3, feature_fraction=0.8, bagging_fraction=0.7, bagging_freq=1, num_threads=2,
+        verbose=-1,
+    )
+    gbm = lgb.train(params, lgb.Dataset(X, label=y), num_boost_round=9)
+    path = tmp_path / "model.txt"
+    gbm.save_model(path)
+    model = Model.from_lightgbm(path)
+    p = model.params
+    assert model.imported_from == "LightGBM"
+    assert p["objective"] == "binary:logistic"
+    assert p["n_estimators"] == 9
+    assert p["grow_policy"] == "lossguide"
+    assert p["learning_rate"] == pytest.approx(0.07)
+    assert p["max_leaves"] == 13 and p["max_depth"] == 5
+    assert p["reg_alpha"] == pytest.approx(0.5) and p["reg_lambda"] == pytest.approx(2.0)
+    assert p["min_child_weight"] == pytest.approx(0.3)
+    assert p["colsample_bytree"] == pytest.approx(0.8) and p["subsample"] == pytest.approx(0.7)
+    # LightGBM has no base score (it is folded into the first tree), nor our gamma or seed.
+    for unknown in ("base_score", "gamma", "seed", "max_bin"):
+        assert p[unknown] is None, unknown
+    # Without bagging_freq, LightGBM samples no rows whatever bagging_fraction says.
+    gbm = lgb.train({**params, "bagging_freq": 0}, lgb.Dataset(X, label=y), num_boost_round=2)
+    assert Model.from_lightgbm(gbm.model_to_string()).params["subsample"] == 1.0
+    # Models trained here know all their parameters.
+    ours_ = polars_gbt.train(pl.DataFrame({"a": [1.0, 2.0], "y": [0.0, 1.0]}), target="y", n_estimators=1)
+    assert ours_.imported_from is None and ours_.params["learning_rate"] == 0.3

@@ -193,14 +193,78 @@ pub fn import(text: &str) -> Result<Model> {
     config.grow_policy = GrowPolicy::Lossguide;
     config.max_depth = 0;
     config.max_leaves = trees.iter().map(|t| t.len().div_ceil(2)).max().unwrap_or(2).max(2);
+    let known = stated_params(text, &config, trees.len() / k);
     assemble(Foreign {
         config,
         base_margin: vec![0.0; k],
         features,
         trees,
         source: "LightGBM",
+        known,
         input_bytes: text.len(),
     })
+}
+
+/// The training parameters the model file states, under our names: the objective's from its
+/// objective line, and from the `parameters:` section those LightGBM parameters that mean
+/// exactly what ours do. The rest (and all of these when the section is absent) are unknown.
+fn stated_params(text: &str, config: &TrainConfig, rounds: usize) -> serde_json::Map<String, serde_json::Value> {
+    use serde_json::Value;
+    let mut known = serde_json::Map::new();
+    known.insert("objective".into(), config.objective.name().into());
+    known.insert("n_estimators".into(), rounds.into());
+    // LightGBM grows every tree leaf-wise: best leaf first.
+    known.insert("grow_policy".into(), "lossguide".into());
+    if config.objective == Objective::MultiSoftprob {
+        known.insert("num_class".into(), config.num_class.into());
+    }
+    if config.objective == Objective::Quantile {
+        known.insert("quantile_alpha".into(), config.quantile_alpha.into());
+    }
+    if config.objective == Objective::Tweedie {
+        known.insert("tweedie_variance_power".into(), config.tweedie_variance_power.into());
+    }
+    let section = text.split("\nparameters:\n").nth(1).map(|s| s.split("end of parameters").next().unwrap_or(""));
+    let params: Vec<(&str, f64)> = section
+        .unwrap_or("")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix('[')?.strip_suffix(']')?.split_once(':'))
+        .filter_map(|(k, v)| Some((k.trim(), v.trim().parse::<f64>().ok()?)))
+        .filter(|(_, v)| v.is_finite())
+        .collect();
+    let get = |key: &str| params.iter().find(|(k, _)| *k == key).map(|&(_, v)| v);
+    let number = |v: f64| serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number);
+    let count = |v: f64| Value::from(v.max(0.0) as u64);
+    for (ours, theirs) in [
+        ("learning_rate", "learning_rate"),
+        ("reg_alpha", "lambda_l1"),
+        ("reg_lambda", "lambda_l2"),
+        ("min_child_weight", "min_sum_hessian_in_leaf"),
+        ("colsample_bytree", "feature_fraction"),
+        ("colsample_bynode", "feature_fraction_bynode"),
+    ] {
+        if let Some(v) = get(theirs) {
+            known.insert(ours.into(), number(v));
+        }
+    }
+    if let Some(v) = get("num_leaves") {
+        known.insert("max_leaves".into(), count(v));
+    }
+    // LightGBM's -1 (or any value <= 0) is no limit, our 0.
+    if let Some(v) = get("max_depth") {
+        known.insert("max_depth".into(), count(v));
+    }
+    if let Some(v) = get("max_delta_step") {
+        known.insert("max_delta_step".into(), number(v.max(0.0)));
+    }
+    if let Some(v) = get("max_cat_to_onehot") {
+        known.insert("max_cat_to_onehot".into(), count(v));
+    }
+    // Rows are sampled only when bagging_freq is positive; otherwise every tree sees them all.
+    if let (Some(fraction), Some(freq)) = (get("bagging_fraction"), get("bagging_freq")) {
+        known.insert("subsample".into(), number(if freq > 0.0 { fraction } else { 1.0 }));
+    }
+    known
 }
 
 /// The `[categorical_feature: 0,1,3]` line of the parameters section, when present.

@@ -59,6 +59,8 @@ pub(crate) struct Foreign {
     pub trees: Vec<Vec<ForeignNode>>,
     /// Where the model came from, for messages.
     pub source: &'static str,
+    /// The training parameters the file states, under our names (the rest are unknown).
+    pub known: serde_json::Map<String, serde_json::Value>,
     /// Input size, which bounds what the model may allocate.
     pub input_bytes: usize,
 }
@@ -170,6 +172,10 @@ pub(crate) fn assemble(f: Foreign) -> Result<Model> {
         trees,
         best_iteration: None,
         evals_result: Vec::new(),
+        imported: Some(super::Imported {
+            source: src.to_string(),
+            params: serde_json::Value::Object(f.known).to_string(),
+        }),
     };
     model.validate().map_err(|e| within(e, &format!("{src} model")))?;
     Ok(model)

@@ -160,8 +160,13 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
         return Err(bad("multi-target models are not supported"));
     }
     let mut config = TrainConfig { objective: obj, ..TrainConfig::default() };
+    // What the file states, under our names. XGBoost's model files keep no training
+    // parameters beyond these (no learning rate, depth or regularisation), so those are unknown.
+    let mut known = serde_json::Map::new();
+    known.insert("objective".into(), obj.name().into());
     if obj.is_multiclass() {
         config.num_class = num_class;
+        known.insert("num_class".into(), num_class.into());
     }
     let obj_params = at(learner, &["objective"])?;
     if obj == Objective::Tweedie {
@@ -169,11 +174,13 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
             obj_params.get("tweedie_regression_param").and_then(|p| param_number(p, "tweedie_variance_power"))
         {
             config.tweedie_variance_power = p;
+            known.insert("tweedie_variance_power".into(), p.into());
         }
     }
     if obj == Objective::PseudoHuber {
         if let Some(p) = obj_params.get("pseudo_huber_param").and_then(|p| param_number(p, "huber_slope")) {
             config.huber_slope = p;
+            known.insert("huber_slope".into(), p.into());
         }
     }
     if obj == Objective::Quantile {
@@ -183,6 +190,7 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
                 return Err(bad("reg:quantileerror with several quantiles (a multi-output model) is not supported"));
             }
             config.quantile_alpha = alphas[0];
+            known.insert("quantile_alpha".into(), alphas[0].into());
         }
     }
     let k = config.num_outputs();
@@ -254,6 +262,9 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
     }
 
     let scores = base_scores(at(param, &["base_score"])?.as_str().ok_or_else(|| bad("base_score is not text"))?)?;
+    // One number, or one per output when they differ.
+    let stated = if scores.iter().all(|&s| s == scores[0]) { scores[0].into() } else { scores.clone().into() };
+    known.insert("base_score".into(), stated);
     let scores = match scores.len() {
         1 => vec![scores[0]; k],
         n if n == k => scores,
@@ -261,10 +272,19 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
     };
     let base_margin = scores.iter().map(|&s| score_to_margin(obj, s)).collect::<Result<_>>()?;
     config.n_estimators = rounds;
+    known.insert("n_estimators".into(), rounds.into());
     config.grow_policy = GrowPolicy::Lossguide;
     config.max_depth = 0;
     config.max_leaves = round_major.iter().map(|t: &Vec<ForeignNode>| t.len().div_ceil(2)).max().unwrap_or(2).max(2);
-    assemble(Foreign { config, base_margin, features, trees: round_major, source: "XGBoost", input_bytes: bytes.len() })
+    assemble(Foreign {
+        config,
+        base_margin,
+        features,
+        trees: round_major,
+        source: "XGBoost",
+        known,
+        input_bytes: bytes.len(),
+    })
 }
 
 /// Category names per feature from XGBoost 3.1+'s `cats` (strings as UTF-8 bytes with
