@@ -164,25 +164,28 @@ class Model:
         ).sort(importance_type, descending=True)
 
     def trees_to_dataframe(self) -> pl.DataFrame:
-        """Every node of every tree, one row each (XGBoost's layout of the same table).
+        """Every node of every tree, one row each, with XGBoost's ``trees_to_dataframe`` columns
+        and meanings.
 
-        Columns: ``tree``, ``node``, ``feature`` (null for leaves), ``split`` (numeric
-        threshold: ``x < split`` goes to ``yes``), ``categories`` (categorical splits: the
-        categories going to ``yes``), ``yes``, ``no``, ``missing`` (the child taking missing
-        values), ``gain``, ``cover`` and ``value`` (the leaf output, learning rate applied).
+        Columns: ``Tree``, ``Node``, ``ID`` (``"tree-node"``), ``Feature`` (``"Leaf"`` for
+        leaves), ``Split`` (numeric threshold: ``x < Split`` goes to ``Yes``), ``Yes``, ``No``,
+        ``Missing`` (children by ``ID``; ``Missing`` takes missing values), ``Gain`` (the
+        split's gain; for a leaf, its output with the learning rate applied), ``Cover`` and
+        ``Category`` (categorical splits: the categories going to ``Yes``). Where XGBoost
+        lists category codes, ``Category`` holds the category names when the model has them.
 
         Examples
         --------
         >>> import polars as pl, polars_gbt
         >>> df = pl.DataFrame({"a": [1.0, 2.0, 3.0, 4.0] * 25, "y": [1.0, 1.0, 3.0, 3.0] * 25})
         >>> t = polars_gbt.train(df, target="y", n_estimators=1, max_depth=1).trees_to_dataframe()
-        >>> t.select("tree", "node", "feature", "split", "yes", "no").to_dicts()[0]
-        {'tree': 0, 'node': 0, 'feature': 'a', 'split': 2.5, 'yes': 1, 'no': 2}
+        >>> t.select("Tree", "Node", "ID", "Feature", "Split", "Yes", "No").to_dicts()[0]
+        {'Tree': 0, 'Node': 0, 'ID': '0-0', 'Feature': 'a', 'Split': 2.5, 'Yes': '0-1', 'No': '0-2'}
         """
         schema = {
-            "tree": pl.Int64, "node": pl.Int64, "feature": pl.String, "split": pl.Float64,
-            "categories": pl.List(pl.String), "yes": pl.Int64, "no": pl.Int64, "missing": pl.Int64,
-            "gain": pl.Float64, "cover": pl.Float64, "value": pl.Float64,
+            "Tree": pl.Int64, "Node": pl.Int64, "ID": pl.String, "Feature": pl.String, "Split": pl.Float64,
+            "Yes": pl.String, "No": pl.String, "Missing": pl.String, "Gain": pl.Float64, "Cover": pl.Float64,
+            "Category": pl.List(pl.String),
         }
         # The columns come decoded from Rust (`Model::trees_table`); only their dtypes are set here.
         return pl.DataFrame(_internal.trees_table(self._bytes), schema=schema)

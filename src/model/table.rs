@@ -1,37 +1,41 @@
-//! Every node of every tree as one table (XGBoost's `trees_to_dataframe` layout), built here
-//! so that nothing outside the crate decodes the tree storage (category bitsets, the
-//! `NO_CHILD` marker). The Python `Model.trees_to_dataframe` turns it into a Polars frame.
+//! Every node of every tree as one table, in the layout of XGBoost's `trees_to_dataframe`
+//! (its columns, names and meanings), built here so that nothing outside the crate decodes
+//! the tree storage (category bitsets, the `NO_CHILD` marker). The Python
+//! `Model.trees_to_dataframe` turns it into a Polars frame.
 
 use super::Model;
 
 /// The node table, one entry per node in every column, trees in model order and nodes by id.
 /// Floats are the stored `f32` values as the model's JSON writes them (shortest decimal form,
-/// null when not finite), read as `f64`.
+/// null when not finite), read as `f64`. As in XGBoost, a node's `ID` is `"{tree}-{node}"`
+/// and `Yes` / `No` / `Missing` name children by their `ID`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TreeTable {
     pub tree: Vec<i64>,
     pub node: Vec<i64>,
-    /// The split feature's name; None for leaves.
-    pub feature: Vec<Option<String>>,
-    /// Numeric splits' threshold (`x < split` goes to `yes`); None for leaves and categorical splits.
+    pub id: Vec<String>,
+    /// The split feature's name; `"Leaf"` for leaves.
+    pub feature: Vec<String>,
+    /// Numeric splits' threshold (`x < Split` goes to `Yes`); None for leaves and categorical splits.
     pub split: Vec<Option<f64>>,
-    /// Categorical splits: the categories going to `yes` (names, or codes when the model has
-    /// none), in code order; None otherwise.
-    pub categories: Vec<Option<Vec<String>>>,
-    pub yes: Vec<Option<i64>>,
-    pub no: Vec<Option<i64>>,
+    /// The child taken when the split's condition holds (`x < Split`, or the category in `Category`).
+    pub yes: Vec<Option<String>>,
+    pub no: Vec<Option<String>>,
     /// The child that takes missing values.
-    pub missing: Vec<Option<i64>>,
+    pub missing: Vec<Option<String>>,
+    /// Inner nodes: the split's loss reduction; leaves: the leaf's output (learning rate
+    /// applied), as XGBoost puts it.
     pub gain: Vec<Option<f64>>,
     pub cover: Vec<Option<f64>>,
-    /// Leaf output (learning rate applied); for inner nodes, the value the node would have as a leaf.
-    pub value: Vec<Option<f64>>,
+    /// Categorical splits: the categories going to `Yes` (names, or codes when the model has
+    /// none), in code order; None otherwise.
+    pub category: Vec<Option<Vec<String>>>,
 }
 
 impl TreeTable {
-    /// Column names, in order.
+    /// Column names, in order: XGBoost's.
     pub const COLUMNS: [&'static str; 11] =
-        ["tree", "node", "feature", "split", "categories", "yes", "no", "missing", "gain", "cover", "value"];
+        ["Tree", "Node", "ID", "Feature", "Split", "Yes", "No", "Missing", "Gain", "Cover", "Category"];
 }
 
 /// `x` as its shortest decimal form (as JSON holds it) read back as `f64`: 0.1f32 becomes 0.1.
@@ -44,24 +48,26 @@ impl Model {
     pub fn trees_table(&self) -> TreeTable {
         let mut t = TreeTable::default();
         for (i, tree) in self.trees.iter().enumerate() {
+            let id = |n: u32| format!("{i}-{n}");
             for n in 0..tree.n_nodes() {
                 let k = n as u32;
                 t.tree.push(i as i64);
                 t.node.push(n as i64);
-                t.gain.push(decimal(tree.gain[n]));
+                t.id.push(id(k));
                 t.cover.push(decimal(tree.cover[n]));
-                t.value.push(decimal(tree.value[n]));
                 if tree.is_leaf(k) {
-                    t.feature.push(None);
+                    t.feature.push("Leaf".into());
                     t.split.push(None);
-                    t.categories.push(None);
+                    t.category.push(None);
                     t.yes.push(None);
                     t.no.push(None);
                     t.missing.push(None);
+                    t.gain.push(decimal(tree.value[n]));
                     continue;
                 }
+                t.gain.push(decimal(tree.gain[n]));
                 let info = &self.features[tree.feature[n] as usize];
-                t.feature.push(Some(info.name.clone()));
+                t.feature.push(info.name.clone());
                 if tree.is_categorical(k) {
                     let start = tree.category_start[n] as usize;
                     let words = &tree.category_words[start..start + tree.category_len[n] as usize];
@@ -70,16 +76,17 @@ impl Model {
                         Some(names) if c < names.len() => names[c].clone(),
                         _ => c.to_string(),
                     };
-                    t.categories.push(Some(codes.map(name).collect()));
+                    t.category.push(Some(codes.map(name).collect()));
                     t.split.push(None);
                 } else {
-                    t.categories.push(None);
+                    t.category.push(None);
                     t.split.push(decimal(tree.threshold[n]));
                 }
-                let (yes, no) = (tree.left[n] as i64, tree.right[n] as i64);
-                t.yes.push(Some(yes));
-                t.no.push(Some(no));
-                t.missing.push(Some(if tree.default_left[n] { yes } else { no }));
+                // Our left child is the one taken when the condition holds.
+                let (yes, no) = (tree.left[n], tree.right[n]);
+                t.yes.push(Some(id(yes)));
+                t.no.push(Some(id(no)));
+                t.missing.push(Some(id(if tree.default_left[n] { yes } else { no })));
             }
         }
         t
@@ -144,22 +151,23 @@ mod tests {
         let s = |v: &str| Some(v.to_string());
         assert_eq!(t.tree, [0, 0, 0, 0, 0, 1]);
         assert_eq!(t.node, [0, 1, 2, 3, 4, 0]);
-        assert_eq!(t.feature, [s("x"), s("colour"), None, None, None, None]);
+        assert_eq!(t.id, ["0-0", "0-1", "0-2", "0-3", "0-4", "1-0"]);
+        assert_eq!(t.feature, ["x", "colour", "Leaf", "Leaf", "Leaf", "Leaf"]);
         // 0.1f32 as 0.1, not 0.10000000149011612.
         assert_eq!(t.split, [Some(0.1), None, None, None, None, None]);
-        assert_eq!(t.categories, [None, Some(vec!["blue".to_string(), "red".to_string()]), None, None, None, None]);
-        assert_eq!(t.yes, [Some(1), Some(3), None, None, None, None]);
-        assert_eq!(t.no, [Some(2), Some(4), None, None, None, None]);
-        assert_eq!(t.missing, [Some(2), Some(3), None, None, None, None]);
-        assert_eq!(t.gain, [Some(2.5), Some(1.0), Some(0.0), Some(0.0), Some(0.0), Some(0.0)]);
+        assert_eq!(t.category, [None, Some(vec!["blue".to_string(), "red".to_string()]), None, None, None, None]);
+        assert_eq!(t.yes, [s("0-1"), s("0-3"), None, None, None, None]);
+        assert_eq!(t.no, [s("0-2"), s("0-4"), None, None, None, None]);
+        assert_eq!(t.missing, [s("0-2"), s("0-3"), None, None, None, None]);
+        // Split gains for inner nodes, leaf values for leaves.
+        assert_eq!(t.gain, [Some(2.5), Some(1.0), Some(-0.5), Some(0.75), Some(0.125), Some(0.3)]);
         assert_eq!(t.cover, [10.0, 6.0, 4.0, 2.0, 4.0, 10.0].map(Some));
-        assert_eq!(t.value, [0.0, 0.25, -0.5, 0.75, 0.125, 0.3].map(Some));
     }
 
     #[test]
     fn categories_without_names_are_codes() {
         let mut m = model();
         m.features[1].categories = None;
-        assert_eq!(m.trees_table().categories[1], Some(vec!["0".to_string(), "2".to_string()]));
+        assert_eq!(m.trees_table().category[1], Some(vec!["0".to_string(), "2".to_string()]));
     }
 }

@@ -96,22 +96,22 @@ fn feature_importance(bytes: &[u8], kind: &str) -> PyResult<Vec<(String, f64)>> 
 /// the dtypes).
 #[pyfunction]
 fn trees_table<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyDict>> {
-    let TreeTable { tree, node, feature, split, categories, yes, no, missing, gain, cover, value } =
+    let TreeTable { tree, node, id, feature, split, yes, no, missing, gain, cover, category } =
         model(bytes)?.trees_table();
     let columns = PyDict::new(py);
-    let [c_tree, c_node, c_feature, c_split, c_categories, c_yes, c_no, c_missing, c_gain, c_cover, c_value] =
+    let [c_tree, c_node, c_id, c_feature, c_split, c_yes, c_no, c_missing, c_gain, c_cover, c_category] =
         TreeTable::COLUMNS;
     columns.set_item(c_tree, tree)?;
     columns.set_item(c_node, node)?;
+    columns.set_item(c_id, id)?;
     columns.set_item(c_feature, feature)?;
     columns.set_item(c_split, split)?;
-    columns.set_item(c_categories, categories)?;
     columns.set_item(c_yes, yes)?;
     columns.set_item(c_no, no)?;
     columns.set_item(c_missing, missing)?;
     columns.set_item(c_gain, gain)?;
     columns.set_item(c_cover, cover)?;
-    columns.set_item(c_value, value)?;
+    columns.set_item(c_category, category)?;
     Ok(columns)
 }
 

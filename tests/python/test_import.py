@@ -316,3 +316,45 @@ def test_imported_lightgbm_params_are_what_the_file_states(tmp_path):
     # Models trained here know all their parameters.
     ours_ = polars_gbt.train(pl.DataFrame({"a": [1.0, 2.0], "y": [0.0, 1.0]}), target="y", n_estimators=1)
     assert ours_.imported_from is None and ours_.params["learning_rate"] == 0.3
+
+
+def _xgboost_table(booster: xgb.Booster) -> pl.DataFrame:
+    t = booster.trees_to_dataframe()
+    t["Category"] = [c if isinstance(c, list) else None for c in t["Category"]]
+    return pl.from_pandas(t)
+
+
+def test_trees_to_dataframe_is_xgboosts_on_the_same_model(tmp_path):
+    """XGBoost's own trees_to_dataframe of a model, and ours of the same model imported: the
+    same columns, node ids, children, features, thresholds, gains (leaf values on leaves) and
+    covers; categorical splits list the same categories (names here, XGBoost's codes there)."""
+    train, _ = higgs_with_missing()
+    params = dict(objective="binary:logistic", tree_method="hist", max_depth=4, eta=0.3, nthread=2, seed=0)
+    booster = xgb.train(params, xgb.DMatrix(to_pandas(train, FEATURES), label=train["y"].to_numpy()), 5)
+    path = tmp_path / "model.json"
+    booster.save_model(path)
+    ours_, theirs = Model.from_xgboost(path).trees_to_dataframe(), _xgboost_table(booster)
+    assert ours_.columns == theirs.columns == ["Tree", "Node", "ID", "Feature", "Split", "Yes", "No", "Missing", "Gain", "Cover", "Category"]
+    assert ours_.height == theirs.height
+    for c in ("Tree", "Node", "ID", "Feature", "Yes", "No", "Missing"):
+        assert ours_[c].to_list() == theirs[c].to_list(), c
+    for c in ("Split", "Gain", "Cover"):
+        np.testing.assert_allclose(ours_[c].to_numpy(), theirs[c].to_numpy(), rtol=1e-6, err_msg=c)
+
+    df, feats = mushrooms()
+    X = to_pandas(df, feats)
+    booster = xgb.train(
+        dict(objective="binary:logistic", tree_method="hist", max_depth=3, max_cat_to_onehot=1, nthread=2),
+        xgb.DMatrix(X, label=df["y"].to_numpy(), enable_categorical=True), 3,
+    )
+    booster.save_model(tmp_path / "cat.json")
+    ours_, theirs = Model.from_xgboost(tmp_path / "cat.json").trees_to_dataframe(), _xgboost_table(booster)
+    for c in ("Tree", "Node", "ID", "Feature", "Yes", "No", "Missing"):
+        assert ours_[c].to_list() == theirs[c].to_list(), c
+    names = {f: list(X[f].cat.categories) for f in feats}
+    # XGBoost lists a set's codes in its own order; ours are in code order.
+    want = [None if cats is None else sorted(names[f][int(c)] for c in cats) for f, cats in zip(theirs["Feature"], theirs["Category"])]
+    assert [None if cats is None else sorted(cats) for cats in ours_["Category"].to_list()] == want
+    assert sum(c is not None for c in want) > 0
+    for c in ("Split", "Gain", "Cover"):
+        np.testing.assert_allclose(ours_[c].to_numpy(), theirs[c].to_numpy(), rtol=1e-6, err_msg=c)

@@ -67,7 +67,7 @@ def test_model_round_trips_and_reports(tmp_path, train_df):
     assert model.num_trees == 5 and model.feature_names == FEATURES
     assert model.params["objective"] == "binary:logistic"
     trees = model.trees_to_dataframe()
-    assert trees["tree"].n_unique() == 5 and trees.filter(pl.col("feature").is_null())["value"].is_not_null().all()
+    assert trees["Tree"].n_unique() == 5 and trees.filter(pl.col("Feature") == "Leaf")["Gain"].is_not_null().all()
     imp = model.feature_importance("gain")
     assert imp.columns == ["feature", "gain"] and imp.height == 28
     assert model.predict(train_df.head(10)).len() == 10
@@ -91,17 +91,19 @@ def _trees_from_json(model: Model) -> pl.DataFrame:
                 start, words = tree["category_start"][n], tree["category_len"][n]
                 bits = tree["category_words"][start : start + words]
                 cats = [categories[f][c] for c in range(32 * words) if bits[c // 32] >> (c % 32) & 1]
+            child = None if leaf else {"Yes": tree["left"][n], "No": tree["right"][n]}
+            missing = None if leaf else tree["left"][n] if tree["default_left"][n] else tree["right"][n]
             rows.append({
-                "tree": t, "node": n, "feature": None if leaf else names[f],
-                "split": None if leaf or cats is not None else tree["threshold"][n], "categories": cats,
-                "yes": None if leaf else tree["left"][n], "no": None if leaf else tree["right"][n],
-                "missing": None if leaf else tree["left"][n] if tree["default_left"][n] else tree["right"][n],
-                "gain": tree["gain"][n], "cover": tree["cover"][n], "value": tree["value"][n],
+                "Tree": t, "Node": n, "ID": f"{t}-{n}", "Feature": "Leaf" if leaf else names[f],
+                "Split": None if leaf or cats is not None else tree["threshold"][n],
+                "Yes": None if leaf else f"{t}-{child['Yes']}", "No": None if leaf else f"{t}-{child['No']}",
+                "Missing": None if leaf else f"{t}-{missing}",
+                "Gain": tree["value"][n] if leaf else tree["gain"][n], "Cover": tree["cover"][n], "Category": cats,
             })
     schema = {
-        "tree": pl.Int64, "node": pl.Int64, "feature": pl.String, "split": pl.Float64,
-        "categories": pl.List(pl.String), "yes": pl.Int64, "no": pl.Int64, "missing": pl.Int64,
-        "gain": pl.Float64, "cover": pl.Float64, "value": pl.Float64,
+        "Tree": pl.Int64, "Node": pl.Int64, "ID": pl.String, "Feature": pl.String, "Split": pl.Float64,
+        "Yes": pl.String, "No": pl.String, "Missing": pl.String, "Gain": pl.Float64, "Cover": pl.Float64,
+        "Category": pl.List(pl.String),
     }
     return pl.DataFrame(rows, schema=schema)
 
@@ -118,9 +120,8 @@ def test_trees_to_dataframe_equals_the_json_dump(train_df):
         df, target="y", objective="binary:logistic", n_estimators=6, max_depth=4, max_cat_to_onehot=1
     )
     trees = model.trees_to_dataframe()
-    assert trees.columns == ["tree", "node", "feature", "split", "categories", "yes", "no", "missing",
-                             "gain", "cover", "value"]
-    assert trees["categories"].drop_nulls().len() > 0 and trees["split"].drop_nulls().len() > 0
+    assert trees.columns == ["Tree", "Node", "ID", "Feature", "Split", "Yes", "No", "Missing", "Gain", "Cover", "Category"]
+    assert trees["Category"].drop_nulls().len() > 0 and trees["Split"].drop_nulls().len() > 0
     assert trees.equals(_trees_from_json(model), null_equal=True)
 
 
