@@ -29,31 +29,37 @@ pub enum Device {
 pub struct TrainConfig {
     pub objective: Objective,
     /// Boosting rounds (trees per output).
-    #[serde(alias = "num_boost_round", alias = "num_round")]
+    #[serde(alias = "num_boost_round", alias = "num_round", alias = "num_iterations")]
     pub n_estimators: usize,
     #[serde(alias = "eta")]
     pub learning_rate: f64,
     /// Maximum depth; 0 means unlimited, which only lossguide growth accepts.
     pub max_depth: usize,
     /// Maximum leaves per tree; 0 means no limit (then `max_depth` bounds the tree).
+    #[serde(alias = "num_leaves")]
     pub max_leaves: usize,
     pub grow_policy: GrowPolicy,
     /// Bins per feature, counting the bin that holds missing values.
     pub max_bin: usize,
-    #[serde(alias = "lambda")]
+    #[serde(alias = "lambda", alias = "lambda_l2")]
     pub reg_lambda: f64,
-    #[serde(alias = "alpha")]
+    #[serde(alias = "alpha", alias = "lambda_l1")]
     pub reg_alpha: f64,
     /// Minimum loss reduction for a split.
     #[serde(alias = "min_split_loss")]
     pub gamma: f64,
     /// Minimum hessian sum in each child.
+    #[serde(alias = "min_sum_hessian_in_leaf")]
     pub min_child_weight: f64,
     /// Clip leaf weights to this magnitude (0: no clipping).
     pub max_delta_step: f64,
+    /// Share of rows each round samples. LightGBM's `bagging_fraction` means it only with
+    /// `bagging_freq=1`, so that name is not taken as an alias.
     pub subsample: f64,
+    #[serde(alias = "feature_fraction")]
     pub colsample_bytree: f64,
     pub colsample_bylevel: f64,
+    #[serde(alias = "feature_fraction_bynode")]
     pub colsample_bynode: f64,
     /// Initial prediction in the objective's output space; estimated from the labels when unset.
     pub base_score: Option<f64>,
@@ -142,7 +148,8 @@ impl TrainConfig {
     }
 
     /// Builds a configuration from named parameters (XGBoost's names and aliases).
-    pub fn from_map(map: serde_json::Map<String, serde_json::Value>) -> Result<Self> {
+    pub fn from_map(mut map: serde_json::Map<String, serde_json::Value>) -> Result<Self> {
+        take_fixed_settings(&mut map)?;
         // Each parameter alone first, so that an error names the parameter it concerns.
         for (name, value) in &map {
             let one = serde_json::Value::Object([(name.clone(), value.clone())].into_iter().collect());
@@ -245,7 +252,134 @@ impl TrainConfig {
     }
 }
 
+/// XGBoost's parameters that choose what polars-gbt always does (`tree_method="hist"`,
+/// `booster="gbtree"`, `enable_categorical`) or only touch logging (`verbosity`): checked and
+/// taken out of `map`. `tree_method="gpu_hist"` is XGBoost's old spelling of
+/// `device="cuda"` and becomes that (the Python package warns that it is deprecated, as
+/// XGBoost does). Names that look like settings but have no exact meaning here are errors
+/// that say so.
+fn take_fixed_settings(map: &mut serde_json::Map<String, serde_json::Value>) -> Result<()> {
+    use serde_json::Value;
+    if let Some(v) = map.remove("tree_method") {
+        match v.as_str() {
+            Some("hist" | "auto") => {}
+            Some("gpu_hist") => match map.get("device").and_then(Value::as_str) {
+                None | Some("cuda") => {
+                    map.insert("device".into(), "cuda".into());
+                }
+                Some(other) => {
+                    return Err(Error::param(
+                        "tree_method",
+                        format!("\"gpu_hist\" means device=\"cuda\", which contradicts device=\"{other}\""),
+                    ))
+                }
+            },
+            _ => {
+                return Err(Error::param(
+                    "tree_method",
+                    format!("{v} is not available: polars-gbt grows trees from histograms only (\"hist\")"),
+                ))
+            }
+        }
+    }
+    if let Some(v) = map.remove("verbosity") {
+        if !v.as_u64().is_some_and(|x| x <= 3) {
+            return Err(Error::param("verbosity", format!("must be 0, 1, 2 or 3, not {v}")));
+        }
+    }
+    if let Some(v) = map.remove("booster") {
+        if v.as_str() != Some("gbtree") {
+            return Err(Error::param("booster", format!("{v} is not available: polars-gbt has \"gbtree\" only")));
+        }
+    }
+    if let Some(v) = map.remove("enable_categorical") {
+        if !v.is_boolean() {
+            return Err(Error::param("enable_categorical", format!("must be true or false, not {v}")));
+        }
+    }
+    let unsupported = [
+        (
+            "min_data_in_leaf",
+            "polars-gbt has no row-count limit per leaf; min_child_weight bounds a leaf's hessian sum",
+        ),
+        ("scale_pos_weight", "is not supported yet; give the positive rows a weight instead"),
+        ("missing", "is not supported yet: only nulls and NaN are missing values"),
+        ("bagging_fraction", "is subsample here (LightGBM samples only with bagging_freq > 0)"),
+    ];
+    for (name, why) in unsupported {
+        if map.contains_key(name) {
+            return Err(Error::param(name, why));
+        }
+    }
+    Ok(())
+}
+
 /// serde's messages put the field name in backquotes; use it to name the parameter.
 fn param_name_of(message: &str) -> String {
     message.split('`').nth(1).unwrap_or("parameters").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(json: &str) -> Result<TrainConfig> {
+        TrainConfig::from_json(json)
+    }
+
+    #[test]
+    fn lightgbm_names_are_aliases_of_ours() {
+        let theirs = parse(
+            r#"{"num_leaves": 13, "num_iterations": 7, "lambda_l1": 0.5, "lambda_l2": 2, "min_sum_hessian_in_leaf": 0.3,
+                "feature_fraction": 0.8, "feature_fraction_bynode": 0.9, "grow_policy": "lossguide"}"#,
+        )
+        .unwrap();
+        let ours = parse(
+            r#"{"max_leaves": 13, "n_estimators": 7, "reg_alpha": 0.5, "reg_lambda": 2, "min_child_weight": 0.3,
+                "colsample_bytree": 0.8, "colsample_bynode": 0.9, "grow_policy": "lossguide"}"#,
+        )
+        .unwrap();
+        assert_eq!(theirs, ours);
+        let e = parse(r#"{"num_leaves": 13, "max_leaves": 12}"#).unwrap_err().to_string();
+        assert!(e.contains("duplicate field"), "{e}");
+    }
+
+    #[test]
+    fn xgboost_settings_polars_gbt_always_has_are_accepted() {
+        let plain = parse("{}").unwrap();
+        for json in [
+            r#"{"tree_method": "hist"}"#,
+            r#"{"tree_method": "auto"}"#,
+            r#"{"booster": "gbtree"}"#,
+            r#"{"verbosity": 0}"#,
+            r#"{"verbosity": 3}"#,
+            r#"{"enable_categorical": true}"#,
+            r#"{"enable_categorical": false}"#,
+        ] {
+            assert_eq!(parse(json).unwrap(), plain, "{json}");
+        }
+        assert_eq!(parse(r#"{"tree_method": "gpu_hist"}"#).unwrap().device, Device::Cuda);
+        assert_eq!(parse(r#"{"tree_method": "gpu_hist", "device": "cuda"}"#).unwrap().device, Device::Cuda);
+    }
+
+    #[test]
+    fn settings_with_no_meaning_here_are_errors_saying_why() {
+        for (json, name, why) in [
+            (r#"{"tree_method": "exact"}"#, "tree_method", "histograms only"),
+            (r#"{"tree_method": "approx"}"#, "tree_method", "histograms only"),
+            (r#"{"tree_method": "gpu_hist", "device": "cpu"}"#, "tree_method", "contradicts device=\"cpu\""),
+            (r#"{"booster": "dart"}"#, "booster", "\"gbtree\" only"),
+            (r#"{"booster": "gblinear"}"#, "booster", "\"gbtree\" only"),
+            (r#"{"verbosity": 4}"#, "verbosity", "0, 1, 2 or 3"),
+            (r#"{"enable_categorical": "yes"}"#, "enable_categorical", "true or false"),
+            (r#"{"min_data_in_leaf": 20}"#, "min_data_in_leaf", "min_child_weight"),
+            (r#"{"bagging_fraction": 0.5}"#, "bagging_fraction", "subsample"),
+            (r#"{"scale_pos_weight": 3}"#, "scale_pos_weight", "not supported yet"),
+            (r#"{"missing": -999}"#, "missing", "not supported yet"),
+            (r#"{"tree_methd": "hist"}"#, "tree_methd", "unknown field"),
+        ] {
+            let e = parse(json).unwrap_err().to_string();
+            assert!(e.contains(&format!("`{name}`")) && e.contains(why), "{json}: {e}");
+        }
+    }
 }

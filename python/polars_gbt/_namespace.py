@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -102,6 +103,13 @@ class GbtNamespace:
         for value in optional.values():
             if value is not None:
                 args.append(_expr(value))
+        if params.get("tree_method") == "gpu_hist":
+            # XGBoost's old spelling of device="cuda"; XGBoost warns the same way.
+            warnings.warn(
+                'tree_method="gpu_hist" is deprecated: use tree_method="hist" (the default) with device="cuda"',
+                DeprecationWarning,
+                stacklevel=2,
+            )
         params_json = json.dumps(params)
         # A bad parameter is a ParameterError here, where the expression is built; errors that
         # depend on the data come when the query runs, as Polars' ComputeError.
