@@ -50,7 +50,8 @@ fn main() {
     let pred = pool.install(|| model.predict(&test_frame, PredictOutput::Value).unwrap());
     let predict_s = t.elapsed().as_secs_f64();
     let Predictions::Float { values, .. } = pred else { unreachable!() };
-    let auc = Metric::Auc.evaluate(&values, 1, &Targets { label: &y_test, weight: None, groups: None });
+    let auc =
+        Metric::Auc.evaluate(&values, 1, &Targets { label: &y_test, weight: None, groups: None }, &Default::default());
     let out = dir.join("ours_predictions.f32");
     std::fs::write(&out, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
     println!(

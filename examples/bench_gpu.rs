@@ -46,7 +46,8 @@ fn main() {
     let pred = model.predict(&test_frame, PredictOutput::Value).unwrap();
     let predict_s = t.elapsed().as_secs_f64();
     let Predictions::Float { values, .. } = pred else { unreachable!() };
-    let auc = Metric::Auc.evaluate(&values, 1, &Targets { label: &y_test, weight: None, groups: None });
+    let auc =
+        Metric::Auc.evaluate(&values, 1, &Targets { label: &y_test, weight: None, groups: None }, &Default::default());
     println!(
         "{}",
         serde_json::json!({
