@@ -283,7 +283,7 @@ fn take_fixed_settings(map: &mut serde_json::Map<String, serde_json::Value>) -> 
         }
     }
     if let Some(v) = map.remove("verbosity") {
-        if !v.as_u64().is_some_and(|x| x <= 3) {
+        if !matches!(v.as_u64(), Some(0..=3)) {
             return Err(Error::param("verbosity", format!("must be 0, 1, 2 or 3, not {v}")));
         }
     }
