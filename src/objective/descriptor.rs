@@ -6,7 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{count, logistic, quantile, ranking, sigmoid, softmax, squared, Loss};
+use super::exp::{exp, sigmoid};
+use super::{count, logistic, quantile, ranking, softmax, squared, Loss};
 use crate::error::{Error, Result};
 use crate::metric::{Metric, TaskKind};
 
@@ -387,7 +388,7 @@ impl Link {
         match self {
             Link::Identity => {}
             Link::Logistic => row.iter_mut().for_each(|m| *m = sigmoid(*m)),
-            Link::Exp => row.iter_mut().for_each(|m| *m = m.exp()),
+            Link::Exp => row.iter_mut().for_each(|m| *m = exp(*m)),
             Link::Softmax => softmax::softmax_in_place(row),
         }
     }
@@ -398,7 +399,7 @@ impl Link {
         match self {
             Link::Identity | Link::Softmax => margin,
             Link::Logistic => sigmoid(margin),
-            Link::Exp => margin.exp(),
+            Link::Exp => exp(margin),
         }
     }
 }

@@ -17,6 +17,7 @@
 
 mod count;
 mod descriptor;
+mod exp;
 mod logistic;
 mod quantile;
 mod ranking;
@@ -58,10 +59,7 @@ pub fn transform_row(objective: Objective, row: &mut [f32]) {
     objective.link().apply(row)
 }
 
-#[inline]
-pub(crate) fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
-}
+pub(crate) use exp::sigmoid;
 
 /// Fails with the first row where `ok` does not hold.
 pub(crate) fn check_each(label: &[f32], what: &str, ok: impl Fn(f32) -> bool) -> Result<()> {
