@@ -9,6 +9,10 @@
 //! 24      n     payload: the model, bincode with fixed-width integers
 //! ```
 //!
+//! In the payload the training parameters are JSON text (version 2), so that a parameter added
+//! later, with its default, leaves older files readable; everything else is positional.
+//! Version 1 stored the parameters positionally too; it still loads (format_v1.rs).
+//!
 //! Loading checks, in order: length, magic, version, payload length, checksum; decodes with
 //! an allocation limit equal to the payload length (so no count in the payload can make it
 //! allocate more than the file's size); then validates every index the predictor will follow.
@@ -19,11 +23,14 @@ use std::path::Path;
 use bincode::Options;
 use serde::{Deserialize, Serialize};
 
-use super::Model;
+use super::format_v1::ConfigV1;
+use super::{EvalSeries, FeatureInfo, Model};
+use crate::config::TrainConfig;
 use crate::error::{Error, Result};
+use crate::tree::Tree;
 
 /// Version written by this build; loading accepts this and older versions.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 const MAGIC: &[u8; 8] = b"PLGBTMDL";
 const HEADER: usize = 24;
@@ -31,6 +38,45 @@ const JSON_FORMAT: &str = "polars-gbt";
 
 fn codec(limit: u64) -> impl Options {
     bincode::DefaultOptions::new().with_fixint_encoding().with_little_endian().with_limit(limit)
+}
+
+/// The binary payload as written: `Model`'s fields in order, the parameters as JSON text.
+#[derive(Serialize)]
+struct PayloadOut<'a> {
+    config: String,
+    n_outputs: usize,
+    base_margin: &'a [f32],
+    features: &'a [FeatureInfo],
+    trees: &'a [Tree],
+    best_iteration: Option<usize>,
+    evals_result: &'a [EvalSeries],
+}
+
+/// The binary payload as read, with the parameters as JSON text (`C = String`, version 2) or
+/// positional (`ConfigV1`, version 1).
+#[derive(Deserialize)]
+struct PayloadIn<C> {
+    config: C,
+    n_outputs: usize,
+    base_margin: Vec<f32>,
+    features: Vec<FeatureInfo>,
+    trees: Vec<Tree>,
+    best_iteration: Option<usize>,
+    evals_result: Vec<EvalSeries>,
+}
+
+impl<C> PayloadIn<C> {
+    fn into_model(self, read_config: impl FnOnce(C) -> Result<TrainConfig>) -> Result<Model> {
+        Ok(Model {
+            config: read_config(self.config)?,
+            n_outputs: self.n_outputs,
+            base_margin: self.base_margin,
+            features: self.features,
+            trees: self.trees,
+            best_iteration: self.best_iteration,
+            evals_result: self.evals_result,
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -43,7 +89,16 @@ struct JsonEnvelope<M> {
 impl Model {
     /// The model in the versioned, checksummed binary format.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let payload = codec(u64::MAX).serialize(self).expect("a model always serialises");
+        let stored = PayloadOut {
+            config: serde_json::to_string(&self.config).expect("parameters always serialise"),
+            n_outputs: self.n_outputs,
+            base_margin: &self.base_margin,
+            features: &self.features,
+            trees: &self.trees,
+            best_iteration: self.best_iteration,
+            evals_result: &self.evals_result,
+        };
+        let payload = codec(u64::MAX).serialize(&stored).expect("a model always serialises");
         let mut out = Vec::with_capacity(HEADER + payload.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -82,7 +137,16 @@ impl Model {
         if crc32fast::hash(payload) != crc {
             return Err(Error::model("checksum mismatch: the file is corrupt"));
         }
-        let model: Model = codec(len).deserialize(payload).map_err(|e| Error::model(format!("cannot decode: {e}")))?;
+        let cannot = |e: bincode::Error| Error::model(format!("cannot decode: {e}"));
+        let model = if version == 1 {
+            let stored: PayloadIn<ConfigV1> = codec(len).deserialize(payload).map_err(cannot)?;
+            stored.into_model(ConfigV1::upgrade)?
+        } else {
+            let stored: PayloadIn<String> = codec(len).deserialize(payload).map_err(cannot)?;
+            stored.into_model(|text| {
+                serde_json::from_str(&text).map_err(|e| Error::model(format!("stored parameters: {e}")))
+            })?
+        };
         model.validate()?;
         Ok(model)
     }

@@ -1,0 +1,51 @@
+//! The parameters as version 1 of the binary format stored them: positionally (bincode), in
+//! the field order `TrainConfig` had then. Frozen here so that version-1 files keep loading
+//! after parameters are added; version 2 stores them as JSON text instead (see format.rs).
+//! The enums inside (objective, grow policy, metrics, device) are still read by variant
+//! index, so their existing variants must keep their order; new ones go last.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Device, GrowPolicy, Objective, TrainConfig};
+use crate::error::{Error, Result};
+use crate::metric::Metric;
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct ConfigV1 {
+    objective: Objective,
+    n_estimators: usize,
+    learning_rate: f64,
+    max_depth: usize,
+    max_leaves: usize,
+    grow_policy: GrowPolicy,
+    max_bin: usize,
+    reg_lambda: f64,
+    reg_alpha: f64,
+    gamma: f64,
+    min_child_weight: f64,
+    max_delta_step: f64,
+    subsample: f64,
+    colsample_bytree: f64,
+    colsample_bylevel: f64,
+    colsample_bynode: f64,
+    base_score: Option<f64>,
+    seed: u64,
+    num_class: usize,
+    eval_metric: Vec<Metric>,
+    early_stopping_rounds: Option<usize>,
+    huber_slope: f64,
+    quantile_alpha: f64,
+    tweedie_variance_power: f64,
+    max_cat_to_onehot: usize,
+    max_cat_threshold: usize,
+    n_jobs: usize,
+    device: Device,
+}
+
+impl ConfigV1 {
+    /// Today's parameters: these by name, every parameter added since at its default.
+    pub(super) fn upgrade(self) -> Result<TrainConfig> {
+        let named = serde_json::to_value(self).map_err(|e| Error::model(format!("version-1 parameters: {e}")))?;
+        serde_json::from_value(named).map_err(|e| Error::model(format!("version-1 parameters: {e}")))
+    }
+}
