@@ -125,7 +125,7 @@ fn objectives_with_an_exp_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
         return;
     }
     // The softmax, Poisson, Tweedie and logistic gradients go through exp, computed by
-    // src/objective/exp.rs and its twin kernels/exp.cuh identically: the same trees, bit for bit,
+    // src/objective/math.rs and its twin kernels/math.cuh identically: the same trees, bit for bit,
     // and predictions through the links bit for bit.
     let (frame, y) = random_data(40_000, 6, 2);
     let classes: Vec<f32> = y.iter().map(|v| (v.max(0.0) as u32 % 3) as f32).collect();
@@ -142,13 +142,55 @@ fn objectives_with_an_exp_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
         assert_same_trees(&cpu, &gpu, json);
         assert_gpu_predicts_as_cpu(&gpu, &frame, json);
     }
+}
 
-    // Ranking gradients are computed on the host: exact agreement, query groups and all.
+#[test]
+fn ranking_fits_the_same_trees_on_the_gpu_as_on_the_cpu() {
+    if !gpu() {
+        return;
+    }
+    // Query groups of uneven sizes, from single rows to 3,000, with ties in relevance; the
+    // GPU's ranking kernel must give the CPU's gradients bit for bit under every setting.
+    let (frame, y) = random_data(40_000, 6, 12);
+    let mut sizes = vec![1, 2, 3, 3000, 7];
+    let mut left = 40_000 - sizes.iter().sum::<usize>();
+    let mut i = 0usize;
+    while left > 0 {
+        let s = (5 + (i * 37) % 180).min(left);
+        sizes.push(s);
+        left -= s;
+        i += 1;
+    }
     let relevance: Vec<f32> = y.iter().map(|v| v.clamp(0.0, 4.0).floor()).collect();
-    let ranked = Dataset::new(frame.clone(), relevance).unwrap().with_group_sizes(&vec![40; 1000]).unwrap();
-    for objective in ["rank:ndcg", "rank:pairwise"] {
-        let json = format!(r#"{{"objective": "{objective}", "n_estimators": 5, "max_depth": 4}}"#);
-        assert_same_trees(&fit(&json, &ranked, "cpu"), &fit(&json, &ranked, "cuda"), objective);
+    let ranked = Dataset::new(frame.clone(), relevance.clone()).unwrap().with_group_sizes(&sizes).unwrap();
+    let mut per_query = Vec::with_capacity(40_000);
+    for (q, &s) in sizes.iter().enumerate() {
+        per_query.extend(std::iter::repeat_n(0.5 + (q % 5) as f32 * 0.25, s));
+    }
+    let weighted = Dataset::new(frame.clone(), relevance)
+        .unwrap()
+        .with_group_sizes(&sizes)
+        .unwrap()
+        .with_weight(per_query)
+        .unwrap();
+    let graded: Vec<f32> = y.iter().map(|v| v.clamp(0.0, 4.0) * 0.7).collect();
+    let linear = Dataset::new(frame, graded).unwrap().with_group_sizes(&sizes).unwrap();
+    for (json, data) in [
+        (r#"{"objective": "rank:ndcg", "n_estimators": 6, "max_depth": 5}"#, &ranked),
+        (r#"{"objective": "rank:pairwise", "n_estimators": 6, "max_depth": 5}"#, &ranked),
+        (
+            r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5, "lambdarank_num_pair_per_sample": 3}"#,
+            &ranked,
+        ),
+        (
+            r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5, "lambdarank_num_pair_per_sample": 5000,
+             "lambdarank_normalization": false, "lambdarank_score_normalization": false}"#,
+            &ranked,
+        ),
+        (r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5}"#, &weighted),
+        (r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5, "ndcg_exp_gain": false}"#, &linear),
+    ] {
+        assert_same_trees(&fit(json, data, "cpu"), &fit(json, data, "cuda"), json);
     }
 }
 

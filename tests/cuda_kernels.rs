@@ -33,8 +33,8 @@ fn kernels_compile_for_turing_ampere_and_hopper_with_the_rust_layouts() {
             assert_eq!(got, *want, "{arch}: {what} is {got} in CUDA but {want} in Rust");
         }
         // The device's own exp (ex2.approx) and subnormal flushing round differently from the
-        // host: kernels/exp.cuh replaces the one, the options rule out the other.
-        for op in ["ex2.approx", ".ftz.f32", "fma.rn.f32"] {
+        // host: kernels/math.cuh replaces the one, the options rule out the other.
+        for op in ["ex2.approx", ".ftz.f32", "fma.rn.f32", "fma.rn.f64"] {
             assert!(!ptx.contains(op), "{arch}: the PTX uses {op}, which the CPU cannot reproduce");
         }
         // What the runtime loads: machine code for the architecture, an ELF image.
@@ -85,8 +85,8 @@ fn the_rounding_check_sees_the_devices_own_exp() {
         return;
     }
     // What the check in the first test looks for is what CUDA's expf compiles to.
-    let with_expf =
-        kernels::SOURCE.replace("const float prob = portable_sigmoidf(m);", "const float prob = 1.0f / (1.0f + expf(-m));");
+    let with_expf = kernels::SOURCE
+        .replace("const float prob = portable_sigmoidf(m);", "const float prob = 1.0f / (1.0f + expf(-m));");
     assert_ne!(with_expf, kernels::SOURCE, "the logistic gradient was not found");
     assert!(kernels::compile(&with_expf, "sm_80").unwrap().contains("ex2.approx"));
 }

@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::exp::exp;
+use super::math::exp;
 use super::{check_each, weighted_mean, Loss, Targets};
 use crate::error::Result;
 use crate::tree::GradPair;

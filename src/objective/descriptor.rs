@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::exp::{exp, sigmoid};
+use super::math::{exp, sigmoid};
 use super::{count, logistic, quantile, ranking, softmax, squared, Loss};
 use crate::error::{Error, Result};
 use crate::metric::{Metric, TaskKind};
@@ -50,6 +50,8 @@ pub struct ObjectiveParams {
     pub tweedie_variance_power: f64,
     /// Number of classes of the `multi:*` objectives.
     pub num_class: usize,
+    /// Pairs, gains and normalisation of the ranking objectives.
+    pub ranking: ranking::RankingParams,
 }
 
 /// How margins become predictions. The discriminants are the link codes that
@@ -247,7 +249,7 @@ impl Objective {
                 gpu_gradient: None,
                 refits_leaves: false,
                 default_metric: Metric::Ndcg(None),
-                loss: |_| Box::new(ranking::LambdaRank { ndcg: true }),
+                loss: |p| Box::new(ranking::LambdaRank { ndcg: true, params: p.ranking }),
             },
             Objective::RankPairwise => Descriptor {
                 name: "rank:pairwise",
@@ -259,7 +261,7 @@ impl Objective {
                 gpu_gradient: None,
                 refits_leaves: false,
                 default_metric: Metric::Ndcg(None),
-                loss: |_| Box::new(ranking::LambdaRank { ndcg: false }),
+                loss: |p| Box::new(ranking::LambdaRank { ndcg: false, params: p.ranking }),
             },
         }
     }
@@ -462,8 +464,13 @@ mod tests {
     use super::*;
     use crate::data::Targets;
 
-    const PARAMS: ObjectiveParams =
-        ObjectiveParams { huber_slope: 1.0, quantile_alpha: 0.3, tweedie_variance_power: 1.5, num_class: 3 };
+    const PARAMS: ObjectiveParams = ObjectiveParams {
+        huber_slope: 1.0,
+        quantile_alpha: 0.3,
+        tweedie_variance_power: 1.5,
+        num_class: 3,
+        ranking: ranking::RankingParams::DEFAULT,
+    };
 
     #[test]
     fn all_lists_every_objective_at_its_index() {

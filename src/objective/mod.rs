@@ -17,14 +17,15 @@
 
 mod count;
 mod descriptor;
-mod exp;
 mod logistic;
+mod math;
 mod quantile;
 mod ranking;
 mod softmax;
 mod squared;
 
 pub use descriptor::{Descriptor, GpuGradient, Link, Objective, ObjectiveParams, Outputs};
+pub use ranking::{RankingParams, RankingTables};
 
 pub use crate::data::Targets;
 use crate::error::{Error, Result};
@@ -59,7 +60,7 @@ pub fn transform_row(objective: Objective, row: &mut [f32]) {
     objective.link().apply(row)
 }
 
-pub(crate) use exp::sigmoid;
+pub(crate) use math::sigmoid;
 
 /// Fails with the first row where `ok` does not hold.
 pub(crate) fn check_each(label: &[f32], what: &str, ok: impl Fn(f32) -> bool) -> Result<()> {

@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::exp::exp;
+use super::math::exp;
 use super::{check_each, Loss, Targets};
 use crate::error::Result;
 use crate::tree::GradPair;

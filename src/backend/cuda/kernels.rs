@@ -16,7 +16,7 @@ use cudarc::nvrtc::{compile_ptx_with_opts, result, sys, CompileError, CompileOpt
 /// Every kernel, as one translation unit.
 pub const SOURCE: &str = concat!(
     include_str!("../../../kernels/common.cuh"),
-    include_str!("../../../kernels/exp.cuh"),
+    include_str!("../../../kernels/math.cuh"),
     include_str!("../../../kernels/binning.cu"),
     include_str!("../../../kernels/gradients.cu"),
     include_str!("../../../kernels/histogram.cu"),
@@ -27,7 +27,7 @@ pub const SOURCE: &str = concat!(
 );
 
 /// NVRTC options. Every float operation must round exactly as the CPU's (the split arithmetic,
-/// and the gradients through kernels/exp.cuh): no FMA contraction, subnormals kept, and IEEE
+/// and the gradients through kernels/math.cuh): no FMA contraction, subnormals kept, and IEEE
 /// division and square roots (the last two are NVRTC's defaults, named so they stay).
 fn options(arch: &str) -> CompileOptions {
     CompileOptions {

@@ -1,4 +1,4 @@
-// e^x computed exactly as src/objective/exp.rs computes it on the host, operation for operation,
+// e^x computed exactly as src/objective/math.rs computes it on the host, operation for operation,
 // so that the CPU and the GPU see the same gradients and predictions, bit for bit (CUDA's expf
 // differs from the host's in the last bit for some inputs). It needs the kernels' flags:
 // --fmad=false (no contraction into fused multiply-adds) and subnormals kept (no -ftz).

@@ -1,12 +1,12 @@
-//! `exp` for f32, computed the same way on the host and the device, so that a fit on the GPU
-//! gives the same trees as one on the CPU, bit for bit.
+//! `exp` for f32 and `log2` for f64, written with operations that round the same on the host and
+//! the device, so that a fit on the GPU gives the same trees as one on the CPU, bit for bit.
 //!
 //! The host's `expf` (libm) and CUDA's `expf` are both accurate to an ulp or so, but not the same
 //! function: the logistic, softmax, Poisson and Tweedie gradients, and from them the quantised
 //! gradients and the trees, drifted apart in the last bits. This one uses only IEEE operations
 //! that round identically on both sides (+, -, *, floor and power-of-two scaling; the kernels
 //! are compiled with `--fmad=false` and without flushing subnormals), in the same order.
-//! Its twin is `portable_expf` in kernels/exp.cuh; tests/cuda.rs checks they agree, and the
+//! Its twin is `portable_expf` in kernels/math.cuh; tests/cuda.rs checks they agree, and the
 //! tests below that it is accurate (within one ulp of the exact value, correctly rounded for
 //! more than 99% of the floats).
 
@@ -58,6 +58,30 @@ pub fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + exp(-x))
 }
 
+/// log2(x) for positive, finite, normal x (the ranking losses' normalisation, of sums >= 1):
+/// x = 2^e m with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s) with s = (m - 1) / (m + 1),
+/// |s| < 0.172, summed to s^23 (the next term is below 1e-18 of the result). Only IEEE
+/// operations, so that a device twin can repeat it exactly.
+pub fn log2(x: f64) -> f64 {
+    let bits = x.to_bits();
+    let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let mut m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
+    if m > std::f64::consts::SQRT_2 {
+        m *= 0.5;
+        e += 1;
+    }
+    let s = (m - 1.0) / (m + 1.0);
+    let s2 = s * s;
+    // 1 + s2/3 + s2^2/5 + ... + s2^11/23, innermost first.
+    let mut series = 1.0 / 23.0;
+    let mut k = 21.0;
+    while k > 0.0 {
+        series = series * s2 + 1.0 / k;
+        k -= 2.0;
+    }
+    e as f64 + (2.0 * s * series) * std::f64::consts::LOG2_E
+}
+
 /// 2^i for i in -126..=127.
 #[inline]
 fn pow2(i: i32) -> f32 {
@@ -99,7 +123,10 @@ mod tests {
         assert_eq!(exp(f32::NEG_INFINITY), 0.0);
         // The largest float whose exponential is finite, and the next one up.
         let last = 88.722_83_f32;
-        assert!((last as f64) < (f32::MAX as f64).ln() && (f32::from_bits(last.to_bits() + 1) as f64) > (f32::MAX as f64).ln());
+        assert!(
+            (last as f64) < (f32::MAX as f64).ln()
+                && (f32::from_bits(last.to_bits() + 1) as f64) > (f32::MAX as f64).ln()
+        );
         assert_eq!(exp(last), ((last as f64).exp()) as f32);
         assert!(exp(last).is_finite());
         assert_eq!(exp(f32::from_bits(last.to_bits() + 1)), f32::INFINITY);
@@ -108,6 +135,24 @@ mod tests {
             assert!(ulps(exp(x), (x as f64).exp() as f32) <= 1, "exp({x})");
         }
         assert_eq!(exp(-104.5), 0.0);
+    }
+
+    #[test]
+    fn log2_is_within_an_ulp_or_two() {
+        let mut x = 1.0f64;
+        while x < 1e12 {
+            let ours = log2(x);
+            let exact = x.log2();
+            assert!(
+                (ours - exact).abs() <= 4.0 * f64::EPSILON * exact.abs().max(1.0),
+                "log2({x}) = {ours}, not {exact}"
+            );
+            x = x * 1.013 + 0.37;
+        }
+        for p in 0..60 {
+            assert_eq!(log2((1u64 << p) as f64), p as f64);
+        }
+        assert!((log2(0.3) - 0.3f64.log2()).abs() < 4.0 * f64::EPSILON);
     }
 
     #[test]
