@@ -83,6 +83,16 @@ pub struct TrainConfig {
     pub max_cat_to_onehot: usize,
     /// Largest set of categories a partition split sends one way (XGBoost's default, 64).
     pub max_cat_threshold: usize,
+    /// Partition splits (features with more than `max_cat_to_onehot` categories) leave out the
+    /// categories seen in fewer rows, and order the rest by weight with this added to each
+    /// category's hessian (LightGBM's `cat_smooth`, and default).
+    pub cat_smooth: f64,
+    /// Added to `reg_lambda` when scoring the children of a partition split (LightGBM's `cat_l2`).
+    pub cat_l2: f64,
+    /// Rows each side of a partition split needs (LightGBM's `min_data_per_group`; our default
+    /// is 50, not LightGBM's 100, which on small data rules partition splits out: see
+    /// docs/reference-accuracy.md).
+    pub min_data_per_group: usize,
     /// How the ranking objectives form pairs: `topk` (XGBoost's default) pairs every document
     /// ranked in a query's top `lambdarank_num_pair_per_sample` with the rest of the query.
     pub lambdarank_pair_method: PairMethod,
@@ -129,6 +139,9 @@ impl Default for TrainConfig {
             tweedie_variance_power: 1.5,
             max_cat_to_onehot: 4,
             max_cat_threshold: 64,
+            cat_smooth: 10.0,
+            cat_l2: 10.0,
+            min_data_per_group: 50,
             lambdarank_pair_method: PairMethod::Topk,
             lambdarank_num_pair_per_sample: None,
             lambdarank_normalization: true,
@@ -213,6 +226,9 @@ impl TrainConfig {
                 max_delta_step: self.max_delta_step,
                 max_cat_to_onehot: self.max_cat_to_onehot,
                 max_cat_threshold: self.max_cat_threshold,
+                cat_smooth: self.cat_smooth,
+                cat_l2: self.cat_l2,
+                min_data_per_group: self.min_data_per_group as f64,
             },
             policy: self.grow_policy,
             max_depth: self.max_depth,
@@ -261,6 +277,8 @@ impl TrainConfig {
         check(self.quantile_alpha > 0.0 && self.quantile_alpha < 1.0, "quantile_alpha", "must be in (0, 1)")?;
         check((1.0..2.0).contains(&self.tweedie_variance_power), "tweedie_variance_power", "must be in [1, 2)")?;
         check(self.max_cat_threshold >= 1, "max_cat_threshold", "must be at least 1")?;
+        check(self.cat_smooth.is_finite() && self.cat_smooth >= 0.0, "cat_smooth", "must be >= 0")?;
+        check(self.cat_l2.is_finite() && self.cat_l2 >= 0.0, "cat_l2", "must be >= 0")?;
         check(self.early_stopping_rounds != Some(0), "early_stopping_rounds", "must be at least 1")?;
         check(
             self.lambdarank_pair_method == PairMethod::Topk,

@@ -24,6 +24,9 @@ fn a_version_1_file_loads_and_predicts_as_when_it_was_written() {
     assert_eq!(cfg.objective, polars_gbt::Objective::BinaryLogistic);
     assert_eq!((cfg.n_estimators, cfg.max_depth, cfg.seed), (3, 3, 1));
     assert_eq!(model.trees().len(), 3);
+    // Parameters added since version 1 say what version-1 builds did.
+    assert_eq!((cfg.cat_smooth, cfg.cat_l2, cfg.min_data_per_group), (0.0, 0.0, 0));
+    assert!(!cfg.lambdarank_score_normalization);
 
     let (mut a, mut b, mut c, mut want) = (vec![], vec![], vec![], vec![]);
     for line in V1_MARGINS.lines().skip(1) {

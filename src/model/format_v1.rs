@@ -43,9 +43,19 @@ pub(super) struct ConfigV1 {
 }
 
 impl ConfigV1 {
-    /// Today's parameters: these by name, every parameter added since at its default.
+    /// Today's parameters: these by name, and every parameter added since set to what
+    /// version-1 builds did, so that the model's parameters say how it was trained.
     pub(super) fn upgrade(self) -> Result<TrainConfig> {
         let named = serde_json::to_value(self).map_err(|e| Error::model(format!("version-1 parameters: {e}")))?;
-        serde_json::from_value(named).map_err(|e| Error::model(format!("version-1 parameters: {e}")))
+        let mut cfg: TrainConfig =
+            serde_json::from_value(named).map_err(|e| Error::model(format!("version-1 parameters: {e}")))?;
+        // Ranking used every pair of a query, without score normalisation.
+        cfg.lambdarank_num_pair_per_sample = Some(usize::MAX);
+        cfg.lambdarank_score_normalization = false;
+        // Partition splits of categorical features were not regularised.
+        cfg.cat_smooth = 0.0;
+        cfg.cat_l2 = 0.0;
+        cfg.min_data_per_group = 0;
+        Ok(cfg)
     }
 }
