@@ -26,7 +26,7 @@ __device__ __forceinline__ GradPair objective_gradient(u32 kind, const float* ma
         for (u32 j = 0; j < k; ++j) max = fmaxf(max, margin[(u64)j * n + i]);
         float sum = 0.0f, mine = 0.0f;
         for (u32 j = 0; j < k; ++j) {
-            const float e = expf(margin[(u64)j * n + i] - max);
+            const float e = portable_expf(margin[(u64)j * n + i] - max);
             sum += e;
             if (j == c) mine = e;
         }
@@ -39,7 +39,7 @@ __device__ __forceinline__ GradPair objective_gradient(u32 kind, const float* ma
     const float m = margin[(u64)c * n + i];
     switch (kind) {
         case OBJECTIVE_LOGISTIC: {
-            const float prob = 1.0f / (1.0f + expf(-m));
+            const float prob = portable_sigmoidf(m);
             p.g = (prob - y) * w;
             p.h = fmaxf(prob * (1.0f - prob), 1e-16f) * w;
             break;
@@ -52,11 +52,11 @@ __device__ __forceinline__ GradPair objective_gradient(u32 kind, const float* ma
             break;
         }
         case OBJECTIVE_POISSON:
-            p.g = (expf(m) - y) * w;
-            p.h = expf(m + 0.7f) * w;
+            p.g = (portable_expf(m) - y) * w;
+            p.h = portable_expf(m + 0.7f) * w;
             break;
         case OBJECTIVE_TWEEDIE: {
-            const float a = expf((1.0f - param) * m), b = expf((2.0f - param) * m);
+            const float a = portable_expf((1.0f - param) * m), b = portable_expf((2.0f - param) * m);
             p.g = (-y * a + b) * w;
             p.h = (-y * (1.0f - param) * a + (2.0f - param) * b) * w;
             break;

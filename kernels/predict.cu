@@ -253,15 +253,15 @@ extern "C" __global__ void finish_predictions(float* __restrict__ margin, u32 n,
             continue;
         }
         if (link == LINK_LOGISTIC) {
-            for (u32 c = 0; c < k; ++c) m[c] = 1.0f / (1.0f + expf(-m[c]));
+            for (u32 c = 0; c < k; ++c) m[c] = portable_sigmoidf(m[c]);
         } else if (link == LINK_EXP) {
-            for (u32 c = 0; c < k; ++c) m[c] = expf(m[c]);
+            for (u32 c = 0; c < k; ++c) m[c] = portable_expf(m[c]);
         } else if (link == LINK_SOFTMAX) {
             float top = m[0];
             for (u32 c = 1; c < k; ++c) top = fmaxf(top, m[c]);
             float sum = 0.0f;
             for (u32 c = 0; c < k; ++c) {
-                m[c] = expf(m[c] - top);
+                m[c] = portable_expf(m[c] - top);
                 sum += m[c];
             }
             for (u32 c = 0; c < k; ++c) m[c] /= sum;

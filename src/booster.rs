@@ -10,7 +10,7 @@ use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
 use crate::metric::Metric;
 use crate::model::{bind_columns, EvalSeries, FeatureInfo, Model};
-use crate::objective::{loss_for, transform_row, Loss, Targets};
+use crate::objective::{loss_for, transform_row, Loss};
 use crate::random::{hash64, Rng};
 use crate::tree::Tree;
 
@@ -86,10 +86,6 @@ struct Trainer<'a> {
     k: usize,
 }
 
-fn targets(d: &Dataset) -> Targets<'_> {
-    Targets { label: &d.label, weight: d.weight.as_deref(), groups: d.group_offsets.as_deref() }
-}
-
 /// Row-major `n x k` margins to class-major.
 fn class_major(row_major: &[f32], n: usize, k: usize) -> Vec<f32> {
     let mut out = vec![0f32; n * k];
@@ -106,7 +102,7 @@ impl<'a> Trainer<'a> {
         let k = cfg.num_outputs();
         let loss = loss_for(cfg.objective, &cfg.objective_params());
         for (name, d) in std::iter::once(("train", data)).chain(evals.iter().copied()) {
-            let t = targets(d);
+            let t = d.targets();
             loss.check_labels(&t).map_err(|e| match e {
                 Error::Column { column, reason } if name != "train" => {
                     Error::Column { column: format!("{column} of eval set `{name}`"), reason }
@@ -163,7 +159,7 @@ impl<'a> Trainer<'a> {
             (Some(b), _) => vec![loss.base_score_to_margin(b); k],
             // Rows start from their own margins; the model adds nothing of its own.
             (None, Some(_)) => vec![0.0; k],
-            (None, None) => loss.estimate_base_margin(&targets(data)),
+            (None, None) => loss.estimate_base_margin(&data.targets()),
         };
         let evals = evals
             .iter()
@@ -250,7 +246,7 @@ impl<'a> Trainer<'a> {
         }
         let mut best: Option<(usize, f64)> = None;
         let all_features: Vec<u32> = (0..self.features.len() as u32).collect();
-        let train_targets = targets(self.data);
+        let train_targets = self.data.targets();
         let mut evals = self.evals.iter().map(|e| e.margin.clone()).collect::<Vec<_>>();
         for round in 0..self.cfg.n_estimators {
             learner.compute_gradients(&*self.loss, &train_targets)?;
@@ -328,7 +324,7 @@ impl<'a> Trainer<'a> {
             }
             pred.chunks_mut(k).for_each(|row| transform_row(self.cfg.objective, row));
             for m in &self.metrics {
-                values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &targets(e.data), &params)));
+                values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &e.data.targets(), &params)));
             }
         }
         RoundLog { round, values }

@@ -42,4 +42,4 @@ pub use config::{Device, GrowPolicy, Objective, TrainConfig};
 pub use data::{Dataset, FeatureColumn, FeatureFrame};
 pub use error::{Error, Result};
 pub use metric::Metric;
-pub use model::{ImportanceType, Model, PredictOutput, Predictions};
+pub use model::{ImportanceType, Model, PredictOutput, Predictions, FORMAT_VERSION};

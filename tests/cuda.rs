@@ -120,52 +120,78 @@ fn gpu_trees_equal_cpu_trees() {
 }
 
 #[test]
-fn multiclass_and_logistic_fits_agree_with_the_cpu() {
+fn objectives_with_an_exp_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
     if !gpu() {
         return;
     }
+    // The softmax, Poisson, Tweedie and logistic gradients go through exp, computed by
+    // src/objective/math.rs and its twin kernels/math.cuh identically: the same trees, bit for bit,
+    // and predictions through the links bit for bit.
     let (frame, y) = random_data(40_000, 6, 2);
-    // Softmax, Poisson and Tweedie gradients use expf on the device, which may differ from the
-    // host's exp in the last bit and so move a quantised gradient by one unit: the trees split
-    // the same way at the root and predict the same up to such rounding.
     let classes: Vec<f32> = y.iter().map(|v| (v.max(0.0) as u32 % 3) as f32).collect();
     let counts: Vec<f32> = y.iter().map(|v| v.max(0.0).floor()).collect();
+    let binary: Vec<f32> = y.iter().map(|&v| (v > 1.5) as u8 as f32).collect();
     for (json, labels) in [
-        (r#"{"objective": "multi:softprob", "num_class": 3, "n_estimators": 8, "max_depth": 5}"#, &classes),
-        (r#"{"objective": "count:poisson", "n_estimators": 8, "max_depth": 5}"#, &counts),
-        (r#"{"objective": "reg:tweedie", "tweedie_variance_power": 1.3, "n_estimators": 8, "max_depth": 5}"#, &counts),
+        (r#"{"objective": "multi:softprob", "num_class": 3, "n_estimators": 12, "max_depth": 5}"#, &classes),
+        (r#"{"objective": "count:poisson", "n_estimators": 12, "max_depth": 5}"#, &counts),
+        (r#"{"objective": "reg:tweedie", "tweedie_variance_power": 1.3, "n_estimators": 12, "max_depth": 5}"#, &counts),
+        (r#"{"objective": "binary:logistic", "n_estimators": 30, "max_depth": 6}"#, &binary),
     ] {
         let data = Dataset::new(frame.clone(), labels.clone()).unwrap();
         let (cpu, gpu) = (fit(json, &data, "cpu"), fit(json, &data, "cuda"));
-        let k = cpu.trees().len() / 8;
-        for (a, b) in cpu.trees()[..k].iter().zip(&gpu.trees()[..k]) {
-            assert_eq!((a.feature[0], a.split_bin[0]), (b.feature[0], b.split_bin[0]), "{json}: first round's root");
-        }
-        let p = values(cpu.predict(&frame, PredictOutput::Value).unwrap());
-        let q = values(gpu.predict(&frame, PredictOutput::Value).unwrap());
-        let worst = p.iter().zip(&q).map(|(a, b)| (a - b).abs() / a.abs().max(1.0)).fold(0f32, f32::max);
-        assert!(worst < 1e-3, "{json}: predictions differ by up to {worst}");
+        assert_same_trees(&cpu, &gpu, json);
+        assert_gpu_predicts_as_cpu(&gpu, &frame, json);
     }
+}
 
-    // Ranking gradients are computed on the host too: exact agreement, query groups and all.
+#[test]
+fn ranking_fits_the_same_trees_on_the_gpu_as_on_the_cpu() {
+    if !gpu() {
+        return;
+    }
+    // Query groups of uneven sizes, from single rows to 3,000, with ties in relevance; the
+    // GPU's ranking kernel must give the CPU's gradients bit for bit under every setting.
+    let (frame, y) = random_data(40_000, 6, 12);
+    let mut sizes = vec![1, 2, 3, 3000, 7];
+    let mut left = 40_000 - sizes.iter().sum::<usize>();
+    let mut i = 0usize;
+    while left > 0 {
+        let s = (5 + (i * 37) % 180).min(left);
+        sizes.push(s);
+        left -= s;
+        i += 1;
+    }
     let relevance: Vec<f32> = y.iter().map(|v| v.clamp(0.0, 4.0).floor()).collect();
-    let ranked = Dataset::new(frame.clone(), relevance).unwrap().with_group_sizes(&vec![40; 1000]).unwrap();
-    for objective in ["rank:ndcg", "rank:pairwise"] {
-        let json = format!(r#"{{"objective": "{objective}", "n_estimators": 5, "max_depth": 4}}"#);
-        assert_same_trees(&fit(&json, &ranked, "cpu"), &fit(&json, &ranked, "cuda"), objective);
+    let ranked = Dataset::new(frame.clone(), relevance.clone()).unwrap().with_group_sizes(&sizes).unwrap();
+    let mut per_query = Vec::with_capacity(40_000);
+    for (q, &s) in sizes.iter().enumerate() {
+        per_query.extend(std::iter::repeat_n(0.5 + (q % 5) as f32 * 0.25, s));
     }
-
-    // The logistic kernel's expf may differ from the host's in the last bit, which can move a
-    // quantised gradient by one unit: the first tree is exact, the rest agree closely.
-    let labels: Vec<f32> = y.iter().map(|&v| (v > 1.5) as u8 as f32).collect();
-    let data = Dataset::new(frame.clone(), labels).unwrap();
-    let json = r#"{"objective": "binary:logistic", "n_estimators": 30, "max_depth": 6}"#;
-    let (cpu, gpu) = (fit(json, &data, "cpu"), fit(json, &data, "cuda"));
-    assert_eq!(cpu.trees()[0], gpu.trees()[0], "first logistic tree");
-    let p = values(cpu.predict(&frame, PredictOutput::Value).unwrap());
-    let q = values(gpu.predict(&frame, PredictOutput::Value).unwrap());
-    let worst = p.iter().zip(&q).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-    assert!(worst < 1e-3, "logistic predictions differ by up to {worst}");
+    let weighted = Dataset::new(frame.clone(), relevance)
+        .unwrap()
+        .with_group_sizes(&sizes)
+        .unwrap()
+        .with_weight(per_query)
+        .unwrap();
+    let graded: Vec<f32> = y.iter().map(|v| v.clamp(0.0, 4.0) * 0.7).collect();
+    let linear = Dataset::new(frame, graded).unwrap().with_group_sizes(&sizes).unwrap();
+    for (json, data) in [
+        (r#"{"objective": "rank:ndcg", "n_estimators": 6, "max_depth": 5}"#, &ranked),
+        (r#"{"objective": "rank:pairwise", "n_estimators": 6, "max_depth": 5}"#, &ranked),
+        (
+            r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5, "lambdarank_num_pair_per_sample": 3}"#,
+            &ranked,
+        ),
+        (
+            r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5, "lambdarank_num_pair_per_sample": 5000,
+             "lambdarank_normalization": false, "lambdarank_score_normalization": false}"#,
+            &ranked,
+        ),
+        (r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5}"#, &weighted),
+        (r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5, "ndcg_exp_gain": false}"#, &linear),
+    ] {
+        assert_same_trees(&fit(json, data, "cpu"), &fit(json, data, "cuda"), json);
+    }
 }
 
 #[test]
@@ -384,8 +410,8 @@ fn cuda_without_support_is_a_clear_error_and_auto_falls_back() {
 }
 
 /// GPU prediction against the CPU predictor, the oracle: margins bit for bit (both sum each
-/// output's trees in model order in float32), values within float rounding of the link, classes
-/// and leaves equal.
+/// output's trees in model order in float32), values bit for bit (both links use the same exp),
+/// classes and leaves equal.
 fn assert_gpu_predicts_as_cpu(model: &Model, frame: &FeatureFrame, what: &str) {
     for quantised in [true, false] {
         let forest = cuda::GpuForest::with_quantisation(&model.forest_spec(), quantised).unwrap();
@@ -407,7 +433,7 @@ fn assert_forest_predicts_as_cpu(model: &Model, forest: &cuda::GpuForest, frame:
     match (cpu_value, gpu_value) {
         (Predictions::Float { values: a, .. }, Predictions::Float { values: b, .. }) => {
             for (i, (x, y)) in a.iter().zip(&b).enumerate() {
-                assert!((x - y).abs() <= 2e-6 * x.abs().max(1e-3), "{what}: value {i}: CPU {x} GPU {y}");
+                assert_eq!(x.to_bits(), y.to_bits(), "{what}: value {i}: CPU {x} GPU {y}");
             }
         }
         (a, b) => assert_eq!(a, b, "{what}: class values"),
@@ -424,11 +450,17 @@ fn assert_forest_predicts_as_cpu(model: &Model, forest: &cuda::GpuForest, frame:
             "{what}: classes"
         );
     }
-    // A per-row starting margin.
+    // A per-row starting margin; then one from -100 to 90, which takes the links through exp's
+    // whole range, subnormal results and overflow included.
     let start: Vec<f32> = (0..n * model.n_outputs()).map(|i| (i % 13) as f32 * 0.1 - 0.6).collect();
     let cpu = values(model.predict_with_base_margin(frame, &start, PredictOutput::Margin).unwrap());
     let gpu = values(model.predict_with(forest, frame, PredictOutput::Margin, Some(&start)).unwrap());
     assert_eq!(cpu, gpu, "{what}: margins from a base margin");
+    let wide: Vec<f32> = (0..n * model.n_outputs()).map(|i| (i % 1999) as f32 * 0.095 - 100.0).collect();
+    let cpu = values(model.predict_with_base_margin(frame, &wide, PredictOutput::Value).unwrap());
+    let gpu = values(model.predict_with(forest, frame, PredictOutput::Value, Some(&wide)).unwrap());
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(bits(&cpu) == bits(&gpu), "{what}: values from a wide base margin differ");
 }
 
 #[test]

@@ -32,6 +32,11 @@ fn kernels_compile_for_turing_ampere_and_hopper_with_the_rust_layouts() {
         for ((what, want), got) in expected.iter().zip(found) {
             assert_eq!(got, *want, "{arch}: {what} is {got} in CUDA but {want} in Rust");
         }
+        // The device's own exp (ex2.approx) and subnormal flushing round differently from the
+        // host: kernels/math.cuh replaces the one, the options rule out the other.
+        for op in ["ex2.approx", ".ftz.f32", "fma.rn.f32", "fma.rn.f64"] {
+            assert!(!ptx.contains(op), "{arch}: the PTX uses {op}, which the CPU cannot reproduce");
+        }
         // What the runtime loads: machine code for the architecture, an ELF image.
         let cubin = kernels::compile_cubin(kernels::SOURCE, arch).unwrap_or_else(|e| panic!("{e}"));
         assert!(cubin.starts_with(b"\x7fELF"), "{arch}: NVRTC's machine code is not an ELF image");
@@ -72,4 +77,16 @@ fn the_probe_catches_a_renumbered_code() {
         .map(|((what, _), _)| what.as_str())
         .collect();
     assert_eq!(wrong, ["LINK_EXP"]);
+}
+
+#[test]
+fn the_rounding_check_sees_the_devices_own_exp() {
+    if !nvrtc() {
+        return;
+    }
+    // What the check in the first test looks for is what CUDA's expf compiles to.
+    let with_expf = kernels::SOURCE
+        .replace("const float prob = portable_sigmoidf(m);", "const float prob = 1.0f / (1.0f + expf(-m));");
+    assert_ne!(with_expf, kernels::SOURCE, "the logistic gradient was not found");
+    assert!(kernels::compile(&with_expf, "sm_80").unwrap().contains("ex2.approx"));
 }

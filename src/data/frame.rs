@@ -7,6 +7,7 @@ use arrow_array::{ArrayRef, Float32Array, RecordBatch};
 use arrow_buffer::ScalarBuffer;
 
 use super::column::FeatureColumn;
+use super::Targets;
 use crate::error::{Error, Result};
 
 /// Feature columns of equal length. Names are unique; an empty name is allowed only when
@@ -144,6 +145,11 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// What a loss reads: the label, weights and query groups.
+    pub fn targets(&self) -> Targets<'_> {
+        Targets { label: &self.label, weight: self.weight.as_deref(), groups: self.group_offsets.as_deref() }
+    }
+
     /// Features and one label per row.
     pub fn new(features: FeatureFrame, label: Vec<f32>) -> Result<Self> {
         Self::with_label(features, label.into())

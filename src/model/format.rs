@@ -9,6 +9,12 @@
 //! 24      n     payload: the model, bincode with fixed-width integers
 //! ```
 //!
+//! In the payload the training parameters are JSON text (version 2), so that a parameter added
+//! later, with its default, leaves older files readable; everything else is positional.
+//! Version 1 stored the parameters positionally too; it still loads (format_v1.rs). Version 3
+//! appends what an imported model's source states (`Model::imported`); version 2 files, which
+//! lack it, load as models trained here.
+//!
 //! Loading checks, in order: length, magic, version, payload length, checksum; decodes with
 //! an allocation limit equal to the payload length (so no count in the payload can make it
 //! allocate more than the file's size); then validates every index the predictor will follow.
@@ -19,12 +25,15 @@ use std::path::Path;
 use bincode::Options;
 use serde::{Deserialize, Serialize};
 
-use super::Model;
+use super::format_v1::ConfigV1;
+use super::{EvalSeries, FeatureInfo, Imported, Model};
+use crate::config::TrainConfig;
 use crate::error::{Error, Result};
+use crate::tree::Tree;
 
 /// Version written by this build; loading accepts this and older versions.
-/// 2: the model records what an imported model's source states (`Model::imported`).
-pub const FORMAT_VERSION: u32 = 2;
+/// 2: the parameters as JSON text. 3: what an imported model's source states (`Model::imported`).
+pub const FORMAT_VERSION: u32 = 3;
 
 const MAGIC: &[u8; 8] = b"PLGBTMDL";
 const HEADER: usize = 24;
@@ -32,6 +41,53 @@ const JSON_FORMAT: &str = "polars-gbt";
 
 fn codec(limit: u64) -> impl Options {
     bincode::DefaultOptions::new().with_fixint_encoding().with_little_endian().with_limit(limit)
+}
+
+/// The binary payload as written: `Model`'s fields in order, the parameters as JSON text.
+#[derive(Serialize)]
+struct PayloadOut<'a> {
+    config: String,
+    n_outputs: usize,
+    base_margin: &'a [f32],
+    features: &'a [FeatureInfo],
+    trees: &'a [Tree],
+    best_iteration: Option<usize>,
+    evals_result: &'a [EvalSeries],
+    imported: &'a Option<Imported>,
+}
+
+/// The binary payload as read, with the parameters as JSON text (`C = String`, version 2 on) or
+/// positional (`ConfigV1`, version 1), and what an imported model's source states
+/// (`I = Option<Imported>`, version 3 on; `()`, which bincode reads from no bytes, before).
+#[derive(Deserialize)]
+struct PayloadIn<C, I> {
+    config: C,
+    n_outputs: usize,
+    base_margin: Vec<f32>,
+    features: Vec<FeatureInfo>,
+    trees: Vec<Tree>,
+    best_iteration: Option<usize>,
+    evals_result: Vec<EvalSeries>,
+    imported: I,
+}
+
+impl<C, I> PayloadIn<C, I> {
+    fn into_model(
+        self,
+        read_config: impl FnOnce(C) -> Result<TrainConfig>,
+        read_imported: impl FnOnce(I) -> Option<Imported>,
+    ) -> Result<Model> {
+        Ok(Model {
+            config: read_config(self.config)?,
+            n_outputs: self.n_outputs,
+            base_margin: self.base_margin,
+            features: self.features,
+            trees: self.trees,
+            best_iteration: self.best_iteration,
+            evals_result: self.evals_result,
+            imported: read_imported(self.imported),
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -44,7 +100,17 @@ struct JsonEnvelope<M> {
 impl Model {
     /// The model in the versioned, checksummed binary format.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let payload = codec(u64::MAX).serialize(self).expect("a model always serialises");
+        let stored = PayloadOut {
+            config: serde_json::to_string(&self.config).expect("parameters always serialise"),
+            n_outputs: self.n_outputs,
+            base_margin: &self.base_margin,
+            features: &self.features,
+            trees: &self.trees,
+            best_iteration: self.best_iteration,
+            evals_result: &self.evals_result,
+            imported: &self.imported,
+        };
+        let payload = codec(u64::MAX).serialize(&stored).expect("a model always serialises");
         let mut out = Vec::with_capacity(HEADER + payload.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -84,10 +150,21 @@ impl Model {
             return Err(Error::model("checksum mismatch: the file is corrupt"));
         }
         let cannot = |e: bincode::Error| Error::model(format!("cannot decode: {e}"));
-        let model: Model = if version == 1 {
-            codec(len).deserialize::<ModelV1>(payload).map_err(cannot)?.into()
-        } else {
-            codec(len).deserialize(payload).map_err(cannot)?
+        let json_config =
+            |text: String| serde_json::from_str(&text).map_err(|e| Error::model(format!("stored parameters: {e}")));
+        let model = match version {
+            1 => codec(len)
+                .deserialize::<PayloadIn<ConfigV1, ()>>(payload)
+                .map_err(cannot)?
+                .into_model(ConfigV1::upgrade, |()| None)?,
+            2 => codec(len)
+                .deserialize::<PayloadIn<String, ()>>(payload)
+                .map_err(cannot)?
+                .into_model(json_config, |()| None)?,
+            _ => codec(len)
+                .deserialize::<PayloadIn<String, Option<Imported>>>(payload)
+                .map_err(cannot)?
+                .into_model(json_config, |i| i)?,
         };
         model.validate()?;
         Ok(model)
@@ -219,34 +296,6 @@ impl Model {
     }
 }
 
-/// A version 1 payload: the model before `imported`.
-#[derive(Deserialize)]
-struct ModelV1 {
-    config: crate::config::TrainConfig,
-    n_outputs: usize,
-    base_margin: Vec<f32>,
-    features: Vec<super::FeatureInfo>,
-    trees: Vec<crate::tree::Tree>,
-    best_iteration: Option<usize>,
-    evals_result: Vec<super::EvalSeries>,
-}
-
-impl From<ModelV1> for Model {
-    fn from(m: ModelV1) -> Model {
-        Model {
-            config: m.config,
-            n_outputs: m.n_outputs,
-            base_margin: m.base_margin,
-            features: m.features,
-            trees: m.trees,
-            best_iteration: m.best_iteration,
-            evals_result: m.evals_result,
-            // Version 1 recorded nothing of a source model.
-            imported: None,
-        }
-    }
-}
-
 fn check_version(version: u32) -> Result<()> {
     if version > FORMAT_VERSION {
         return Err(Error::ModelVersion { found: version, supported: FORMAT_VERSION });
@@ -262,28 +311,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn version_1_files_still_load() {
+    fn version_2_files_still_load() {
         let lgb = "tree\nversion=v4\nnum_class=1\nnum_tree_per_iteration=1\nlabel_index=0\nmax_feature_idx=0\n\
                    objective=regression\nfeature_names=x\nfeature_infos=[0:1]\ntree_sizes=1\n\nTree=0\n\
                    num_leaves=2\nnum_cat=0\nsplit_feature=0\nsplit_gain=1\nthreshold=0.5\ndecision_type=2\n\
                    left_child=-1\nright_child=-2\nleaf_value=1 2\nleaf_weight=1 1\nleaf_count=1 1\n\
                    internal_value=0\ninternal_weight=2\ninternal_count=2\nshrinkage=1\n\nend of trees\n";
         let mut model = Model::from_lightgbm(lgb).unwrap();
+        assert!(Model::from_bytes(&model.to_bytes()).unwrap().imported.is_some());
         model.imported = None;
-        let v2 = model.to_bytes();
-        // Version 1's payload is version 2's without the last field (`imported`, here None:
+        let v3 = model.to_bytes();
+        // Version 2's payload is version 3's without the last field (`imported`, here None:
         // bincode's one zero byte).
-        assert_eq!(v2.last(), Some(&0));
-        let payload = &v2[HEADER..v2.len() - 1];
-        let mut v1 = MAGIC.to_vec();
-        v1.extend_from_slice(&1u32.to_le_bytes());
-        v1.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        v1.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-        v1.extend_from_slice(payload);
-        assert_eq!(Model::from_bytes(&v1).unwrap(), model);
-        // And the JSON form of version 1, without the field.
+        assert_eq!(v3.last(), Some(&0));
+        let payload = &v3[HEADER..v3.len() - 1];
+        let mut v2 = MAGIC.to_vec();
+        v2.extend_from_slice(&2u32.to_le_bytes());
+        v2.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        v2.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+        v2.extend_from_slice(payload);
+        assert_eq!(Model::from_bytes(&v2).unwrap(), model);
+        // And the JSON form of version 2, without the field.
         let mut json: serde_json::Value = serde_json::from_str(&model.to_json()).unwrap();
-        json["version"] = 1.into();
+        json["version"] = 2.into();
         json["model"].as_object_mut().unwrap().remove("imported");
         assert_eq!(Model::from_json(&json.to_string()).unwrap(), model);
     }

@@ -2,6 +2,7 @@
 
 use rayon::prelude::*;
 
+use super::math::exp;
 use super::{check_each, weighted_mean, Loss, Targets};
 use crate::error::Result;
 use crate::tree::GradPair;
@@ -16,7 +17,7 @@ impl Loss for Poisson {
     fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) {
         out.par_iter_mut().enumerate().for_each(|(i, o)| {
             let w = t.w(i);
-            *o = GradPair { g: (margin[i].exp() - t.label[i]) * w, h: (margin[i] + POISSON_HESSIAN_SHIFT).exp() * w };
+            *o = GradPair { g: (exp(margin[i]) - t.label[i]) * w, h: exp(margin[i] + POISSON_HESSIAN_SHIFT) * w };
         });
     }
 
@@ -43,8 +44,8 @@ impl Loss for Tweedie {
         let rho = self.rho;
         out.par_iter_mut().enumerate().for_each(|(i, o)| {
             let (m, y, w) = (margin[i], t.label[i], t.w(i));
-            let a = ((1.0 - rho) * m).exp();
-            let b = ((2.0 - rho) * m).exp();
+            let a = exp((1.0 - rho) * m);
+            let b = exp((2.0 - rho) * m);
             *o = GradPair { g: (-y * a + b) * w, h: (-y * (1.0 - rho) * a + (2.0 - rho) * b) * w };
         });
     }

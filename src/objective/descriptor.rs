@@ -6,7 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{count, logistic, quantile, ranking, sigmoid, softmax, squared, Loss};
+use super::math::{exp, sigmoid};
+use super::{count, logistic, quantile, ranking, softmax, squared, Loss};
 use crate::error::{Error, Result};
 use crate::metric::{Metric, TaskKind};
 
@@ -49,6 +50,8 @@ pub struct ObjectiveParams {
     pub tweedie_variance_power: f64,
     /// Number of classes of the `multi:*` objectives.
     pub num_class: usize,
+    /// Pairs, gains and normalisation of the ranking objectives.
+    pub ranking: ranking::RankingParams,
 }
 
 /// How margins become predictions. The discriminants are the link codes that
@@ -247,7 +250,7 @@ impl Objective {
                 gpu_gradient: None,
                 refits_leaves: false,
                 default_metric: Metric::Ndcg(None),
-                loss: |_| Box::new(ranking::LambdaRank { ndcg: true }),
+                loss: |p| Box::new(ranking::LambdaRank { ndcg: true, params: p.ranking }),
             },
             Objective::RankPairwise => Descriptor {
                 name: "rank:pairwise",
@@ -259,7 +262,7 @@ impl Objective {
                 gpu_gradient: None,
                 refits_leaves: false,
                 default_metric: Metric::Ndcg(None),
-                loss: |_| Box::new(ranking::LambdaRank { ndcg: false }),
+                loss: |p| Box::new(ranking::LambdaRank { ndcg: false, params: p.ranking }),
             },
         }
     }
@@ -388,7 +391,7 @@ impl Link {
         match self {
             Link::Identity => {}
             Link::Logistic => row.iter_mut().for_each(|m| *m = sigmoid(*m)),
-            Link::Exp => row.iter_mut().for_each(|m| *m = m.exp()),
+            Link::Exp => row.iter_mut().for_each(|m| *m = exp(*m)),
             Link::Softmax => softmax::softmax_in_place(row),
         }
     }
@@ -399,7 +402,7 @@ impl Link {
         match self {
             Link::Identity | Link::Softmax => margin,
             Link::Logistic => sigmoid(margin),
-            Link::Exp => margin.exp(),
+            Link::Exp => exp(margin),
         }
     }
 }
@@ -462,8 +465,13 @@ mod tests {
     use super::*;
     use crate::data::Targets;
 
-    const PARAMS: ObjectiveParams =
-        ObjectiveParams { huber_slope: 1.0, quantile_alpha: 0.3, tweedie_variance_power: 1.5, num_class: 3 };
+    const PARAMS: ObjectiveParams = ObjectiveParams {
+        huber_slope: 1.0,
+        quantile_alpha: 0.3,
+        tweedie_variance_power: 1.5,
+        num_class: 3,
+        ranking: ranking::RankingParams::DEFAULT,
+    };
 
     #[test]
     fn all_lists_every_objective_at_its_index() {

@@ -18,12 +18,14 @@
 mod count;
 mod descriptor;
 mod logistic;
+mod math;
 mod quantile;
 mod ranking;
 mod softmax;
 mod squared;
 
 pub use descriptor::{Descriptor, GpuGradient, Link, Objective, ObjectiveParams, Outputs};
+pub use ranking::{RankingParams, RankingTables};
 
 pub use crate::data::Targets;
 use crate::error::{Error, Result};
@@ -58,10 +60,7 @@ pub fn transform_row(objective: Objective, row: &mut [f32]) {
     objective.link().apply(row)
 }
 
-#[inline]
-pub(crate) fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
-}
+pub(crate) use math::sigmoid;
 
 /// Fails with the first row where `ok` does not hold.
 pub(crate) fn check_each(label: &[f32], what: &str, ok: impl Fn(f32) -> bool) -> Result<()> {

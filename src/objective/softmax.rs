@@ -2,6 +2,7 @@
 
 use rayon::prelude::*;
 
+use super::math::exp;
 use super::{check_each, Loss, Targets};
 use crate::error::Result;
 use crate::tree::GradPair;
@@ -14,7 +15,7 @@ pub fn softmax_in_place(row: &mut [f32]) {
     let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0;
     for v in row.iter_mut() {
-        *v = (*v - max).exp();
+        *v = exp(*v - max);
         sum += *v;
     }
     for v in row.iter_mut() {

@@ -22,6 +22,14 @@ pub struct SplitParams {
     pub max_delta_step: f64,
     pub max_cat_to_onehot: usize,
     pub max_cat_threshold: usize,
+    /// Partition splits of categorical features (LightGBM's regularisation, see
+    /// `best_categorical`): categories seen in fewer rows than this are left out of the
+    /// ordering, which adds this to each category's hessian.
+    pub cat_smooth: f64,
+    /// Added to `reg_lambda` for the children of a partition split.
+    pub cat_l2: f64,
+    /// Rows each side of a partition split needs at least.
+    pub min_data_per_group: f64,
 }
 
 impl SplitParams {
@@ -91,25 +99,41 @@ pub struct SplitScorer<'a> {
     pub quantiser: &'a Quantiser,
     pub total: GradSum,
     parent_score: f64,
+    /// The node's rows per unit of hessian: turns a slot's hessian into an estimate of its
+    /// rows, as LightGBM does (histograms hold no counts).
+    rows_per_hessian: f64,
 }
 
 impl<'a> SplitScorer<'a> {
-    pub fn new(params: &'a SplitParams, quantiser: &'a Quantiser, total: GradSum) -> Self {
+    /// Scores splits of a node of `rows` rows whose gradients sum to `total`.
+    pub fn new(params: &'a SplitParams, quantiser: &'a Quantiser, total: GradSum, rows: u32) -> Self {
         let (g, h) = quantiser.to_float(total);
-        SplitScorer { params, quantiser, total, parent_score: params.score(g, h) }
+        let rows_per_hessian = if h > 0.0 { rows as f64 / h } else { 0.0 };
+        SplitScorer { params, quantiser, total, parent_score: params.score(g, h), rows_per_hessian }
     }
 
     /// Gain of sending `left` left and the rest right, or None if a child is too light.
     #[inline]
     pub fn gain(&self, left: GradSum) -> Option<f64> {
+        self.gain_under(self.params, left)
+    }
+
+    /// The gain with the children scored under `params` (the parent always under the node's).
+    #[inline]
+    fn gain_under(&self, params: &SplitParams, left: GradSum) -> Option<f64> {
         let right = self.total - left;
         let (gl, hl) = self.quantiser.to_float(left);
         let (gr, hr) = self.quantiser.to_float(right);
-        if hl < self.params.min_child_weight || hr < self.params.min_child_weight {
+        if hl < params.min_child_weight || hr < params.min_child_weight {
             return None;
         }
-        let gain = self.params.score(gl, hl) + self.params.score(gr, hr) - self.parent_score;
-        (gain > MIN_GAIN && gain >= self.params.gamma).then_some(gain)
+        let gain = params.score(gl, hl) + params.score(gr, hr) - self.parent_score;
+        (gain > MIN_GAIN && gain >= params.gamma).then_some(gain)
+    }
+
+    /// The estimated rows behind `sum` (see `rows_per_hessian`).
+    fn rows_of(&self, sum: GradSum) -> f64 {
+        (self.quantiser.to_float(sum).1 * self.rows_per_hessian).round()
     }
 
     /// When the node saw no missing values, unseen missing values follow the heavier child.
@@ -159,8 +183,14 @@ impl<'a> SplitScorer<'a> {
     }
 
     /// The best split of a categorical feature: one category against the rest when there are
-    /// few categories, else the best prefix of the categories ordered by leaf weight. Sending
-    /// every present category left is the "present or missing" split.
+    /// few categories, else the best prefix of the categories ordered by leaf weight (a
+    /// partition split). Sending every present category left is the "present or missing" split.
+    ///
+    /// Partition splits are regularised as LightGBM's are, so that high-cardinality features
+    /// do not fit noise: categories with fewer than `cat_smooth` rows stay out of the ordering
+    /// (they go right), the ordering adds `cat_smooth` to each category's hessian, the children
+    /// are scored with `cat_l2` added to `reg_lambda`, and each side needs `min_data_per_group`
+    /// rows. Rows are estimated from hessians (`rows_per_hessian`).
     pub fn best_categorical(&self, feature: u32, hist: &[GradSum]) -> Option<SplitCandidate> {
         let (missing, bins) = hist.split_last()?;
         let has_missing = *missing != GradSum::default();
@@ -168,15 +198,28 @@ impl<'a> SplitScorer<'a> {
         if present.is_empty() || (present.len() == 1 && !has_missing) {
             return None;
         }
+        let p = self.params;
+        let partition_params = SplitParams { reg_lambda: p.reg_lambda + p.cat_l2, ..*p };
         let mut best: Option<(f64, Vec<u32>, bool, GradSum)> = None;
-        let mut consider = |set: &[u32], left: GradSum| {
+        let mut consider = |set: &[u32], left: GradSum, partition: bool| {
             let options = if has_missing {
                 vec![(false, left), (true, left + *missing)]
             } else {
                 vec![(self.default_left_without_missing(left), left)]
             };
             for (default_left, l) in options {
-                if let Some(g) = self.gain(l) {
+                let gain = if partition {
+                    let groups_ok = p.min_data_per_group <= 0.0
+                        || (self.rows_of(l) >= p.min_data_per_group
+                            && self.rows_of(self.total - l) >= p.min_data_per_group);
+                    if !groups_ok {
+                        continue;
+                    }
+                    self.gain_under(&partition_params, l)
+                } else {
+                    self.gain(l)
+                };
+                if let Some(g) = gain {
                     if best.as_ref().is_none_or(|b| g > b.0) {
                         let mut s = set.to_vec();
                         s.sort_unstable();
@@ -185,25 +228,30 @@ impl<'a> SplitScorer<'a> {
                 }
             }
         };
-        if present.len() <= self.params.max_cat_to_onehot {
+        if present.len() <= p.max_cat_to_onehot {
             for &c in &present {
-                consider(&[c], bins[c as usize]);
+                consider(&[c], bins[c as usize], false);
             }
         } else {
-            let mut order = present.clone();
+            let n_present = present.len();
+            let mut order: Vec<u32> =
+                present.into_iter().filter(|&c| self.rows_of(bins[c as usize]) >= p.cat_smooth).collect();
+            // With rare categories left out, every ordered category left would split off just
+            // the rare ones: not a candidate.
+            let last = if order.len() < n_present { order.len().saturating_sub(1) } else { order.len() };
             let weight = |c: u32| {
                 let (g, h) = self.quantiser.to_float(bins[c as usize]);
-                self.params.weight(g, h)
+                p.weight(g, h + p.cat_smooth)
             };
             order.sort_by(|&a, &b| weight(a).total_cmp(&weight(b)).then(a.cmp(&b)));
             // Prefixes of the weight order, the side sent left holding at most
             // `max_cat_threshold` categories (either side may be the small one).
-            let cap = self.params.max_cat_threshold;
+            let cap = p.max_cat_threshold;
             let mut left = GradSum::default();
-            for k in 1..=order.len() {
+            for k in 1..=last {
                 left += bins[order[k - 1] as usize];
                 if k <= cap || order.len() - k <= cap {
-                    consider(&order[..k], left);
+                    consider(&order[..k], left, true);
                 }
             }
         }
@@ -232,6 +280,9 @@ mod tests {
             max_delta_step: 0.0,
             max_cat_to_onehot: 4,
             max_cat_threshold: 64,
+            cat_smooth: 0.0,
+            cat_l2: 0.0,
+            min_data_per_group: 0.0,
         }
     }
 
@@ -247,5 +298,59 @@ mod tests {
         assert_eq!(clipped.weight(4.0, 3.0), -0.5);
         // -(2 * 4 * -0.5 + 4 * 0.25) = 3
         assert!((clipped.score(4.0, 3.0) - 3.0).abs() < 1e-12);
+    }
+
+    /// Unit scales: a slot's (g, h) are its integers; h = 1 per row, as for squared error.
+    fn slot(g: i64, rows: i64) -> GradSum {
+        GradSum { g, h: rows }
+    }
+
+    fn categorical(p: &SplitParams, bins: &[GradSum]) -> Option<SplitCandidate> {
+        let q = Quantiser::from_scales(1.0, 1.0);
+        let mut hist = bins.to_vec();
+        hist.push(GradSum::default()); // no missing values
+        let total = bins.iter().fold(GradSum::default(), |a, &b| a + b);
+        let rows = total.h as u32;
+        SplitScorer::new(p, &q, total, rows).best_categorical(0, &hist)
+    }
+
+    #[test]
+    fn a_rare_category_with_an_extreme_gradient_is_not_split_off_under_cat_smooth() {
+        // Five common categories with mild gradients, and one seen in 3 rows with a large one.
+        let bins = [slot(-40, 100), slot(-20, 100), slot(0, 100), slot(20, 100), slot(40, 100), slot(90, 3)];
+        // Without regularisation the best split sends the rare category alone one way.
+        let plain = categorical(&params(), &bins).unwrap();
+        assert_eq!(plain.left_categories, vec![5]);
+        // Under cat_smooth = 10 it is out of the ordering and stays right, with the rest.
+        let smoothed = categorical(&SplitParams { cat_smooth: 10.0, ..params() }, &bins).unwrap();
+        assert!(!smoothed.left_categories.contains(&5), "{:?}", smoothed.left_categories);
+        assert!(smoothed.gain < plain.gain);
+    }
+
+    #[test]
+    fn cat_l2_scores_the_children_with_more_l2_and_the_parent_without() {
+        let bins = [slot(-30, 50), slot(-10, 50), slot(10, 50), slot(30, 50), slot(50, 50)];
+        let p = SplitParams { cat_l2: 10.0, ..params() };
+        let c = categorical(&p, &bins).unwrap();
+        let (gl, hl) = (c.left.g as f64, c.left.h as f64);
+        let (gr, hr) = (c.right.g as f64, c.right.h as f64);
+        let more = SplitParams { reg_lambda: 11.0, ..params() };
+        let want = more.score(gl, hl) + more.score(gr, hr) - params().score(gl + gr, hl + hr);
+        assert!((c.gain - want).abs() < 1e-9, "gain {} want {want}", c.gain);
+        // The best partition sends the negative gradients one way: {0, 1} against {2, 3, 4}.
+        assert!(c.left_categories == [0, 1] || c.left_categories == [2, 3, 4], "{:?}", c.left_categories);
+    }
+
+    #[test]
+    fn min_data_per_group_keeps_both_sides_large_enough() {
+        // Six categories of 30 rows; the strongest split isolates category 0 (gradient -90),
+        // which 50 rows per side rules out: the left side must hold at least two categories.
+        let bins = [slot(-90, 30), slot(-5, 30), slot(0, 30), slot(5, 30), slot(10, 30), slot(15, 30)];
+        let plain = categorical(&params(), &bins).unwrap();
+        assert!(plain.left_categories == [0] || plain.left_categories == [1, 2, 3, 4, 5]);
+        let grouped = categorical(&SplitParams { min_data_per_group: 50.0, ..params() }, &bins).unwrap();
+        let n_left = grouped.left_categories.len();
+        assert!((2..=4).contains(&n_left), "{:?}", grouped.left_categories);
+        assert!(grouped.left.h >= 50 && grouped.right.h >= 50);
     }
 }

@@ -80,7 +80,8 @@ impl GrowSteps for CpuSteps<'_> {
             .map(|&(i, f)| {
                 let o = &nodes[i];
                 let hist = self.layout.feature(&o.state.hist, f as usize);
-                let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, o.total);
+                let rows = self.partition.rows_of(o.state.node).len() as u32;
+                let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, o.total, rows);
                 let best = if self.cuts[f as usize].is_categorical() {
                     scorer.best_categorical(f, hist)
                 } else {

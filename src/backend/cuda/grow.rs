@@ -71,9 +71,22 @@ impl GrowSteps for GpuLearner<'_> {
     }
 
     fn evaluate(&mut self, nodes: &mut [Open<GpuNode>], ctx: &TreeContext) -> Result<()> {
+        if self.split.needs_row_counts() {
+            // One synchronisation more per level, only with categorical features.
+            self.resolve_counts(nodes.iter_mut().map(|o| &mut o.state).collect())?;
+        }
         let eval: Vec<EvalNode> = nodes
             .iter()
-            .map(|o| EvalNode { node: o.node, depth: o.depth, total: o.total, slot: o.state.slot })
+            .map(|o| EvalNode {
+                node: o.node,
+                depth: o.depth,
+                total: o.total,
+                slot: o.state.slot,
+                rows: match o.state.len {
+                    RowCount::Known(len) => Some(len),
+                    RowCount::Pending { .. } => None,
+                },
+            })
             .collect();
         let found = self.split.evaluate(&mut self.dev, &self.matrix, &mut self.hist.pool, &eval, ctx)?;
         for (o, best) in nodes.iter_mut().zip(found) {

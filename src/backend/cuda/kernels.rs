@@ -16,6 +16,7 @@ use cudarc::nvrtc::{compile_ptx_with_opts, result, sys, CompileError, CompileOpt
 /// Every kernel, as one translation unit.
 pub const SOURCE: &str = concat!(
     include_str!("../../../kernels/common.cuh"),
+    include_str!("../../../kernels/math.cuh"),
     include_str!("../../../kernels/binning.cu"),
     include_str!("../../../kernels/gradients.cu"),
     include_str!("../../../kernels/histogram.cu"),
@@ -25,11 +26,19 @@ pub const SOURCE: &str = concat!(
     include_str!("../../../kernels/predict.cu"),
 );
 
-/// NVRTC options. No FMA contraction: the split arithmetic must round exactly as the CPU's.
+/// NVRTC options. Every float operation must round exactly as the CPU's (the split arithmetic,
+/// and the gradients through kernels/math.cuh): no FMA contraction, subnormals kept, and IEEE
+/// division and square roots (the last two are NVRTC's defaults, named so they stay).
 fn options(arch: &str) -> CompileOptions {
     CompileOptions {
         fmad: Some(false),
-        options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into()],
+        options: vec![
+            format!("--gpu-architecture={arch}"),
+            "--std=c++17".into(),
+            "--ftz=false".into(),
+            "--prec-div=true".into(),
+            "--prec-sqrt=true".into(),
+        ],
         ..Default::default()
     }
 }

@@ -17,12 +17,14 @@ use crate::tree::split::{SplitCandidate, SplitScorer};
 /// Threads of a block scanning one (node, feature).
 const SCAN_THREADS: u32 = 256;
 
-/// A node whose best split is wanted: its place in the tree, its sum and its histogram slot.
+/// A node whose best split is wanted: its place in the tree, its sum, its histogram slot and
+/// its rows (counted when categorical features need them, see `needs_row_counts`).
 pub(super) struct EvalNode {
     pub(super) node: u32,
     pub(super) depth: usize,
     pub(super) total: GradSum,
     pub(super) slot: u32,
+    pub(super) rows: Option<u32>,
 }
 
 pub(super) struct SplitEvaluator {
@@ -38,6 +40,13 @@ pub(super) struct SplitEvaluator {
 }
 
 impl SplitEvaluator {
+    /// Whether evaluation needs each node's row count: the categorical search estimates rows
+    /// per category from it. Numeric features do not, and then the counts stay on the device
+    /// until the evaluation's own download (one synchronisation per level).
+    pub(super) fn needs_row_counts(&self) -> bool {
+        !self.categorical.is_empty()
+    }
+
     pub(super) fn new(dev: &mut FitDevice, matrix: &DeviceMatrix, cuts: &[FeatureCuts]) -> Result<Self> {
         let mut categorical = Vec::new();
         let mut categorical_slots: Vec<u32> = Vec::new();
@@ -91,7 +100,9 @@ impl SplitEvaluator {
         let found = self.evaluate_numeric(dev, matrix, pool, &tasks, &masks, ctx)?;
         let mut best: Vec<(SplitResult, Vec<u32>)> = found.into_iter().map(|b| (b, Vec::new())).collect();
         if !self.categorical.is_empty() {
-            self.evaluate_categorical(dev, pool, &tasks, &masks, nf, &mut best, ctx)?;
+            let rows: Vec<u32> =
+                nodes.iter().map(|o| o.rows.expect("row counts are resolved before a categorical search")).collect();
+            self.evaluate_categorical(dev, pool, &tasks, &rows, &masks, nf, &mut best, ctx)?;
         }
         Ok(best
             .into_iter()
@@ -188,6 +199,7 @@ impl SplitEvaluator {
         dev: &mut FitDevice,
         pool: &HistPool,
         tasks: &[EvalTask],
+        rows: &[u32],
         masks: &[u8],
         nf: usize,
         best: &mut [(SplitResult, Vec<u32>)],
@@ -210,7 +222,7 @@ impl SplitEvaluator {
         .map_err(device_error)?;
         let hists = dev.download(self.gathered.buf.slice(..tasks.len() * n_slots))?;
         for (t, (b, categories)) in best.iter_mut().enumerate() {
-            let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, tasks[t].total);
+            let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, tasks[t].total, rows[t]);
             for &(f, first, len) in &self.categorical {
                 if tasks[t].mask_row != NO_MASK && masks[t * nf + f as usize] == 0 {
                     continue;

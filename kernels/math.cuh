@@ -1,0 +1,29 @@
+// e^x computed exactly as src/objective/math.rs computes it on the host, operation for operation,
+// so that the CPU and the GPU see the same gradients and predictions, bit for bit (CUDA's expf
+// differs from the host's in the last bit for some inputs). It needs the kernels' flags:
+// --fmad=false (no contraction into fused multiply-adds) and subnormals kept (no -ftz).
+
+#define EXP_LN2_HI 0.693359375f
+#define EXP_LN2_LO -2.1219444e-4f
+
+__device__ __forceinline__ float exp_pow2(int i) { return __int_as_float((i + 127) << 23); }
+
+__device__ __forceinline__ float portable_expf(float x) {
+    if (x != x) return x;
+    if (x > 89.0f) return __int_as_float(0x7f800000);
+    if (x < -104.0f) return 0.0f;
+    const float k = floorf(x * 1.44269504f + 0.5f);
+    const float r = (x - k * EXP_LN2_HI) - k * EXP_LN2_LO;
+    float p = 0.00019790353f;
+    p = p * r + 0.0013944649f;
+    p = p * r + 0.008333497f;
+    p = p * r + 0.041666295f;
+    p = p * r + 0.16666666f;
+    p = p * r + 0.5f;
+    const float y = (r * r * p + r) + 1.0f;
+    const int ki = (int)k;
+    const int half = ki / 2;
+    return y * exp_pow2(half) * exp_pow2(ki - half);
+}
+
+__device__ __forceinline__ float portable_sigmoidf(float x) { return 1.0f / (1.0f + portable_expf(-x)); }
