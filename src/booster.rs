@@ -150,7 +150,7 @@ impl<'a> Trainer<'a> {
             .zip(cuts.iter().cloned())
             .map(|(c, cuts)| FeatureInfo {
                 name: c.name().to_string(),
-                dtype: c.data_type().to_string(),
+                dtype: c.dtype_name(),
                 cuts,
                 categories: c.categories().map(|v| v.as_ref().clone()),
             })

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use arrow_array::types::Int32Type;
-use arrow_array::{ArrayRef, DictionaryArray, Float32Array, StringArray};
+use arrow_array::{ArrayRef, BinaryArray, DictionaryArray, Float32Array, StringArray};
 use polars_gbt::{train, Dataset, Error, FeatureColumn, FeatureFrame, Model, PredictOutput, TrainConfig};
 
 fn column(name: &str, values: Vec<f32>) -> FeatureColumn {
@@ -73,8 +73,12 @@ fn bad_labels() {
 
 #[test]
 fn bad_features() {
+    // Strings are categorical features (tests/invariants.rs); bytes are nothing a tree splits.
+    let bytes: ArrayRef = Arc::new(BinaryArray::from(vec![b"x".as_slice(), b"y".as_slice()]));
+    assert_err(FeatureColumn::new("s", vec![bytes]), &["`s`", "Binary", "numeric"]);
     let strings: ArrayRef = Arc::new(StringArray::from(vec!["x", "y"]));
-    assert_err(FeatureColumn::new("s", vec![strings]), &["`s`", "Utf8", "numeric"]);
+    let mixed = FeatureColumn::new("m", vec![strings, Arc::new(Float32Array::from(vec![1.0]))]);
+    assert_err(mixed, &["`m`", "mix", "Float32"]);
     let all_missing = FeatureFrame::new(vec![column("a", vec![f32::NAN; 5]), column("b", vec![f32::NAN; 5])]).unwrap();
     let d = Dataset::new(all_missing, vec![0.0; 5]).unwrap();
     assert_err(train(&TrainConfig::default(), &d, &[]), &["entirely missing"]);

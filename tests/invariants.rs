@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use arrow_array::types::Int32Type;
-use arrow_array::{ArrayRef, DictionaryArray, Float32Array, Float64Array, Int64Array};
+use arrow_array::{
+    ArrayRef, DictionaryArray, Float32Array, Float64Array, Int64Array, LargeStringArray, StringArray, StringViewArray,
+};
 use polars_gbt::backend::cpu::histogram::{build_histograms, subtract, HistLayout, HistTask};
 use polars_gbt::data::cuts::compute_cuts;
 use polars_gbt::data::BinnedMatrix;
@@ -208,6 +210,40 @@ fn categorical_splits_separate_categories() {
     );
     assert!(p[0] > 0.9 && p[2] < 0.1, "{p:?}");
     assert!(p[1].is_finite());
+}
+
+#[test]
+fn string_columns_are_categorical_like_their_dictionary_columns() {
+    // Nulls among the strings, and chunks of all three Arrow string types: the model must be
+    // the dictionary column's (categories by name, nulls missing).
+    let cats = [Some("a"), Some("b"), None, Some("d"), Some("c"), Some("b")];
+    let n = 600;
+    let names: Vec<Option<&str>> = (0..n).map(|i| cats[(i * 7 + i / 5) % 6]).collect();
+    let y: Vec<f32> = names.iter().map(|c| matches!(c, Some("b") | Some("d") | None) as u8 as f32).collect();
+    let dict: ArrayRef = Arc::new(names.iter().copied().collect::<DictionaryArray<Int32Type>>());
+    let half = n / 2;
+    let strings: Vec<ArrayRef> =
+        vec![Arc::new(StringArray::from(names[..half].to_vec())), Arc::new(StringArray::from(names[half..].to_vec()))];
+    let large: ArrayRef = Arc::new(LargeStringArray::from(names.clone()));
+    let view: ArrayRef = Arc::new(StringViewArray::from(names.clone()));
+    let cfg = config(r#"{"objective": "binary:logistic", "n_estimators": 4, "max_depth": 2}"#);
+    let fit = |chunks: Vec<ArrayRef>| {
+        let frame = FeatureFrame::new(vec![FeatureColumn::new("c", chunks).unwrap()]).unwrap();
+        train(&cfg, &Dataset::new(frame, y.clone()).unwrap(), &[]).unwrap()
+    };
+    let want = fit(vec![dict.clone()]);
+    assert!(want.trees()[0].is_categorical(0));
+    for chunks in [strings.clone(), vec![large], vec![view]] {
+        let got = fit(chunks);
+        assert_eq!(got.trees(), want.trees());
+        assert_eq!(got.features()[0].categories, want.features()[0].categories);
+    }
+    // A string column scores a dictionary-trained model, and the other way round, alike.
+    let by_strings = FeatureFrame::new(vec![FeatureColumn::new("c", strings.clone()).unwrap()]).unwrap();
+    let by_dict = FeatureFrame::new(vec![FeatureColumn::new("c", vec![dict]).unwrap()]).unwrap();
+    let p = values(want.predict(&by_dict, PredictOutput::Value).unwrap());
+    assert_eq!(values(want.predict(&by_strings, PredictOutput::Value).unwrap()), p);
+    assert_eq!(values(fit(strings).predict(&by_dict, PredictOutput::Value).unwrap()), p);
 }
 
 #[test]

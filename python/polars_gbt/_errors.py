@@ -58,6 +58,11 @@ class FileError(GbtError, OSError):
     """Reading or writing a model file failed."""
 
 
+class InternalError(GbtError, RuntimeError):
+    """A bug in polars-gbt: the Rust code panicked. The message carries the panic's; please
+    report it. (Bad input is always one of the other classes, never this one.)"""
+
+
 # How the Rust errors' messages begin (src/error.rs), in the order to try them.
 _KINDS: list[tuple[str, type[GbtError]]] = [
     ("invalid parameter `", ParameterError),
@@ -67,6 +72,7 @@ _KINDS: list[tuple[str, type[GbtError]]] = [
     ("model format version ", ModelVersionError),
     ("device: ", DeviceError),
     ("i/o: ", FileError),
+    ("internal error (a bug in polars-gbt", InternalError),
 ]
 
 
@@ -99,7 +105,7 @@ def translated() -> Iterator[None]:
     """
     try:
         yield
-    except (pl.exceptions.ComputeError, ValueError, OSError) as e:
+    except (pl.exceptions.ComputeError, ValueError, OSError, RuntimeError) as e:
         if isinstance(e, GbtError):
             raise
         kind = _classify(str(e))

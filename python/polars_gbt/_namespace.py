@@ -49,9 +49,9 @@ class GbtNamespace:
         self,
         target: pl.Expr | str,
         *,
-        weight: pl.Expr | str | None = None,
-        group: pl.Expr | str | None = None,
-        base_margin: pl.Expr | str | None = None,
+        weight: pl.Expr | str | float | None = None,
+        group: pl.Expr | str | int | None = None,
+        base_margin: pl.Expr | str | float | None = None,
         eval_set: pl.Expr | None = None,
         verbose: bool | int = False,
         progress: bool = False,
@@ -68,9 +68,11 @@ class GbtNamespace:
         target
             The label column.
         weight
-            Per-row sample weights.
+            Per-row sample weights. Here and for ``group`` and ``base_margin``, a literal
+            (``pl.lit(2.0)``, or a plain number) is repeated to every row, as Polars
+            broadcasts literals.
         group
-            Query ids for ranking objectives (rows of a query must be contiguous).
+            Integer query ids for ranking objectives (rows of a query must be contiguous).
         base_margin
             Per-row starting margin.
         eval_set
@@ -182,5 +184,10 @@ class GbtNamespace:
         )
 
 
-def _expr(value: pl.Expr | str) -> pl.Expr:
-    return pl.col(value) if isinstance(value, str) else value
+def _expr(value: pl.Expr | str | float) -> pl.Expr:
+    # A name is a column; a number (weight=2.0) is a literal, repeated to every row.
+    if isinstance(value, str):
+        return pl.col(value)
+    if isinstance(value, (bool, int, float)):
+        return pl.lit(value)
+    return value

@@ -5,13 +5,15 @@
 //! Numeric columns (floats, integers, booleans) read as `f32`, nulls and NaN as NaN (missing).
 //! Dictionary columns are categorical: they read as the category's code (an exact small
 //! integer in `f32`), codes indexing a sorted list of category names shared by all chunks.
+//! String columns are categorical too: each chunk is dictionary-encoded once when the column
+//! is made (four bytes a row of keys, the distinct strings once).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::*;
-use arrow_array::{Array, ArrayRef};
+use arrow_array::{Array, ArrayRef, DictionaryArray, StringArray, UInt32Array};
 use arrow_buffer::ArrowNativeType;
 use arrow_schema::DataType;
 
@@ -42,12 +44,20 @@ pub struct FeatureColumn {
     /// Row where each chunk starts, plus the total length at the end.
     starts: Vec<usize>,
     kind: ColumnKind,
+    /// The data type's name as the caller knows it (the Polars plugin gives Polars' names,
+    /// "Datetime(us, UTC)"), for messages and the model's feature info; None: Arrow's name.
+    dtype_name: Option<String>,
 }
 
 impl FeatureColumn {
     /// A column over one or more Arrow arrays, which must share one data type.
     pub fn new(name: impl Into<String>, chunks: Vec<ArrayRef>) -> Result<Self> {
         let name = name.into();
+        let chunks = if chunks.first().is_some_and(|c| is_string(c.data_type())) {
+            chunks.iter().map(|c| string_to_dictionary(&name, c)).collect::<Result<Vec<_>>>()?
+        } else {
+            chunks
+        };
         let Some(first) = chunks.first() else {
             return Err(Error::column(&name, "has no data (no chunks)"));
         };
@@ -67,7 +77,9 @@ impl FeatureColumn {
             t => {
                 return Err(Error::column(
                     &name,
-                    format!("has data type {t}; features must be numeric, boolean or categorical (dictionary)"),
+                    format!(
+                        "has data type {t}; features must be numeric, boolean, strings or categorical (dictionary)"
+                    ),
                 ))
             }
         };
@@ -78,7 +90,19 @@ impl FeatureColumn {
             total += c.len();
         }
         starts.push(total);
-        Ok(FeatureColumn { name, chunks, starts, kind })
+        Ok(FeatureColumn { name, chunks, starts, kind, dtype_name: None })
+    }
+
+    /// The same column, its data type named `name` in messages and in a model's feature info
+    /// (the Polars plugin names Polars' dtypes; Arrow's names are the default).
+    pub fn with_dtype_name(mut self, name: impl Into<String>) -> Self {
+        self.dtype_name = Some(name.into());
+        self
+    }
+
+    /// The data type's name: as set by [`FeatureColumn::with_dtype_name`], else Arrow's.
+    pub fn dtype_name(&self) -> String {
+        self.dtype_name.clone().unwrap_or_else(|| self.data_type().to_string())
     }
 
     /// The same column with its categories coded by `categories` (a model's), so that codes
@@ -192,6 +216,40 @@ fn is_numeric(t: &DataType) -> bool {
             | DataType::UInt64
             | DataType::Boolean
     )
+}
+
+fn is_string(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
+}
+
+/// A string array as a dictionary array (UInt32 keys, the distinct strings in order of first
+/// appearance), nulls kept: from here on it is a categorical column like any other.
+fn string_to_dictionary(name: &str, array: &ArrayRef) -> Result<ArrayRef> {
+    fn encode<'a>(strings: impl Iterator<Item = Option<&'a str>>, len: usize) -> (Vec<u32>, Vec<&'a str>) {
+        let mut codes: HashMap<&str, u32> = HashMap::new();
+        let mut values = Vec::new();
+        let mut keys = Vec::with_capacity(len);
+        for s in strings {
+            keys.push(match s {
+                Some(s) => *codes.entry(s).or_insert_with(|| {
+                    values.push(s);
+                    (values.len() - 1) as u32
+                }),
+                None => 0,
+            });
+        }
+        (keys, values)
+    }
+    let (keys, values) = match array.data_type() {
+        DataType::Utf8 => encode(array.as_string::<i32>().iter(), array.len()),
+        DataType::LargeUtf8 => encode(array.as_string::<i64>().iter(), array.len()),
+        DataType::Utf8View => encode(array.as_string_view().iter(), array.len()),
+        t => return Err(Error::column(name, format!("chunks mix data types: strings and {t}"))),
+    };
+    let keys = UInt32Array::new(keys.into(), array.logical_nulls());
+    let dict = DictionaryArray::try_new(keys, Arc::new(StringArray::from(values)))
+        .map_err(|e| Error::column(name, format!("cannot encode its strings as categories: {e}")))?;
+    Ok(Arc::new(dict))
 }
 
 /// Copies a primitive array's values into `out` with `as f32`, then marks nulls as NaN.

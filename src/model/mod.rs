@@ -31,7 +31,9 @@ use crate::tree::Tree;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FeatureInfo {
     pub name: String,
-    /// The Arrow data type seen in training, for messages.
+    /// The data type seen in training: Polars' name through the plugin ("Int8",
+    /// "Datetime(us, UTC)", "String"), which the plugin also reads back at scoring to convert
+    /// a temporal column to the training unit; Arrow's name through the Rust API.
     pub dtype: String,
     pub cuts: FeatureCuts,
     /// Category names, for categorical features (codes index this list).
@@ -269,18 +271,18 @@ pub(crate) fn bind_columns(features: &[FeatureInfo], frame: &FeatureFrame) -> Re
             (None, false) => Ok(col.clone()),
             (Some(_), false) => Err(Error::column(
                 &info.name,
-                format!("was categorical in training ({}) but is {} here", info.dtype, col.data_type()),
+                format!("was categorical in training ({}) but is {} here", info.dtype, col.dtype_name()),
             )),
             (None, true) if info.cuts.is_categorical() => Err(Error::column(
                 &info.name,
                 format!(
                     "takes integer category codes (the model has no category names) but is categorical ({}) here",
-                    col.data_type()
+                    col.dtype_name()
                 ),
             )),
             (None, true) => Err(Error::column(
                 &info.name,
-                format!("was numeric in training ({}) but is categorical ({}) here", info.dtype, col.data_type()),
+                format!("was numeric in training ({}) but is categorical ({}) here", info.dtype, col.dtype_name()),
             )),
         })
         .collect()

@@ -14,8 +14,16 @@ pub fn to_polars(e: Error) -> PolarsError {
     PolarsError::ComputeError(e.to_string().into())
 }
 
-/// One Polars column as a feature column over the same buffers.
-pub fn feature_column(s: &Series) -> PolarsResult<FeatureColumn> {
+/// One Polars column as a feature column, by the rules of `dtypes` (most dtypes over the
+/// same buffers), its dtype named as Polars names it. `display` names the column in errors
+/// (columns inside `group_by().agg()` come unnamed).
+pub fn feature_column(s: &Series, display: &str) -> PolarsResult<FeatureColumn> {
+    let readable = super::dtypes::as_feature(s, display)?;
+    Ok(arrow_column(&readable)?.with_dtype_name(super::dtypes::dtype_name(s.dtype())))
+}
+
+/// A Series (of a dtype the crate reads) as a column over the same buffers.
+fn arrow_column(s: &Series) -> PolarsResult<FeatureColumn> {
     let name = s.name().to_string();
     let chunks = (0..s.n_chunks())
         .map(|i| {
@@ -45,10 +53,10 @@ pub fn feature_column(s: &Series) -> PolarsResult<FeatureColumn> {
     FeatureColumn::new(name, chunks).map_err(to_polars)
 }
 
-/// A numeric column as `f32` (labels, weights, margins), sharing a `Float32` column's buffer;
-/// nulls are an error.
+/// A numeric or Boolean column as `f32` (labels, weights, margins), sharing a `Float32`
+/// column's buffer; nulls are an error. `what` names the column's role in errors.
 pub fn f32_column(s: &Series, what: &str) -> PolarsResult<arrow_buffer::ScalarBuffer<f32>> {
-    let col = feature_column(s)?;
+    let col = arrow_column(&super::dtypes::as_number(s, what)?)?;
     crate::data::frame::column_to_f32(what, col.chunks()).map_err(to_polars)
 }
 

@@ -9,6 +9,7 @@ use pyo3_polars::derive::polars_expr;
 use serde::Deserialize;
 
 use super::convert::{f32_column, feature_column, margin_values, predictions_series, to_polars};
+use super::dtypes::{as_in_training, broadcast, dtype_name};
 use crate::{train_with_callback, Dataset, FeatureFrame, Model, PredictOutput, RoundLog, TrainConfig};
 
 /// What `fit` receives besides the inputs: the parameters as JSON (parsed by
@@ -35,12 +36,18 @@ fn binary_output(_: &[Field]) -> PolarsResult<Field> {
 
 #[polars_expr(output_type_func=binary_output)]
 fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
+    super::catch_panics(|| fit(inputs, kwargs))
+}
+
+fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
     let optional = [kwargs.has_weight, kwargs.has_group, kwargs.has_base_margin, kwargs.has_eval_set];
     let n_other = 1 + optional.iter().filter(|&&x| x).count();
     if inputs.len() <= n_other {
         return Err(to_polars(crate::Error::data("gbt.fit needs at least one feature column")));
     }
     let cfg = TrainConfig::from_json(&kwargs.params).map_err(to_polars)?;
+    // Literals (`weight=pl.lit(2.0)`) come as one row: repeated to the data's length.
+    let inputs = broadcast(inputs);
     let (features, rest) = inputs.split_at(inputs.len() - n_other);
     let mut rest = rest.iter();
     let target = rest.next().unwrap();
@@ -55,14 +62,12 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
             Some(idx) => s.take(idx),
             None => Ok(s.clone()),
         };
-        let columns = features.iter().map(|s| pick(s).and_then(|s| feature_column(&s))).collect::<PolarsResult<_>>()?;
+        let columns = features
+            .iter()
+            .enumerate()
+            .map(|(i, s)| pick(s).and_then(|s| feature_column(&s, &display_name(&s, i))))
+            .collect::<PolarsResult<_>>()?;
         let label = pick(target)?;
-        if !label.dtype().is_primitive_numeric() && label.dtype() != &DataType::Boolean {
-            return Err(to_polars(crate::Error::column(
-                "target",
-                format!("must be numeric (class indices for classifiers), not {}", label.dtype()),
-            )));
-        }
         let mut d = Dataset::with_label(FeatureFrame::new(columns).map_err(to_polars)?, f32_column(&label, "target")?)
             .map_err(to_polars)?;
         if let Some(w) = weight {
@@ -105,7 +110,7 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
             if mask.dtype() != &DataType::Boolean {
                 return Err(to_polars(crate::Error::column(
                     "eval_set",
-                    format!("must be a boolean expression marking validation rows, not {}", mask.dtype()),
+                    format!("must be a Boolean expression marking validation rows, not {}", dtype_name(mask.dtype())),
                 )));
             }
             let mask = mask.bool()?;
@@ -154,10 +159,29 @@ impl ProgressBar {
     }
 }
 
-/// Query ids as integers; nulls are an error.
+/// How a feature column is named in errors: its name, or its position inside
+/// `group_by().agg()`, where Polars passes columns unnamed.
+fn display_name(s: &Series, i: usize) -> String {
+    if s.name().is_empty() {
+        format!("feature {i}")
+    } else {
+        s.name().to_string()
+    }
+}
+
+/// Query ids as integers (of any width); nulls are an error.
 fn group_ids(s: &Series) -> PolarsResult<Vec<i64>> {
-    let ids = s.cast(&DataType::Int64).map_err(|_| {
-        to_polars(crate::Error::column("group", format!("must be integer query ids, not {}", s.dtype())))
+    let not_ids = || {
+        to_polars(crate::Error::column("group", format!("must be integer query ids, not {}", dtype_name(s.dtype()))))
+    };
+    if !s.dtype().is_integer() {
+        return Err(not_ids());
+    }
+    let ids = s.strict_cast(&DataType::Int64).map_err(|_| {
+        to_polars(crate::Error::column(
+            "group",
+            format!("has query ids of {} beyond Int64's range", dtype_name(s.dtype())),
+        ))
     })?;
     let ids = ids.i64()?;
     if ids.null_count() > 0 {
@@ -218,6 +242,10 @@ fn cached_model(bytes: &[u8]) -> PolarsResult<Arc<CachedModel>> {
 }
 
 fn predict_output(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field> {
+    super::catch_panics(|| predict_field(fields, kwargs))
+}
+
+fn predict_field(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field> {
     let model = cached_model(&kwargs.model)?.model.clone();
     let output: PredictOutput = kwargs.output.parse().map_err(to_polars)?;
     let name = fields.first().map(|f| f.name().clone()).unwrap_or_else(|| PlSmallStr::from_static("prediction"));
@@ -249,9 +277,15 @@ fn use_gpu(device: &str) -> PolarsResult<bool> {
 
 #[polars_expr(output_type_func_with_kwargs=predict_output)]
 fn gbt_predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series> {
+    super::catch_panics(|| predict(inputs, kwargs))
+}
+
+fn predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series> {
     let cached = cached_model(&kwargs.model)?;
     let model = &cached.model;
     let output: PredictOutput = kwargs.output.parse().map_err(to_polars)?;
+    // Literals broadcast to the longest column, as everywhere else in Polars.
+    let inputs = &broadcast(inputs)[..];
     let (features, margin) = match (kwargs.has_base_margin, inputs.split_last()) {
         (true, Some((m, features))) if !features.is_empty() => (features, Some(m)),
         (true, _) => return Err(to_polars(crate::Error::data("gbt.predict needs feature columns before base_margin"))),
@@ -279,8 +313,7 @@ fn gbt_predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series>
         }
         None => None,
     };
-    let frame =
-        FeatureFrame::new(features.iter().map(feature_column).collect::<PolarsResult<_>>()?).map_err(to_polars)?;
+    let frame = FeatureFrame::new(scoring_columns(model, features)?).map_err(to_polars)?;
     let p = if use_gpu(&kwargs.device)? {
         let forest = cached
             .gpu
@@ -294,4 +327,33 @@ fn gbt_predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series>
     .map_err(to_polars)?;
     let name = features[0].name().clone();
     predictions_series(name, p)
+}
+
+/// The columns to score, each as the model saw it in training (`dtypes::as_in_training`).
+/// Named columns the model does not use are left out, whatever their dtype; unnamed ones are
+/// the model's features in order.
+fn scoring_columns(model: &Model, inputs: &[Series]) -> PolarsResult<Vec<crate::FeatureColumn>> {
+    let features = model.features();
+    let unnamed = inputs.iter().all(|s| s.name().is_empty());
+    let mut columns = Vec::with_capacity(features.len());
+    for (i, s) in inputs.iter().enumerate() {
+        let info = if unnamed { features.get(i) } else { features.iter().find(|f| f.name == s.name().as_str()) };
+        let Some(info) = info else {
+            if unnamed {
+                // Too many unnamed columns: the crate's message says how many the model has.
+                columns.push(feature_column(s, &display_name(s, i))?);
+            }
+            continue;
+        };
+        let display = display_name(s, i);
+        columns.push(feature_column(&as_in_training(s, &display, info)?, &display)?);
+    }
+    if columns.is_empty() {
+        let names: Vec<&str> = features.iter().map(|f| f.name.as_str()).collect();
+        return Err(to_polars(crate::Error::data(format!(
+            "columns missing for the model's features: {}",
+            names.join(", ")
+        ))));
+    }
+    Ok(columns)
 }

@@ -4,5 +4,36 @@
 //! never a panic.
 
 mod convert;
+mod dtypes;
 mod expressions;
 mod module;
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// The start of every message about a panic caught at an entry point (python/polars_gbt/
+/// _errors.py raises `polars_gbt.InternalError` for it).
+const BUG: &str = "internal error (a bug in polars-gbt; please report it)";
+
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(payload) => payload.downcast_ref::<&str>().map_or("(no message)", |s| s).to_string(),
+    }
+}
+
+/// Runs a plugin entry point; a panic (a bug: bad input is an `Error`, never a panic) becomes
+/// a Polars error that says so and carries the panic's message, instead of Polars' bare
+/// "the plugin panicked".
+fn catch_panics<T>(work: impl FnOnce() -> polars::prelude::PolarsResult<T>) -> polars::prelude::PolarsResult<T> {
+    catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|payload| {
+        Err(polars::prelude::PolarsError::ComputeError(format!("{BUG}: {}", panic_message(payload)).into()))
+    })
+}
+
+/// [`catch_panics`] for the functions of the Python module: the panic as a RuntimeError.
+fn catch_panics_py<T>(work: impl FnOnce() -> pyo3::PyResult<T>) -> pyo3::PyResult<T> {
+    catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|payload| {
+        Err(pyo3::exceptions::PyRuntimeError::new_err(format!("{BUG}: {}", panic_message(payload))))
+    })
+}

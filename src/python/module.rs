@@ -16,103 +16,118 @@ fn model(bytes: &[u8]) -> PyResult<Model> {
 /// The model as readable JSON.
 #[pyfunction]
 fn model_to_json(bytes: &[u8]) -> PyResult<String> {
-    Ok(model(bytes)?.to_json())
+    super::catch_panics_py(|| Ok(model(bytes)?.to_json()))
 }
 
 /// A model's bytes from its JSON form.
 #[pyfunction]
 fn model_from_json(text: &str) -> PyResult<Vec<u8>> {
-    Model::from_json(text).map(|m| m.to_bytes()).map_err(|e| PyValueError::new_err(e.to_string()))
+    super::catch_panics_py(|| {
+        Model::from_json(text).map(|m| m.to_bytes()).map_err(|e| PyValueError::new_err(e.to_string()))
+    })
 }
 
 /// Our model's bytes from an XGBoost model file's bytes (JSON or UBJSON).
 #[pyfunction]
 fn model_from_xgboost(data: &[u8]) -> PyResult<Vec<u8>> {
-    Model::from_xgboost(data).map(|m| m.to_bytes()).map_err(|e| PyValueError::new_err(e.to_string()))
+    super::catch_panics_py(|| {
+        Model::from_xgboost(data).map(|m| m.to_bytes()).map_err(|e| PyValueError::new_err(e.to_string()))
+    })
 }
 
 /// Our model's bytes from a LightGBM text model.
 #[pyfunction]
 fn model_from_lightgbm(text: &str) -> PyResult<Vec<u8>> {
-    Model::from_lightgbm(text).map(|m| m.to_bytes()).map_err(|e| PyValueError::new_err(e.to_string()))
+    super::catch_panics_py(|| {
+        Model::from_lightgbm(text).map(|m| m.to_bytes()).map_err(|e| PyValueError::new_err(e.to_string()))
+    })
 }
 
 /// The model as XGBoost JSON.
 #[pyfunction]
 fn model_to_xgboost_json(bytes: &[u8]) -> PyResult<String> {
-    Ok(model(bytes)?.to_xgboost_json())
+    super::catch_panics_py(|| Ok(model(bytes)?.to_xgboost_json()))
 }
 
 /// Validates bytes as a model (raises ValueError naming the problem).
 #[pyfunction]
 fn model_check(bytes: &[u8]) -> PyResult<()> {
-    model(bytes).map(|_| ())
+    super::catch_panics_py(|| model(bytes).map(|_| ()))
 }
 
 /// Checks training parameters (a JSON object) as a fit would, before any data is read: a
 /// hand-written `gbt.fit` expression reports a bad parameter when it is built.
 #[pyfunction]
 fn check_params(params: &str) -> PyResult<()> {
-    crate::TrainConfig::from_json(params)
-        .and_then(|cfg| cfg.validate())
-        .map_err(|e| PyValueError::new_err(e.to_string()))
+    super::catch_panics_py(|| {
+        crate::TrainConfig::from_json(params)
+            .and_then(|cfg| cfg.validate())
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    })
 }
 
 /// A summary as JSON: objective, parameters, feature names, tree and round counts, best
 /// iteration and the evaluation log.
 #[pyfunction]
 fn model_summary(bytes: &[u8]) -> PyResult<String> {
-    let m = model(bytes)?;
-    let log: Vec<_> = m
-        .evals_result()
-        .iter()
-        .map(|s| serde_json::json!({"dataset": s.dataset, "metric": s.metric, "values": s.values}))
-        .collect();
-    Ok(serde_json::json!({
-        "objective": m.objective().name(),
-        "params": m.params(),
-        "imported_from": m.imported().map(|i| i.source.clone()),
-        "feature_names": m.feature_names(),
-        "num_trees": m.num_trees(),
-        "num_rounds": m.num_rounds(),
-        "best_iteration": m.best_iteration(),
-        "evals_result": log,
+    super::catch_panics_py(|| {
+        let m = model(bytes)?;
+        let log: Vec<_> = m
+            .evals_result()
+            .iter()
+            .map(|s| serde_json::json!({"dataset": s.dataset, "metric": s.metric, "values": s.values}))
+            .collect();
+        Ok(serde_json::json!({
+            "objective": m.objective().name(),
+            "params": m.params(),
+            "imported_from": m.imported().map(|i| i.source.clone()),
+            "feature_names": m.feature_names(),
+            "num_trees": m.num_trees(),
+            "num_rounds": m.num_rounds(),
+            "best_iteration": m.best_iteration(),
+            "evals_result": log,
+        })
+        .to_string())
     })
-    .to_string())
 }
 
 /// Feature importance of one kind, as (feature, value) pairs in model order.
 #[pyfunction]
 fn feature_importance(bytes: &[u8], kind: &str) -> PyResult<Vec<(String, f64)>> {
-    let kind: ImportanceType = serde_json::from_value(serde_json::Value::String(kind.to_string())).map_err(|_| {
-        PyValueError::new_err(format!(
-            "importance type `{kind}` is not one of weight, gain, cover, total_gain, total_cover"
-        ))
-    })?;
-    Ok(model(bytes)?.feature_importance(kind))
+    super::catch_panics_py(|| {
+        let kind: ImportanceType =
+            serde_json::from_value(serde_json::Value::String(kind.to_string())).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "importance type `{kind}` is not one of weight, gain, cover, total_gain, total_cover"
+                ))
+            })?;
+        Ok(model(bytes)?.feature_importance(kind))
+    })
 }
 
 /// Every node of every tree: a dict of columns in `TreeTable::COLUMNS` order (Python adds
 /// the dtypes).
 #[pyfunction]
 fn trees_table<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyDict>> {
-    let TreeTable { tree, node, id, feature, split, yes, no, missing, gain, cover, category } =
-        model(bytes)?.trees_table();
-    let columns = PyDict::new(py);
-    let [c_tree, c_node, c_id, c_feature, c_split, c_yes, c_no, c_missing, c_gain, c_cover, c_category] =
-        TreeTable::COLUMNS;
-    columns.set_item(c_tree, tree)?;
-    columns.set_item(c_node, node)?;
-    columns.set_item(c_id, id)?;
-    columns.set_item(c_feature, feature)?;
-    columns.set_item(c_split, split)?;
-    columns.set_item(c_yes, yes)?;
-    columns.set_item(c_no, no)?;
-    columns.set_item(c_missing, missing)?;
-    columns.set_item(c_gain, gain)?;
-    columns.set_item(c_cover, cover)?;
-    columns.set_item(c_category, category)?;
-    Ok(columns)
+    super::catch_panics_py(|| {
+        let TreeTable { tree, node, id, feature, split, yes, no, missing, gain, cover, category } =
+            model(bytes)?.trees_table();
+        let columns = PyDict::new(py);
+        let [c_tree, c_node, c_id, c_feature, c_split, c_yes, c_no, c_missing, c_gain, c_cover, c_category] =
+            TreeTable::COLUMNS;
+        columns.set_item(c_tree, tree)?;
+        columns.set_item(c_node, node)?;
+        columns.set_item(c_id, id)?;
+        columns.set_item(c_feature, feature)?;
+        columns.set_item(c_split, split)?;
+        columns.set_item(c_yes, yes)?;
+        columns.set_item(c_no, no)?;
+        columns.set_item(c_missing, missing)?;
+        columns.set_item(c_gain, gain)?;
+        columns.set_item(c_cover, cover)?;
+        columns.set_item(c_category, category)?;
+        Ok(columns)
+    })
 }
 
 /// Bumped by every interrupt; fits remember the value they started with.
@@ -131,8 +146,8 @@ fn interrupt_fits() {
 
 /// None when training can use a GPU here, else why not.
 #[pyfunction]
-fn cuda_unavailable_reason() -> Option<String> {
-    crate::backend::cuda::availability().err()
+fn cuda_unavailable_reason() -> PyResult<Option<String>> {
+    super::catch_panics_py(|| Ok(crate::backend::cuda::availability().err()))
 }
 
 #[pymodule]

@@ -66,3 +66,17 @@ def test_hand_written_expressions(train_df):
         df.with_columns(s=pl.lit("x")).select(pl.col(FEATURES).gbt.fit("s"))
     with pytest.raises(ColumnError, match="column `group`"), polars_gbt.translate_errors():
         df.with_columns(q=pl.lit("x")).select(pl.col(FEATURES).gbt.fit("y", group="q", objective="rank:pairwise"))
+
+
+def test_a_panic_message_is_an_internal_error():
+    # Every plugin and Python entry point catches panics (src/python/mod.rs) and says they are
+    # bugs with this prefix; translate_errors raises InternalError for them, never a bare
+    # "the plugin panicked".
+    from polars_gbt._errors import translated
+
+    message = "internal error (a bug in polars-gbt; please report it): index out of bounds"
+    with pytest.raises(polars_gbt.InternalError, match="index out of bounds") as info, translated():
+        raise pl.exceptions.ComputeError("the plugin failed with message: " + message)
+    assert isinstance(info.value, GbtError) and isinstance(info.value, RuntimeError)
+    with pytest.raises(polars_gbt.InternalError), translated():
+        raise RuntimeError(message)

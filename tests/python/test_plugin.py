@@ -206,7 +206,7 @@ def test_multiclass_values_are_arrays(train_df):
         (lambda df: df.select(pl.col(FEATURES).gbt.fit("y", max_dpeth=3)), "max_dpeth"),
         (lambda df: df.select(pl.col(FEATURES).gbt.fit("y", max_depth=0)), "max_depth"),
         (lambda df: df.select(pl.col(FEATURES).gbt.fit("y", objective="binary:logistic", learning_rate=-1)), "learning_rate"),
-        (lambda df: df.with_columns(s=pl.lit("x")).select(pl.col(["s", "f0"]).gbt.fit("y")), "`s`"),
+        (lambda df: df.with_columns(s=pl.lit([1, 2])).select(pl.col(["s", "f0"]).gbt.fit("y")), r"`s`: has dtype List\(Int64\)"),
         (lambda df: df.select(pl.col(FEATURES).gbt.fit("y", eval_set=pl.col("f0"))), "eval_set"),
         (lambda df: df.select(pl.col(FEATURES).gbt.fit("y", group=pl.lit(1), objective="binary:logistic")), "group"),
         (lambda df: df.with_columns(q=pl.int_range(pl.len()) // 50, w=(pl.int_range(pl.len()) % 7).cast(pl.Float32) + 1)
