@@ -27,3 +27,19 @@ __device__ __forceinline__ float portable_expf(float x) {
 }
 
 __device__ __forceinline__ float portable_sigmoidf(float x) { return 1.0f / (1.0f + portable_expf(-x)); }
+
+// log2 of a positive, finite, normal double, as src/objective/math.rs (log2) computes it.
+__device__ __forceinline__ double portable_log2(double x) {
+    const unsigned long long bits = (unsigned long long)__double_as_longlong(x);
+    long long e = (long long)((bits >> 52) & 0x7ffull) - 1023;
+    double m = __longlong_as_double((long long)((bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull));
+    if (m > 1.4142135623730951) {
+        m *= 0.5;
+        e += 1;
+    }
+    const double s = (m - 1.0) / (m + 1.0);
+    const double s2 = s * s;
+    double series = 1.0 / 23.0;
+    for (double k = 21.0; k > 0.0; k -= 2.0) series = series * s2 + 1.0 / k;
+    return (double)e + (2.0 * s * series) * 1.4426950408889634;
+}

@@ -90,6 +90,16 @@ pub enum Outputs {
     NumClass,
 }
 
+/// How the GPU computes an objective's gradients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceGradient {
+    /// Row by row, by `objective_gradient` in kernels/gradients.cu.
+    Pointwise(GpuGradient),
+    /// Over the pairs of each query group, by `lambdarank` in kernels/ranking.cu (`ndcg`:
+    /// pairs weighted by their change of NDCG).
+    LambdaRank { ndcg: bool },
+}
+
 /// Everything known about one objective besides its loss's arithmetic.
 #[derive(Clone, Copy)]
 pub struct Descriptor {
@@ -102,8 +112,8 @@ pub struct Descriptor {
     pub task: TaskKind,
     pub link: Link,
     pub outputs: Outputs,
-    /// The kernel computing its gradients on the GPU; None: the host computes them.
-    pub gpu_gradient: Option<GpuGradient>,
+    /// How the GPU computes its gradients; None: the host computes them.
+    pub gpu_gradient: Option<DeviceGradient>,
     /// Whether leaves are refit to a quantile of their residuals after each tree (L1 losses).
     pub refits_leaves: bool,
     /// XGBoost's default evaluation metric for it.
@@ -137,7 +147,7 @@ impl Objective {
                 task: TaskKind::Regression,
                 link: Link::Identity,
                 outputs: Outputs::One,
-                gpu_gradient: Some(GpuGradient::SquaredError),
+                gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::SquaredError)),
                 refits_leaves: false,
                 default_metric: Metric::Rmse,
                 loss: |_| Box::new(squared::Squared),
@@ -149,7 +159,7 @@ impl Objective {
                 task: TaskKind::Regression,
                 link: Link::Identity,
                 outputs: Outputs::One,
-                gpu_gradient: Some(GpuGradient::PseudoHuber),
+                gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::PseudoHuber)),
                 refits_leaves: false,
                 default_metric: Metric::Rmse,
                 loss: |p| Box::new(squared::PseudoHuber { slope: p.huber_slope as f32 }),
@@ -186,7 +196,7 @@ impl Objective {
                 task: TaskKind::Binary,
                 link: Link::Logistic,
                 outputs: Outputs::One,
-                gpu_gradient: Some(GpuGradient::Logistic),
+                gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Logistic)),
                 refits_leaves: false,
                 default_metric: Metric::Logloss,
                 loss: |_| Box::new(logistic::Logistic),
@@ -198,7 +208,7 @@ impl Objective {
                 task: TaskKind::Multiclass,
                 link: Link::Softmax,
                 outputs: Outputs::NumClass,
-                gpu_gradient: Some(GpuGradient::Softmax),
+                gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Softmax)),
                 refits_leaves: false,
                 default_metric: Metric::Mlogloss,
                 loss: |p| Box::new(softmax::Softmax { n_classes: p.num_class }),
@@ -210,7 +220,7 @@ impl Objective {
                 task: TaskKind::Multiclass,
                 link: Link::Softmax,
                 outputs: Outputs::NumClass,
-                gpu_gradient: Some(GpuGradient::Softmax),
+                gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Softmax)),
                 refits_leaves: false,
                 default_metric: Metric::Mlogloss,
                 loss: |p| Box::new(softmax::Softmax { n_classes: p.num_class }),
@@ -222,7 +232,7 @@ impl Objective {
                 task: TaskKind::Regression,
                 link: Link::Exp,
                 outputs: Outputs::One,
-                gpu_gradient: Some(GpuGradient::Poisson),
+                gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Poisson)),
                 refits_leaves: false,
                 default_metric: Metric::Rmse,
                 loss: |_| Box::new(count::Poisson),
@@ -234,7 +244,7 @@ impl Objective {
                 task: TaskKind::Regression,
                 link: Link::Exp,
                 outputs: Outputs::One,
-                gpu_gradient: Some(GpuGradient::Tweedie),
+                gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Tweedie)),
                 refits_leaves: false,
                 default_metric: Metric::Rmse,
                 loss: |p| Box::new(count::Tweedie { rho: p.tweedie_variance_power as f32 }),
@@ -246,8 +256,7 @@ impl Objective {
                 task: TaskKind::Ranking,
                 link: Link::Identity,
                 outputs: Outputs::One,
-                // A query's pairs span rows: the host computes them.
-                gpu_gradient: None,
+                gpu_gradient: Some(DeviceGradient::LambdaRank { ndcg: true }),
                 refits_leaves: false,
                 default_metric: Metric::Ndcg(None),
                 loss: |p| Box::new(ranking::LambdaRank { ndcg: true, params: p.ranking }),
@@ -259,7 +268,7 @@ impl Objective {
                 task: TaskKind::Ranking,
                 link: Link::Identity,
                 outputs: Outputs::One,
-                gpu_gradient: None,
+                gpu_gradient: Some(DeviceGradient::LambdaRank { ndcg: false }),
                 refits_leaves: false,
                 default_metric: Metric::Ndcg(None),
                 loss: |p| Box::new(ranking::LambdaRank { ndcg: false, params: p.ranking }),
@@ -296,7 +305,7 @@ impl Objective {
         }
     }
 
-    pub fn gpu_gradient(self) -> Option<GpuGradient> {
+    pub fn gpu_gradient(self) -> Option<DeviceGradient> {
         self.descriptor().gpu_gradient
     }
 

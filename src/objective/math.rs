@@ -60,8 +60,8 @@ pub fn sigmoid(x: f32) -> f32 {
 
 /// log2(x) for positive, finite, normal x (the ranking losses' normalisation, of sums >= 1):
 /// x = 2^e m with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s) with s = (m - 1) / (m + 1),
-/// |s| < 0.172, summed to s^23 (the next term is below 1e-18 of the result). Only IEEE
-/// operations, so that a device twin can repeat it exactly.
+/// |s| < 0.172, summed to s^23 (the next term is below 1e-18 of the result). Twin:
+/// `portable_log2` in kernels/math.cuh.
 pub fn log2(x: f64) -> f64 {
     let bits = x.to_bits();
     let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023;

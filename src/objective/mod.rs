@@ -5,9 +5,10 @@
 //! A new objective touches:
 //! 1. its loss: a `Loss` in a file here (a new one, or its family's);
 //! 2. its `Objective` variant (last) and its entry in `descriptor.rs`;
-//! 3. if the GPU computes its gradients: its kernel in kernels/gradients.cu (an `OBJECTIVE_*`
-//!    code and a case of `objective_gradient`), named by a `GpuGradient` variant in its
-//!    descriptor; the layout probe (tests/cuda_kernels.rs) checks that the codes agree.
+//! 3. if the GPU computes its gradients row by row: its kernel in kernels/gradients.cu (an
+//!    `OBJECTIVE_*` code and a case of `objective_gradient`), named by a `GpuGradient` variant
+//!    in its descriptor; the layout probe (tests/cuda_kernels.rs) checks that the codes agree.
+//!    (Pairwise gradients over query groups have their own kernel, kernels/ranking.cu.)
 //!
 //! The remaining matches over objectives are exhaustive (XGBoost export's parameter block),
 //! so the compiler points at any that need a case.
@@ -24,7 +25,7 @@ mod ranking;
 mod softmax;
 mod squared;
 
-pub use descriptor::{Descriptor, GpuGradient, Link, Objective, ObjectiveParams, Outputs};
+pub use descriptor::{Descriptor, DeviceGradient, GpuGradient, Link, Objective, ObjectiveParams, Outputs};
 pub use ranking::{RankingParams, RankingTables};
 
 pub use crate::data::Targets;

@@ -6,25 +6,30 @@ use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 use super::buffers::{cfg, FitDevice};
 use super::device_error;
 use super::layout::{GradPair, GradSum, QuantGrad, Quantisation};
+use super::ranking::RankingGradients;
 use crate::config::TrainConfig;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::objective::{Loss, Targets};
+use crate::objective::{DeviceGradient, Loss, Targets};
 use crate::tree::Quantiser;
 
-/// How the round's gradients are computed: by a kernel (its objective code in
-/// kernels/gradients.cu and parameter), or on the host (ranking, whose pairs span a query
-/// group, and the losses with leaf refits).
+/// How the round's gradients are computed: row by row by a kernel (its objective code in
+/// kernels/gradients.cu and parameter), over query groups by the ranking kernel, or on the
+/// host (the losses with leaf refits, which the GPU does not train).
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum GradientKernel {
     Device { kind: u32, param: f32 },
+    Ranking { ndcg: bool },
     Host,
 }
 
 impl GradientKernel {
     fn of(cfg: &TrainConfig) -> Self {
         match cfg.objective.gpu_gradient() {
-            Some(g) => GradientKernel::Device { kind: g as u32, param: g.param(&cfg.objective_params()) },
+            Some(DeviceGradient::Pointwise(g)) => {
+                GradientKernel::Device { kind: g as u32, param: g.param(&cfg.objective_params()) }
+            }
+            Some(DeviceGradient::LambdaRank { ndcg }) => GradientKernel::Ranking { ndcg },
             None => GradientKernel::Host,
         }
     }
@@ -38,8 +43,10 @@ pub(super) struct Gradients {
     weight: Option<CudaSlice<f32>>,
     /// The training margins, class-major.
     pub(super) margin: CudaSlice<f32>,
-    /// Float gradients of every output, for objectives computed on the host only.
-    host_computed: Option<CudaSlice<GradPair>>,
+    /// Float gradients of every output, for objectives whose gradients are not computed as
+    /// they are quantised (ranking, and those computed on the host).
+    float_grads: Option<CudaSlice<GradPair>>,
+    ranking: Option<RankingGradients>,
     /// With several outputs and gradients computed per tree on the device: the margins as the
     /// round began, so that output c's gradients do not see this round's trees of outputs < c.
     round_margin: Option<CudaSlice<f32>>,
@@ -67,9 +74,15 @@ impl Gradients {
                 None => None,
             },
             margin: dev.upload(start_margin)?,
-            host_computed: match kernel {
-                GradientKernel::Host => Some(dev.zeros(n * k)?),
+            float_grads: match kernel {
+                GradientKernel::Host | GradientKernel::Ranking { .. } => Some(dev.zeros(n * k)?),
                 GradientKernel::Device { .. } => None,
+            },
+            ranking: match kernel {
+                GradientKernel::Ranking { ndcg } => {
+                    Some(RankingGradients::new(dev, &data.targets(), ndcg, cfg.objective_params().ranking)?)
+                }
+                _ => None,
             },
             round_margin: match kernel {
                 GradientKernel::Device { .. } if k > 1 => Some(dev.zeros(n * k)?),
@@ -84,17 +97,25 @@ impl Gradients {
     }
 
     /// Device bytes a fit of `n` rows and `k` outputs holds here, for the up-front check.
-    pub(super) fn bytes_per_row(k: usize) -> usize {
+    pub(super) fn bytes_per_row(cfg: &TrainConfig) -> usize {
+        let k = cfg.num_outputs();
+        let ranking = match GradientKernel::of(cfg) {
+            GradientKernel::Ranking { .. } => RankingGradients::BYTES_PER_ROW,
+            _ => 0,
+        };
         // labels, weights, margins (twice), float gradients, fixed-point gradients
-        4 * 2 + 8 * k + 8 * k + 8
+        4 * 2 + 8 * k + 8 * k + 8 + ranking
     }
 
-    /// Starts a round: objectives without a kernel compute every output's gradients on the
-    /// host (the margins visit the host once a round); those with one keep the round's
-    /// starting margins and compute their gradients per tree, as they quantise them.
+    /// Starts a round: the ranking kernel computes the gradients of the round's one output;
+    /// objectives without a kernel compute every output's on the host (the margins visit the
+    /// host once a round); the others keep the round's starting margins and compute their
+    /// gradients per tree, as they quantise them.
     pub(super) fn start_round(&mut self, dev: &mut FitDevice, loss: &dyn Loss, targets: &Targets) -> Result<()> {
         let s = dev.stream.clone();
-        if let Some(grads) = &mut self.host_computed {
+        if let (Some(ranking), Some(grads)) = (&mut self.ranking, &mut self.float_grads) {
+            ranking.compute(dev, &self.margin, &self.label, self.weight.as_ref(), grads)?;
+        } else if let Some(grads) = &mut self.float_grads {
             self.host_margin.resize(self.n * self.k, 0.0);
             self.host_grads.resize(self.n * self.k, GradPair::default());
             s.memcpy_dtoh(&self.margin, &mut self.host_margin).map_err(device_error)?;
@@ -148,7 +169,7 @@ impl Gradients {
         let k = &dev.rt.kernels;
         // SAFETY (all launches below): arguments match the kernels' signatures in order and
         // type; buffers are at least as long as the counts passed with them.
-        match (self.kernel, &self.host_computed) {
+        match (self.kernel, &self.float_grads) {
             (GradientKernel::Device { kind, param }, _) => {
                 let (outputs, c32) = (self.k as u32, c as u32);
                 let margin = self.round_margin.as_ref().unwrap_or(&self.margin);
@@ -170,7 +191,7 @@ impl Gradients {
                 launch.arg(&n).arg(&outputs).arg(&c32).arg(&self.quant).arg(&mut self.quantised);
                 unsafe { launch.launch(g) }.map_err(device_error)?;
             }
-            (GradientKernel::Host, Some(all)) => {
+            (GradientKernel::Host | GradientKernel::Ranking { .. }, Some(all)) => {
                 let grads: CudaView<GradPair> = all.slice(c * self.n..(c + 1) * self.n);
                 unsafe { dev.launcher(&k.gradient_max).arg(&grads).arg(&n).arg(&mut self.quant).launch(g) }
                     .map_err(device_error)?;
@@ -180,7 +201,9 @@ impl Gradients {
                 }
                 .map_err(device_error)?;
             }
-            (GradientKernel::Host, None) => unreachable!("host gradients have a device buffer"),
+            (GradientKernel::Host | GradientKernel::Ranking { .. }, None) => {
+                unreachable!("host and ranking gradients have a device buffer")
+            }
         }
         Ok(())
     }

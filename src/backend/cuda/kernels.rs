@@ -19,6 +19,7 @@ pub const SOURCE: &str = concat!(
     include_str!("../../../kernels/math.cuh"),
     include_str!("../../../kernels/binning.cu"),
     include_str!("../../../kernels/gradients.cu"),
+    include_str!("../../../kernels/ranking.cu"),
     include_str!("../../../kernels/histogram.cu"),
     include_str!("../../../kernels/split.cu"),
     include_str!("../../../kernels/partition.cu"),

@@ -110,7 +110,7 @@ impl<'r> GpuLearner<'r> {
         // Everything the fit will hold, known before the first allocation. The layout is
         // planned once: for mostly-null data that reads every value on the host.
         let layout = DeviceMatrix::plan(&data.features, cuts);
-        let row_bytes = Gradients::bytes_per_row(cfg.num_outputs()) + RowPartitioner::bytes_per_row();
+        let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row();
         DeviceMemory::check_fits(&dev.stream, n * (layout.bytes_per_row() + row_bytes))?;
         let matrix = DeviceMatrix::upload(rt, &mut dev.memory, &data.features, cuts, layout)?;
         let mut learner = GpuLearner {

@@ -24,6 +24,7 @@ pub mod layout;
 pub mod learner;
 mod partition;
 pub mod predict;
+mod ranking;
 pub mod runtime;
 mod split;
 

@@ -41,6 +41,7 @@ kernel_table!(
     finish_quantisation,
     quantise,
     sum_rows,
+    lambdarank,
     fill_identity,
     histogram_u8,
     histogram_u16,

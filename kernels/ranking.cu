@@ -1,0 +1,107 @@
+// LambdaMART gradients of the ranking objectives (rank:ndcg, rank:pairwise), one block per
+// query group. Computes exactly what src/objective/ranking.rs computes, operation for
+// operation and in the same order (its module comment says which), so the CPU and the GPU
+// grow the same trees. The gains, 1/IDCG per query and the position discounts come from the
+// host once per fit (they depend only on the labels).
+
+#define RANK_THREADS 128
+
+// (lambda, hessian) of the pair whose more relevant document is h.
+__device__ __forceinline__ void rank_pair(const float* s, const double* gain, const u32* position,
+                                          const double* discount, double inv_idcg, u32 ndcg, bool score_normalise,
+                                          u32 h, u32 l, double* lambda, double* hess) {
+    double delta = 1.0;
+    if (ndcg) delta = fabs((gain[h] - gain[l]) * (discount[position[h]] - discount[position[l]])) * inv_idcg;
+    const float diff = s[h] - s[l];
+    if (score_normalise) delta /= (double)fabsf(diff) + 0.01;
+    const double sig = (double)portable_sigmoidf(diff);
+    *lambda = (sig - 1.0) * delta;
+    *hess = fmax(sig * (1.0 - sig), 1e-16) * delta * 2.0;
+}
+
+// Scratch (global, per row): position (rank in the query), ranked (row at each rank) and
+// sums (g, h, |lambda| per row, as doubles), all indexed from the query's first row.
+extern "C" __global__ void lambdarank(const float* __restrict__ score, const float* __restrict__ label,
+                                      const double* __restrict__ gain, const double* __restrict__ inv_idcg,
+                                      const double* __restrict__ discount, const u32* __restrict__ offsets,
+                                      const float* __restrict__ weight, u32 top_k, u32 ndcg, u32 normalise,
+                                      u32 score_normalise, u32* __restrict__ position, u32* __restrict__ ranked,
+                                      double* __restrict__ sums, GradPair* __restrict__ out) {
+    __shared__ float top[RANK_THREADS], bottom[RANK_THREADS];
+    __shared__ double norm;
+    const u32 start = offsets[blockIdx.x], n = offsets[blockIdx.x + 1] - start;
+    const float* s = score + start;
+    const float* y = label + start;
+    if (n < 2) {
+        for (u32 r = threadIdx.x; r < n; r += blockDim.x) out[start + r] = GradPair{0.0f, 0.0f};
+        return;
+    }
+    // Highest and lowest score (score normalisation applies only when they differ).
+    float hi = s[0], lo = s[0];
+    for (u32 r = threadIdx.x; r < n; r += blockDim.x) {
+        hi = fmaxf(hi, s[r]);
+        lo = fminf(lo, s[r]);
+    }
+    top[threadIdx.x] = hi;
+    bottom[threadIdx.x] = lo;
+    __syncthreads();
+    for (u32 half = RANK_THREADS / 2; half > 0; half /= 2) {
+        if (threadIdx.x < half) {
+            top[threadIdx.x] = fmaxf(top[threadIdx.x], top[threadIdx.x + half]);
+            bottom[threadIdx.x] = fminf(bottom[threadIdx.x], bottom[threadIdx.x + half]);
+        }
+        __syncthreads();
+    }
+    const bool spread = score_normalise && top[0] != bottom[0];
+
+    // Each document's rank: the documents scored higher, or equal and earlier.
+    u32* pos = position + start;
+    u32* by_rank = ranked + start;
+    for (u32 r = threadIdx.x; r < n; r += blockDim.x) {
+        const float sr = s[r];
+        u32 p = 0;
+        for (u32 o = 0; o < n; ++o) p += (s[o] > sr) | ((s[o] == sr) & (o < r));
+        pos[r] = p;
+        by_rank[p] = r;
+    }
+    __syncthreads();
+
+    const u32 k = min(top_k, n);
+    const double inv = inv_idcg[blockIdx.x];
+    const double* g_row = gain + start;
+    double* sum = sums + 3 * (u64)start;
+    for (u32 r = threadIdx.x; r < n; r += blockDim.x) {
+        double G = 0.0, H = 0.0, A = 0.0;
+        const float yr = y[r];
+        const bool in_top = pos[r] < k;
+        const u32 count = in_top ? n : k;
+        for (u32 i = 0; i < count; ++i) {
+            const u32 o = in_top ? i : by_rank[i];
+            if (o == r || y[o] == yr) continue;
+            const bool r_high = yr > y[o];
+            double lambda, hess;
+            rank_pair(s, g_row, pos, discount, inv, ndcg, spread, r_high ? r : o, r_high ? o : r, &lambda, &hess);
+            G += r_high ? lambda : -lambda;
+            H += hess;
+            A -= lambda;
+        }
+        sum[3 * r] = G;
+        sum[3 * r + 1] = H;
+        sum[3 * r + 2] = A;
+    }
+    __syncthreads();
+    // The query's total, added in row order as the CPU adds it.
+    if (threadIdx.x == 0) {
+        double total = 0.0;
+        for (u32 r = 0; r < n; ++r) total = total + sum[3 * r + 2];
+        norm = (normalise && total > 0.0) ? portable_log2(1.0 + total) / total : 1.0;
+    }
+    __syncthreads();
+    const float w = weight ? weight[start] : 1.0f;
+    for (u32 r = threadIdx.x; r < n; r += blockDim.x) {
+        GradPair p;
+        p.g = (float)(sum[3 * r] * norm) * w;
+        p.h = fmaxf((float)(sum[3 * r + 1] * norm), 1e-16f) * w;
+        out[start + r] = p;
+    }
+}

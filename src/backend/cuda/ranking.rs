@@ -1,0 +1,90 @@
+//! The ranking objectives' gradients on the device (`kernels/ranking.cu`): the tables fixed by
+//! the labels go up once per fit, then each round one launch (a block per query group) turns
+//! the margins into float gradient pairs, which `Gradients` quantises as any other.
+
+use cudarc::driver::{CudaSlice, PushKernelArg};
+
+use super::buffers::{cfg, FitDevice};
+use super::device_error;
+use super::layout::GradPair;
+use crate::error::{Error, Result};
+use crate::objective::{RankingParams, RankingTables, Targets};
+
+/// Threads per query group (RANK_THREADS in the kernel).
+const THREADS: u32 = 128;
+
+pub(super) struct RankingGradients {
+    offsets: CudaSlice<u32>,
+    gain: CudaSlice<f64>,
+    inv_idcg: CudaSlice<f64>,
+    discount: CudaSlice<f64>,
+    /// Scratch: each row's rank in its query, the row at each rank, and its (g, h, |lambda|) sums.
+    position: CudaSlice<u32>,
+    ranked: CudaSlice<u32>,
+    sums: CudaSlice<f64>,
+    n_groups: u32,
+    ndcg: bool,
+    params: RankingParams,
+}
+
+impl RankingGradients {
+    /// Device bytes per row: the tables' gain, and the scratch.
+    pub(super) const BYTES_PER_ROW: usize = 8 + 4 + 4 + 3 * 8;
+
+    pub(super) fn new(dev: &mut FitDevice, t: &Targets, ndcg: bool, params: RankingParams) -> Result<Self> {
+        let offsets = t.groups.ok_or_else(|| Error::Data("ranking objectives need query groups".into()))?;
+        let n = t.n_rows();
+        if n > u32::MAX as usize / 3 {
+            return Err(Error::Data(format!("{n} rows are more than the GPU ranking kernel indexes (1.4 billion)")));
+        }
+        let tables = RankingTables::new(t, &params);
+        let offsets32: Vec<u32> = offsets.iter().map(|&o| o as u32).collect();
+        Ok(RankingGradients {
+            offsets: dev.upload(&offsets32)?,
+            gain: dev.upload(&tables.gain)?,
+            inv_idcg: dev.upload(&tables.inv_idcg)?,
+            discount: dev.upload(&tables.discount)?,
+            position: dev.zeros(n)?,
+            ranked: dev.zeros(n)?,
+            sums: dev.zeros(3 * n)?,
+            n_groups: (offsets.len() - 1) as u32,
+            ndcg,
+            params,
+        })
+    }
+
+    /// This round's gradient pairs of every row into `out`, from `margin`.
+    pub(super) fn compute(
+        &mut self,
+        dev: &FitDevice,
+        margin: &CudaSlice<f32>,
+        label: &CudaSlice<f32>,
+        weight: Option<&CudaSlice<f32>>,
+        out: &mut CudaSlice<GradPair>,
+    ) -> Result<()> {
+        if self.n_groups == 0 {
+            return Ok(());
+        }
+        let top_k = self.params.top_k.min(u32::MAX as usize) as u32;
+        let flags = [self.ndcg as u32, self.params.normalise as u32, self.params.score_normalise as u32];
+        let null = 0u64;
+        let mut launch = dev.launcher(&dev.rt.kernels.lambdarank);
+        launch.arg(margin).arg(label).arg(&self.gain).arg(&self.inv_idcg).arg(&self.discount).arg(&self.offsets);
+        match weight {
+            Some(w) => launch.arg(w),
+            None => launch.arg(&null),
+        };
+        launch
+            .arg(&top_k)
+            .arg(&flags[0])
+            .arg(&flags[1])
+            .arg(&flags[2])
+            .arg(&mut self.position)
+            .arg(&mut self.ranked)
+            .arg(&mut self.sums)
+            .arg(out);
+        // SAFETY: the arguments match `lambdarank`'s signature in order and type; every buffer
+        // holds a value per row (sums three), the tables one per row, group or position.
+        unsafe { launch.launch(cfg((self.n_groups, 1), THREADS, 0)) }.map(drop).map_err(device_error)
+    }
+}
