@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import warnings
 from pathlib import Path
@@ -131,18 +132,24 @@ class GbtNamespace:
 
     def predict(
         self,
-        model: Model | bytes | str | Path,
+        model: Model | bytes | str | Path | pl.Expr,
         *,
         output: Output = "value",
         device: str = "cpu",
         base_margin: pl.Expr | str | None = None,
+        num_class: int | None = None,
     ) -> pl.Expr:
         """Score rows with a model, elementwise (batch by batch in lazy and streaming queries).
 
         Parameters
         ----------
         model
-            A ``polars_gbt.Model``, its bytes, or the path of a saved model.
+            A ``polars_gbt.Model``, its bytes, or the path of a saved model; or an expression
+            yielding a Binary column of model bytes (a **model column**, such as
+            ``group_by().agg(gbt.fit(...))`` gives, joined to the rows): each row is then
+            scored by its own row's model, a null model giving a null prediction. Each
+            distinct model is parsed once. With a model column, leaf outputs are
+            ``List(UInt32)`` (models may differ in tree count).
         output
             ``"value"`` (probabilities, means), ``"margin"``, ``"class"`` or ``"leaf"``.
             Multiclass values come back as ``Array(Float32, num_class)``.
@@ -155,6 +162,10 @@ class GbtNamespace:
             model's base score, as XGBoost's ``base_margin``: one number per row, or for a
             multiclass model an ``Array(Float32, num_class)`` (or List) column. A model fit
             with ``base_margin`` needs the same margins here to predict what it learnt.
+        num_class
+            With a model column of multiclass models only: their number of classes, which
+            the output's dtype (``Array(Float32, num_class)``) needs before any model is read.
+            A constant model says it itself.
 
         Examples
         --------
@@ -169,16 +180,23 @@ class GbtNamespace:
         if device not in ("cpu", "cuda", "auto"):
             raise ValueError(f'device must be one of "cpu", "cuda", "auto", not {device!r}')
         args = [self._expr] if base_margin is None else [self._expr, _expr(base_margin)]
+        kwargs: dict[str, Any] = {"output": output, "device": device, "has_base_margin": base_margin is not None}
+        if isinstance(model, pl.Expr):
+            if num_class is not None and (not isinstance(num_class, int) or num_class < 1):
+                raise ValueError(f"num_class must be a positive integer, not {num_class!r}")
+            args.append(model)
+            kwargs |= {"model_column": True, "num_class": num_class}
+        else:
+            if num_class is not None:
+                raise ValueError("num_class is for model columns only: a constant model knows its classes")
+            data = model_bytes(model)
+            # The digest lets every batch find the parsed model without checksumming its bytes.
+            kwargs |= {"model": bytearray(data), "model_digest": hashlib.blake2b(data, digest_size=16).hexdigest()}
         return register_plugin_function(
             plugin_path=PLUGIN_PATH,
             function_name="gbt_predict",
             args=args,
-            kwargs={
-                "model": bytearray(model_bytes(model)),
-                "output": output,
-                "device": device,
-                "has_base_margin": base_margin is not None,
-            },
+            kwargs=kwargs,
             is_elementwise=True,
             input_wildcard_expansion=True,
         )

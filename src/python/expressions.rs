@@ -1,16 +1,13 @@
-//! The `gbt` expressions: `fit` (an aggregation returning the model's bytes) and `predict`
-//! (elementwise, so it runs batch by batch in lazy and streaming queries).
-
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+//! The `gbt.fit` expression: an aggregation returning the model's bytes (scoring is in
+//! `predict.rs`).
 
 use polars::prelude::*;
 use pyo3_polars::derive::polars_expr;
 use serde::Deserialize;
 
-use super::convert::{f32_column, feature_column, margin_values, predictions_series, to_polars};
-use super::dtypes::{as_in_training, broadcast, dtype_name};
-use crate::{train_with_callback, Dataset, FeatureFrame, Model, PredictOutput, RoundLog, TrainConfig};
+use super::convert::{f32_column, feature_column, margin_values, to_polars};
+use super::dtypes::{broadcast, dtype_name};
+use crate::{train_with_callback, Dataset, FeatureFrame, RoundLog, TrainConfig};
 
 /// What `fit` receives besides the inputs: the parameters as JSON (parsed by
 /// `TrainConfig::from_json`, which names any bad parameter) and which optional inputs follow
@@ -161,7 +158,7 @@ impl ProgressBar {
 
 /// How a feature column is named in errors: its name, or its position inside
 /// `group_by().agg()`, where Polars passes columns unnamed.
-fn display_name(s: &Series, i: usize) -> String {
+pub(super) fn display_name(s: &Series, i: usize) -> String {
     if s.name().is_empty() {
         format!("feature {i}")
     } else {
@@ -188,172 +185,4 @@ fn group_ids(s: &Series) -> PolarsResult<Vec<i64>> {
         return Err(to_polars(crate::Error::column("group", "has null values")));
     }
     Ok(ids.downcast_iter().flat_map(|a| a.values().iter().copied()).collect())
-}
-
-/// `predict`'s keyword arguments: the model's bytes (a `bytearray` on the Python side), the
-/// output kind, the device ("cpu", "cuda" or "auto"), and whether the last input is a
-/// per-row base margin (after the features).
-#[derive(Deserialize)]
-struct PredictKwargs {
-    #[serde(with = "serde_bytes")]
-    model: Vec<u8>,
-    output: String,
-    #[serde(default = "cpu")]
-    device: String,
-    #[serde(default)]
-    has_base_margin: bool,
-}
-
-fn cpu() -> String {
-    "cpu".into()
-}
-
-/// A parsed model with its CPU forest and, once a batch asks for the GPU, its forest on the
-/// device: a stream of batches lays the trees out once.
-struct CachedModel {
-    bytes: Vec<u8>,
-    model: Arc<Model>,
-    cpu: OnceLock<crate::backend::cpu::predict::FlatForest>,
-    gpu: OnceLock<std::result::Result<Arc<crate::backend::cuda::GpuForest>, String>>,
-}
-
-/// Cached models by (length, CRC-32) of their bytes.
-type ModelCache = Mutex<HashMap<(usize, u32), Arc<CachedModel>>>;
-
-/// Parsed models by their bytes: a stream of batches parses the model (and uploads it to the
-/// GPU) once. Looked up by a CRC of the bytes, then compared in full.
-fn cached_model(bytes: &[u8]) -> PolarsResult<Arc<CachedModel>> {
-    static CACHE: OnceLock<ModelCache> = OnceLock::new();
-    let key = (bytes.len(), crc32fast::hash(bytes));
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(m) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-        if m.bytes == bytes {
-            return Ok(m.clone());
-        }
-    }
-    let model = Arc::new(Model::from_bytes(bytes).map_err(to_polars)?);
-    let entry = Arc::new(CachedModel { bytes: bytes.to_vec(), model, cpu: OnceLock::new(), gpu: OnceLock::new() });
-    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if map.len() >= 16 {
-        map.clear();
-    }
-    map.insert(key, entry.clone());
-    Ok(entry)
-}
-
-fn predict_output(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field> {
-    super::catch_panics(|| predict_field(fields, kwargs))
-}
-
-fn predict_field(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field> {
-    let model = cached_model(&kwargs.model)?.model.clone();
-    let output: PredictOutput = kwargs.output.parse().map_err(to_polars)?;
-    let name = fields.first().map(|f| f.name().clone()).unwrap_or_else(|| PlSmallStr::from_static("prediction"));
-    let array = |inner: DataType, width: usize| DataType::Array(Box::new(inner), width);
-    let dtype = match output {
-        PredictOutput::Leaf => array(DataType::UInt32, model.num_trees()),
-        PredictOutput::Class => DataType::UInt32,
-        PredictOutput::Value if model.objective() == crate::Objective::MultiSoftmax => DataType::UInt32,
-        PredictOutput::Value | PredictOutput::Margin if model.n_outputs() > 1 => {
-            array(DataType::Float32, model.n_outputs())
-        }
-        _ => DataType::Float32,
-    };
-    Ok(Field::new(name, dtype))
-}
-
-/// Whether to score on the GPU: "cuda" requires one, "auto" uses one when it is usable.
-fn use_gpu(device: &str) -> PolarsResult<bool> {
-    match device {
-        "cpu" => Ok(false),
-        "cuda" => crate::backend::cuda::availability().map(|_| true).map_err(|e| to_polars(crate::Error::Device(e))),
-        "auto" => Ok(crate::backend::cuda::availability().is_ok()),
-        other => Err(to_polars(crate::Error::param(
-            "device",
-            format!("`{other}` is not one of \"cpu\", \"cuda\", \"auto\""),
-        ))),
-    }
-}
-
-#[polars_expr(output_type_func_with_kwargs=predict_output)]
-fn gbt_predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series> {
-    super::catch_panics(|| predict(inputs, kwargs))
-}
-
-fn predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series> {
-    let cached = cached_model(&kwargs.model)?;
-    let model = &cached.model;
-    let output: PredictOutput = kwargs.output.parse().map_err(to_polars)?;
-    // Literals broadcast to the longest column, as everywhere else in Polars.
-    let inputs = &broadcast(inputs)[..];
-    let (features, margin) = match (kwargs.has_base_margin, inputs.split_last()) {
-        (true, Some((m, features))) if !features.is_empty() => (features, Some(m)),
-        (true, _) => return Err(to_polars(crate::Error::data("gbt.predict needs feature columns before base_margin"))),
-        (false, _) => (inputs, None),
-    };
-    // The margins replace the model's base score: XGBoost's `base_margin` at prediction.
-    let base_margin = match margin {
-        Some(m) => {
-            let (values, width) = margin_values(m, "base_margin")?;
-            if width != model.n_outputs() && output != PredictOutput::Leaf {
-                return Err(to_polars(crate::Error::column(
-                    "base_margin",
-                    format!(
-                        "has {width} values per row; the model has {} outputs ({})",
-                        model.n_outputs(),
-                        if model.n_outputs() > 1 {
-                            "an Array or List column of that width"
-                        } else {
-                            "one number per row"
-                        }
-                    ),
-                )));
-            }
-            Some(values)
-        }
-        None => None,
-    };
-    let frame = FeatureFrame::new(scoring_columns(model, features)?).map_err(to_polars)?;
-    let p = if use_gpu(&kwargs.device)? {
-        let forest = cached
-            .gpu
-            .get_or_init(|| model.gpu_forest().map(Arc::new).map_err(|e| e.to_string()))
-            .clone()
-            .map_err(|e| polars_err!(ComputeError: "{}", e))?;
-        model.predict_with(&*forest, &frame, output, base_margin.as_deref())
-    } else {
-        model.predict_with(cached.cpu.get_or_init(|| model.cpu_forest()), &frame, output, base_margin.as_deref())
-    }
-    .map_err(to_polars)?;
-    let name = features[0].name().clone();
-    predictions_series(name, p)
-}
-
-/// The columns to score, each as the model saw it in training (`dtypes::as_in_training`).
-/// Named columns the model does not use are left out, whatever their dtype; unnamed ones are
-/// the model's features in order.
-fn scoring_columns(model: &Model, inputs: &[Series]) -> PolarsResult<Vec<crate::FeatureColumn>> {
-    let features = model.features();
-    let unnamed = inputs.iter().all(|s| s.name().is_empty());
-    let mut columns = Vec::with_capacity(features.len());
-    for (i, s) in inputs.iter().enumerate() {
-        let info = if unnamed { features.get(i) } else { features.iter().find(|f| f.name == s.name().as_str()) };
-        let Some(info) = info else {
-            if unnamed {
-                // Too many unnamed columns: the crate's message says how many the model has.
-                columns.push(feature_column(s, &display_name(s, i))?);
-            }
-            continue;
-        };
-        let display = display_name(s, i);
-        columns.push(feature_column(&as_in_training(s, &display, info)?, &display)?);
-    }
-    if columns.is_empty() {
-        let names: Vec<&str> = features.iter().map(|f| f.name.as_str()).collect();
-        return Err(to_polars(crate::Error::data(format!(
-            "columns missing for the model's features: {}",
-            names.join(", ")
-        ))));
-    }
-    Ok(columns)
 }

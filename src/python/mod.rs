@@ -6,7 +6,9 @@
 mod convert;
 mod dtypes;
 mod expressions;
+mod model_cache;
 mod module;
+mod predict;
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -1,0 +1,107 @@
+//! Parsed models shared by every batch of every query in this process: a stream of batches, or
+//! a model column holding a few distinct models, parses each model and lays out its trees for
+//! the CPU (or uploads them to the GPU) once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use polars::prelude::PolarsResult;
+
+use super::convert::to_polars;
+use crate::backend::cpu::predict::FlatForest;
+use crate::backend::cuda::GpuForest;
+use crate::Model;
+
+/// A parsed model with its CPU forest and, once a batch asks for the GPU, its forest on the
+/// device.
+pub(super) struct CachedModel {
+    pub(super) model: Arc<Model>,
+    pub(super) cpu: OnceLock<FlatForest>,
+    pub(super) gpu: OnceLock<std::result::Result<Arc<GpuForest>, String>>,
+    /// The bytes, kept to compare when the key is only a checksum.
+    bytes: Option<Vec<u8>>,
+    size: usize,
+}
+
+/// What finds a model's bytes in the cache.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Key {
+    /// A digest the Python package computed once for a constant model (BLAKE2b, 128 bits). It
+    /// is trusted, so that a batch does not checksum and compare megabytes again.
+    Digest(String),
+    /// Length and CRC-32 of bytes met in a model column; entries are compared in full.
+    Content(usize, u32),
+}
+
+/// Model bytes kept at most (their layouts take about as much again), and models at most.
+const BUDGET_BYTES: usize = 512 << 20;
+const MAX_MODELS: usize = 4096;
+
+#[derive(Default)]
+struct Cache {
+    /// Each entry with the tick of its last use.
+    entries: HashMap<Key, (Arc<CachedModel>, u64)>,
+    tick: u64,
+    bytes: usize,
+}
+
+impl Cache {
+    fn get(&mut self, key: &Key, bytes: &[u8]) -> Option<Arc<CachedModel>> {
+        self.tick += 1;
+        let (entry, used) = self.entries.get_mut(key)?;
+        if entry.bytes.as_deref().is_some_and(|b| b != bytes) {
+            return None;
+        }
+        *used = self.tick;
+        Some(entry.clone())
+    }
+
+    /// Adds an entry, first dropping the least recently used ones it does not fit beside.
+    fn insert(&mut self, key: Key, entry: Arc<CachedModel>) {
+        if let Some((old, _)) = self.entries.remove(&key) {
+            self.bytes -= old.size;
+        }
+        while !self.entries.is_empty()
+            && (self.bytes + entry.size > BUDGET_BYTES || self.entries.len() >= MAX_MODELS)
+        {
+            let oldest = self.entries.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone());
+            if let Some((old, _)) = oldest.and_then(|k| self.entries.remove(&k)) {
+                self.bytes -= old.size;
+            }
+        }
+        self.tick += 1;
+        self.bytes += entry.size;
+        self.entries.insert(key, (entry, self.tick));
+    }
+}
+
+fn cache() -> std::sync::MutexGuard<'static, Cache> {
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    CACHE.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn lookup(key: Key, bytes: &[u8], keep_bytes: bool) -> crate::Result<Arc<CachedModel>> {
+    if let Some(entry) = cache().get(&key, bytes) {
+        return Ok(entry);
+    }
+    // Parsed outside the lock: other batches go on meanwhile.
+    let entry = Arc::new(CachedModel {
+        model: Arc::new(Model::from_bytes(bytes)?),
+        cpu: OnceLock::new(),
+        gpu: OnceLock::new(),
+        bytes: keep_bytes.then(|| bytes.to_vec()),
+        size: bytes.len(),
+    });
+    cache().insert(key, entry.clone());
+    Ok(entry)
+}
+
+/// A constant model of `gbt.predict`, by the digest Python sent with its bytes.
+pub(super) fn by_digest(digest: &str, bytes: &[u8]) -> PolarsResult<Arc<CachedModel>> {
+    lookup(Key::Digest(digest.to_string()), bytes, false).map_err(to_polars)
+}
+
+/// A model met as bytes alone (a model column, or a caller without a digest).
+pub(super) fn by_content(bytes: &[u8]) -> crate::Result<Arc<CachedModel>> {
+    lookup(Key::Content(bytes.len(), crc32fast::hash(bytes)), bytes, true)
+}
