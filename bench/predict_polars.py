@@ -1,9 +1,11 @@
 """GPU scoring through Polars: `pl.col(features).gbt.predict(model, device=...)` on a 4M-row
 DataFrame of 28 float32 columns (Higgs-like), eager and through the streaming engine, GPU
 against CPU, for XGBoost models imported with `Model.from_xgboost` (the files
-bench/predict_bench.py saved with --keep DIR).
+bench/predict_bench.py saved with --keep DIR), or, with --train, for our own model of 500
+trees of depth 8 fit here on 1M other rows (no XGBoost needed).
 
 Usage (device machine): PYTHONPATH=.peers/site:.peers/ours python3 bench/predict_polars.py DIR
+                    or: PYTHONPATH=.peers/site:.peers/ours python3 bench/predict_polars.py --train
 """
 from __future__ import annotations
 
@@ -31,16 +33,21 @@ def timed(f, reps=5):
 
 
 def main() -> None:
-    models = sorted(Path(sys.argv[1]).glob("model_*.json"))
-    X, _ = make(5_000_000, seed=0)
-    X = X[1_000_000:]
+    X, y = make(5_000_000, seed=0)
     feats = [f"f{i}" for i in range(X.shape[1])]
+    if sys.argv[1] == "--train":
+        train = pl.DataFrame({f: X[:1_000_000, i] for i, f in enumerate(feats)}).with_columns(y=y[:1_000_000])
+        fit = pl.col(feats).gbt.fit("y", objective="binary:logistic", n_estimators=500, max_depth=8, device="auto")
+        models = [("ours, depth 8", polars_gbt.Model.from_bytes(train.select(fit).item()))]
+    else:
+        models = [(f"depth {p.stem.split('_')[1]}", polars_gbt.Model.from_xgboost(p))
+                  for p in sorted(Path(sys.argv[1]).glob("model_*.json"))]
+    X = X[1_000_000:]
     df = pl.DataFrame({f: X[:, i] for i, f in enumerate(feats)})
     print(f"{df.height:,} rows x {len(feats)} float32 columns; Polars {pl.__version__}; median of 5 after a warm-up")
     print("| model | eager, GPU | streaming, GPU | eager, CPU | streaming, CPU | max |GPU-CPU| |")
     print("|---|---:|---:|---:|---:|---:|")
-    for path in models:
-        model = polars_gbt.Model.from_xgboost(path)
+    for label, model in models:
         row = []
         outs = {}
         for device in ("cuda", "cpu"):
@@ -49,8 +56,7 @@ def main() -> None:
             stream_ms, _ = timed(lambda: df.lazy().select(expr).collect(engine="streaming").to_series())
             row += [eager_ms, stream_ms]
         diff = float(np.max(np.abs(outs["cuda"].to_numpy() - outs["cpu"].to_numpy())))
-        depth = path.stem.split("_")[1]
-        print(f"| {model.num_trees} trees, depth {depth} | {row[0]:.0f} ms | {row[1]:.0f} ms | {row[2]:.0f} ms | {row[3]:.0f} ms | {diff:.1e} |")
+        print(f"| {model.num_trees} trees, {label} | {row[0]:.0f} ms | {row[1]:.0f} ms | {row[2]:.0f} ms | {row[3]:.0f} ms | {diff:.1e} |")
 
 
 if __name__ == "__main__":

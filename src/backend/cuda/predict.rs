@@ -513,12 +513,17 @@ fn stream_rows(
         // Column-major chunk: feature f's rows at f * rows.
         let x = slot.x_host.as_mut_slice().map_err(device_error)?;
         x[..rows * nf].par_chunks_mut(rows).zip(columns.par_iter()).for_each(|(dst, col)| col.read(start, dst));
-        stream.memcpy_htod(&slot.x_host, &mut slot.x_dev).map_err(device_error)?;
+        // Only the chunk's rows travel: a batch of a streaming query is often far shorter than
+        // CHUNK_ROWS. (A plain slice of pinned memory still copies asynchronously; the slot is
+        // not written again before `collect` has waited for its `done` event.)
+        let x = slot.x_host.as_slice().map_err(device_error)?;
+        stream.memcpy_htod(&x[..rows * nf], &mut slot.x_dev).map_err(device_error)?;
         let base_dev = match row_base {
             Some(b) if !leaf => {
                 slot.base_host.as_mut_slice().map_err(device_error)?[..rows * k]
                     .copy_from_slice(&b[start * k..(start + rows) * k]);
-                stream.memcpy_htod(&slot.base_host, &mut slot.base_dev).map_err(device_error)?;
+                let base = slot.base_host.as_slice().map_err(device_error)?;
+                stream.memcpy_htod(&base[..rows * k], &mut slot.base_dev).map_err(device_error)?;
                 Some(&slot.base_dev)
             }
             _ => None,
