@@ -1,9 +1,13 @@
 """GPU training on the shapes a DataFrame holds beyond dense floats, ours against XGBoost's GPU
-``hist`` on the same data in the same run (issue 13). One case so far:
+``hist`` on the same data in the same run (issue 13). Every case: depth 8, 256 bins, eta 0.1.
 
 * ``ranking``: ``rank:ndcg`` on 5M rows of 20 float32 features in 100k queries of uneven sizes
-  (2 to 2,000 rows, about 50 on average), relevance 0..4; 200 rounds of depth 8, 256 bins,
-  eta 0.1 for both; NDCG@10 on 20k (a fifth as many) held-out queries, computed here the same way for both.
+  (2 to 2,000 rows, about 50 on average), relevance 0..4; NDCG@10 on 20k (a fifth as many)
+  held-out queries, computed here the same way for both.
+* ``categorical``: binary, 2M rows of ten categorical columns (cardinalities 8 to 5,000, Polars
+  ``Enum`` for us, codes with ``feature_types="c"`` for XGBoost) and ten floats; held-out AUC.
+* ``nulls``: binary, 1M rows of 200 float columns, about 90% null (Polars nulls for us, NaN for
+  XGBoost); held-out AUC.
 
 Ours is timed from a Polars DataFrame in host memory to a trained model (``gbt.fit`` with
 ``device="cuda"``, the CUDA runtime started beforehand). XGBoost is timed on ``xgb.train``
@@ -11,7 +15,7 @@ alone, its ``QuantileDMatrix`` already built from host numpy ("ingest", reported
 GPU memory is NVML's peak above idle during each fit.
 
 Usage (device machine, Polars and XGBoost packs and our wheel installed, see
-docs/benchmarks.md): PYTHONPATH=.peers/site:.peers/ours python3 bench/gpu_shapes.py ranking
+docs/benchmarks.md): PYTHONPATH=.peers/site:.peers/ours python3 bench/gpu_shapes.py ranking|categorical|nulls
 Prints a markdown table; asserts nothing.
 """
 from __future__ import annotations
@@ -25,9 +29,21 @@ import numpy as np
 import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_bench import MemoryPoll  # noqa: E402
+from gpu_bench import MemoryPoll as GpuMemoryPoll  # noqa: E402
 
 import polars_gbt  # noqa: E402
+
+
+class NoPoll:
+    """Stands in for the GPU memory poll in CPU smoke runs."""
+
+    above_idle = 0.0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
 
 
 def query_sizes(n_queries, total, rng, smallest=2, largest=2000):
@@ -73,6 +89,49 @@ def ndcg_at(y, score, qid, k=10):
     return total / max(count, 1)
 
 
+def run_both(a, train, features, target, fit_kwargs, test, xgb_data, xparams, x_test, metric, name):
+    """Fits ours (from the Polars frame) and XGBoost (QuantileDMatrix from host numpy) `a.repeats`
+    times each; prints one row per fit and the ratio of the medians."""
+    rows = []
+    MemoryPoll = GpuMemoryPoll if a.device != "cpu" else NoPoll
+    if not a.skip_ours:
+        assert a.device == "cpu" or polars_gbt.cuda_available(), "no usable GPU"
+        for attempt in range(a.repeats):
+            with MemoryPoll() as mem:
+                t = time.perf_counter()
+                model = train.select(pl.col(features).gbt.fit(target, device=a.device, **fit_kwargs)).item()
+                fit_s = time.perf_counter() - t
+            score = test.select(pl.col(features).gbt.predict(model, output="margin"))[features[0]].to_numpy()
+            rows.append(("ours", attempt, fit_s, None, metric(score), mem.above_idle))
+            print(rows[-1], flush=True)
+    if not a.skip_xgb:
+        import xgboost as xgb
+
+        xparams = dict(xparams, tree_method="hist", device=a.device)
+        X, y, extra = xgb_data
+        for attempt in range(a.repeats):
+            with MemoryPoll() as mem:
+                t = time.perf_counter()
+                dtrain = xgb.QuantileDMatrix(X, y, max_bin=fit_kwargs.get("max_bin", 256), **extra)
+                ingest = time.perf_counter() - t
+                t = time.perf_counter()
+                booster = xgb.train(xparams, dtrain, fit_kwargs["n_estimators"])
+                train_s = time.perf_counter() - t
+            score = booster.inplace_predict(x_test, predict_type="margin")
+            score = score.get() if hasattr(score, "get") else np.asarray(score)
+            rows.append(("xgboost", attempt, train_s, ingest, metric(score), mem.above_idle))
+            print(rows[-1], flush=True)
+            del dtrain, booster
+
+    print(f"\n| library | run | train s | ingest s | {name} | GPU MiB |\n|---|---|---|---|---|---|")
+    for lib, run, s, ingest, value, mib in rows:
+        print(f"| {lib} | {run} | {s:.2f} | {'' if ingest is None else f'{ingest:.2f}'} | {value:.4f} | {mib:.0f} |")
+    ours = [r[2] for r in rows if r[0] == "ours"]
+    theirs = [r[2] for r in rows if r[0] == "xgboost"]
+    if ours and theirs:
+        print(f"\nours / XGBoost (medians): {np.median(ours) / np.median(theirs):.3f}")
+
+
 def ranking(a):
     t = time.perf_counter()
     n_test_q = a.queries // 5
@@ -86,50 +145,89 @@ def ranking(a):
     train = pl.DataFrame({f: Xtr[:, j] for j, f in enumerate(features)} | {"y": ytr, "q": qtr})
     test = pl.DataFrame({f: Xte[:, j] for j, f in enumerate(features)})
     params = dict(objective="rank:ndcg", n_estimators=a.rounds, max_depth=8, learning_rate=0.1, max_bin=256)
-    rows = []
+    xparams = dict(objective="rank:ndcg", max_depth=8, eta=0.1, max_bin=256)
+    run_both(a, train, features, "y", dict(params, group="q"), test, (Xtr, ytr, {"qid": qtr}), xparams, Xte,
+             lambda s: ndcg_at(yte, s, qte), "NDCG@10")
 
-    if not a.skip_ours:
-        assert a.device == "cpu" or polars_gbt.cuda_available(), "no usable GPU"
-        for attempt in range(a.repeats):
-            with MemoryPoll() as mem:
-                t = time.perf_counter()
-                model = train.select(pl.col(features).gbt.fit("y", group="q", device=a.device, **params)).item()
-                fit_s = time.perf_counter() - t
-            score = test.select(pl.col(features).gbt.predict(model, output="margin"))["f0"].to_numpy()
-            rows.append(("ours", attempt, fit_s, None, ndcg_at(yte, score, qte), mem.above_idle))
-            print(rows[-1], flush=True)
 
-    if not a.skip_xgb:
-        import xgboost as xgb
+CARDINALITIES = [8, 16, 50, 100, 300, 1000, 2000, 5000, 5000, 500]
 
-        xparams = dict(objective="rank:ndcg", tree_method="hist", device=a.device, max_depth=8, eta=0.1, max_bin=256)
-        for attempt in range(a.repeats):
-            with MemoryPoll() as mem:
-                t = time.perf_counter()
-                dtrain = xgb.QuantileDMatrix(Xtr, ytr, qid=qtr, max_bin=256)
-                ingest = time.perf_counter() - t
-                t = time.perf_counter()
-                booster = xgb.train(xparams, dtrain, a.rounds)
-                train_s = time.perf_counter() - t
-            score = booster.inplace_predict(Xte)
-            score = score.get() if hasattr(score, "get") else np.asarray(score)
-            rows.append(("xgboost", attempt, train_s, ingest, ndcg_at(yte, score, qte), mem.above_idle))
-            print(rows[-1], flush=True)
-            del dtrain, booster
 
-    print("\n| library | run | train s | ingest s | NDCG@10 | GPU MiB |\n|---|---|---|---|---|---|")
-    for lib, run, s, ingest, ndcg, mib in rows:
-        print(f"| {lib} | {run} | {s:.2f} | {'' if ingest is None else f'{ingest:.2f}'} | {ndcg:.4f} | {mib:.0f} |")
-    ours = [r[2] for r in rows if r[0] == "ours"]
-    theirs = [r[2] for r in rows if r[0] == "xgboost"]
-    if ours and theirs:
-        print(f"\nours / XGBoost (medians): {np.median(ours) / np.median(theirs):.3f}")
+def categorical(a):
+    """Ten categorical columns of cardinalities 8 to 5,000 (Zipf-like frequencies, a per-category
+    effect) beside ten floats; binary target. Ours reads Polars Enum columns; XGBoost reads the
+    same codes with feature_types "c"."""
+    t = time.perf_counter()
+    rng = np.random.default_rng(1)
+    n = int(a.rows * 1.2)
+    codes, effect = [], np.zeros(n)
+    for card in CARDINALITIES:
+        freq = 1.0 / np.arange(1, card + 1) ** 0.8
+        c = rng.choice(card, size=n, p=freq / freq.sum()).astype(np.int32)
+        effect += rng.normal(scale=0.5, size=card)[c]
+        codes.append(c)
+    floats = rng.normal(size=(n, 10)).astype(np.float32)
+    logit = effect + floats[:, 0] - 0.5 * floats[:, 1] * floats[:, 2] + rng.logistic(size=n)
+    y = (logit > np.median(logit)).astype(np.float32)
+    cut = a.rows
+    cat_names = [f"c{j}" for j in range(len(CARDINALITIES))]
+    num_names = [f"x{j}" for j in range(10)]
+    features = cat_names + num_names
+
+    def frame(lo, hi):
+        cols = {}
+        for name, card, c in zip(cat_names, CARDINALITIES, codes):
+            enum = pl.Enum([f"v{k}" for k in range(card)])
+            labels = np.array([f"v{k}" for k in range(card)])
+            cols[name] = pl.Series(name, labels[c[lo:hi]]).cast(enum)
+        cols |= {f: floats[lo:hi, j] for j, f in enumerate(num_names)}
+        return pl.DataFrame(cols)
+
+    train, test = frame(0, cut).with_columns(y=y[:cut]), frame(cut, n)
+    X = np.column_stack([c.astype(np.float32) for c in codes] + [floats])
+    print(f"data: {cut} train rows, {n - cut} test rows; made in {time.perf_counter() - t:.1f} s", flush=True)
+    params = dict(objective="binary:logistic", n_estimators=a.rounds, max_depth=8, learning_rate=0.1, max_bin=256)
+    xparams = dict(objective="binary:logistic", max_depth=8, eta=0.1, max_bin=256)
+    extra = {"feature_types": ["c"] * len(cat_names) + ["q"] * 10, "enable_categorical": True}
+    from sklearn.metrics import roc_auc_score
+
+    run_both(a, train, features, "y", params, test, (X[:cut], y[:cut], extra), xparams, X[cut:],
+             lambda s: roc_auc_score(y[cut:], s), "AUC")
+
+
+def nulls(a):
+    """200 float columns, 90% null (each column its own density, 2% to 20%), binary target.
+    Ours reads Polars nulls; XGBoost reads NaN."""
+    t = time.perf_counter()
+    rng = np.random.default_rng(2)
+    n, width = int(a.rows * 1.2), 200
+    X = rng.normal(size=(n, width)).astype(np.float32)
+    density = rng.uniform(0.02, 0.18, size=width)
+    present = rng.random(size=(n, width)) < density
+    logit = (np.where(present[:, :20], X[:, :20], 0.0) @ rng.normal(size=20)) + 0.8 * present[:, 20]
+    y = (logit + rng.logistic(size=n) > 0).astype(np.float32)
+    X[~present] = np.nan
+    cut = a.rows
+    features = [f"f{j}" for j in range(width)]
+
+    def frame(lo, hi):
+        return pl.DataFrame({f: X[lo:hi, j] for j, f in enumerate(features)}).fill_nan(None)
+
+    train, test = frame(0, cut).with_columns(y=y[:cut]), frame(cut, n)
+    print(f"data: {cut} train rows x {width} ({present.mean():.1%} present), {n - cut} test rows; "
+          f"made in {time.perf_counter() - t:.1f} s", flush=True)
+    params = dict(objective="binary:logistic", n_estimators=a.rounds, max_depth=8, learning_rate=0.1, max_bin=256)
+    xparams = dict(objective="binary:logistic", max_depth=8, eta=0.1, max_bin=256)
+    from sklearn.metrics import roc_auc_score
+
+    run_both(a, train, features, "y", params, test, (X[:cut], y[:cut], {}), xparams, X[cut:],
+             lambda s: roc_auc_score(y[cut:], s), "AUC")
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["ranking"])
-    ap.add_argument("--rows", type=int, default=5_000_000)
+    ap.add_argument("case", choices=["ranking", "categorical", "nulls"])
+    ap.add_argument("--rows", type=int, default=None, help="default: 5M ranking, 2M categorical, 1M nulls")
     ap.add_argument("--queries", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=2)
@@ -137,7 +235,9 @@ def main():
     ap.add_argument("--skip-ours", action="store_true")
     ap.add_argument("--skip-xgb", action="store_true")
     a = ap.parse_args()
-    {"ranking": ranking}[a.case](a)
+    if a.rows is None:
+        a.rows = {"ranking": 5_000_000, "categorical": 2_000_000, "nulls": 1_000_000}[a.case]
+    {"ranking": ranking, "categorical": categorical, "nulls": nulls}[a.case](a)
 
 
 if __name__ == "__main__":
