@@ -3,7 +3,7 @@
 //! kernel reads them; two slots alternate on two streams, so the host fills one slot while the
 //! other's copies and kernels run, and one slot's copy overlaps the other's kernel.
 
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use rayon::prelude::*;
@@ -21,6 +21,8 @@ use crate::prediction::{ForestSpec, PredictOutput, Predictions};
 
 /// Rows per streamed chunk.
 const CHUNK_ROWS: usize = 1 << 18;
+/// The smallest chunk a request is split into (fewer rows leave the GPU mostly idle).
+const MIN_CHUNK_ROWS: usize = 1 << 15;
 /// Threads per block (each scores ROWS_PER_THREAD rows); `POLARS_GBT_PREDICT_THREADS` overrides.
 const THREADS: u32 = 256;
 
@@ -405,7 +407,8 @@ struct Slot {
     pending: Option<(usize, usize)>,
 }
 
-/// The streaming buffers, sized for the largest request so far and shared by every model.
+/// One set of streaming buffers (two slots, each with its own stream), sized for the largest
+/// request it served so far and shared by every model.
 struct Streamer {
     slots: Vec<Slot>,
     /// Per-row sizes the slots were made for: features, outputs, leaf or class values, bytes of
@@ -413,9 +416,56 @@ struct Streamer {
     shape: (usize, usize, usize, usize),
 }
 
-fn streamer() -> &'static Mutex<Option<Streamer>> {
-    static S: OnceLock<Mutex<Option<Streamer>>> = OnceLock::new();
-    S.get_or_init(|| Mutex::new(None))
+/// Streamers at most: concurrent callers (the batches of a streaming query, on the engine's
+/// threads) each take one, so one batch's host work overlaps another's copies and kernels.
+const MAX_STREAMERS: usize = 4;
+
+/// The idle streamers, and how many exist.
+struct StreamerPool {
+    idle: Mutex<(Vec<Streamer>, usize)>,
+    returned: Condvar,
+}
+
+fn pool() -> &'static StreamerPool {
+    static POOL: OnceLock<StreamerPool> = OnceLock::new();
+    POOL.get_or_init(|| StreamerPool { idle: Mutex::new((Vec::new(), 0)), returned: Condvar::new() })
+}
+
+/// A streamer lent to one call, handed back to the pool when dropped; `None` while the call
+/// (re)builds it.
+struct Lent(Option<Streamer>);
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        let pool = pool();
+        let mut idle = pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+        match self.0.take() {
+            Some(s) => idle.0.push(s),
+            None => idle.1 -= 1, // lost to an error: another may be made
+        }
+        pool.returned.notify_one();
+    }
+}
+
+/// Takes an idle streamer (one already big enough when there is one), or makes room for a new
+/// one, or waits for one to come back.
+fn lend(need: (usize, usize, usize, usize)) -> Lent {
+    let fits = |s: &Streamer| s.shape.0 >= need.0 && s.shape.1 >= need.1 && s.shape.2 >= need.2 && s.shape.3 >= need.3;
+    let pool = pool();
+    let mut idle = pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        if let Some(i) = idle.0.iter().position(fits) {
+            return Lent(Some(idle.0.swap_remove(i)));
+        }
+        if idle.1 < MAX_STREAMERS {
+            idle.1 += 1;
+            return Lent(None);
+        }
+        if let Some(s) = idle.0.pop() {
+            return Lent(Some(s)); // too small: the caller rebuilds it
+        }
+        idle = pool.returned.wait(idle).unwrap_or_else(|p| p.into_inner());
+    }
 }
 
 impl Streamer {
@@ -482,15 +532,18 @@ fn stream_rows(
     let leaf = output == PredictOutput::Leaf;
     let mut floats = if per_row_index == 0 { vec![0f32; n_rows * k] } else { Vec::new() };
     let mut indices = vec![0u32; n_rows * per_row_index];
-    let mut guard: MutexGuard<Option<Streamer>> = streamer().lock().unwrap_or_else(|p| p.into_inner());
     let need = (nf, k, per_row_index, forest.scratch_bytes(CHUNK_ROWS).div_ceil(CHUNK_ROWS));
-    let have = guard.as_ref().map_or((0, 0, 0, 0), |s| s.shape);
-    if guard.is_none() || have.0 < need.0 || have.1 < need.1 || have.2 < need.2 || have.3 < need.3 {
-        *guard = None; // free the old buffers first
+    let mut lent = lend(need);
+    let have = lent.0.as_ref().map_or((0, 0, 0, 0), |s| s.shape);
+    if lent.0.is_none() || have.0 < need.0 || have.1 < need.1 || have.2 < need.2 || have.3 < need.3 {
+        lent.0 = None; // free the old buffers first
         let shape = (need.0.max(have.0), need.1.max(have.1), need.2.max(have.2), need.3.max(have.3));
-        *guard = Some(Streamer::new(&forest.rt, shape)?);
+        lent.0 = Some(Streamer::new(&forest.rt, shape)?);
     }
-    let streamer = guard.as_mut().unwrap();
+    let streamer = lent.0.as_mut().unwrap();
+    // A short request (a batch of a streaming query) still goes in two chunks or more, so that
+    // filling one overlaps the other's copies and kernels.
+    let chunk_rows = n_rows.div_ceil(2).clamp(MIN_CHUNK_ROWS, CHUNK_ROWS);
     // Collect a finished slot's results into the output.
     let collect = |slot: &mut Slot, floats: &mut Vec<f32>, indices: &mut Vec<u32>| -> Result<()> {
         let Some((start, rows)) = slot.pending.take() else { return Ok(()) };
@@ -505,8 +558,8 @@ fn stream_rows(
         }
         Ok(())
     };
-    for (i, start) in (0..n_rows).step_by(CHUNK_ROWS).enumerate() {
-        let rows = CHUNK_ROWS.min(n_rows - start);
+    for (i, start) in (0..n_rows).step_by(chunk_rows).enumerate() {
+        let rows = chunk_rows.min(n_rows - start);
         let slot = &mut streamer.slots[i % 2];
         collect(slot, &mut floats, &mut indices)?;
         let stream = slot.stream.clone();
