@@ -61,9 +61,7 @@ impl Cache {
         if let Some((old, _)) = self.entries.remove(&key) {
             self.bytes -= old.size;
         }
-        while !self.entries.is_empty()
-            && (self.bytes + entry.size > BUDGET_BYTES || self.entries.len() >= MAX_MODELS)
-        {
+        while !self.entries.is_empty() && (self.bytes + entry.size > BUDGET_BYTES || self.entries.len() >= MAX_MODELS) {
             let oldest = self.entries.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone());
             if let Some((old, _)) = oldest.and_then(|k| self.entries.remove(&k)) {
                 self.bytes -= old.size;

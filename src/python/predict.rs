@@ -266,7 +266,12 @@ fn check_row_model(model: &Model, output: PredictOutput, dtype: &DataType, row: 
 
 /// The rows' predictions from their groups' (`slot[row]` = (group, position)), as `dtype`:
 /// a number, a fixed-size array or a list per row; null where a row had no model.
-fn gather_rows(name: PlSmallStr, slot: &[(u32, u32)], scored: &[Predictions], dtype: &DataType) -> PolarsResult<Series> {
+fn gather_rows(
+    name: PlSmallStr,
+    slot: &[(u32, u32)],
+    scored: &[Predictions],
+    dtype: &DataType,
+) -> PolarsResult<Series> {
     fn gather<T: Copy + Default + polars_arrow::types::NativeType>(
         slot: &[(u32, u32)],
         parts: &[(&[T], usize)],
