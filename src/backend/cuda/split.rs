@@ -4,6 +4,7 @@
 //! code (they are small).
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
+use rayon::prelude::*;
 
 use super::buffers::{cfg, FitDevice, HistPool, Scratch};
 use super::data::{DeviceBins, DeviceMatrix};
@@ -221,9 +222,12 @@ impl SplitEvaluator {
         }
         .map_err(device_error)?;
         let hists = dev.download(self.gathered.buf.slice(..tasks.len() * n_slots))?;
-        for (t, (b, categories)) in best.iter_mut().enumerate() {
+        // Nodes in parallel: sorting thousands of categories per node and feature is the
+        // level's longest step.
+        let categorical = &self.categorical;
+        best.par_iter_mut().enumerate().for_each(|(t, (b, categories))| {
             let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, tasks[t].total, rows[t]);
-            for &(f, first, len) in &self.categorical {
+            for &(f, first, len) in categorical {
                 if tasks[t].mask_row != NO_MASK && masks[t * nf + f as usize] == 0 {
                     continue;
                 }
@@ -241,7 +245,7 @@ impl SplitEvaluator {
                     *categories = c.left_categories;
                 }
             }
-        }
+        });
         Ok(())
     }
 }
