@@ -20,7 +20,7 @@ PLUGIN_PATH = Path(__file__).parent
 # The names `output=` takes come from the crate's one list (`PredictOutput::ALL`); `Output`
 # repeats them for type checkers, and a test keeps the two equal.
 OUTPUTS: tuple[str, ...] = tuple(_internal.PREDICT_OUTPUTS)
-Output = Literal["value", "margin", "class", "leaf"]
+Output = Literal["value", "margin", "class", "leaf", "contrib"]
 _OUTPUT_NAMES = ", ".join(f'"{o}"' for o in OUTPUTS)
 
 

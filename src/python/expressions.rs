@@ -220,6 +220,8 @@ fn predict_output(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field
     let array = |inner: DataType, width: usize| DataType::Array(Box::new(inner), width);
     let dtype = match output {
         PredictOutput::Leaf => array(DataType::UInt32, model.num_trees()),
+        // Per output, a value per feature and the bias (XGBoost's pred_contribs, flattened).
+        PredictOutput::Contrib => array(DataType::Float32, model.n_outputs() * (model.features().len() + 1)),
         PredictOutput::Class => DataType::UInt32,
         PredictOutput::Value if model.objective() == crate::Objective::MultiSoftmax => DataType::UInt32,
         PredictOutput::Value | PredictOutput::Margin if model.n_outputs() > 1 => {
