@@ -27,12 +27,20 @@ pub enum PredictOutput {
     Class,
     /// The leaf each row reaches in each tree.
     Leaf,
+    /// SHAP values (exact TreeSHAP), XGBoost's `pred_contribs` layout: per output, one value
+    /// per feature and the bias last; they sum to the margin.
+    Contrib,
 }
 
 impl PredictOutput {
     /// Every output, in the order messages and the Python package list them.
-    pub const ALL: [PredictOutput; 4] =
-        [PredictOutput::Value, PredictOutput::Margin, PredictOutput::Class, PredictOutput::Leaf];
+    pub const ALL: [PredictOutput; 5] = [
+        PredictOutput::Value,
+        PredictOutput::Margin,
+        PredictOutput::Class,
+        PredictOutput::Leaf,
+        PredictOutput::Contrib,
+    ];
 
     /// The name `output=` takes.
     pub fn name(self) -> &'static str {
@@ -41,6 +49,7 @@ impl PredictOutput {
             PredictOutput::Value => "value",
             PredictOutput::Class => "class",
             PredictOutput::Leaf => "leaf",
+            PredictOutput::Contrib => "contrib",
         }
     }
 }
@@ -124,7 +133,9 @@ pub fn finish(objective: Objective, k: usize, mut margin: Vec<f32>, output: Pred
             };
             Predictions::Index { values: classes, width: 1 }
         }
-        PredictOutput::Leaf => unreachable!("leaf output is not made from margins"),
+        PredictOutput::Leaf | PredictOutput::Contrib => {
+            unreachable!("leaves and SHAP values are not made from margins")
+        }
     }
 }
 

@@ -383,3 +383,40 @@ fn fast_prediction_equals_a_plain_tree_walk() {
         }
     }
 }
+
+#[test]
+fn shap_values_and_the_bias_sum_to_the_margin_for_every_output() {
+    // TreeSHAP itself is checked against Shapley values by enumeration (backend::cpu::shap);
+    // here, through Model::predict on trained models: binary with missing values, and
+    // multiclass (one block of n_features + 1 per class), with per-row starting margins too.
+    let (frame, y) = random_data(3_000, 5, 41);
+    let classes: Vec<f32> = y.iter().enumerate().map(|(i, v)| v + (i % 3 == 0) as u8 as f32).collect();
+    for (json, labels, k) in [
+        (r#"{"objective": "binary:logistic", "n_estimators": 20, "max_depth": 5}"#, &y, 1),
+        (r#"{"objective": "multi:softprob", "num_class": 3, "n_estimators": 8, "max_depth": 4}"#, &classes, 3),
+    ] {
+        let model = train(&config(json), &Dataset::new(frame.clone(), labels.clone()).unwrap(), &[]).unwrap();
+        let width = k * (5 + 1);
+        let contrib = model.predict(&frame, PredictOutput::Contrib).unwrap();
+        assert!(matches!(contrib, Predictions::Float { width: w, .. } if w == width));
+        let (contrib, margin) = (values(contrib), values(model.predict(&frame, PredictOutput::Margin).unwrap()));
+        for (i, row) in contrib.chunks(width).enumerate() {
+            for c in 0..k {
+                let sum: f32 = row[c * 6..(c + 1) * 6].iter().sum();
+                let m = margin[i * k + c];
+                assert!((sum - m).abs() <= 1e-4 * m.abs().max(1.0), "{json}: row {i} class {c}: {sum} against {m}");
+            }
+        }
+        // A per-row starting margin moves only the bias.
+        let start: Vec<f32> = (0..3_000 * k).map(|i| (i % 7) as f32 * 0.25).collect();
+        let shifted = values(model.predict_with_base_margin(&frame, &start, PredictOutput::Contrib).unwrap());
+        for (i, (a, b)) in contrib.chunks(width).zip(shifted.chunks(width)).enumerate() {
+            for c in 0..k {
+                assert_eq!(a[c * 6..c * 6 + 5], b[c * 6..c * 6 + 5], "{json}: row {i}: feature values moved");
+                let moved = b[c * 6 + 5] - a[c * 6 + 5];
+                let want = start[i * k + c] - model.base_margin()[c];
+                assert!((moved - want).abs() < 1e-4, "{json}: row {i} class {c}: bias moved by {moved}, not {want}");
+            }
+        }
+    }
+}

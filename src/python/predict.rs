@@ -70,6 +70,16 @@ fn predict_field(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field>
         let array = |inner: DataType, width: usize| DataType::Array(Box::new(inner), width);
         match output {
             PredictOutput::Leaf => array(DataType::UInt32, model.num_trees()),
+            // Per output, a value per feature and the bias (XGBoost's pred_contribs, flattened).
+            // XGBoost's pred_contribs: a value per feature and the bias last; per class for
+            // multiclass models (classes x (features + 1)).
+            PredictOutput::Contrib => {
+                let per_output = array(DataType::Float32, model.features().len() + 1);
+                match model.n_outputs() {
+                    1 => per_output,
+                    k => array(per_output, k),
+                }
+            }
             PredictOutput::Class => DataType::UInt32,
             PredictOutput::Value if model.objective() == crate::Objective::MultiSoftmax => DataType::UInt32,
             PredictOutput::Value | PredictOutput::Margin if model.n_outputs() > 1 => {
@@ -86,6 +96,7 @@ fn predict_field(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field>
 fn row_models_dtype(output: PredictOutput, num_class: Option<usize>) -> DataType {
     match (output, num_class) {
         (PredictOutput::Leaf, _) => DataType::List(Box::new(DataType::UInt32)),
+        (PredictOutput::Contrib, _) => DataType::List(Box::new(DataType::Float32)),
         (PredictOutput::Class, _) => DataType::UInt32,
         (_, Some(k)) if k > 1 => DataType::Array(Box::new(DataType::Float32), k),
         _ => DataType::Float32,
@@ -129,12 +140,38 @@ fn predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series> {
     }
     let name = features[0].name().clone();
     match models {
-        None => predictions_series(name, score(&*constant_model(&kwargs)?, features, margin, output, gpu)?),
+        None => {
+            let cached = constant_model(&kwargs)?;
+            let p = score(&cached, features, margin, output, gpu)?;
+            match (output, cached.model.n_outputs()) {
+                (PredictOutput::Contrib, k) if k > 1 => contributions_by_class(name, p, k),
+                _ => predictions_series(name, p),
+            }
+        }
         Some(models) => {
             let dtype = row_models_dtype(output, kwargs.num_class);
             score_row_models(name, features, margin, models, output, gpu, &dtype)
         }
     }
+}
+
+/// A multiclass model's SHAP values as `Array(Array(Float32, features + 1), k)`: the flat
+/// per-row values split by class.
+fn contributions_by_class(name: PlSmallStr, p: Predictions, k: usize) -> PolarsResult<Series> {
+    let Predictions::Float { values, width } = p else {
+        return Err(polars_err!(ComputeError: "{}: SHAP values came back as indices", super::BUG));
+    };
+    let (rows, per_class) = (values.len() / width, width / k);
+    let item = |dtype: ArrowDataType| ArrowField::new(PlSmallStr::from_static("item"), dtype, true);
+    let inner_type = ArrowDataType::FixedSizeList(Box::new(item(ArrowDataType::Float32)), per_class);
+    let inner = FixedSizeListArray::new(inner_type.clone(), rows * k, Box::new(PrimitiveArray::from_vec(values)), None);
+    let outer = FixedSizeListArray::new(
+        ArrowDataType::FixedSizeList(Box::new(item(inner_type)), k),
+        rows,
+        Box::new(inner),
+        None,
+    );
+    Series::from_arrow(name, Box::new(outer))
 }
 
 /// Scores `features` with one model; `margin` (per-row base margins) replaces its base score,

@@ -7,6 +7,7 @@ pub mod learner;
 pub mod memory;
 pub mod partition;
 pub mod predict;
+pub mod shap;
 
 pub use grow::{CpuNode, CpuSteps};
 pub use learner::{CpuLearner, LeafRefit};

@@ -14,6 +14,7 @@
 use rayon::prelude::*;
 
 use super::heap_simd;
+use super::shap::TreeShap;
 use crate::backend::Predictor;
 use crate::config::Objective;
 use crate::data::FeatureColumn;
@@ -84,6 +85,8 @@ pub struct FlatForest {
     n_outputs: usize,
     base_margin: Vec<f32>,
     objective: Objective,
+    /// The trees as they are, for SHAP values (which need the covers).
+    trees: Vec<Tree>,
 }
 
 impl FlatForest {
@@ -107,6 +110,7 @@ impl FlatForest {
             n_outputs: spec.n_outputs,
             base_margin: spec.base_margin.to_vec(),
             objective: spec.objective,
+            trees: trees.to_vec(),
         };
         for t in trees {
             let depth = t.depth();
@@ -271,14 +275,14 @@ impl FlatForest {
         (&self.value, &self.node_id)
     }
 
-    /// Runs `visit(rows, row_values, out_block)` over blocks of rows in parallel; `out` has
-    /// `width` values per row.
+    /// Runs `visit(first_row, rows, row_values, out_block)` over blocks of rows in parallel;
+    /// `out` has `width` values per row.
     fn for_blocks<T: Send>(
         &self,
         columns: &[FeatureColumn],
         out: &mut [T],
         width: usize,
-        visit: impl Fn(usize, &[f32], &mut [T]) + Sync,
+        visit: impl Fn(usize, usize, &[f32], &mut [T]) + Sync,
     ) {
         let nf = self.n_features;
         out.par_chunks_mut(BLOCK_ROWS * width).enumerate().for_each(|(b, out_block)| {
@@ -292,14 +296,14 @@ impl FlatForest {
                     block[r * nf + f] = column[r];
                 }
             }
-            visit(rows, &block, out_block);
+            visit(start, rows, &block, out_block);
         });
     }
 
     /// Adds each tree's leaf value to `out[row * n_outputs + tree % n_outputs]`.
     pub fn predict_margin(&self, columns: &[FeatureColumn], out: &mut [f32]) {
         let n_outputs = self.n_outputs;
-        self.for_blocks(columns, out, n_outputs, |rows, block, out_block| {
+        self.for_blocks(columns, out, n_outputs, |_, rows, block, out_block| {
             let mut at = [0u32; BLOCK_ROWS];
             let at = &mut at[..rows];
             for t in 0..self.roots.len() {
@@ -312,10 +316,27 @@ impl FlatForest {
         });
     }
 
+    /// SHAP values of every row (see `shap`), the bias from `base_margin` or the forest's.
+    fn predict_contrib(&self, columns: &[FeatureColumn], n_rows: usize, base_margin: Option<&[f32]>) -> Predictions {
+        let shap = TreeShap::new(&self.trees, self.n_outputs, self.n_features);
+        let (width, k, nf) = (shap.width(), self.n_outputs, self.n_features);
+        let mut out = vec![0f32; n_rows * width];
+        self.for_blocks(columns, &mut out, width, |start, rows, block, out_block| {
+            for r in 0..rows {
+                let base = match base_margin {
+                    Some(b) => &b[(start + r) * k..(start + r + 1) * k],
+                    None => &self.base_margin[..],
+                };
+                shap.row(&block[r * nf..(r + 1) * nf], base, &mut out_block[r * width..(r + 1) * width]);
+            }
+        });
+        Predictions::Float { values: out, width }
+    }
+
     /// Writes the leaf (original node id) each row reaches in each tree.
     pub fn predict_leaf(&self, columns: &[FeatureColumn], out: &mut [u32]) {
         let n_trees = self.roots.len();
-        self.for_blocks(columns, out, n_trees, |rows, block, out_block| {
+        self.for_blocks(columns, out, n_trees, |_, rows, block, out_block| {
             let mut at = [0u32; BLOCK_ROWS];
             let at = &mut at[..rows];
             for t in 0..n_trees {
@@ -336,6 +357,9 @@ impl Predictor for FlatForest {
         base_margin: Option<&[f32]>,
         output: PredictOutput,
     ) -> Result<Predictions> {
+        if output == PredictOutput::Contrib {
+            return Ok(self.predict_contrib(columns, n_rows, base_margin));
+        }
         if output == PredictOutput::Leaf {
             let n_trees = self.roots.len();
             let mut leaves = vec![0u32; n_rows * n_trees];

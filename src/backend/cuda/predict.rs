@@ -508,6 +508,12 @@ impl Predictor for GpuForest {
         base_margin: Option<&[f32]>,
         output: PredictOutput,
     ) -> Result<Predictions> {
+        if output == PredictOutput::Contrib {
+            return Err(Error::param(
+                "output",
+                "\"contrib\" (SHAP values) runs on the CPU only for now: predict with device=\"cpu\"",
+            ));
+        }
         stream_rows(self, columns, n_rows, base_margin, output)
     }
 }

@@ -1,0 +1,277 @@
+//! SHAP values on the CPU: exact TreeSHAP (Lundberg, Erion and Lee, 2018, "Consistent
+//! individualized feature attribution for tree ensembles", algorithm 2), in XGBoost's layout:
+//! per row and output, one value per feature and then the bias (the output's expected margin).
+//!
+//! Each tree is walked once per row. Along the way the path keeps, for every feature it split
+//! on, the share of the training cover that follows the row's branch when the feature is
+//! unknown (`zero`) and whether the row itself follows it (`one`), and the weights of the
+//! feature subsets of each size; at a leaf, each feature's contribution is the leaf's value
+//! times its weighted marginal effect. Missing values follow their default directions and
+//! categorical splits their category sets, exactly as prediction does (`Tree::next`); the
+//! contributions and the bias of a row sum to its margin.
+
+use crate::tree::Tree;
+
+/// One feature on the path from the root to the current node.
+#[derive(Clone, Copy, Debug)]
+struct PathStep {
+    /// The feature; the path's first entry (no feature) has `usize::MAX`.
+    feature: usize,
+    /// Share of the cover that goes this way when the feature is unknown.
+    zero: f64,
+    /// 1 when the row goes this way, else 0.
+    one: f64,
+    /// Weight of the subsets of this size among the path's features.
+    weight: f64,
+}
+
+const NO_FEATURE: usize = usize::MAX;
+
+/// Adds a step to the path, updating the subset weights.
+fn extend(path: &mut Vec<PathStep>, zero: f64, one: f64, feature: usize) {
+    let l = path.len();
+    path.push(PathStep { feature, zero, one, weight: if l == 0 { 1.0 } else { 0.0 } });
+    for i in (0..l).rev() {
+        path[i + 1].weight += one * path[i].weight * (i + 1) as f64 / (l + 1) as f64;
+        path[i].weight = zero * path[i].weight * (l - i) as f64 / (l + 1) as f64;
+    }
+}
+
+/// Removes step `i` from the path, undoing its effect on the subset weights.
+fn unwind(path: &mut Vec<PathStep>, i: usize) {
+    let l = path.len() - 1;
+    let (one, zero) = (path[i].one, path[i].zero);
+    let mut next = path[l].weight;
+    for j in (0..l).rev() {
+        if one != 0.0 {
+            let w = path[j].weight;
+            path[j].weight = next * (l + 1) as f64 / ((j + 1) as f64 * one);
+            next = w - path[j].weight * zero * (l - j) as f64 / (l + 1) as f64;
+        } else {
+            path[j].weight = path[j].weight * (l + 1) as f64 / (zero * (l - j) as f64);
+        }
+    }
+    for j in i..l {
+        path[j].feature = path[j + 1].feature;
+        path[j].zero = path[j + 1].zero;
+        path[j].one = path[j + 1].one;
+    }
+    path.pop();
+}
+
+/// The total subset weight the path would have without step `i` (without changing it).
+fn unwound_sum(path: &[PathStep], i: usize) -> f64 {
+    let l = path.len() - 1;
+    let (one, zero) = (path[i].one, path[i].zero);
+    let mut next = path[l].weight;
+    let mut total = 0.0;
+    for j in (0..l).rev() {
+        if one != 0.0 {
+            let w = next * (l + 1) as f64 / ((j + 1) as f64 * one);
+            total += w;
+            next = path[j].weight - w * zero * (l - j) as f64 / (l + 1) as f64;
+        } else {
+            total += path[j].weight / zero * (l + 1) as f64 / (l - j) as f64;
+        }
+    }
+    total
+}
+
+/// The share of `node`'s cover that reaches `child` (0 when the node has no cover, as an
+/// imported tree without covers may).
+fn cover_share(tree: &Tree, node: u32, child: u32) -> f64 {
+    let parent = tree.cover[node as usize] as f64;
+    if parent > 0.0 {
+        tree.cover[child as usize] as f64 / parent
+    } else {
+        0.0
+    }
+}
+
+/// Walks `node` for the row `x`, entering it by `step` (the split's feature and fractions).
+fn recurse(tree: &Tree, row: &[f32], phi: &mut [f64], node: u32, mut path: Vec<PathStep>, step: PathStep) {
+    extend(&mut path, step.zero, step.one, step.feature);
+    if tree.is_leaf(node) {
+        let value = tree.value[node as usize] as f64;
+        for i in 1..path.len() {
+            let w = unwound_sum(&path, i);
+            phi[path[i].feature] += w * (path[i].one - path[i].zero) * value;
+        }
+        return;
+    }
+    let f = tree.feature[node as usize] as usize;
+    let hot = tree.next(node, row[f]);
+    let (left, right) = (tree.left[node as usize], tree.right[node as usize]);
+    let cold = if hot == left { right } else { left };
+    // A feature split on again: its earlier step leaves the path, its fractions carry on.
+    let (mut zero_in, mut one_in) = (1.0, 1.0);
+    if let Some(k) = path.iter().skip(1).position(|p| p.feature == f).map(|k| k + 1) {
+        zero_in = path[k].zero;
+        one_in = path[k].one;
+        unwind(&mut path, k);
+    }
+    let hot_step = PathStep { feature: f, zero: zero_in * cover_share(tree, node, hot), one: one_in, weight: 0.0 };
+    recurse(tree, row, phi, hot, path.clone(), hot_step);
+    let cold_step = PathStep { feature: f, zero: zero_in * cover_share(tree, node, cold), one: 0.0, weight: 0.0 };
+    recurse(tree, row, phi, cold, path, cold_step);
+}
+
+/// The cover-weighted mean of the tree's leaf values: its part of the bias.
+fn expected_value(tree: &Tree, node: u32) -> f64 {
+    if tree.is_leaf(node) {
+        return tree.value[node as usize] as f64;
+    }
+    let (l, r) = (tree.left[node as usize], tree.right[node as usize]);
+    cover_share(tree, node, l) * expected_value(tree, l) + cover_share(tree, node, r) * expected_value(tree, r)
+}
+
+/// A forest's SHAP values, row by row.
+pub struct TreeShap<'a> {
+    trees: &'a [Tree],
+    n_outputs: usize,
+    n_features: usize,
+    /// Each tree's expected value (its part of the bias).
+    expected: Vec<f64>,
+}
+
+impl<'a> TreeShap<'a> {
+    pub fn new(trees: &'a [Tree], n_outputs: usize, n_features: usize) -> Self {
+        let expected = trees.iter().map(|t| expected_value(t, 0)).collect();
+        TreeShap { trees, n_outputs, n_features, expected }
+    }
+
+    /// Values per row: `n_outputs` blocks of `n_features + 1` (each feature, then the bias).
+    pub fn width(&self) -> usize {
+        self.n_outputs * (self.n_features + 1)
+    }
+
+    /// The SHAP values of the row `x` (its `n_features` values) into `out` (`width()` of them),
+    /// the bias starting from the row's margins `base` (`n_outputs`).
+    pub fn row(&self, x: &[f32], base: &[f32], out: &mut [f32]) {
+        let width = self.n_features + 1;
+        let mut phi = vec![0f64; self.n_outputs * width];
+        for (t, tree) in self.trees.iter().enumerate() {
+            let k = t % self.n_outputs;
+            let block = &mut phi[k * width..(k + 1) * width];
+            let root = PathStep { feature: NO_FEATURE, zero: 1.0, one: 1.0, weight: 0.0 };
+            recurse(tree, x, block, 0, Vec::with_capacity(16), root);
+            block[self.n_features] += self.expected[t];
+        }
+        for (k, b) in base.iter().enumerate() {
+            phi[k * width + self.n_features] += *b as f64;
+        }
+        for (o, p) in out.iter_mut().zip(&phi) {
+            *o = *p as f32;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tree::model::SplitSpec;
+
+    /// E[tree | the features in `known` take the row's values], the rest averaged over the
+    /// training cover: the value function TreeSHAP's Shapley values are exact for.
+    fn conditional(tree: &Tree, node: u32, x: &[f32], known: u32) -> f64 {
+        if tree.is_leaf(node) {
+            return tree.value[node as usize] as f64;
+        }
+        let f = tree.feature[node as usize] as usize;
+        if known & (1 << f) != 0 {
+            return conditional(tree, tree.next(node, x[f]), x, known);
+        }
+        let (l, r) = (tree.left[node as usize], tree.right[node as usize]);
+        cover_share(tree, node, l) * conditional(tree, l, x, known)
+            + cover_share(tree, node, r) * conditional(tree, r, x, known)
+    }
+
+    /// Shapley values by enumerating every subset of the features.
+    fn brute_force(tree: &Tree, x: &[f32]) -> Vec<f64> {
+        let m = x.len();
+        let fact = |n: usize| (1..=n).product::<usize>() as f64;
+        let mut phi = vec![0.0; m];
+        for (i, p) in phi.iter_mut().enumerate() {
+            for s in 0u32..(1 << m) {
+                if s & (1 << i) != 0 {
+                    continue;
+                }
+                let size = s.count_ones() as usize;
+                let w = fact(size) * fact(m - size - 1) / fact(m);
+                *p += w * (conditional(tree, 0, x, s | (1 << i)) - conditional(tree, 0, x, s));
+            }
+        }
+        phi
+    }
+
+    /// A tree of depth 4 over 4 features that splits feature 0 twice on one path, with a
+    /// categorical split, missing values going left or right, and uneven covers.
+    fn tree() -> Tree {
+        let mut t = Tree::leaf(0.0, 100.0);
+        let split =
+            |t: &mut Tree, node, feature, threshold, default_left, cats: &[u32], l: (f32, f32), r: (f32, f32)| {
+                t.split(
+                    node,
+                    &SplitSpec { feature, threshold, split_bin: 0, default_left, left_categories: cats, gain: 1.0 },
+                    l,
+                    r,
+                )
+            };
+        let (a, b) = split(&mut t, 0, 0, 0.5, true, &[], (0.0, 60.0), (0.0, 40.0));
+        let (c, d) = split(&mut t, a, 1, 1.5, false, &[], (0.0, 35.0), (0.0, 25.0));
+        let (e, f) = split(&mut t, b, 2, 0.0, true, &[1, 3], (0.0, 10.0), (0.0, 30.0));
+        let (g, h) = split(&mut t, c, 0, -0.5, false, &[], (1.5, 20.0), (-0.7, 15.0));
+        let (i, j) = split(&mut t, d, 3, 2.0, true, &[], (0.3, 5.0), (2.2, 20.0));
+        let (k, l) = split(&mut t, e, 3, -1.0, false, &[], (-1.1, 4.0), (0.9, 6.0));
+        let (m, n) = split(&mut t, f, 1, 0.0, true, &[], (0.4, 12.0), (-0.2, 18.0));
+        let _ = (g, h, i, j, k, l, m, n);
+        t
+    }
+
+    #[test]
+    fn tree_shap_equals_the_shapley_values_by_enumeration() {
+        let t = tree();
+        let trees = [t.clone()];
+        let shap = TreeShap::new(&trees, 1, 4);
+        let rows = [
+            [0.2f32, 1.0, 1.0, 3.0],
+            [-1.0, 2.0, 3.0, 1.0],
+            [0.9, f32::NAN, 2.0, -2.0],
+            [f32::NAN, 0.5, f32::NAN, f32::NAN],
+            [0.6, -0.3, 1.0, 0.5],
+        ];
+        for x in rows {
+            let mut out = vec![0f32; shap.width()];
+            shap.row(&x, &[0.25], &mut out);
+            let want = brute_force(&t, &x);
+            for (f, (&got, want)) in out.iter().zip(&want).enumerate() {
+                assert!((got as f64 - want).abs() < 1e-5, "row {x:?} feature {f}: {got} against {want}");
+            }
+            // The values and the bias sum to the row's margin.
+            let margin = 0.25 + t.value[t.leaf_of(|f| x[f]) as usize] as f64;
+            let sum: f64 = out.iter().map(|&v| v as f64).sum();
+            assert!((sum - margin).abs() < 1e-5, "row {x:?}: sum {sum}, margin {margin}");
+        }
+    }
+
+    #[test]
+    fn outputs_take_their_own_trees_and_the_bias_is_the_expected_margin() {
+        let t = tree();
+        let trees = [t.clone(), Tree::leaf(0.5, 100.0), t.clone(), Tree::leaf(-0.5, 100.0)];
+        let shap = TreeShap::new(&trees, 2, 4);
+        let mut out = vec![0f32; shap.width()];
+        shap.row(&[0.2, 1.0, 1.0, 3.0], &[1.0, 2.0], &mut out);
+        let (first, second) = out.split_at(5);
+        // Output 0 has the tree twice, output 1 two constant leaves.
+        let mut once = vec![0f32; 5];
+        TreeShap::new(&trees[..1], 1, 4).row(&[0.2, 1.0, 1.0, 3.0], &[0.0], &mut once);
+        for f in 0..4 {
+            assert!((first[f] - 2.0 * once[f]).abs() < 1e-5);
+            assert_eq!(second[f], 0.0);
+        }
+        assert!((first[4] - (1.0 + 2.0 * once[4])).abs() < 1e-5);
+        assert!((second[4] - 2.0).abs() < 1e-6);
+        let expected = expected_value(&t, 0);
+        assert!((once[4] as f64 - expected).abs() < 1e-6);
+    }
+}
