@@ -317,7 +317,12 @@ fn read_tree(s: &Section, scale: f64) -> Result<Vec<ForeignNode>> {
         return Err(bad("linear trees are not supported"));
     }
     let leaf_value: Vec<f64> = s.list("leaf_value", n_leaves)?;
-    let leaf_cover: Vec<f64> = s.list("leaf_weight", n_leaves).unwrap_or_else(|_| vec![0.0; n_leaves]);
+    // Cover is the training rows' count, as LightGBM's own TreeSHAP (`pred_contrib`) weighs
+    // branches by it; the hessian sums (`*_weight`) only where a file has no counts.
+    let cover_of = |count: &str, weight: &str, n: usize| -> Vec<f64> {
+        s.list(count, n).or_else(|_| s.list(weight, n)).unwrap_or_else(|_| vec![0.0; n])
+    };
+    let leaf_cover = cover_of("leaf_count", "leaf_weight", n_leaves);
     let leaf = |j: usize| ForeignNode {
         value: (leaf_value[j] * scale) as f32,
         cover: leaf_cover[j] as f32,
@@ -333,7 +338,7 @@ fn read_tree(s: &Section, scale: f64) -> Result<Vec<ForeignNode>> {
     let left: Vec<i64> = s.list("left_child", inner)?;
     let right: Vec<i64> = s.list("right_child", inner)?;
     let gain: Vec<f64> = s.list("split_gain", inner).unwrap_or_else(|_| vec![0.0; inner]);
-    let cover: Vec<f64> = s.list("internal_weight", inner).unwrap_or_else(|_| vec![0.0; inner]);
+    let cover = cover_of("internal_count", "internal_weight", inner);
     let value: Vec<f64> = s.list("internal_value", inner).unwrap_or_else(|_| vec![0.0; inner]);
     let n_cat: usize = s.get("num_cat").unwrap_or("0").parse().map_err(|_| bad("num_cat is not a count"))?;
     if n_cat > inner {
