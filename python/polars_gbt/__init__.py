@@ -45,7 +45,7 @@ from polars_gbt._errors import (  # noqa: E402
 from polars_gbt._errors import translated as translate_errors  # noqa: E402
 from polars_gbt._model import Model, train  # noqa: E402
 from polars_gbt._namespace import GbtNamespace  # noqa: E402
-from polars_gbt._plot import plot_importance, plot_metric  # noqa: E402
+from polars_gbt._plot import plot_contributions, plot_importance, plot_metric  # noqa: E402
 
 __all__ = [
     "ColumnError",
@@ -59,7 +59,7 @@ __all__ = [
     "ParameterError",
     "cuda_available",
     "translate_errors",
-    "GBTClassifier", "GBTRanker", "GBTRegressor", "GbtNamespace", "Model", "plot_importance", "plot_metric", "train"]
+    "GBTClassifier", "GBTRanker", "GBTRegressor", "GbtNamespace", "Model", "plot_contributions", "plot_importance", "plot_metric", "train"]
 
 
 def cuda_available() -> bool:

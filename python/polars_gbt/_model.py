@@ -216,6 +216,33 @@ class Model:
         expr = pl.col(self.feature_names).gbt.predict(self, output=output, device=device, base_margin=margin)
         return frame.select(expr.alias("prediction")).collect()["prediction"]
 
+    def contributions(self, data: pl.DataFrame | pl.LazyFrame, *, base_margin: Any = None) -> pl.DataFrame:
+        """SHAP values (exact TreeSHAP) as a frame: a Float32 column per feature, named as the
+        feature, and ``bias`` (the expected margin, or ``base_margin``'s row where given); each
+        row sums to that row's margin. For a multiclass model, a ``class`` column first and
+        one row per (row, class), classes of a row together.
+
+        Examples
+        --------
+        >>> import polars as pl, polars_gbt
+        >>> df = pl.DataFrame({"a": [0.0, 1.0, 2.0, 3.0] * 25, "b": [5.0, 1.0, 5.0, 1.0] * 25})
+        >>> m = polars_gbt.train(df.with_columns(y=pl.col("a") * 2), target="y", n_estimators=5)
+        >>> c = m.contributions(df.head(2))
+        >>> c.columns
+        ['a', 'b', 'bias']
+        >>> c.select(pl.sum_horizontal(pl.all())).to_series().round(4).to_list() == m.predict(df.head(2), output="margin").round(4).to_list()
+        True
+        """
+        values = self.predict(data, output="contrib", base_margin=base_margin)
+        names = [*self.feature_names, "bias"]
+        if isinstance(values.dtype.inner, pl.Array):  # multiclass: classes x (features + 1)
+            k = values.dtype.size
+            out = values.explode().arr.to_struct(fields=names).struct.unnest()
+            return out.with_columns(pl.Series("class", list(range(k)) * len(values), dtype=pl.UInt32)).select(
+                "class", *names
+            )
+        return values.arr.to_struct(fields=names).struct.unnest()
+
     def __repr__(self) -> str:
         return f"Model(objective={self._summary['objective']!r}, trees={self.num_trees}, features={len(self.feature_names)})"
 
