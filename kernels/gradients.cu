@@ -13,7 +13,8 @@
 #define OBJECTIVE_SOFTMAX 5u
 
 // The gradient pair of output c of row i; margins are class-major (output c of row i at
-// c * n + i). `param`: the Huber slope or the Tweedie power. Each formula repeats its Rust
+// c * n + i). `param`: the Huber slope, the Tweedie power or the
+// logistic loss's scale_pos_weight. Each formula repeats its Rust
 // twin in src/objective/ operation for operation.
 __device__ __forceinline__ GradPair objective_gradient(u32 kind, const float* margin, const float* label,
                                                        const float* weight, u32 i, u32 n, u32 k, u32 c,
@@ -39,9 +40,11 @@ __device__ __forceinline__ GradPair objective_gradient(u32 kind, const float* ma
     const float m = margin[(u64)c * n + i];
     switch (kind) {
         case OBJECTIVE_LOGISTIC: {
+            // param: scale_pos_weight, on rows labelled exactly 1 (as XGBoost).
+            const float ws = y == 1.0f ? w * param : w;
             const float prob = portable_sigmoidf(m);
-            p.g = (prob - y) * w;
-            p.h = fmaxf(prob * (1.0f - prob), 1e-16f) * w;
+            p.g = (prob - y) * ws;
+            p.h = fmaxf(prob * (1.0f - prob), 1e-16f) * ws;
             break;
         }
         case OBJECTIVE_PSEUDO_HUBER: {

@@ -81,6 +81,9 @@ pub struct TrainConfig {
     pub early_stopping_rounds: Option<usize>,
     /// Delta of `reg:pseudohubererror`.
     pub huber_slope: f64,
+    /// `binary:logistic`: the weight of rows labelled 1 is multiplied by this (XGBoost's
+    /// `scale_pos_weight`, for unbalanced classes).
+    pub scale_pos_weight: f64,
     /// Target quantile of `reg:quantileerror`.
     pub quantile_alpha: f64,
     /// Variance power of `reg:tweedie`, in [1, 2).
@@ -141,6 +144,7 @@ impl Default for TrainConfig {
             eval_metric: Vec::new(),
             early_stopping_rounds: None,
             huber_slope: 1.0,
+            scale_pos_weight: 1.0,
             quantile_alpha: 0.5,
             tweedie_variance_power: 1.5,
             max_cat_to_onehot: 4,
@@ -210,6 +214,7 @@ impl TrainConfig {
     pub fn objective_params(&self) -> ObjectiveParams {
         ObjectiveParams {
             huber_slope: self.huber_slope,
+            scale_pos_weight: self.scale_pos_weight,
             quantile_alpha: self.quantile_alpha,
             tweedie_variance_power: self.tweedie_variance_power,
             num_class: self.num_class,
@@ -286,6 +291,16 @@ impl TrainConfig {
         check(unit(self.colsample_bylevel), "colsample_bylevel", "must be in (0, 1]")?;
         check(unit(self.colsample_bynode), "colsample_bynode", "must be in (0, 1]")?;
         check(self.huber_slope.is_finite() && self.huber_slope > 0.0, "huber_slope", "must be > 0")?;
+        check(
+            self.scale_pos_weight.is_finite() && self.scale_pos_weight > 0.0,
+            "scale_pos_weight",
+            "must be a finite number > 0",
+        )?;
+        check(
+            self.scale_pos_weight == 1.0 || self.objective == Objective::BinaryLogistic,
+            "scale_pos_weight",
+            "applies to binary:logistic only",
+        )?;
         check(self.quantile_alpha > 0.0 && self.quantile_alpha < 1.0, "quantile_alpha", "must be in (0, 1)")?;
         check((1.0..2.0).contains(&self.tweedie_variance_power), "tweedie_variance_power", "must be in [1, 2)")?;
         check(self.max_cat_threshold >= 1, "max_cat_threshold", "must be at least 1")?;
@@ -358,7 +373,6 @@ fn take_fixed_settings(map: &mut serde_json::Map<String, serde_json::Value>) -> 
             "min_data_in_leaf",
             "polars-gbt has no row-count limit per leaf; min_child_weight bounds a leaf's hessian sum",
         ),
-        ("scale_pos_weight", "is not supported yet; give the positive rows a weight instead"),
         ("missing", "is not supported yet: only nulls and NaN are missing values"),
         ("bagging_fraction", "is subsample here (LightGBM samples only with bagging_freq > 0)"),
     ];
@@ -419,6 +433,20 @@ mod tests {
     }
 
     #[test]
+    fn scale_pos_weight_is_positive_and_for_the_logistic_loss_only() {
+        let check = |json: &str| parse(json).and_then(|c| c.validate());
+        assert!(check(r#"{"objective": "binary:logistic", "scale_pos_weight": 3.5}"#).is_ok());
+        for (json, why) in [
+            (r#"{"scale_pos_weight": 3}"#, "binary:logistic only"),
+            (r#"{"objective": "binary:logistic", "scale_pos_weight": 0}"#, "> 0"),
+            (r#"{"objective": "binary:logistic", "scale_pos_weight": -2}"#, "> 0"),
+        ] {
+            let e = check(json).unwrap_err().to_string();
+            assert!(e.contains("`scale_pos_weight`") && e.contains(why), "{json}: {e}");
+        }
+    }
+
+    #[test]
     fn settings_with_no_meaning_here_are_errors_saying_why() {
         for (json, name, why) in [
             (r#"{"tree_method": "exact"}"#, "tree_method", "histograms only"),
@@ -430,7 +458,6 @@ mod tests {
             (r#"{"enable_categorical": "yes"}"#, "enable_categorical", "true or false"),
             (r#"{"min_data_in_leaf": 20}"#, "min_data_in_leaf", "min_child_weight"),
             (r#"{"bagging_fraction": 0.5}"#, "bagging_fraction", "subsample"),
-            (r#"{"scale_pos_weight": 3}"#, "scale_pos_weight", "not supported yet"),
             (r#"{"missing": -999}"#, "missing", "not supported yet"),
             (r#"{"tree_methd": "hist"}"#, "tree_methd", "unknown field"),
         ] {

@@ -136,6 +136,7 @@ fn objectives_with_an_exp_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
         (r#"{"objective": "count:poisson", "n_estimators": 12, "max_depth": 5}"#, &counts),
         (r#"{"objective": "reg:tweedie", "tweedie_variance_power": 1.3, "n_estimators": 12, "max_depth": 5}"#, &counts),
         (r#"{"objective": "binary:logistic", "n_estimators": 30, "max_depth": 6}"#, &binary),
+        (r#"{"objective": "binary:logistic", "scale_pos_weight": 4.5, "n_estimators": 20, "max_depth": 6}"#, &binary),
     ] {
         let data = Dataset::new(frame.clone(), labels.clone()).unwrap();
         let (cpu, gpu) = (fit(json, &data, "cpu"), fit(json, &data, "cuda"));

@@ -241,3 +241,38 @@ fn quantile_metric_by_name_uses_quantile_alpha() {
     let msg = train(&cfg.unwrap(), &d, &[("train", &d)]).unwrap_err().to_string();
     assert!(msg.contains("`quantile` does not apply to objective multi:softprob"), "{msg}");
 }
+
+#[test]
+fn scale_pos_weight_trains_as_weighting_the_positive_rows() {
+    // Few distinct values per feature, so the cut points do not depend on weights: the
+    // weighted fit must then be the scaled fit exactly.
+    let mut rng = Rng::new(31, 0);
+    let mut uniform = move || (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+    let n = 3000;
+    let columns: Vec<Vec<f32>> =
+        (0..4).map(|_| (0..n).map(|_| (uniform() * 100.0).floor() / 100.0).collect()).collect();
+    let y: Vec<f32> = (0..n)
+        .map(|i| (columns[0][i] + 0.5 * columns[1][i] * columns[2][i] + 0.3 * uniform() > 0.95) as u8 as f32)
+        .collect();
+    let positives = y.iter().filter(|&&v| v == 1.0).count();
+    assert!(positives > n / 10 && positives < n / 3, "{positives} positives");
+    let f = frame(columns);
+    let scaled = fit(
+        r#"{"objective": "binary:logistic", "scale_pos_weight": 4.0, "n_estimators": 15, "max_depth": 4}"#,
+        &Dataset::new(f.clone(), y.clone()).unwrap(),
+    );
+    let weights: Vec<f32> = y.iter().map(|&v| if v == 1.0 { 4.0 } else { 1.0 }).collect();
+    let weighted = fit(
+        r#"{"objective": "binary:logistic", "n_estimators": 15, "max_depth": 4}"#,
+        &Dataset::new(f.clone(), y.clone()).unwrap().with_weight(weights).unwrap(),
+    );
+    let plain = fit(
+        r#"{"objective": "binary:logistic", "n_estimators": 15, "max_depth": 4}"#,
+        &Dataset::new(f.clone(), y.clone()).unwrap(),
+    );
+    let margin = |m: &Model| predict(m, &f, PredictOutput::Margin);
+    assert_eq!(margin(&scaled), margin(&weighted));
+    // And it moves the probabilities up: the positives count 4 times.
+    let mean = |m: &Model| predict(m, &f, PredictOutput::Value).iter().map(|&p| p as f64).sum::<f64>() / n as f64;
+    assert!(mean(&scaled) > mean(&plain) + 0.03, "{} against {}", mean(&scaled), mean(&plain));
+}

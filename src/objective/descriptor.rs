@@ -44,6 +44,8 @@ pub enum Objective {
 pub struct ObjectiveParams {
     /// Delta of `reg:pseudohubererror`.
     pub huber_slope: f64,
+    /// `binary:logistic`: the weight multiplier of rows labelled 1.
+    pub scale_pos_weight: f64,
     /// Target quantile of `reg:quantileerror`.
     pub quantile_alpha: f64,
     /// Variance power of `reg:tweedie`.
@@ -199,7 +201,7 @@ impl Objective {
                 gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Logistic)),
                 refits_leaves: false,
                 default_metric: Metric::Logloss,
-                loss: |_| Box::new(logistic::Logistic),
+                loss: |p| Box::new(logistic::Logistic { scale_pos_weight: p.scale_pos_weight as f32 }),
             },
             Objective::MultiSoftprob => Descriptor {
                 name: "multi:softprob",
@@ -443,7 +445,8 @@ impl GpuGradient {
         match self {
             GpuGradient::PseudoHuber => p.huber_slope as f32,
             GpuGradient::Tweedie => p.tweedie_variance_power as f32,
-            GpuGradient::SquaredError | GpuGradient::Logistic | GpuGradient::Poisson | GpuGradient::Softmax => 0.0,
+            GpuGradient::Logistic => p.scale_pos_weight as f32,
+            GpuGradient::SquaredError | GpuGradient::Poisson | GpuGradient::Softmax => 0.0,
         }
     }
 }
@@ -476,6 +479,7 @@ mod tests {
 
     const PARAMS: ObjectiveParams = ObjectiveParams {
         huber_slope: 1.0,
+        scale_pos_weight: 1.0,
         quantile_alpha: 0.3,
         tweedie_variance_power: 1.5,
         num_class: 3,

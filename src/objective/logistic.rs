@@ -2,11 +2,26 @@
 
 use rayon::prelude::*;
 
-use super::{check_each, sigmoid, weighted_mean, Loss, Targets};
+use super::{check_each, sigmoid, Loss, Targets};
 use crate::error::Result;
 use crate::tree::GradPair;
 
-pub struct Logistic;
+pub struct Logistic {
+    /// The weight multiplier of rows labelled exactly 1 (XGBoost's `scale_pos_weight`).
+    pub scale_pos_weight: f32,
+}
+
+impl Logistic {
+    /// Row i's weight, scaled when it is a positive.
+    fn weight(&self, t: &Targets, i: usize) -> f32 {
+        let w = t.w(i);
+        if t.label[i] == 1.0 {
+            w * self.scale_pos_weight
+        } else {
+            w
+        }
+    }
+}
 
 /// Hessians never fall below this, so saturated rows keep a usable weight.
 const MIN_HESSIAN: f32 = 1e-16;
@@ -15,7 +30,7 @@ impl Loss for Logistic {
     fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) {
         out.par_iter_mut().enumerate().for_each(|(i, o)| {
             let p = sigmoid(margin[i]);
-            let w = t.w(i);
+            let w = self.weight(t, i);
             *o = GradPair { g: (p - t.label[i]) * w, h: (p * (1.0 - p)).max(MIN_HESSIAN) * w };
         });
     }
@@ -25,7 +40,14 @@ impl Loss for Logistic {
     }
 
     fn estimate_base_margin(&self, t: &Targets) -> Vec<f32> {
-        vec![self.base_score_to_margin(weighted_mean(t))]
+        // The mean label under the (scaled) weights: the constant minimising the loss.
+        let (mut sum, mut total) = (0f64, 0f64);
+        for (i, &y) in t.label.iter().enumerate() {
+            let w = self.weight(t, i) as f64;
+            sum += y as f64 * w;
+            total += w;
+        }
+        vec![self.base_score_to_margin(if total > 0.0 { sum / total } else { 0.0 })]
     }
 
     fn base_score_to_margin(&self, p: f64) -> f32 {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import lightgbm as lgb
 import numpy as np
 import polars as pl
-import polars_gbt  # noqa: F401  (registers the gbt namespace)
+import polars_gbt
 import xgboost as xgb
 from conftest import DATA, FEATURES, load
 from sklearn.metrics import log_loss, roc_auc_score
@@ -61,3 +61,22 @@ def test_multiclass():
     errors = {name: float(np.mean(q.argmax(axis=1) != y)) for name, q in (("ours", p), ("xgboost", p_xgb), ("lightgbm", p_lgb))}
     assert losses["ours"] <= max(losses["xgboost"], losses["lightgbm"]) * 1.03, losses
     assert errors["ours"] <= max(errors["xgboost"], errors["lightgbm"]) + 0.03, errors
+
+
+def test_scale_pos_weight_moves_probabilities_as_xgboosts_does(tmp_path):
+    train, test = load(DATA / "binary_classification" / "binary.train"), load(DATA / "binary_classification" / "binary.test")
+    Xtr, ytr, Xte = train.select(FEATURES).to_numpy(), train["y"].to_numpy(), test.select(FEATURES).to_numpy()
+    params = dict(objective="binary:logistic", tree_method="hist", max_depth=4, eta=0.1, max_bin=256, nthread=2)
+    mean = {}
+    for spw in (1.0, 3.0):
+        booster = xgb.train({**params, "scale_pos_weight": spw}, xgb.DMatrix(Xtr, label=ytr), num_boost_round=50)
+        p = ours(train, test, objective="binary:logistic", max_depth=4, n_estimators=50, scale_pos_weight=spw)
+        mean[spw] = (p.mean(), booster.predict(xgb.DMatrix(Xte)).mean())
+        # The same ranking quality whichever the weight.
+        assert roc_auc_score(test["y"], p) > roc_auc_score(test["y"], booster.predict(xgb.DMatrix(Xte))) - 0.01
+    # Both libraries raise the mean probability by about the same amount.
+    ours_shift, xgb_shift = mean[3.0][0] - mean[1.0][0], mean[3.0][1] - mean[1.0][1]
+    assert xgb_shift > 0.05 and abs(ours_shift - xgb_shift) < 0.25 * xgb_shift, mean
+    # An XGBoost model's scale_pos_weight is read on import.
+    booster.save_model(tmp_path / "m.json")
+    assert polars_gbt.Model.from_xgboost(tmp_path / "m.json").params["scale_pos_weight"] == 3.0

@@ -183,6 +183,12 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
             known.insert("huber_slope".into(), p.into());
         }
     }
+    if obj == Objective::BinaryLogistic {
+        if let Some(p) = obj_params.get("reg_loss_param").and_then(|p| param_number(p, "scale_pos_weight")) {
+            config.scale_pos_weight = p;
+            known.insert("scale_pos_weight".into(), p.into());
+        }
+    }
     if obj == Objective::Quantile {
         if let Some(Value::String(s)) = obj_params.get("quantile_loss_param").and_then(|p| p.get("quantile_alpha")) {
             let alphas = base_scores(s)?;

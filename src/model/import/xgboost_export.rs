@@ -44,7 +44,9 @@ impl Model {
             Objective::Quantile => {
                 objective["quantile_loss_param"] = json!({"quantile_alpha": format!("[{}]", cfg.quantile_alpha)})
             }
-            Objective::BinaryLogistic => objective["reg_loss_param"] = json!({"scale_pos_weight": "1"}),
+            Objective::BinaryLogistic => {
+                objective["reg_loss_param"] = json!({"scale_pos_weight": cfg.scale_pos_weight.to_string()})
+            }
             Objective::SquaredError
             | Objective::AbsoluteError
             | Objective::Poisson
