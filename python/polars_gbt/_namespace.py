@@ -54,6 +54,7 @@ class GbtNamespace:
         group: pl.Expr | str | int | None = None,
         base_margin: pl.Expr | str | float | None = None,
         eval_set: pl.Expr | None = None,
+        by: pl.Expr | str | None = None,
         verbose: bool | int = False,
         progress: bool = False,
         **params: Any,
@@ -79,6 +80,14 @@ class GbtNamespace:
         eval_set
             A boolean expression marking validation rows; they are held out of training
             and evaluated every round (needed for ``early_stopping_rounds``).
+        by
+            A key column (or expression): train one model per distinct key, the groups in
+            parallel. The result is then a Struct column named ``model`` of the key and the
+            group's model, one row per group in the order of their first rows (``.unnest``
+            it). Each model equals the model ``gbt.fit`` trains on the group's rows alone;
+            ``group_by(key).agg(gbt.fit(...))`` gives the same models, but Polars runs the
+            groups of a plugin aggregation one after another. With many small groups,
+            ``n_jobs=1`` keeps each fit on one thread and the groups on all cores.
         verbose
             Print the evaluation log to stderr (``True``: every round; an integer ``n``:
             every ``n`` rounds), e.g. ``[120]	valid-auc:0.84120``.
@@ -106,6 +115,10 @@ class GbtNamespace:
         for value in optional.values():
             if value is not None:
                 args.append(_expr(value))
+        if by is not None:
+            if verbose or progress:
+                raise ValueError("by= trains its groups in parallel: verbose and progress are for single fits")
+            args.append(_expr(by))
         if params.get("tree_method") == "gpu_hist":
             # XGBoost's old spelling of device="cuda"; XGBoost warns the same way.
             warnings.warn(
@@ -120,6 +133,15 @@ class GbtNamespace:
             _internal.check_params(params_json)
         kwargs: dict[str, Any] = {"params": params_json, "verbose": int(verbose), "progress": progress}
         kwargs.update({f"has_{name}": value is not None for name, value in optional.items()})
+        if by is not None:
+            return register_plugin_function(
+                plugin_path=PLUGIN_PATH,
+                function_name="gbt_fit_by",
+                args=args,
+                kwargs=kwargs,
+                changes_length=True,
+                input_wildcard_expansion=True,
+            ).alias("model")
         return register_plugin_function(
             plugin_path=PLUGIN_PATH,
             function_name="gbt_fit",

@@ -36,49 +36,105 @@ fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
     super::catch_panics(|| fit(inputs, kwargs))
 }
 
-fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
-    let optional = [kwargs.has_weight, kwargs.has_group, kwargs.has_base_margin, kwargs.has_eval_set];
-    let n_other = 1 + optional.iter().filter(|&&x| x).count();
-    if inputs.len() <= n_other {
-        return Err(to_polars(crate::Error::data("gbt.fit needs at least one feature column")));
-    }
-    let cfg = TrainConfig::from_json(&kwargs.params).map_err(to_polars)?;
-    // Literals (`weight=pl.lit(2.0)`) come as one row: repeated to the data's length.
-    let inputs = broadcast(inputs);
-    let (features, rest) = inputs.split_at(inputs.len() - n_other);
-    let mut rest = rest.iter();
-    let target = rest.next().unwrap();
-    let weight = kwargs.has_weight.then(|| rest.next().unwrap());
-    let group = kwargs.has_group.then(|| rest.next().unwrap());
-    let base_margin = kwargs.has_base_margin.then(|| rest.next().unwrap());
-    let eval_set = kwargs.has_eval_set.then(|| rest.next().unwrap());
+/// `fit`'s inputs, told apart: the features, the target, then the optional ones in
+/// `FitKwargs`'s order.
+struct FitInputs<'a> {
+    features: &'a [Series],
+    target: &'a Series,
+    weight: Option<&'a Series>,
+    group: Option<&'a Series>,
+    base_margin: Option<&'a Series>,
+    eval_set: Option<&'a Series>,
+}
 
-    // The rows of each dataset: all of them, or split by the eval_set mask.
-    let dataset = |rows: Option<&IdxCa>| -> PolarsResult<Dataset> {
+impl<'a> FitInputs<'a> {
+    /// Splits `inputs` (literals already broadcast) as `kwargs` says they come.
+    fn new(inputs: &'a [Series], kwargs: &FitKwargs) -> PolarsResult<Self> {
+        let optional = [kwargs.has_weight, kwargs.has_group, kwargs.has_base_margin, kwargs.has_eval_set];
+        let n_other = 1 + optional.iter().filter(|&&x| x).count();
+        if inputs.len() <= n_other {
+            return Err(to_polars(crate::Error::data("gbt.fit needs at least one feature column")));
+        }
+        let (features, rest) = inputs.split_at(inputs.len() - n_other);
+        let mut rest = rest.iter();
+        let target = rest.next().unwrap();
+        Ok(FitInputs {
+            features,
+            target,
+            weight: kwargs.has_weight.then(|| rest.next().unwrap()),
+            group: kwargs.has_group.then(|| rest.next().unwrap()),
+            base_margin: kwargs.has_base_margin.then(|| rest.next().unwrap()),
+            eval_set: kwargs.has_eval_set.then(|| rest.next().unwrap()),
+        })
+    }
+
+    /// The dataset of `rows` (all of them when None).
+    fn dataset(&self, rows: Option<&IdxCa>) -> PolarsResult<Dataset> {
         let pick = |s: &Series| match rows {
             Some(idx) => s.take(idx),
             None => Ok(s.clone()),
         };
-        let columns = features
+        let columns = self
+            .features
             .iter()
             .enumerate()
             .map(|(i, s)| pick(s).and_then(|s| feature_column(&s, &display_name(&s, i))))
             .collect::<PolarsResult<_>>()?;
-        let label = pick(target)?;
+        let label = pick(self.target)?;
         let mut d = Dataset::with_label(FeatureFrame::new(columns).map_err(to_polars)?, f32_column(&label, "target")?)
             .map_err(to_polars)?;
-        if let Some(w) = weight {
+        if let Some(w) = self.weight {
             d = d.with_weight_buffer(f32_column(&pick(w)?, "weight")?).map_err(to_polars)?;
         }
-        if let Some(m) = base_margin {
+        if let Some(m) = self.base_margin {
             // One margin per row, or `num_class` per row as an Array/List column (multiclass).
             d = d.with_base_margin(margin_values(&pick(m)?, "base_margin")?.0).map_err(to_polars)?;
         }
-        if let Some(g) = group {
+        if let Some(g) = self.group {
             d = d.with_group_ids(&group_ids(&pick(g)?)?).map_err(to_polars)?;
         }
         Ok(d)
-    };
+    }
+
+    /// Trains on `rows` (all when None), the ones the eval_set mask marks held out and
+    /// evaluated every round.
+    fn train(
+        &self,
+        cfg: &TrainConfig,
+        rows: Option<&[IdxSize]>,
+        log: &mut (dyn FnMut(&RoundLog) -> crate::Result<bool> + Send),
+    ) -> PolarsResult<crate::Model> {
+        let Some(mask) = self.eval_set else {
+            let rows = rows.map(|r| IdxCa::from_vec(PlSmallStr::EMPTY, r.to_vec()));
+            return train_with_callback(cfg, &self.dataset(rows.as_ref())?, &[], log).map_err(to_polars);
+        };
+        if mask.dtype() != &DataType::Boolean {
+            return Err(to_polars(crate::Error::column(
+                "eval_set",
+                format!("must be a Boolean expression marking validation rows, not {}", dtype_name(mask.dtype())),
+            )));
+        }
+        let mask = mask.bool()?;
+        if mask.null_count() > 0 {
+            return Err(to_polars(crate::Error::column("eval_set", "has null values")));
+        }
+        let all: Vec<IdxSize> = match rows {
+            Some(r) => r.to_vec(),
+            None => (0..mask.len() as IdxSize).collect(),
+        };
+        let (valid, fit): (Vec<IdxSize>, Vec<IdxSize>) =
+            all.into_iter().partition(|&i| mask.get(i as usize).unwrap_or(false));
+        let fit = self.dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, fit)))?;
+        let valid = self.dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, valid)))?;
+        train_with_callback(cfg, &fit, &[("valid", &valid)], log).map_err(to_polars)
+    }
+}
+
+fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
+    let cfg = TrainConfig::from_json(&kwargs.params).map_err(to_polars)?;
+    // Literals (`weight=pl.lit(2.0)`) come as one row: repeated to the data's length.
+    let inputs = broadcast(inputs);
+    let fit = FitInputs::new(&inputs, &kwargs)?;
     // A fit started before an interrupt (`module::interrupt_fits`) stops at its next round.
     let epoch = super::module::interrupt_epoch();
     let every = kwargs.verbose;
@@ -101,28 +157,67 @@ fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
             eprintln!("polars-gbt: {note}");
         }
     }
-    let model = match eval_set {
-        None => train_with_callback(&cfg, &dataset(None)?, &[], &mut log),
-        Some(mask) => {
-            if mask.dtype() != &DataType::Boolean {
-                return Err(to_polars(crate::Error::column(
-                    "eval_set",
-                    format!("must be a Boolean expression marking validation rows, not {}", dtype_name(mask.dtype())),
-                )));
-            }
-            let mask = mask.bool()?;
-            if mask.null_count() > 0 {
-                return Err(to_polars(crate::Error::column("eval_set", "has null values")));
-            }
-            let (valid, fit): (Vec<IdxSize>, Vec<IdxSize>) =
-                (0..mask.len() as IdxSize).partition(|&i| mask.get(i as usize).unwrap_or(false));
-            let fit = dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, fit)))?;
-            let valid = dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, valid)))?;
-            train_with_callback(&cfg, &fit, &[("valid", &valid)], &mut log)
-        }
-    }
-    .map_err(to_polars)?;
+    let model = fit.train(&cfg, None, &mut log)?;
     Ok(Series::new(PlSmallStr::from_static("model"), [model.to_bytes().as_slice()]))
+}
+
+/// `gbt.fit(..., by=key)`'s output: a struct of the key (named and typed as the `by` column,
+/// the last input) and the group's model.
+fn by_output(fields: &[Field]) -> PolarsResult<Field> {
+    let key = fields.last().ok_or_else(|| polars_err!(ComputeError: "gbt.fit(by=...) needs a key column"))?;
+    Ok(Field::new(
+        PlSmallStr::from_static("model"),
+        DataType::Struct(vec![key.clone(), Field::new(PlSmallStr::from_static("model"), DataType::Binary)]),
+    ))
+}
+
+#[polars_expr(output_type_func=by_output)]
+fn gbt_fit_by(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
+    super::catch_panics(|| fit_by(inputs, kwargs))
+}
+
+/// One model per distinct value of the last input (the `by` key), the groups trained in
+/// parallel on the shared worker pool, in the order of their first rows. Each model equals
+/// the one `gbt.fit` gives on the group's rows alone: training is deterministic, and a fit's
+/// own loops run on whatever pool they are in.
+fn fit_by(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
+    use rayon::prelude::*;
+
+    if kwargs.verbose > 0 || kwargs.progress {
+        return Err(to_polars(crate::Error::param(
+            "by",
+            "trains its groups in parallel: verbose and progress are for single fits",
+        )));
+    }
+    let cfg = TrainConfig::from_json(&kwargs.params).map_err(to_polars)?;
+    let inputs = broadcast(inputs);
+    let (key, rest) = inputs.split_last().ok_or_else(|| polars_err!(ComputeError: "gbt.fit(by=...) needs a key column"))?;
+    let fit = FitInputs::new(rest, &kwargs)?;
+    let groups = key.group_tuples(true, true)?.into_idx();
+    let firsts: Vec<IdxSize> = groups.first().to_vec();
+    let members: Vec<&[IdxSize]> = groups.all().iter().map(|g| g.as_slice()).collect();
+    let keys = key.take_slice(&firsts)?;
+    let epoch = super::module::interrupt_epoch();
+    let models: Vec<PolarsResult<Vec<u8>>> = members
+        .par_iter()
+        .enumerate()
+        .map(|(g, rows)| {
+            let mut log = |_: &RoundLog| {
+                if super::module::interrupt_epoch() != epoch {
+                    return Err(crate::Error::Interrupted);
+                }
+                Ok(true)
+            };
+            fit.train(&cfg, Some(rows), &mut log).map(|m| m.to_bytes()).map_err(|e| {
+                let value = keys.get(g).map(|v| v.to_string()).unwrap_or_default();
+                polars_err!(ComputeError: "group {}={}: {}", key.name(), value, e)
+            })
+        })
+        .collect();
+    let models = models.into_iter().collect::<PolarsResult<Vec<_>>>()?;
+    let models = Series::new(PlSmallStr::from_static("model"), models.iter().map(|m| m.as_slice()).collect::<Vec<_>>());
+    let keys = keys.with_name(key.name().clone());
+    Ok(StructChunked::from_series(PlSmallStr::from_static("model"), firsts.len(), [keys, models].iter())?.into_series())
 }
 
 /// A one-line progress bar on stderr: `[=========>          ] 120/250 rounds  3.1 s`.
