@@ -191,7 +191,8 @@ fn fit_by(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
     }
     let cfg = TrainConfig::from_json(&kwargs.params).map_err(to_polars)?;
     let inputs = broadcast(inputs);
-    let (key, rest) = inputs.split_last().ok_or_else(|| polars_err!(ComputeError: "gbt.fit(by=...) needs a key column"))?;
+    let (key, rest) =
+        inputs.split_last().ok_or_else(|| polars_err!(ComputeError: "gbt.fit(by=...) needs a key column"))?;
     let fit = FitInputs::new(rest, &kwargs)?;
     let groups = key.group_tuples(true, true)?.into_idx();
     let firsts: Vec<IdxSize> = groups.first().to_vec();
