@@ -30,16 +30,20 @@ pub enum PredictOutput {
     /// SHAP values (exact TreeSHAP), XGBoost's `pred_contribs` layout: per output, one value
     /// per feature and the bias last; they sum to the margin.
     Contrib,
+    /// SHAP interaction values, XGBoost's `pred_interactions` layout: per output, a matrix of
+    /// (features + 1) squared, main effects on the diagonal, the bias at the last corner.
+    Interaction,
 }
 
 impl PredictOutput {
     /// Every output, in the order messages and the Python package list them.
-    pub const ALL: [PredictOutput; 5] = [
+    pub const ALL: [PredictOutput; 6] = [
         PredictOutput::Value,
         PredictOutput::Margin,
         PredictOutput::Class,
         PredictOutput::Leaf,
         PredictOutput::Contrib,
+        PredictOutput::Interaction,
     ];
 
     /// The name `output=` takes.
@@ -50,6 +54,7 @@ impl PredictOutput {
             PredictOutput::Class => "class",
             PredictOutput::Leaf => "leaf",
             PredictOutput::Contrib => "contrib",
+            PredictOutput::Interaction => "interaction",
         }
     }
 }
@@ -133,7 +138,7 @@ pub fn finish(objective: Objective, k: usize, mut margin: Vec<f32>, output: Pred
             };
             Predictions::Index { values: classes, width: 1 }
         }
-        PredictOutput::Leaf | PredictOutput::Contrib => {
+        PredictOutput::Leaf | PredictOutput::Contrib | PredictOutput::Interaction => {
             unreachable!("leaves and SHAP values are not made from margins")
         }
     }

@@ -22,7 +22,7 @@ PLUGIN_PATH = Path(__file__).parent
 # The names `output=` takes come from the crate's one list (`PredictOutput::ALL`); `Output`
 # repeats them for type checkers, and a test keeps the two equal.
 OUTPUTS: tuple[str, ...] = tuple(_internal.PREDICT_OUTPUTS)
-Output = Literal["value", "margin", "class", "leaf", "contrib"]
+Output = Literal["value", "margin", "class", "leaf", "contrib", "interaction"]
 _OUTPUT_NAMES = ", ".join(f'"{o}"' for o in OUTPUTS)
 
 
@@ -173,14 +173,17 @@ class GbtNamespace:
             distinct model is parsed once. With a model column, leaf outputs are
             ``List(UInt32)`` (models may differ in tree count).
         output
-            ``"value"`` (probabilities, means), ``"margin"``, ``"class"``, ``"leaf"`` or
-            ``"contrib"``. Multiclass values come back as ``Array(Float32, num_class)``.
+            ``"value"`` (probabilities, means), ``"margin"``, ``"class"``, ``"leaf"``,
+            ``"contrib"`` or ``"interaction"``. Multiclass values come back as ``Array(Float32, num_class)``.
             ``"contrib"`` gives SHAP values (exact TreeSHAP, XGBoost's ``pred_contribs``
             layout): ``Array(Float32, n_features + 1)``, one value per feature in the model's
             order and the bias (expected margin) last, summing to the row's margin; for a
             multiclass model ``Array(Array(Float32, n_features + 1), num_class)``. Computed on
-            the CPU (``device="cuda"`` is an error for it). With a model column it is a flat
-            ``List(Float32)``.
+            the CPU (``device="cuda"`` is an error for it). ``"interaction"`` gives SHAP
+            interaction values (XGBoost's ``pred_interactions``): a matrix
+            ``Array(Array(Float32, n_features + 1), n_features + 1)`` per row (one per class
+            for multiclass), main effects on the diagonal, rows summing to the SHAP values.
+            With a model column both are a flat ``List(Float32)``.
         device
             ``"cpu"``, ``"cuda"`` (an NVIDIA GPU: the model is uploaded once per process and
             each batch streams through it) or ``"auto"`` (the GPU when one is usable). GPU

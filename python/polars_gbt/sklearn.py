@@ -180,12 +180,13 @@ class _GBTBase(BaseEstimator):
             raise ValueError(f"X has {df.width} features, but {name} is expecting {self.n_features_in_} features as input.")
         return _named(df, features)
 
-    def contributions(self, X: Any, base_margin: Any = None) -> np.ndarray:
+    def contributions(self, X: Any, base_margin: Any = None, interactions: bool = False) -> np.ndarray:
         """SHAP values (exact TreeSHAP) in the margin's space, XGBoost's ``pred_contribs``
         layout: ``(n_samples, n_features + 1)``, the bias (expected margin) last, each row
         summing to its margin; ``(n_samples, n_classes, n_features + 1)`` for more than two
-        classes."""
-        return self._predict_raw(X, "contrib", base_margin).astype(np.float64)
+        classes. ``interactions=True``: SHAP interaction values, XGBoost's
+        ``pred_interactions`` layout, a ``(n_features + 1)`` square per row (and class)."""
+        return self._predict_raw(X, "interaction" if interactions else "contrib", base_margin).astype(np.float64)
 
     def _predict_raw(self, X: Any, output: str, base_margin: Any = None) -> np.ndarray:
         df = self._predict_input(X)
@@ -215,11 +216,14 @@ class GBTRegressor(RegressorMixin, _GBTBase):
         self._fit_model(df, y, sample_weight, base_margin=base_margin, objective="reg:squarederror")
         return self
 
-    def predict(self, X: Any, base_margin: Any = None, pred_contribs: bool = False) -> np.ndarray:
+    def predict(
+        self, X: Any, base_margin: Any = None, pred_contribs: bool = False, pred_interactions: bool = False
+    ) -> np.ndarray:
         """Predictions; ``base_margin`` (one per row) replaces the base score, as in XGBoost.
-        ``pred_contribs=True`` gives SHAP values instead (see ``contributions``)."""
-        if pred_contribs:
-            return self.contributions(X, base_margin)
+        ``pred_contribs=True`` (``pred_interactions=True``) gives SHAP (interaction) values
+        instead (see ``contributions``)."""
+        if pred_contribs or pred_interactions:
+            return self.contributions(X, base_margin, interactions=pred_interactions)
         return self._predict_raw(X, "value", base_margin).astype(np.float64)
 
 
@@ -259,11 +263,13 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
             p = np.column_stack([1.0 - p, p])
         return p / p.sum(axis=1, keepdims=True)
 
-    def predict(self, X: Any, base_margin: Any = None, pred_contribs: bool = False) -> np.ndarray:
-        """Class labels; ``pred_contribs=True`` gives SHAP values instead (see
-        ``contributions``)."""
-        if pred_contribs:
-            return self.contributions(X, base_margin)
+    def predict(
+        self, X: Any, base_margin: Any = None, pred_contribs: bool = False, pred_interactions: bool = False
+    ) -> np.ndarray:
+        """Class labels; ``pred_contribs=True`` (``pred_interactions=True``) gives SHAP
+        (interaction) values instead (see ``contributions``)."""
+        if pred_contribs or pred_interactions:
+            return self.contributions(X, base_margin, interactions=pred_interactions)
         p = self.predict_proba(X, base_margin)
         return self.classes_[np.argmax(p, axis=1)]
 
@@ -290,11 +296,13 @@ class GBTRanker(_GBTBase):
         self._fit_model(df, y, sample_weight, group=group, base_margin=base_margin, objective="rank:ndcg")
         return self
 
-    def predict(self, X: Any, base_margin: Any = None, pred_contribs: bool = False) -> np.ndarray:
-        """Scores to sort by; ``pred_contribs=True`` gives SHAP values instead (see
-        ``contributions``)."""
-        if pred_contribs:
-            return self.contributions(X, base_margin)
+    def predict(
+        self, X: Any, base_margin: Any = None, pred_contribs: bool = False, pred_interactions: bool = False
+    ) -> np.ndarray:
+        """Scores to sort by; ``pred_contribs=True`` (``pred_interactions=True``) gives SHAP
+        (interaction) values instead (see ``contributions``)."""
+        if pred_contribs or pred_interactions:
+            return self.contributions(X, base_margin, interactions=pred_interactions)
         return self._predict_raw(X, "value", base_margin).astype(np.float64)
 
 

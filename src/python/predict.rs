@@ -80,6 +80,15 @@ fn predict_field(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field>
                     k => array(per_output, k),
                 }
             }
+            // XGBoost's pred_interactions: a (features + 1) square per output.
+            PredictOutput::Interaction => {
+                let m = model.features().len() + 1;
+                let per_output = array(array(DataType::Float32, m), m);
+                match model.n_outputs() {
+                    1 => per_output,
+                    k => array(per_output, k),
+                }
+            }
             PredictOutput::Class => DataType::UInt32,
             PredictOutput::Value if model.objective() == crate::Objective::MultiSoftmax => DataType::UInt32,
             PredictOutput::Value | PredictOutput::Margin if model.n_outputs() > 1 => {
@@ -96,7 +105,7 @@ fn predict_field(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field>
 fn row_models_dtype(output: PredictOutput, num_class: Option<usize>) -> DataType {
     match (output, num_class) {
         (PredictOutput::Leaf, _) => DataType::List(Box::new(DataType::UInt32)),
-        (PredictOutput::Contrib, _) => DataType::List(Box::new(DataType::Float32)),
+        (PredictOutput::Contrib | PredictOutput::Interaction, _) => DataType::List(Box::new(DataType::Float32)),
         (PredictOutput::Class, _) => DataType::UInt32,
         (_, Some(k)) if k > 1 => DataType::Array(Box::new(DataType::Float32), k),
         _ => DataType::Float32,
@@ -143,8 +152,11 @@ fn predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series> {
         None => {
             let cached = constant_model(&kwargs)?;
             let p = score(&cached, features, margin, output, gpu)?;
-            match (output, cached.model.n_outputs()) {
-                (PredictOutput::Contrib, k) if k > 1 => contributions_by_class(name, p, k),
+            let (k, m) = (cached.model.n_outputs(), cached.model.features().len() + 1);
+            match output {
+                PredictOutput::Contrib if k > 1 => nested_f32(name, p, &[k, m]),
+                PredictOutput::Interaction if k > 1 => nested_f32(name, p, &[k, m, m]),
+                PredictOutput::Interaction => nested_f32(name, p, &[m, m]),
                 _ => predictions_series(name, p),
             }
         }
@@ -155,23 +167,24 @@ fn predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series> {
     }
 }
 
-/// A multiclass model's SHAP values as `Array(Array(Float32, features + 1), k)`: the flat
-/// per-row values split by class.
-fn contributions_by_class(name: PlSmallStr, p: Predictions, k: usize) -> PolarsResult<Series> {
+/// Per-row values as nested fixed-size arrays of the `shape` given (outermost first): SHAP
+/// values per class, interaction matrices.
+fn nested_f32(name: PlSmallStr, p: Predictions, shape: &[usize]) -> PolarsResult<Series> {
     let Predictions::Float { values, width } = p else {
         return Err(polars_err!(ComputeError: "{}: SHAP values came back as indices", super::BUG));
     };
-    let (rows, per_class) = (values.len() / width, width / k);
+    let rows = values.len() / width.max(1);
     let item = |dtype: ArrowDataType| ArrowField::new(PlSmallStr::from_static("item"), dtype, true);
-    let inner_type = ArrowDataType::FixedSizeList(Box::new(item(ArrowDataType::Float32)), per_class);
-    let inner = FixedSizeListArray::new(inner_type.clone(), rows * k, Box::new(PrimitiveArray::from_vec(values)), None);
-    let outer = FixedSizeListArray::new(
-        ArrowDataType::FixedSizeList(Box::new(item(inner_type)), k),
-        rows,
-        Box::new(inner),
-        None,
-    );
-    Series::from_arrow(name, Box::new(outer))
+    let (mut array, mut dtype): (Box<dyn polars_arrow::array::Array>, ArrowDataType) =
+        (Box::new(PrimitiveArray::from_vec(values)), ArrowDataType::Float32);
+    // Innermost first: each level groups `size` items of the level below.
+    let mut items = rows * shape.iter().product::<usize>();
+    for &size in shape.iter().rev() {
+        items /= size;
+        dtype = ArrowDataType::FixedSizeList(Box::new(item(dtype)), size);
+        array = Box::new(FixedSizeListArray::new(dtype.clone(), items, array, None));
+    }
+    Series::from_arrow(name, array)
 }
 
 /// Scores `features` with one model; `margin` (per-row base margins) replaces its base score,

@@ -154,3 +154,33 @@ def test_plot_contributions_orders_features_by_mean_absolute_value():
         assert top_down == want and top_down[0] == "f2"
     with pytest.raises(ValueError, match="kind"):
         polars_gbt.plot_contributions(model, df, kind="pie")
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"objective": "reg:squarederror"}, {"objective": "multi:softprob", "num_class": 3}],
+    ids=["regression", "multiclass"],
+)
+def test_interaction_values_of_imported_xgboost_models_equal_xgboosts(params, tmp_path):
+    X, y = data(n=300, seed=6)
+    label = y if "num_class" not in params else np.digitize(y, [-0.5, 0.5])
+    d = xgb.DMatrix(X, label=label.astype(np.float32))
+    booster = xgb.train({**params, "max_depth": 4, "eta": 0.3}, d, 8)
+    booster.save_model(tmp_path / "m.json")
+    model = polars_gbt.Model.from_xgboost(tmp_path / "m.json")
+    theirs = booster.predict(xgb.DMatrix(X), pred_interactions=True)
+    ours = model.predict(frame(X), output="interaction").to_numpy()
+    assert ours.shape == theirs.shape
+    assert_close(ours, theirs)
+    # Each matrix row sums to that feature's SHAP value.
+    np.testing.assert_allclose(ours.sum(axis=-1), model.predict(frame(X), output="contrib").to_numpy(),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_estimators_give_interaction_matrices():
+    X, y = data(n=200, seed=7)
+    reg = GBTRegressor(n_estimators=5, max_depth=3).fit(frame(X), y)
+    m = reg.predict(frame(X), pred_interactions=True)
+    assert m.shape == (200, X.shape[1] + 1, X.shape[1] + 1)
+    np.testing.assert_allclose(m, np.swapaxes(m, 1, 2), atol=1e-5)  # symmetric
+    np.testing.assert_allclose(m.sum(axis=(1, 2)), reg.predict(frame(X)), rtol=1e-5, atol=1e-5)

@@ -316,10 +316,18 @@ impl FlatForest {
         });
     }
 
-    /// SHAP values of every row (see `shap`), the bias from `base_margin` or the forest's.
-    fn predict_contrib(&self, columns: &[FeatureColumn], n_rows: usize, base_margin: Option<&[f32]>) -> Predictions {
+    /// SHAP values (or, with `interactions`, SHAP interaction values) of every row (see
+    /// `shap`), the bias from `base_margin` or the forest's.
+    fn predict_contrib(
+        &self,
+        columns: &[FeatureColumn],
+        n_rows: usize,
+        base_margin: Option<&[f32]>,
+        interactions: bool,
+    ) -> Predictions {
         let shap = TreeShap::new(&self.trees, self.n_outputs, self.n_features);
-        let (width, k, nf) = (shap.width(), self.n_outputs, self.n_features);
+        let width = if interactions { shap.interaction_width() } else { shap.width() };
+        let (k, nf) = (self.n_outputs, self.n_features);
         let mut out = vec![0f32; n_rows * width];
         self.for_blocks(columns, &mut out, width, |start, rows, block, out_block| {
             for r in 0..rows {
@@ -327,7 +335,12 @@ impl FlatForest {
                     Some(b) => &b[(start + r) * k..(start + r + 1) * k],
                     None => &self.base_margin[..],
                 };
-                shap.row(&block[r * nf..(r + 1) * nf], base, &mut out_block[r * width..(r + 1) * width]);
+                let (x, out) = (&block[r * nf..(r + 1) * nf], &mut out_block[r * width..(r + 1) * width]);
+                if interactions {
+                    shap.interactions(x, base, out);
+                } else {
+                    shap.row(x, base, out);
+                }
             }
         });
         Predictions::Float { values: out, width }
@@ -357,8 +370,8 @@ impl Predictor for FlatForest {
         base_margin: Option<&[f32]>,
         output: PredictOutput,
     ) -> Result<Predictions> {
-        if output == PredictOutput::Contrib {
-            return Ok(self.predict_contrib(columns, n_rows, base_margin));
+        if matches!(output, PredictOutput::Contrib | PredictOutput::Interaction) {
+            return Ok(self.predict_contrib(columns, n_rows, base_margin, output == PredictOutput::Interaction));
         }
         if output == PredictOutput::Leaf {
             let n_trees = self.roots.len();

@@ -27,6 +27,18 @@ struct PathStep {
 
 const NO_FEATURE: usize = usize::MAX;
 
+/// SHAP values with one feature held: `sign` +1 as if it were always known (its splits follow
+/// the row only), -1 as if it were never known (its splits follow the cover), 0 for none. The
+/// difference of the two, halved, is that feature's interaction with each other one
+/// (Lundberg, Erion and Lee, 2018, section 4.2; XGBoost computes its `pred_interactions` so).
+#[derive(Clone, Copy)]
+struct Condition {
+    feature: usize,
+    sign: i8,
+}
+
+const UNCONDITIONED: Condition = Condition { feature: NO_FEATURE, sign: 0 };
+
 /// Adds a step to the path, updating the subset weights.
 fn extend(path: &mut Vec<PathStep>, zero: f64, one: f64, feature: usize) {
     let l = path.len();
@@ -88,14 +100,31 @@ fn cover_share(tree: &Tree, node: u32, child: u32) -> f64 {
     }
 }
 
-/// Walks `node` for the row `x`, entering it by `step` (the split's feature and fractions).
-fn recurse(tree: &Tree, row: &[f32], phi: &mut [f64], node: u32, mut path: Vec<PathStep>, step: PathStep) {
-    extend(&mut path, step.zero, step.one, step.feature);
+/// Walks `node` for the row `x`, entering it by `step` (the split's feature and fractions);
+/// `share` is the part of the walk the condition lets through.
+#[allow(clippy::too_many_arguments)]
+fn recurse(
+    tree: &Tree,
+    row: &[f32],
+    phi: &mut [f64],
+    node: u32,
+    mut path: Vec<PathStep>,
+    step: PathStep,
+    cond: Condition,
+    share: f64,
+) {
+    if share == 0.0 {
+        return;
+    }
+    // The held feature never enters the path: it is known or unknown throughout.
+    if cond.sign == 0 || step.feature != cond.feature {
+        extend(&mut path, step.zero, step.one, step.feature);
+    }
     if tree.is_leaf(node) {
         let value = tree.value[node as usize] as f64;
         for i in 1..path.len() {
             let w = unwound_sum(&path, i);
-            phi[path[i].feature] += w * (path[i].one - path[i].zero) * value;
+            phi[path[i].feature] += w * (path[i].one - path[i].zero) * value * share;
         }
         return;
     }
@@ -110,10 +139,31 @@ fn recurse(tree: &Tree, row: &[f32], phi: &mut [f64], node: u32, mut path: Vec<P
         one_in = path[k].one;
         unwind(&mut path, k);
     }
-    let hot_step = PathStep { feature: f, zero: zero_in * cover_share(tree, node, hot), one: one_in, weight: 0.0 };
-    recurse(tree, row, phi, hot, path.clone(), hot_step);
-    let cold_step = PathStep { feature: f, zero: zero_in * cover_share(tree, node, cold), one: 0.0, weight: 0.0 };
-    recurse(tree, row, phi, cold, path, cold_step);
+    let (hot_zero, cold_zero) = (cover_share(tree, node, hot), cover_share(tree, node, cold));
+    let (mut hot_share, mut cold_share) = (share, share);
+    if f == cond.feature {
+        match cond.sign {
+            1 => cold_share = 0.0,
+            -1 => {
+                hot_share *= hot_zero;
+                cold_share *= cold_zero;
+            }
+            _ => {}
+        }
+    }
+    let hot_step = PathStep { feature: f, zero: zero_in * hot_zero, one: one_in, weight: 0.0 };
+    recurse(tree, row, phi, hot, path.clone(), hot_step, cond, hot_share);
+    let cold_step = PathStep { feature: f, zero: zero_in * cold_zero, one: 0.0, weight: 0.0 };
+    recurse(tree, row, phi, cold, path, cold_step, cond, cold_share);
+}
+
+/// The features a tree splits on, each once.
+fn features_used(tree: &Tree) -> Vec<usize> {
+    let mut used: Vec<usize> =
+        (0..tree.value.len() as u32).filter(|&n| !tree.is_leaf(n)).map(|n| tree.feature[n as usize] as usize).collect();
+    used.sort_unstable();
+    used.dedup();
+    used
 }
 
 /// The cover-weighted mean of the tree's leaf values: its part of the bias.
@@ -154,7 +204,7 @@ impl<'a> TreeShap<'a> {
             let k = t % self.n_outputs;
             let block = &mut phi[k * width..(k + 1) * width];
             let root = PathStep { feature: NO_FEATURE, zero: 1.0, one: 1.0, weight: 0.0 };
-            recurse(tree, x, block, 0, Vec::with_capacity(16), root);
+            recurse(tree, x, block, 0, Vec::with_capacity(16), root, UNCONDITIONED, 1.0);
             block[self.n_features] += self.expected[t];
         }
         for (k, b) in base.iter().enumerate() {
@@ -162,6 +212,51 @@ impl<'a> TreeShap<'a> {
         }
         for (o, p) in out.iter_mut().zip(&phi) {
             *o = *p as f32;
+        }
+    }
+
+    /// Values per row of [`TreeShap::interactions`]: `n_outputs` matrices of
+    /// `(n_features + 1)` squared.
+    pub fn interaction_width(&self) -> usize {
+        let m = self.n_features + 1;
+        self.n_outputs * m * m
+    }
+
+    /// SHAP interaction values of the row `x` into `out` (`interaction_width()` of them), in
+    /// XGBoost's `pred_interactions` layout: per output, row i of the matrix holds feature
+    /// i's interactions with each feature j (symmetric), its own main effect on the diagonal,
+    /// and the last row and column the bias (only at their corner). Each row of the matrix
+    /// sums to feature i's SHAP value, the whole matrix to the margin.
+    pub fn interactions(&self, x: &[f32], base: &[f32], out: &mut [f32]) {
+        let m = self.n_features + 1;
+        let mut shap = vec![0f32; self.width()];
+        self.row(x, base, &mut shap);
+        let mut matrix = vec![0f64; self.n_outputs * m * m];
+        let (mut on, mut off) = (vec![0f64; m], vec![0f64; m]);
+        for (t, tree) in self.trees.iter().enumerate() {
+            let block = &mut matrix[(t % self.n_outputs) * m * m..][..m * m];
+            // Features a tree does not split on have no interaction in it.
+            for i in features_used(tree) {
+                on.fill(0.0);
+                off.fill(0.0);
+                let root = PathStep { feature: NO_FEATURE, zero: 1.0, one: 1.0, weight: 0.0 };
+                recurse(tree, x, &mut on, 0, Vec::with_capacity(16), root, Condition { feature: i, sign: 1 }, 1.0);
+                recurse(tree, x, &mut off, 0, Vec::with_capacity(16), root, Condition { feature: i, sign: -1 }, 1.0);
+                for j in (0..m).filter(|&j| j != i) {
+                    let v = (on[j] - off[j]) / 2.0;
+                    block[i * m + j] += v;
+                    block[i * m + i] -= v;
+                }
+            }
+        }
+        // The main effects: what is left of each SHAP value after its interactions.
+        for k in 0..self.n_outputs {
+            for i in 0..m {
+                matrix[k * m * m + i * m + i] += shap[k * m + i] as f64;
+            }
+        }
+        for (o, v) in out.iter_mut().zip(&matrix) {
+            *o = *v as f32;
         }
     }
 }
@@ -249,6 +344,56 @@ mod tests {
             }
             // The values and the bias sum to the row's margin.
             let margin = 0.25 + t.value[t.leaf_of(|f| x[f]) as usize] as f64;
+            let sum: f64 = out.iter().map(|&v| v as f64).sum();
+            assert!((sum - margin).abs() < 1e-5, "row {x:?}: sum {sum}, margin {margin}");
+        }
+    }
+
+    /// SHAP interaction values by enumeration: the Shapley interaction index off the
+    /// diagonal, and each feature's SHAP value less its interactions on it.
+    fn brute_force_interactions(tree: &Tree, x: &[f32]) -> Vec<Vec<f64>> {
+        let m = x.len();
+        let fact = |n: usize| (1..=n).product::<usize>() as f64;
+        let f = |s: u32| conditional(tree, 0, x, s);
+        let mut out = vec![vec![0.0; m]; m];
+        for i in 0..m {
+            for j in (0..m).filter(|&j| j != i) {
+                for s in 0u32..(1 << m) {
+                    if s & (1 << i) != 0 || s & (1 << j) != 0 {
+                        continue;
+                    }
+                    let size = s.count_ones() as usize;
+                    let w = fact(size) * fact(m - size - 2) / (2.0 * fact(m - 1));
+                    out[i][j] += w * (f(s | 1 << i | 1 << j) - f(s | 1 << i) - f(s | 1 << j) + f(s));
+                }
+            }
+        }
+        let phi = brute_force(tree, x);
+        for i in 0..m {
+            out[i][i] = phi[i] - (0..m).filter(|&j| j != i).map(|j| out[i][j]).sum::<f64>();
+        }
+        out
+    }
+
+    #[test]
+    fn interaction_values_equal_the_shapley_interaction_index_by_enumeration() {
+        let t = tree();
+        let trees = [t.clone()];
+        let shap = TreeShap::new(&trees, 1, 4);
+        for x in [[0.2f32, 1.0, 1.0, 3.0], [-1.0, 2.0, 3.0, 1.0], [0.9, f32::NAN, 2.0, -2.0], [0.6, -0.3, 1.0, 0.5]] {
+            let mut out = vec![0f32; shap.interaction_width()];
+            shap.interactions(&x, &[0.25], &mut out);
+            let want = brute_force_interactions(&t, &x);
+            for i in 0..4 {
+                for j in 0..4 {
+                    let got = out[i * 5 + j] as f64;
+                    assert!((got - want[i][j]).abs() < 1e-5, "row {x:?} ({i}, {j}): {got} against {}", want[i][j]);
+                }
+                assert_eq!(out[i * 5 + 4], 0.0);
+            }
+            // The bias sits at the corner; everything sums to the margin.
+            let margin = 0.25 + t.value[t.leaf_of(|f| x[f]) as usize] as f64;
+            assert!((out[24] as f64 - (0.25 + expected_value(&t, 0))).abs() < 1e-5);
             let sum: f64 = out.iter().map(|&v| v as f64).sum();
             assert!((sum - margin).abs() < 1e-5, "row {x:?}: sum {sum}, margin {margin}");
         }

@@ -508,10 +508,13 @@ impl Predictor for GpuForest {
         base_margin: Option<&[f32]>,
         output: PredictOutput,
     ) -> Result<Predictions> {
-        if output == PredictOutput::Contrib {
+        if matches!(output, PredictOutput::Contrib | PredictOutput::Interaction) {
             return Err(Error::param(
                 "output",
-                "\"contrib\" (SHAP values) runs on the CPU only for now: predict with device=\"cpu\"",
+                format!(
+                    "\"{}\" (SHAP values) runs on the CPU only for now: predict with device=\"cpu\"",
+                    output.name()
+                ),
             ));
         }
         stream_rows(self, columns, n_rows, base_margin, output)
