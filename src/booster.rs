@@ -9,7 +9,7 @@ use crate::data::cuts::compute_cuts;
 use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
 use crate::metric::Metric;
-use crate::model::{bind_columns, EvalSeries, FeatureInfo, Model};
+use crate::model::{bind_columns, EvalSeries, FeatureInfo, Model, PredictOutput, Predictions};
 use crate::objective::{loss_for, transform_row, Loss};
 use crate::random::{hash64, Rng};
 use crate::tree::Tree;
@@ -64,6 +64,64 @@ pub fn train_with_callback(
     } else {
         run()
     }
+}
+
+/// Continued training: `cfg.n_estimators` more rounds on top of `init` (XGBoost's
+/// `xgb_model`, LightGBM's `init_model`). Every row, of the training data and of the
+/// evaluation sets, starts from `init`'s margin; the result is `init`'s trees followed by the
+/// new ones, with `init`'s base score (see `model::continued`).
+pub fn train_continued(
+    init: &Model,
+    cfg: &TrainConfig,
+    data: &Dataset,
+    evals: &[(&str, &Dataset)],
+    callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
+) -> Result<Model> {
+    if cfg.base_score.is_some() {
+        return Err(Error::param("base_score", "cannot be set with init_model: the fit continues from its base score"));
+    }
+    if cfg.objective != init.objective() || cfg.num_outputs() != init.n_outputs {
+        return Err(Error::param(
+            "init_model",
+            format!(
+                "is a {} model of {} outputs; this fit is {} with {}",
+                init.objective().name(),
+                init.n_outputs,
+                cfg.objective.name(),
+                cfg.num_outputs()
+            ),
+        ));
+    }
+    let names: Vec<String> = init.features.iter().map(|f| f.name.clone()).collect();
+    if data.features.names() != names {
+        return Err(Error::param(
+            "init_model",
+            format!(
+                "was trained on the columns [{}], this fit on [{}]: continued training needs the same columns in the same order",
+                names.join(", "),
+                data.features.names().join(", ")
+            ),
+        ));
+    }
+    let forest = init.cpu_forest();
+    let from_init = |d: &Dataset| -> Result<Dataset> {
+        if d.base_margin.is_some() {
+            return Err(Error::param(
+                "init_model",
+                "and base_margin together are not supported: the rows start from init_model's margins",
+            ));
+        }
+        let margins = match init.predict_with(&forest, &d.features, PredictOutput::Margin, None)? {
+            Predictions::Float { values, .. } => values,
+            Predictions::Index { .. } => unreachable!("margins are numbers"),
+        };
+        d.clone().with_base_margin(margins)
+    };
+    let data = from_init(data)?;
+    let evals_data = evals.iter().map(|(_, d)| from_init(d)).collect::<Result<Vec<_>>>()?;
+    let evals: Vec<(&str, &Dataset)> = evals.iter().zip(&evals_data).map(|((name, _), d)| (*name, d)).collect();
+    let new = train_with_callback(cfg, &data, &evals, callback)?;
+    Model::continued(init, new)
 }
 
 /// An evaluation set, binned with the training cuts, with its running margins.

@@ -37,7 +37,7 @@ mod python;
 pub mod random;
 pub mod tree;
 
-pub use booster::{train, train_with_callback, RoundLog};
+pub use booster::{train, train_continued, train_with_callback, RoundLog};
 pub use config::{Device, GrowPolicy, Objective, TrainConfig};
 pub use data::{Dataset, FeatureColumn, FeatureFrame};
 pub use error::{Error, Result};

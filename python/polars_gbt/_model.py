@@ -293,6 +293,12 @@ def train(
         raise ValueError(f"target column {target!r} not found")
     # Columns named by `weight`, `group` and `base_margin` are inputs of their own, not features.
     inputs = [v for k in ("weight", "group", "base_margin") if isinstance(v := params.get(k), str)]
+    init = params.get("init_model")
+    if features is None and init is not None:
+        # Continued training reads the columns the first model was trained on.
+        from polars_gbt._namespace import model_bytes
+
+        features = Model.from_bytes(model_bytes(init)).feature_names
     features = features or [n for n in names if n != target and n not in inputs]
     if eval_df is not None:
         # One frame, the validation rows marked: the fit's eval_set holds them out.

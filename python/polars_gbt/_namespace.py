@@ -55,6 +55,7 @@ class GbtNamespace:
         base_margin: pl.Expr | str | float | None = None,
         eval_set: pl.Expr | None = None,
         by: pl.Expr | str | None = None,
+        init_model: Model | bytes | str | Path | None = None,
         verbose: bool | int = False,
         progress: bool = False,
         **params: Any,
@@ -88,6 +89,12 @@ class GbtNamespace:
             ``group_by(key).agg(gbt.fit(...))`` gives the same models, but Polars runs the
             groups of a plugin aggregation one after another. With many small groups,
             ``n_jobs=1`` keeps each fit on one thread and the groups on all cores.
+        init_model
+            Continue training this model (a ``Model``, its bytes or a path; XGBoost's
+            ``xgb_model``, LightGBM's ``init_model``): every row starts from its margin, and
+            the result is its trees followed by ``n_estimators`` new ones. It must have been
+            trained on the same columns, in the same order (and the same categories), with
+            the same objective; ``base_margin`` and ``base_score`` cannot be given with it.
         verbose
             Print the evaluation log to stderr (``True``: every round; an integer ``n``:
             every ``n`` rounds), e.g. ``[120]	valid-auc:0.84120``.
@@ -132,6 +139,8 @@ class GbtNamespace:
         with translated():
             _internal.check_params(params_json)
         kwargs: dict[str, Any] = {"params": params_json, "verbose": int(verbose), "progress": progress}
+        if init_model is not None:
+            kwargs["init_model"] = bytearray(model_bytes(init_model))
         kwargs.update({f"has_{name}": value is not None for name, value in optional.items()})
         if by is not None:
             return register_plugin_function(

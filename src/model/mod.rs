@@ -2,6 +2,7 @@
 //! categories), the base margin, and the evaluation log. Prediction maps input columns by
 //! name, so columns may come in any order and extra ones are ignored.
 
+mod continued;
 mod format;
 mod format_v1;
 mod import;

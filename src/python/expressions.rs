@@ -1,6 +1,8 @@
 //! The `gbt.fit` expression: an aggregation returning the model's bytes (scoring is in
 //! `predict.rs`).
 
+use std::sync::Arc;
+
 use polars::prelude::*;
 use pyo3_polars::derive::polars_expr;
 use serde::Deserialize;
@@ -25,6 +27,10 @@ struct FitKwargs {
     /// Draw a progress bar on stderr.
     #[serde(default)]
     progress: bool,
+    /// A model to continue from (its bytes; empty for none): its trees come first and the
+    /// fit adds `n_estimators` more.
+    #[serde(with = "serde_bytes", default)]
+    init_model: Vec<u8>,
 }
 
 fn binary_output(_: &[Field]) -> PolarsResult<Field> {
@@ -45,6 +51,8 @@ struct FitInputs<'a> {
     group: Option<&'a Series>,
     base_margin: Option<&'a Series>,
     eval_set: Option<&'a Series>,
+    /// The model to continue from.
+    init: Option<Arc<crate::Model>>,
 }
 
 impl<'a> FitInputs<'a> {
@@ -65,6 +73,10 @@ impl<'a> FitInputs<'a> {
             group: kwargs.has_group.then(|| rest.next().unwrap()),
             base_margin: kwargs.has_base_margin.then(|| rest.next().unwrap()),
             eval_set: kwargs.has_eval_set.then(|| rest.next().unwrap()),
+            init: match kwargs.init_model.is_empty() {
+                true => None,
+                false => Some(super::model_cache::by_content(&kwargs.init_model).map_err(to_polars)?.model.clone()),
+            },
         })
     }
 
@@ -106,7 +118,7 @@ impl<'a> FitInputs<'a> {
     ) -> PolarsResult<crate::Model> {
         let Some(mask) = self.eval_set else {
             let rows = rows.map(|r| IdxCa::from_vec(PlSmallStr::EMPTY, r.to_vec()));
-            return train_with_callback(cfg, &self.dataset(rows.as_ref())?, &[], log).map_err(to_polars);
+            return self.run(cfg, &self.dataset(rows.as_ref())?, &[], log);
         };
         if mask.dtype() != &DataType::Boolean {
             return Err(to_polars(crate::Error::column(
@@ -126,7 +138,22 @@ impl<'a> FitInputs<'a> {
             all.into_iter().partition(|&i| mask.get(i as usize).unwrap_or(false));
         let fit = self.dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, fit)))?;
         let valid = self.dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, valid)))?;
-        train_with_callback(cfg, &fit, &[("valid", &valid)], log).map_err(to_polars)
+        self.run(cfg, &fit, &[("valid", &valid)], log)
+    }
+
+    /// A fit from scratch, or continued from `init`.
+    fn run(
+        &self,
+        cfg: &TrainConfig,
+        data: &Dataset,
+        evals: &[(&str, &Dataset)],
+        log: &mut (dyn FnMut(&RoundLog) -> crate::Result<bool> + Send),
+    ) -> PolarsResult<crate::Model> {
+        match &self.init {
+            None => train_with_callback(cfg, data, evals, log),
+            Some(init) => crate::train_continued(init, cfg, data, evals, log),
+        }
+        .map_err(to_polars)
     }
 }
 
