@@ -529,3 +529,22 @@ fn wide_models_read_rows_from_global_memory() {
     assert_gpu_predicts_as_cpu(&wide, &frame, "3000 features");
     assert_gpu_predicts_as_cpu(&model, &frame, "1500 features");
 }
+
+#[test]
+fn continued_training_on_the_gpu_is_the_whole_fit() {
+    if !gpu() {
+        return;
+    }
+    // The second fit starts every row from the first model's margins (computed on the CPU),
+    // as a base margin: 8 + 8 rounds on the GPU are the 16-round GPU fit, and the CPU's.
+    let (frame, y) = random_data(30_000, 6, 21);
+    let binary: Vec<f32> = y.iter().map(|&v| (v > 1.5) as u8 as f32).collect();
+    let data = Dataset::new(frame, binary).unwrap();
+    let json = |n: usize| format!(r#"{{"objective": "binary:logistic", "n_estimators": {n}, "max_depth": 6}}"#);
+    let first = fit(&json(8), &data, "cuda");
+    let mut more = TrainConfig::from_json(&json(8)).unwrap();
+    more.device = serde_json::from_value(serde_json::Value::String("cuda".into())).unwrap();
+    let joined = polars_gbt::train_continued(&first, &more, &data, &[], &mut |_| Ok(true)).unwrap();
+    assert_same_trees(&fit(&json(16), &data, "cuda"), &joined, "continued on the GPU");
+    assert_same_trees(&fit(&json(16), &data, "cpu"), &joined, "continued on the GPU against the CPU");
+}
