@@ -130,7 +130,7 @@ def test_a_frame_is_fitted_as_the_expression_fits_it(kind):
     reg = GBTRegressor(**FRAME_PARAMS).fit(_as(kind, X), y)
 
     features = ["size", "color", "shop"]
-    want = df.select(pl.col(features).gbt.fit("y", objective="reg:squarederror", **reg.get_params())).item()
+    want = df.select(pl.col(features).gbt.fit("y", objective="reg:squarederror", **reg.get_xgb_params())).item()
     model = Model.from_bytes(reg.model_)
     assert model.feature_names == features
     assert model.to_json() == Model.from_bytes(want).to_json()
@@ -166,7 +166,7 @@ def test_a_classifier_and_a_ranker_take_frames():
     p = clf.predict_proba(df.drop("y"))
     # scikit-learn's classes are sorted: "low" is class 1, the positive class of the fit.
     is_low = df.with_columns(low=pl.Series((labels == "low").astype(float)))
-    want = is_low.select(pl.col("size", "color", "shop").gbt.fit("low", objective="binary:logistic", **clf.get_params())).item()
+    want = is_low.select(pl.col("size", "color", "shop").gbt.fit("low", objective="binary:logistic", **clf.get_xgb_params())).item()
     np.testing.assert_allclose(p[:, 1], df.select(pl.col("size", "color", "shop").gbt.predict(want)).to_series().to_numpy(), rtol=1e-6)
     assert (clf.predict(df.drop("y")) == labels).mean() > 0.95
 
@@ -221,3 +221,4 @@ def test_column_names_are_names_not_patterns():
     np.testing.assert_array_equal(reg.predict(X.select(pl.nth(2, 1, 0))), reg.predict(X))
     with pytest.warns(UserWarning, match="X does not have valid feature names"):
         np.testing.assert_array_equal(reg.predict(X.to_numpy()), reg.predict(X))
+
