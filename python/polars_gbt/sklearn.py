@@ -21,6 +21,15 @@ An estimator fitted on a frame with names also predicts from an array with its c
 ``fit``'s order, and one fitted on an array predicts from a frame by position; scikit-learn's
 warning is given in both cases.
 
+The estimators follow XGBoost's (``XGBClassifier``, ``XGBRegressor``, ``XGBRanker``): the
+training parameters are constructor arguments under XGBoost's names, ``fit`` takes
+``eval_set=[(X_val, y_val)]`` (one evaluation set for now), ``sample_weight``,
+``base_margin`` and their ``*_eval_set`` lists, and ``early_stopping_rounds`` stops on it;
+``evals_result()``, ``best_iteration``, ``best_score``, ``feature_importances_`` and
+``get_booster()`` (a ``polars_gbt.Model``) read the fit. A model that stopped early keeps the
+trees up to ``best_iteration`` only, so ``predict`` uses the best iteration, as XGBoost's
+does.
+
 Examples
 --------
 >>> import polars as pl
@@ -37,31 +46,51 @@ from __future__ import annotations
 
 import sys
 import warnings
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import polars as pl
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, _get_feature_names, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    _get_feature_names,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
 
 import polars_gbt._namespace  # noqa: F401  (registers the gbt namespace)
 from polars_gbt._errors import translated
-from polars_gbt._model import margin_series, run_interruptibly
+from polars_gbt._model import Model, margin_series, run_interruptibly
 
 # Columns the estimators put beside the features for the fit's other inputs.
-_TARGET, _WEIGHT, _GROUP, _MARGIN = (f"__polars_gbt_{n}" for n in ("target", "weight", "group", "margin"))
-_RESERVED = (_TARGET, _WEIGHT, _GROUP, _MARGIN)
+_TARGET, _WEIGHT, _GROUP, _MARGIN, _EVAL = (
+    f"__polars_gbt_{n}" for n in ("target", "weight", "group", "margin", "eval")
+)
+_RESERVED = (_TARGET, _WEIGHT, _GROUP, _MARGIN, _EVAL)
+
+# Constructor parameters that are the estimator's own, not the trainer's.
+_WRAPPER_PARAMS = ("importance_type",)
+_IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
 
 
 class _GBTBase(BaseEstimator):
-    """Parameters shared by the estimators; see the user guide for their meaning."""
+    """Parameters shared by the estimators: every training parameter of ``gbt.fit`` under
+    XGBoost's name, with polars-gbt's default (see the user guide's parameter table).
+    ``None`` leaves a parameter to the trainer: ``objective=None`` is the estimator's own
+    objective, ``eval_metric=None`` the objective's metric, ``early_stopping_rounds=None`` no
+    early stopping. ``tree_method``, ``booster``, ``verbosity`` and ``enable_categorical`` are
+    accepted for XGBoost code (checked by the trainer: ``hist`` and ``gbtree`` only;
+    categorical columns are always categorical). ``importance_type`` (default ``"gain"``)
+    chooses what ``feature_importances_`` measures."""
 
     def __init__(
         self,
         *,
         n_estimators: int = 100,
+        objective: str | None = None,
         learning_rate: float = 0.3,
         max_depth: int = 6,
         max_leaves: int = 0,
@@ -71,12 +100,39 @@ class _GBTBase(BaseEstimator):
         reg_alpha: float = 0.0,
         gamma: float = 0.0,
         min_child_weight: float = 1.0,
+        max_delta_step: float = 0.0,
         subsample: float = 1.0,
         colsample_bytree: float = 1.0,
-        seed: int = 0,
-        n_jobs: int = 0,
+        colsample_bylevel: float = 1.0,
+        colsample_bynode: float = 1.0,
+        base_score: float | None = None,
+        random_state: int | np.random.RandomState | np.random.Generator | None = 0,
+        n_jobs: int | None = 0,
+        eval_metric: str | list[str] | None = None,
+        early_stopping_rounds: int | None = None,
+        max_cat_to_onehot: int = 4,
+        max_cat_threshold: int = 64,
+        cat_smooth: float = 10.0,
+        cat_l2: float = 10.0,
+        min_data_per_group: int = 50,
+        huber_slope: float = 1.0,
+        scale_pos_weight: float = 1.0,
+        quantile_alpha: float = 0.5,
+        tweedie_variance_power: float = 1.5,
+        lambdarank_pair_method: str = "topk",
+        lambdarank_num_pair_per_sample: int | None = None,
+        lambdarank_normalization: bool = True,
+        lambdarank_score_normalization: bool = True,
+        ndcg_exp_gain: bool = True,
+        device: str = "cpu",
+        importance_type: str | None = None,
+        tree_method: str | None = None,
+        booster: str | None = None,
+        verbosity: int | None = None,
+        enable_categorical: bool | None = None,
     ) -> None:
         self.n_estimators = n_estimators
+        self.objective = objective
         self.learning_rate = learning_rate
         self.max_depth = max_depth
         self.max_leaves = max_leaves
@@ -86,15 +142,104 @@ class _GBTBase(BaseEstimator):
         self.reg_alpha = reg_alpha
         self.gamma = gamma
         self.min_child_weight = min_child_weight
+        self.max_delta_step = max_delta_step
         self.subsample = subsample
         self.colsample_bytree = colsample_bytree
-        self.seed = seed
+        self.colsample_bylevel = colsample_bylevel
+        self.colsample_bynode = colsample_bynode
+        self.base_score = base_score
+        self.random_state = random_state
         self.n_jobs = n_jobs
+        self.eval_metric = eval_metric
+        self.early_stopping_rounds = early_stopping_rounds
+        self.max_cat_to_onehot = max_cat_to_onehot
+        self.max_cat_threshold = max_cat_threshold
+        self.cat_smooth = cat_smooth
+        self.cat_l2 = cat_l2
+        self.min_data_per_group = min_data_per_group
+        self.huber_slope = huber_slope
+        self.scale_pos_weight = scale_pos_weight
+        self.quantile_alpha = quantile_alpha
+        self.tweedie_variance_power = tweedie_variance_power
+        self.lambdarank_pair_method = lambdarank_pair_method
+        self.lambdarank_num_pair_per_sample = lambdarank_num_pair_per_sample
+        self.lambdarank_normalization = lambdarank_normalization
+        self.lambdarank_score_normalization = lambdarank_score_normalization
+        self.ndcg_exp_gain = ndcg_exp_gain
+        self.device = device
+        self.importance_type = importance_type
+        self.tree_method = tree_method
+        self.booster = booster
+        self.verbosity = verbosity
+        self.enable_categorical = enable_categorical
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
         return tags
+
+    def get_xgb_params(self) -> dict[str, Any]:
+        """The training parameters ``gbt.fit`` receives (XGBoost's method of the same name):
+        every constructor parameter that is set, less ``importance_type``; the objective is
+        completed by ``fit`` (``num_class`` for more than two classes)."""
+        params = {k: v for k, v in self.get_params().items() if v is not None and k not in _WRAPPER_PARAMS}
+        # XGBoost draws a seed from a numpy generator; scikit-learn's "all cores" is -1.
+        rs = params.get("random_state")
+        if isinstance(rs, np.random.RandomState):
+            params["random_state"] = int(rs.randint(np.iinfo(np.int32).max))
+        elif isinstance(rs, np.random.Generator):
+            params["random_state"] = int(rs.integers(np.iinfo(np.int32).max))
+        if isinstance(params.get("n_jobs"), int) and params["n_jobs"] < 0:
+            params["n_jobs"] = 0
+        if isinstance(params.get("eval_metric"), tuple):
+            params["eval_metric"] = list(params["eval_metric"])
+        return params
+
+    def get_booster(self) -> Model:
+        """The fitted model as a ``polars_gbt.Model`` (XGBoost's ``get_booster``)."""
+        check_is_fitted(self, "model_")
+        return Model.from_bytes(self.model_)
+
+    @property
+    def best_iteration(self) -> int:
+        """The round (0-based) with the best validation score, with ``early_stopping_rounds``;
+        an AttributeError otherwise, as in XGBoost. The model keeps the trees up to this round
+        only, so predictions use it."""
+        best = self.get_booster().best_iteration
+        if best is None:
+            raise AttributeError("`best_iteration` is only defined when early stopping is used.")
+        return best
+
+    @property
+    def best_score(self) -> float:
+        """The last evaluation metric's value at ``best_iteration`` (the score early stopping
+        watched); an AttributeError without early stopping, as in XGBoost."""
+        best = self.best_iteration
+        metrics = self.evals_result()["validation_0"]
+        return float(list(metrics.values())[-1][best])
+
+    def evals_result(self) -> dict[str, dict[str, list[float]]]:
+        """The evaluation log of ``eval_set`` in XGBoost's shape:
+        ``{"validation_0": {"rmse": [...], ...}}``, one value per round."""
+        check_is_fitted(self, "model_")
+        if getattr(self, "evals_result_", None) is None:
+            raise ValueError("No evaluation result, `eval_set` is not used during training.")
+        return self.evals_result_
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Importance of each feature in ``fit``'s order, summing to 1 (all zeros for a model
+        without splits), as XGBoost computes it: ``importance_type`` (default ``"gain"``, the
+        mean gain of the feature's splits) divided by its sum over the features."""
+        model = self.get_booster()
+        kind = self.importance_type or "gain"
+        if kind not in _IMPORTANCE_TYPES:
+            raise ValueError(f"importance_type must be one of {', '.join(_IMPORTANCE_TYPES)}, not {kind!r}")
+        table = model.feature_importance(kind)
+        score = dict(zip(table["feature"].to_list(), table[kind].to_list()))
+        values = np.array([score.get(f, 0.0) for f in model.feature_names], dtype=np.float32)
+        total = values.sum()
+        return values if total == 0 else values / total
 
     def _features(self) -> list[str]:
         """The model's feature names: the frame's column names, or f0, f1, ... by position."""
@@ -128,36 +273,102 @@ class _GBTBase(BaseEstimator):
         return df, y
 
     def _fit_model(
-        self,
-        df: pl.DataFrame,
-        y: np.ndarray,
-        sample_weight: Any,
-        group: Any = None,
-        base_margin: Any = None,
-        **objective: Any,
+        self, train: _Rows, valid: _Rows | None, verbose: bool | int, xgb_model: Any, **objective: Any
     ) -> None:
-        # The features by position: pl.col would read a name such as "*" or "^a.*$" as a pattern.
-        features = pl.nth(range(df.width))
+        """Fits ``train``; with ``valid``, its rows go below the training rows, marked by the
+        ``eval_set`` mask that holds them out and evaluates them every round. ``xgb_model``
+        (an estimator, a ``Model``, its bytes or a path) is continued, as XGBoost's."""
+        weighted = train.weight is not None or (valid is not None and valid.weight is not None)
+        frame = _with_inputs(train, weighted)
         extra: dict[str, Any] = {}
-        inputs = [pl.Series(_TARGET, y, dtype=pl.Float64)]
-        if group is not None:
-            inputs.append(pl.Series(_GROUP, group).cast(pl.Int64))
-            extra["group"] = _GROUP
-        if sample_weight is not None:
-            inputs.append(pl.Series(_WEIGHT, _check_sample_weight(sample_weight, y), dtype=pl.Float64))
-            extra["weight"] = _WEIGHT
-        if base_margin is not None:
-            inputs.append(_margins(base_margin, df.height).alias(_MARGIN))
-            extra["base_margin"] = _MARGIN
-        df = df.with_columns(inputs)
-        fit = features.gbt.fit(_TARGET, **extra, **objective, **self.get_params())
+        if valid is not None:
+            if (train.margin is None) != (valid.margin is None):
+                raise ValueError(
+                    "base_margin and base_margin_eval_set go together: a model fit with margins adds no "
+                    "base score of its own, so the evaluation rows need margins too (and only then)"
+                )
+            frame = pl.concat(
+                [
+                    frame.with_columns(pl.lit(False).alias(_EVAL)),
+                    _with_inputs(valid, weighted).with_columns(pl.lit(True).alias(_EVAL)),
+                ],
+                how="vertical_relaxed",
+            )
+            extra["eval_set"] = pl.col(_EVAL)
+        for name, column, present in (
+            ("group", _GROUP, train.group is not None),
+            ("weight", _WEIGHT, weighted),
+            ("base_margin", _MARGIN, train.margin is not None),
+        ):
+            if present:
+                extra[name] = column
+        params = self.get_xgb_params() | objective
+        if xgb_model is not None:
+            params["init_model"] = xgb_model.model_ if isinstance(xgb_model, _GBTBase) else xgb_model
+        # The features by position: pl.col would read a name such as "*" or "^a.*$" as a pattern.
+        fit = pl.nth(range(train.df.width)).gbt.fit(_TARGET, verbose=verbose, **extra, **params)
         with translated():
-            self.model_ = run_interruptibly(lambda: df.select(fit).item())
+            self.model_ = run_interruptibly(lambda: frame.select(fit).item())
+        self.objective_ = params["objective"]
+        self.evals_result_ = None
+        if valid is not None:
+            summary = Model.from_bytes(self.model_)._summary["evals_result"]
+            self.evals_result_ = {"validation_0": {s["metric"]: [float(v) for v in s["values"]] for s in summary}}
+
+    def _eval_rows(
+        self,
+        eval_set: Any,
+        sample_weight_eval_set: Any,
+        base_margin_eval_set: Any,
+        label: Callable[[Any], np.ndarray],
+        eval_qid: Any = None,
+    ) -> _Rows | None:
+        """The one evaluation set of ``eval_set`` (a list of ``(X, y)`` pairs, as in XGBoost)
+        with its weights, margins and query ids; None without one."""
+        per_set = {
+            "sample_weight_eval_set": sample_weight_eval_set,
+            "base_margin_eval_set": base_margin_eval_set,
+            "eval_qid": eval_qid,
+        }
+        if eval_set is None or len(eval_set) == 0:
+            given = [name for name, v in per_set.items() if v is not None]
+            if given:
+                raise ValueError(f"{given[0]} was given without eval_set")
+            return None
+        eval_set = list(eval_set)
+        if len(eval_set) > 1:
+            raise ValueError(
+                f"eval_set holds {len(eval_set)} evaluation sets, but only one evaluation set is supported "
+                "for now: pass the one to evaluate and watch for early stopping (XGBoost's early stopping "
+                "watches the last, eval_set[-1:])"
+            )
+        for name, v in per_set.items():
+            if v is not None and len(v) != 1:
+                raise ValueError(f"{name} must hold one entry per eval_set pair (1), not {len(v)}")
+        try:
+            X_val, y_val = eval_set[0]
+        except (TypeError, ValueError):
+            raise ValueError("eval_set must be a list of (X, y) pairs") from None
+        df = self._feature_frame(X_val)
+        y_val = label(y_val)
+        if len(y_val) != df.height:
+            raise ValueError(f"eval_set's X has {df.height} rows but its y has {len(y_val)}")
+        weight, margin, qid = (None if v is None else v[0] for v in per_set.values())
+        if weight is not None:
+            weight = _check_sample_weight(weight, y_val)
+        if margin is not None:
+            margin = _margins(margin, df.height)
+        if qid is not None:
+            qid = _query_ids(qid, df.height, "eval_qid")
+        return _Rows(df, y_val, weight, margin, qid)
 
     def _predict_input(self, X: Any) -> pl.DataFrame:
+        check_is_fitted(self, "model_")
+        return self._feature_frame(X)
+
+    def _feature_frame(self, X: Any) -> pl.DataFrame:
         """``X`` as a Polars frame of the model's features: a frame's columns by name (or by
         position where ``fit`` or ``X`` had no names), an array's by position."""
-        check_is_fitted(self, "model_")
         features = self._features()
         frame = _polars_frame(X)
         if frame is None:
@@ -193,14 +404,30 @@ class _GBTBase(BaseEstimator):
         features, margin = pl.nth(range(df.width)), None
         if base_margin is not None:
             df, margin = df.with_columns(_margins(base_margin, df.height).alias(_MARGIN)), _MARGIN
-        predict = features.gbt.predict(self.model_, output=output, base_margin=margin)
+        # Scored where the model was trained (as XGBoost does); SHAP values are CPU-only.
+        device = "cpu" if output == "contrib" else self.device
+        predict = features.gbt.predict(self.model_, output=output, base_margin=margin, device=device)
         with translated():
             out = df.select(predict.alias("prediction")).to_series()
         return np.stack(out.to_list()) if isinstance(out.dtype, pl.Array) else out.to_numpy()
 
 
+_FIT_DOC = """
+
+        ``eval_set`` is a list of ``(X, y)`` pairs, as in XGBoost, of which polars-gbt
+        evaluates one for now (more is a ValueError): its rows are scored after every round
+        with ``eval_metric`` (``evals_result()``) and watched by ``early_stopping_rounds``.
+        ``sample_weight_eval_set`` and ``base_margin_eval_set`` are lists with one entry for
+        it. ``verbose`` prints the evaluation log to stderr (``True``: every round, an integer
+        ``n``: every ``n`` rounds). ``xgb_model`` (a fitted estimator, a ``polars_gbt.Model``,
+        its bytes or a path) is continued: its trees come first, ``n_estimators`` new ones
+        after (see the user guide's continued training)."""
+
+
 class GBTRegressor(RegressorMixin, _GBTBase):
-    """Gradient-boosted trees for regression (``reg:squarederror``).
+    """Gradient-boosted trees for regression: ``objective`` ``reg:squarederror`` unless set
+    (any regression objective of the user guide: ``reg:quantileerror``, ``count:poisson``,
+    ``reg:tweedie``, ...).
 
     Examples
     --------
@@ -209,12 +436,35 @@ class GBTRegressor(RegressorMixin, _GBTBase):
     >>> X = np.arange(200, dtype=float).reshape(-1, 1); y = (X[:, 0] > 100).astype(float)
     >>> GBTRegressor(n_estimators=20).fit(X, y).predict([[10.0], [150.0]]).round(2)
     array([0., 1.])
+
+    Early stopping on a validation set, as in XGBoost:
+
+    >>> reg = GBTRegressor(n_estimators=500, early_stopping_rounds=5, learning_rate=0.1)
+    >>> reg = reg.fit(X[::2], y[::2], eval_set=[(X[1::2], y[1::2])], verbose=False)
+    >>> reg.best_iteration < 499, list(reg.evals_result()["validation_0"])
+    (True, ['rmse'])
     """
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None, base_margin: Any = None) -> GBTRegressor:
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        sample_weight: Any = None,
+        base_margin: Any = None,
+        *,
+        eval_set: Any = None,
+        verbose: bool | int = True,
+        sample_weight_eval_set: Any = None,
+        base_margin_eval_set: Any = None,
+        xgb_model: Any = None,
+    ) -> GBTRegressor:
         df, y = self._fit_input(X, y, y_numeric=True)
-        self._fit_model(df, y, sample_weight, base_margin=base_margin, objective="reg:squarederror")
+        valid = self._eval_rows(eval_set, sample_weight_eval_set, base_margin_eval_set, _numeric_labels)
+        train = _Rows(df, y, _weights(sample_weight, y), _maybe_margins(base_margin, df.height), None)
+        self._fit_model(train, valid, verbose, xgb_model, objective=self.objective or "reg:squarederror")
         return self
+
+    fit.__doc__ = "Fit on ``X`` and ``y``." + _FIT_DOC
 
     def predict(
         self, X: Any, base_margin: Any = None, pred_contribs: bool = False, pred_interactions: bool = False
@@ -228,7 +478,9 @@ class GBTRegressor(RegressorMixin, _GBTBase):
 
 
 class GBTClassifier(ClassifierMixin, _GBTBase):
-    """Gradient-boosted trees for classification (``binary:logistic`` or ``multi:softprob``).
+    """Gradient-boosted trees for classification: ``binary:logistic`` for two classes,
+    ``multi:softprob`` for more (``objective="multi:softmax"`` is kept, as in XGBoost, and
+    then has no ``predict_proba``).
 
     Examples
     --------
@@ -239,23 +491,52 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
     array(['small', 'big'], dtype='<U5')
     """
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None, base_margin: Any = None) -> GBTClassifier:
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        sample_weight: Any = None,
+        base_margin: Any = None,
+        *,
+        eval_set: Any = None,
+        verbose: bool | int = True,
+        sample_weight_eval_set: Any = None,
+        base_margin_eval_set: Any = None,
+        xgb_model: Any = None,
+    ) -> GBTClassifier:
         df, y = self._fit_input(X, y, y_numeric=False)
         check_classification_targets(y)
         encoder = LabelEncoder().fit(y)
         self.classes_ = encoder.classes_
+        self.n_classes_ = len(self.classes_)
         codes = encoder.transform(y)
-        if len(self.classes_) > 2:
-            objective = {"objective": "multi:softprob", "num_class": len(self.classes_)}
-        else:
-            objective = {"objective": "binary:logistic"}
-        self._fit_model(df, codes, sample_weight, base_margin=base_margin, **objective)
+
+        def label(y_val: Any) -> np.ndarray:
+            y_val = column_or_1d(y_val, warn=True)
+            unseen = np.setdiff1d(y_val, self.classes_)
+            if len(unseen):
+                raise ValueError(f"eval_set's y has labels the training y lacks: {unseen[:5].tolist()}")
+            return encoder.transform(y_val)
+
+        valid = self._eval_rows(eval_set, sample_weight_eval_set, base_margin_eval_set, label)
+        objective = self.objective or "binary:logistic"
+        extra = {}
+        if self.n_classes_ > 2 or objective.startswith("multi:"):
+            # XGBoost's rule: more than two classes take multi:softprob unless multi:softmax is asked.
+            objective = "multi:softmax" if objective == "multi:softmax" else "multi:softprob"
+            extra["num_class"] = max(self.n_classes_, 2)
+        train = _Rows(df, codes, _weights(sample_weight, codes), _maybe_margins(base_margin, df.height), None)
+        self._fit_model(train, valid, verbose, xgb_model, objective=objective, **extra)
         return self
+
+    fit.__doc__ = "Fit on ``X`` and class labels ``y`` (any labels)." + _FIT_DOC
 
     def predict_proba(self, X: Any, base_margin: Any = None) -> np.ndarray:
         """Class probabilities; ``base_margin`` (one per row, or rows x classes for more than
         two classes) replaces the base score, as in XGBoost."""
         check_is_fitted(self, "model_")
+        if getattr(self, "objective_", None) == "multi:softmax":
+            raise ValueError("multi:softmax does not support `predict_proba`; use multi:softprob instead")
         p = self._predict_raw(X, "value", base_margin).astype(np.float64)
         if len(self.classes_) == 1:
             return np.ones((len(p), 1))
@@ -270,13 +551,18 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
         (interaction) values instead (see ``contributions``)."""
         if pred_contribs or pred_interactions:
             return self.contributions(X, base_margin, interactions=pred_interactions)
+        check_is_fitted(self, "model_")
+        if getattr(self, "objective_", None) == "multi:softmax":
+            return self.classes_[self._predict_raw(X, "class", base_margin).astype(np.int64)]
         p = self.predict_proba(X, base_margin)
         return self.classes_[np.argmax(p, axis=1)]
 
 
 class GBTRanker(_GBTBase):
-    """Learning to rank (``rank:ndcg``, LambdaMART): ``fit(X, y, group=...)`` with the
-    query id of each row (rows of a query contiguous); ``predict`` gives scores to sort by.
+    """Learning to rank: ``objective`` ``rank:ndcg`` (LambdaMART) unless set
+    (``rank:pairwise``). ``fit(X, y, group=...)`` takes the query id of each row (rows of a
+    query contiguous); ``qid=`` is the same, under XGBoost's name. ``predict`` gives scores
+    to sort by.
 
     Examples
     --------
@@ -288,13 +574,36 @@ class GBTRanker(_GBTBase):
     array([4, 3, 2, 1, 0])
     """
 
-    def fit(self, X: Any, y: Any, group: Any, sample_weight: Any = None, base_margin: Any = None) -> GBTRanker:
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        group: Any = None,
+        sample_weight: Any = None,
+        base_margin: Any = None,
+        *,
+        qid: Any = None,
+        eval_set: Any = None,
+        eval_qid: Any = None,
+        verbose: bool | int = True,
+        sample_weight_eval_set: Any = None,
+        base_margin_eval_set: Any = None,
+        xgb_model: Any = None,
+    ) -> GBTRanker:
         df, y = self._fit_input(X, y, y_numeric=True)
-        group = np.asarray(group)
-        if group.shape != (df.height,):
-            raise ValueError(f"group must hold one query id per row ({df.height}), got shape {group.shape}")
-        self._fit_model(df, y, sample_weight, group=group, base_margin=base_margin, objective="rank:ndcg")
+        if (group is None) == (qid is None):
+            raise ValueError("give the query id of each row as group= (or qid=, XGBoost's name), once")
+        group = _query_ids(qid if group is None else group, df.height, "group")
+        valid = self._eval_rows(eval_set, sample_weight_eval_set, base_margin_eval_set, _numeric_labels, eval_qid)
+        if valid is not None and valid.group is None:
+            raise ValueError("eval_qid, the query id of each eval_set row, is needed with eval_set")
+        train = _Rows(df, y, _weights(sample_weight, y), _maybe_margins(base_margin, df.height), group)
+        self._fit_model(train, valid, verbose, xgb_model, objective=self.objective or "rank:ndcg")
         return self
+
+    fit.__doc__ = "Fit on ``X``, relevance labels ``y`` and query ids ``group``." + _FIT_DOC.replace(
+        "are lists with one entry for\n        it.", "are lists with one entry for\n        it; so is ``eval_qid``, its query ids."
+    )
 
     def predict(
         self, X: Any, base_margin: Any = None, pred_contribs: bool = False, pred_interactions: bool = False
@@ -304,6 +613,49 @@ class GBTRanker(_GBTBase):
         if pred_contribs or pred_interactions:
             return self.contributions(X, base_margin, interactions=pred_interactions)
         return self._predict_raw(X, "value", base_margin).astype(np.float64)
+
+
+class _Rows(NamedTuple):
+    """One dataset of a fit: the features and what goes beside them (None: not given)."""
+
+    df: pl.DataFrame
+    y: np.ndarray
+    weight: np.ndarray | None
+    margin: pl.Series | None
+    group: np.ndarray | None
+
+
+def _with_inputs(rows: _Rows, weighted: bool) -> pl.DataFrame:
+    """The rows' features with the target, query ids, weights (ones where ``weighted`` and
+    none were given) and margins beside them."""
+    columns = [pl.Series(_TARGET, rows.y, dtype=pl.Float64)]
+    if rows.group is not None:
+        columns.append(pl.Series(_GROUP, rows.group).cast(pl.Int64))
+    if weighted:
+        weight = rows.weight if rows.weight is not None else np.ones(len(rows.y))
+        columns.append(pl.Series(_WEIGHT, weight, dtype=pl.Float64))
+    if rows.margin is not None:
+        columns.append(rows.margin.alias(_MARGIN))
+    return rows.df.with_columns(columns)
+
+
+def _weights(sample_weight: Any, y: np.ndarray) -> np.ndarray | None:
+    return None if sample_weight is None else _check_sample_weight(sample_weight, y)
+
+
+def _numeric_labels(y: Any) -> np.ndarray:
+    return np.asarray(column_or_1d(y, warn=True), dtype=np.float64)
+
+
+def _query_ids(ids: Any, n_rows: int, name: str) -> np.ndarray:
+    ids = np.asarray(ids)
+    if ids.shape != (n_rows,):
+        raise ValueError(f"{name} must hold one query id per row ({n_rows}), got shape {ids.shape}")
+    return ids
+
+
+def _maybe_margins(base_margin: Any, n_rows: int) -> pl.Series | None:
+    return None if base_margin is None else _margins(base_margin, n_rows)
 
 
 def _margins(base_margin: Any, n_rows: int) -> pl.Series:
