@@ -268,6 +268,7 @@ def train(
     target: str,
     features: list[str] | None = None,
     eval_df: pl.DataFrame | pl.LazyFrame | Any | None = None,
+    eval_sets: dict[str, pl.DataFrame | pl.LazyFrame | Any] | None = None,
     **params: Any,
 ) -> Model:
     """Train on a frame's columns (all but the target when ``features`` is not given).
@@ -275,7 +276,8 @@ def train(
     ``data`` may also be a pyarrow ``Table`` / ``RecordBatch`` or any object exposing
     ``__arrow_c_stream__``; Polars imports those without copying. ``eval_df`` (same columns)
     is evaluated after every round under the name ``valid`` (and watched by
-    ``early_stopping_rounds``). Ctrl-C (KeyboardInterrupt) stops the fit after its current
+    ``early_stopping_rounds``); ``eval_sets`` (a dict of name to frame) evaluates several,
+    each under its name, early stopping watching the last. Ctrl-C (KeyboardInterrupt) stops the fit after its current
     round.
 
     Examples
@@ -300,19 +302,22 @@ def train(
 
         features = Model.from_bytes(model_bytes(init)).feature_names
     features = features or [n for n in names if n != target and n not in inputs]
-    if eval_df is not None:
-        # One frame, the validation rows marked: the fit's eval_set holds them out.
-        marker = "__polars_gbt_valid"
-        frame = pl.concat(
-            [
-                frame.select(*features, target, *inputs).with_columns(pl.lit(False).alias(marker)),
-                _lazy(eval_df).select(*features, target, *inputs).with_columns(pl.lit(True).alias(marker)),
-            ],
-            how="vertical_relaxed",
-        )
-        params["eval_set"] = pl.col(marker)
+    if eval_df is not None and eval_sets is not None:
+        raise ValueError("give eval_df (one set, named valid) or eval_sets (several, named), not both")
+    sets = {"valid": eval_df} if eval_df is not None else dict(eval_sets or {})
+    if sets:
+        # One frame, each set's rows marked by a column of its own: the fit holds them out.
+        markers = [f"__polars_gbt_eval_{i}" for i in range(len(sets))]
+
+        def marked(part: pl.LazyFrame, which: int | None) -> pl.LazyFrame:
+            flags = [pl.lit(i == which).alias(m) for i, m in enumerate(markers)]
+            return part.select(*features, target, *inputs).with_columns(flags)
+
+        parts = [marked(frame, None)] + [marked(_lazy(d), i) for i, d in enumerate(sets.values())]
+        frame = pl.concat(parts, how="vertical_relaxed")
+        params["eval_set"] = {name: pl.col(m) for name, m in zip(sets, markers)}
     fit = pl.col(features).gbt.fit(pl.col(target), **params).alias("model")
-    if isinstance(data, pl.DataFrame) and eval_df is None:
+    if isinstance(data, pl.DataFrame) and not sets:
         # Eagerly: the lazy engine copies one input column of this query (80 MB at 20M rows),
         # and a fit's peak memory is bounded (docs/reliability.md).
         def query() -> pl.DataFrame:

@@ -53,7 +53,7 @@ class GbtNamespace:
         weight: pl.Expr | str | float | None = None,
         group: pl.Expr | str | int | None = None,
         base_margin: pl.Expr | str | float | None = None,
-        eval_set: pl.Expr | None = None,
+        eval_set: pl.Expr | dict[str, pl.Expr | str] | None = None,
         by: pl.Expr | str | None = None,
         init_model: Model | bytes | str | Path | None = None,
         verbose: bool | int = False,
@@ -80,7 +80,10 @@ class GbtNamespace:
             Per-row starting margin.
         eval_set
             A boolean expression marking validation rows; they are held out of training
-            and evaluated every round (needed for ``early_stopping_rounds``).
+            and evaluated every round as ``valid`` (needed for ``early_stopping_rounds``).
+            Several sets: a dict of name to mask (``{"valid": pl.col("fold") == 1, "test":
+            ...}``), each evaluated under its name; every marked row is held out, and early
+            stopping watches the last set, as XGBoost does.
         by
             A key column (or expression): train one model per distinct key, the groups in
             parallel. The result is then a Struct column named ``model`` of the key and the
@@ -118,10 +121,18 @@ class GbtNamespace:
         3
         """
         args: list[pl.Expr] = [self._expr, _expr(target)]
-        optional = {"weight": weight, "group": group, "base_margin": base_margin, "eval_set": eval_set}
+        optional = {"weight": weight, "group": group, "base_margin": base_margin}
         for value in optional.values():
             if value is not None:
                 args.append(_expr(value))
+        eval_names: list[str] = []
+        if isinstance(eval_set, dict):
+            if not eval_set or not all(isinstance(n, str) and n for n in eval_set):
+                raise ValueError("eval_set as a dict maps non-empty names to Boolean masks")
+            eval_names = list(eval_set)
+            args.extend(_expr(m) for m in eval_set.values())
+        elif eval_set is not None:
+            args.append(_expr(eval_set))
         if by is not None:
             if verbose or progress:
                 raise ValueError("by= trains its groups in parallel: verbose and progress are for single fits")
@@ -142,6 +153,8 @@ class GbtNamespace:
         if init_model is not None:
             kwargs["init_model"] = bytearray(model_bytes(init_model))
         kwargs.update({f"has_{name}": value is not None for name, value in optional.items()})
+        kwargs["has_eval_set"] = eval_set is not None
+        kwargs["eval_names"] = eval_names
         if by is not None:
             return register_plugin_function(
                 plugin_path=PLUGIN_PATH,

@@ -273,28 +273,31 @@ class _GBTBase(BaseEstimator):
         return df, y
 
     def _fit_model(
-        self, train: _Rows, valid: _Rows | None, verbose: bool | int, xgb_model: Any, **objective: Any
+        self, train: _Rows, valid: list[_Rows], verbose: bool | int, xgb_model: Any, **objective: Any
     ) -> None:
-        """Fits ``train``; with ``valid``, its rows go below the training rows, marked by the
-        ``eval_set`` mask that holds them out and evaluates them every round. ``xgb_model``
-        (an estimator, a ``Model``, its bytes or a path) is continued, as XGBoost's."""
-        weighted = train.weight is not None or (valid is not None and valid.weight is not None)
+        """Fits ``train``; each set of ``valid`` goes below the training rows, marked by an
+        ``eval_set`` mask of its own (named ``validation_i``, as XGBoost names them) that holds
+        it out and evaluates it every round. ``xgb_model`` (an estimator, a ``Model``, its
+        bytes or a path) is continued, as XGBoost's."""
+        weighted = train.weight is not None or any(v.weight is not None for v in valid)
         frame = _with_inputs(train, weighted)
         extra: dict[str, Any] = {}
-        if valid is not None:
-            if (train.margin is None) != (valid.margin is None):
+        if valid:
+            if any((train.margin is None) != (v.margin is None) for v in valid):
                 raise ValueError(
                     "base_margin and base_margin_eval_set go together: a model fit with margins adds no "
                     "base score of its own, so the evaluation rows need margins too (and only then)"
                 )
+            markers = [f"{_EVAL}_{i}" for i in range(len(valid))]
+
+            def marked(part: pl.DataFrame, which: int | None) -> pl.DataFrame:
+                return part.with_columns(pl.lit(i == which).alias(m) for i, m in enumerate(markers))
+
             frame = pl.concat(
-                [
-                    frame.with_columns(pl.lit(False).alias(_EVAL)),
-                    _with_inputs(valid, weighted).with_columns(pl.lit(True).alias(_EVAL)),
-                ],
+                [marked(frame, None)] + [marked(_with_inputs(v, weighted), i) for i, v in enumerate(valid)],
                 how="vertical_relaxed",
             )
-            extra["eval_set"] = pl.col(_EVAL)
+            extra["eval_set"] = {f"validation_{i}": pl.col(m) for i, m in enumerate(markers)}
         for name, column, present in (
             ("group", _GROUP, train.group is not None),
             ("weight", _WEIGHT, weighted),
@@ -311,9 +314,11 @@ class _GBTBase(BaseEstimator):
             self.model_ = run_interruptibly(lambda: frame.select(fit).item())
         self.objective_ = params["objective"]
         self.evals_result_ = None
-        if valid is not None:
-            summary = Model.from_bytes(self.model_)._summary["evals_result"]
-            self.evals_result_ = {"validation_0": {s["metric"]: [float(v) for v in s["values"]] for s in summary}}
+        if valid:
+            self.evals_result_ = {}
+            for series in Model.from_bytes(self.model_)._summary["evals_result"]:
+                values = [float(v) for v in series["values"]]
+                self.evals_result_.setdefault(series["dataset"], {})[series["metric"]] = values
 
     def _eval_rows(
         self,
@@ -322,9 +327,9 @@ class _GBTBase(BaseEstimator):
         base_margin_eval_set: Any,
         label: Callable[[Any], np.ndarray],
         eval_qid: Any = None,
-    ) -> _Rows | None:
-        """The one evaluation set of ``eval_set`` (a list of ``(X, y)`` pairs, as in XGBoost)
-        with its weights, margins and query ids; None without one."""
+    ) -> list[_Rows]:
+        """The evaluation sets of ``eval_set`` (a list of ``(X, y)`` pairs, as in XGBoost)
+        with their weights, margins and query ids."""
         per_set = {
             "sample_weight_eval_set": sample_weight_eval_set,
             "base_margin_eval_set": base_margin_eval_set,
@@ -334,33 +339,30 @@ class _GBTBase(BaseEstimator):
             given = [name for name, v in per_set.items() if v is not None]
             if given:
                 raise ValueError(f"{given[0]} was given without eval_set")
-            return None
+            return []
         eval_set = list(eval_set)
-        if len(eval_set) > 1:
-            raise ValueError(
-                f"eval_set holds {len(eval_set)} evaluation sets, but only one evaluation set is supported "
-                "for now: pass the one to evaluate and watch for early stopping (XGBoost's early stopping "
-                "watches the last, eval_set[-1:])"
-            )
         for name, v in per_set.items():
-            if v is not None and len(v) != 1:
-                raise ValueError(f"{name} must hold one entry per eval_set pair (1), not {len(v)}")
-        try:
-            X_val, y_val = eval_set[0]
-        except (TypeError, ValueError):
-            raise ValueError("eval_set must be a list of (X, y) pairs") from None
-        df = self._feature_frame(X_val)
-        y_val = label(y_val)
-        if len(y_val) != df.height:
-            raise ValueError(f"eval_set's X has {df.height} rows but its y has {len(y_val)}")
-        weight, margin, qid = (None if v is None else v[0] for v in per_set.values())
-        if weight is not None:
-            weight = _check_sample_weight(weight, y_val)
-        if margin is not None:
-            margin = _margins(margin, df.height)
-        if qid is not None:
-            qid = _query_ids(qid, df.height, "eval_qid")
-        return _Rows(df, y_val, weight, margin, qid)
+            if v is not None and len(v) != len(eval_set):
+                raise ValueError(f"{name} must hold one entry per eval_set pair ({len(eval_set)}), not {len(v)}")
+        sets = []
+        for i, pair in enumerate(eval_set):
+            try:
+                X_val, y_val = pair
+            except (TypeError, ValueError):
+                raise ValueError("eval_set must be a list of (X, y) pairs") from None
+            df = self._feature_frame(X_val)
+            y_val = label(y_val)
+            if len(y_val) != df.height:
+                raise ValueError(f"eval_set[{i}]'s X has {df.height} rows but its y has {len(y_val)}")
+            weight, margin, qid = (None if v is None else v[i] for v in per_set.values())
+            if weight is not None:
+                weight = _check_sample_weight(weight, y_val)
+            if margin is not None:
+                margin = _margins(margin, df.height)
+            if qid is not None:
+                qid = _query_ids(qid, df.height, "eval_qid")
+            sets.append(_Rows(df, y_val, weight, margin, qid))
+        return sets
 
     def _predict_input(self, X: Any) -> pl.DataFrame:
         check_is_fitted(self, "model_")
@@ -414,12 +416,11 @@ class _GBTBase(BaseEstimator):
 
 _FIT_DOC = """
 
-        ``eval_set`` is a list of ``(X, y)`` pairs, as in XGBoost, of which polars-gbt
-        evaluates one for now (more is a ValueError): its rows are scored after every round
-        with ``eval_metric`` (``evals_result()``) and watched by ``early_stopping_rounds``.
-        ``sample_weight_eval_set`` and ``base_margin_eval_set`` are lists with one entry for
-        it. ``verbose`` prints the evaluation log to stderr (``True``: every round, an integer
-        ``n``: every ``n`` rounds). ``xgb_model`` (a fitted estimator, a ``polars_gbt.Model``,
+        ``eval_set`` is a list of ``(X, y)`` pairs, as in XGBoost: each is scored after every
+        round with ``eval_metric`` (``evals_result()``, under ``validation_0``, ``validation_1``,
+        ...), and ``early_stopping_rounds`` watches the last. ``sample_weight_eval_set`` and
+        ``base_margin_eval_set`` are lists with one entry for each. ``verbose`` prints the
+        evaluation log to stderr (``True``: every round, an integer ``n``: every ``n`` rounds). ``xgb_model`` (a fitted estimator, a ``polars_gbt.Model``,
         its bytes or a path) is continued: its trees come first, ``n_estimators`` new ones
         after (see the user guide's continued training)."""
 
@@ -595,14 +596,14 @@ class GBTRanker(_GBTBase):
             raise ValueError("give the query id of each row as group= (or qid=, XGBoost's name), once")
         group = _query_ids(qid if group is None else group, df.height, "group")
         valid = self._eval_rows(eval_set, sample_weight_eval_set, base_margin_eval_set, _numeric_labels, eval_qid)
-        if valid is not None and valid.group is None:
+        if any(v.group is None for v in valid):
             raise ValueError("eval_qid, the query id of each eval_set row, is needed with eval_set")
         train = _Rows(df, y, _weights(sample_weight, y), _maybe_margins(base_margin, df.height), group)
         self._fit_model(train, valid, verbose, xgb_model, objective=self.objective or "rank:ndcg")
         return self
 
     fit.__doc__ = "Fit on ``X``, relevance labels ``y`` and query ids ``group``." + _FIT_DOC.replace(
-        "are lists with one entry for\n        it.", "are lists with one entry for\n        it; so is ``eval_qid``, its query ids."
+        "lists with one entry for each.", "lists with one entry for each; so is ``eval_qid``, their query ids."
     )
 
     def predict(

@@ -13,7 +13,8 @@ use crate::{train_with_callback, Dataset, FeatureFrame, RoundLog, TrainConfig};
 
 /// What `fit` receives besides the inputs: the parameters as JSON (parsed by
 /// `TrainConfig::from_json`, which names any bad parameter) and which optional inputs follow
-/// the features and the target, in this order: weight, group, base_margin, eval_set.
+/// the features and the target, in this order: weight, group, base_margin, then the eval_set
+/// masks (one per name in `eval_names`, or one named "valid").
 #[derive(Deserialize)]
 struct FitKwargs {
     params: String,
@@ -21,6 +22,9 @@ struct FitKwargs {
     has_group: bool,
     has_base_margin: bool,
     has_eval_set: bool,
+    /// The evaluation sets' names, one mask input each (empty: one mask, "valid").
+    #[serde(default)]
+    eval_names: Vec<String>,
     /// Print the evaluation log to stderr every this many rounds (0: silent).
     #[serde(default)]
     verbose: usize,
@@ -50,7 +54,9 @@ struct FitInputs<'a> {
     weight: Option<&'a Series>,
     group: Option<&'a Series>,
     base_margin: Option<&'a Series>,
-    eval_set: Option<&'a Series>,
+    /// Boolean masks of held-out rows, each evaluated every round under its name; early
+    /// stopping watches the last.
+    eval_sets: Vec<(String, &'a Series)>,
     /// The model to continue from.
     init: Option<Arc<crate::Model>>,
 }
@@ -58,8 +64,13 @@ struct FitInputs<'a> {
 impl<'a> FitInputs<'a> {
     /// Splits `inputs` (literals already broadcast) as `kwargs` says they come.
     fn new(inputs: &'a [Series], kwargs: &FitKwargs) -> PolarsResult<Self> {
-        let optional = [kwargs.has_weight, kwargs.has_group, kwargs.has_base_margin, kwargs.has_eval_set];
-        let n_other = 1 + optional.iter().filter(|&&x| x).count();
+        let names: Vec<String> = match (kwargs.has_eval_set, kwargs.eval_names.is_empty()) {
+            (false, _) => Vec::new(),
+            (true, true) => vec!["valid".to_string()],
+            (true, false) => kwargs.eval_names.clone(),
+        };
+        let optional = [kwargs.has_weight, kwargs.has_group, kwargs.has_base_margin];
+        let n_other = 1 + optional.iter().filter(|&&x| x).count() + names.len();
         if inputs.len() <= n_other {
             return Err(to_polars(crate::Error::data("gbt.fit needs at least one feature column")));
         }
@@ -72,7 +83,7 @@ impl<'a> FitInputs<'a> {
             weight: kwargs.has_weight.then(|| rest.next().unwrap()),
             group: kwargs.has_group.then(|| rest.next().unwrap()),
             base_margin: kwargs.has_base_margin.then(|| rest.next().unwrap()),
-            eval_set: kwargs.has_eval_set.then(|| rest.next().unwrap()),
+            eval_sets: names.into_iter().map(|name| (name, rest.next().unwrap())).collect(),
             init: match kwargs.init_model.is_empty() {
                 true => None,
                 false => Some(super::model_cache::by_content(&kwargs.init_model).map_err(to_polars)?.model.clone()),
@@ -108,37 +119,50 @@ impl<'a> FitInputs<'a> {
         Ok(d)
     }
 
-    /// Trains on `rows` (all when None), the ones the eval_set mask marks held out and
-    /// evaluated every round.
+    /// Trains on `rows` (all when None) less those any eval_set mask marks; each mask's rows
+    /// are evaluated every round under its name.
     fn train(
         &self,
         cfg: &TrainConfig,
         rows: Option<&[IdxSize]>,
         log: &mut (dyn FnMut(&RoundLog) -> crate::Result<bool> + Send),
     ) -> PolarsResult<crate::Model> {
-        let Some(mask) = self.eval_set else {
+        if self.eval_sets.is_empty() {
             let rows = rows.map(|r| IdxCa::from_vec(PlSmallStr::EMPTY, r.to_vec()));
             return self.run(cfg, &self.dataset(rows.as_ref())?, &[], log);
-        };
-        if mask.dtype() != &DataType::Boolean {
-            return Err(to_polars(crate::Error::column(
-                "eval_set",
-                format!("must be a Boolean expression marking validation rows, not {}", dtype_name(mask.dtype())),
-            )));
         }
-        let mask = mask.bool()?;
-        if mask.null_count() > 0 {
-            return Err(to_polars(crate::Error::column("eval_set", "has null values")));
+        let mut masks = Vec::with_capacity(self.eval_sets.len());
+        for (name, mask) in &self.eval_sets {
+            let what = if self.eval_sets.len() == 1 { "eval_set".to_string() } else { format!("eval_set `{name}`") };
+            if mask.dtype() != &DataType::Boolean {
+                return Err(to_polars(crate::Error::column(
+                    &what,
+                    format!("must be a Boolean expression marking validation rows, not {}", dtype_name(mask.dtype())),
+                )));
+            }
+            let mask = mask.bool()?;
+            if mask.null_count() > 0 {
+                return Err(to_polars(crate::Error::column(&what, "has null values")));
+            }
+            masks.push(mask);
         }
         let all: Vec<IdxSize> = match rows {
             Some(r) => r.to_vec(),
-            None => (0..mask.len() as IdxSize).collect(),
+            None => (0..self.target.len() as IdxSize).collect(),
         };
-        let (valid, fit): (Vec<IdxSize>, Vec<IdxSize>) =
-            all.into_iter().partition(|&i| mask.get(i as usize).unwrap_or(false));
+        let marked = |m: &BooleanChunked, i: IdxSize| m.get(i as usize).unwrap_or(false);
+        let fit: Vec<IdxSize> = all.iter().copied().filter(|&i| !masks.iter().any(|m| marked(m, i))).collect();
         let fit = self.dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, fit)))?;
-        let valid = self.dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, valid)))?;
-        self.run(cfg, &fit, &[("valid", &valid)], log)
+        let valid = masks
+            .iter()
+            .map(|m| {
+                let rows: Vec<IdxSize> = all.iter().copied().filter(|&i| marked(m, i)).collect();
+                self.dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, rows)))
+            })
+            .collect::<PolarsResult<Vec<_>>>()?;
+        let evals: Vec<(&str, &Dataset)> =
+            self.eval_sets.iter().zip(&valid).map(|((name, _), d)| (name.as_str(), d)).collect();
+        self.run(cfg, &fit, &evals, log)
     }
 
     /// A fit from scratch, or continued from `init`.

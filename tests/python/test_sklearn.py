@@ -255,8 +255,9 @@ def _digits_early_stopping(xgb_module):
 def test_xgboosts_early_stopping_example_runs_by_changing_the_import(capfd):
     theirs, X_test, y_test = _digits_early_stopping(xgb)
     ours, _, _ = _digits_early_stopping(polars_gbt_as_xgb)
-    # verbose=True by default, as in XGBoost: the evaluation log goes to stderr every round.
-    assert "\tvalid-auc:1.00000\n" in capfd.readouterr().err
+    # verbose=True by default, as in XGBoost: the evaluation log goes to stderr every round,
+    # the set named as XGBoost names it.
+    assert "\tvalidation_0-auc:1.00000\n" in capfd.readouterr().err
     assert abs(ours.best_iteration - theirs.best_iteration) <= 3
     assert ours.best_score == pytest.approx(theirs.best_score, abs=0.005)
     assert ours.evals_result().keys() == theirs.evals_result().keys() == {"validation_0"}
@@ -398,12 +399,30 @@ def test_an_eval_frame_is_read_by_column_name():
         reg.fit(train.drop("y"), train["y"], eval_set=[(valid.select("size", "shop"), valid["y"])])
 
 
-def test_only_one_eval_set_for_now_and_other_errors():
+def test_several_eval_sets_are_each_evaluated_and_the_last_watched():
+    X, y = make_classification(n_samples=900, n_features=6, random_state=8)
+    xt, yt, xa, ya, xb, yb = X[:500], y[:500], X[500:700], y[500:700], X[700:], y[700:]
+    clf = GBTClassifier(n_estimators=200, early_stopping_rounds=3, learning_rate=0.3)
+    clf.fit(xt, yt, eval_set=[(xa, ya), (xb, yb)], verbose=False)
+    result = clf.evals_result()
+    assert list(result) == ["validation_0", "validation_1"]
+    # Each set's log is its own metric: at the best round it equals the log loss of the
+    # (early-stopped) model's predict_proba on that set.
+    from sklearn.metrics import log_loss
+
+    for name, (xe, ye) in zip(result, [(xa, ya), (xb, yb)]):
+        logged = result[name]["logloss"][clf.best_iteration]
+        assert logged == pytest.approx(log_loss(ye, clf.predict_proba(xe)), rel=1e-4)
+    # Early stopping watched the last set: the same fit with it alone stops at the same round.
+    alone = GBTClassifier(n_estimators=200, early_stopping_rounds=3, learning_rate=0.3)
+    alone.fit(xt, yt, eval_set=[(xb, yb)], verbose=False)
+    assert alone.best_iteration == clf.best_iteration
+    assert alone.evals_result()["validation_0"] == result["validation_1"]
+
+
+def test_eval_set_errors():
     X, y = make_classification(n_samples=300, n_features=4, random_state=8)
     clf = GBTClassifier(n_estimators=5, early_stopping_rounds=2)
-    # XGBoost would evaluate both and stop on the last; polars-gbt says it cannot, rather than drop one.
-    with pytest.raises(ValueError, match="only one evaluation set is supported"):
-        clf.fit(X, y, eval_set=[(X[:100], y[:100]), (X[100:], y[100:])])
     with pytest.raises(ParameterError, match="early_stopping_rounds"):
         clf.fit(X, y)  # XGBoost too needs an evaluation set to stop on
     with pytest.raises(ValueError, match="sample_weight_eval_set was given without eval_set"):
