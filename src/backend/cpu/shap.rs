@@ -356,15 +356,15 @@ mod tests {
         let fact = |n: usize| (1..=n).product::<usize>() as f64;
         let f = |s: u32| conditional(tree, 0, x, s);
         let mut out = vec![vec![0.0; m]; m];
-        for i in 0..m {
-            for j in (0..m).filter(|&j| j != i) {
+        for (i, row) in out.iter_mut().enumerate() {
+            for (j, cell) in row.iter_mut().enumerate().filter(|&(j, _)| j != i) {
                 for s in 0u32..(1 << m) {
                     if s & (1 << i) != 0 || s & (1 << j) != 0 {
                         continue;
                     }
                     let size = s.count_ones() as usize;
                     let w = fact(size) * fact(m - size - 2) / (2.0 * fact(m - 1));
-                    out[i][j] += w * (f(s | 1 << i | 1 << j) - f(s | 1 << i) - f(s | 1 << j) + f(s));
+                    *cell += w * (f(s | 1 << i | 1 << j) - f(s | 1 << i) - f(s | 1 << j) + f(s));
                 }
             }
         }
