@@ -5,7 +5,8 @@ bench/predict_bench.py saved with --keep DIR), or, with --train, for our own mod
 trees of depth 8 fit here on 1M other rows (no XGBoost needed).
 
 Usage (device machine): PYTHONPATH=.peers/site:.peers/ours python3 bench/predict_polars.py DIR
-                    or: PYTHONPATH=.peers/site:.peers/ours python3 bench/predict_polars.py --train
+                    or: PYTHONPATH=.peers/site:.peers/ours python3 bench/predict_polars.py --train [--gpu-only]
+(--train keeps its model in .gpu/predict_polars_model.plgbt for the next call on a warm machine.)
 """
 from __future__ import annotations
 
@@ -35,10 +36,18 @@ def timed(f, reps=5):
 def main() -> None:
     X, y = make(5_000_000, seed=0)
     feats = [f"f{i}" for i in range(X.shape[1])]
+    gpu_only = "--gpu-only" in sys.argv
     if sys.argv[1] == "--train":
-        train = pl.DataFrame({f: X[:1_000_000, i] for i, f in enumerate(feats)}).with_columns(y=y[:1_000_000])
-        fit = pl.col(feats).gbt.fit("y", objective="binary:logistic", n_estimators=500, max_depth=8, device="auto")
-        models = [("ours, depth 8", polars_gbt.Model.from_bytes(train.select(fit).item()))]
+        saved = Path(".gpu/predict_polars_model.plgbt")  # kept between calls on a warm machine
+        if saved.exists():
+            model = polars_gbt.Model.load(saved)
+        else:
+            train = pl.DataFrame({f: X[:1_000_000, i] for i, f in enumerate(feats)}).with_columns(y=y[:1_000_000])
+            fit = pl.col(feats).gbt.fit("y", objective="binary:logistic", n_estimators=500, max_depth=8, device="auto")
+            model = polars_gbt.Model.from_bytes(train.select(fit).item())
+            saved.parent.mkdir(exist_ok=True)
+            model.save(saved)
+        models = [("ours, depth 8", model)]
     else:
         models = [(f"depth {p.stem.split('_')[1]}", polars_gbt.Model.from_xgboost(p))
                   for p in sorted(Path(sys.argv[1]).glob("model_*.json"))]
@@ -50,11 +59,14 @@ def main() -> None:
     for label, model in models:
         row = []
         outs = {}
-        for device in ("cuda", "cpu"):
+        for device in ("cuda",) if gpu_only else ("cuda", "cpu"):
             expr = pl.col(feats).gbt.predict(model, device=device)
             eager_ms, outs[device] = timed(lambda: df.select(expr).to_series())
             stream_ms, _ = timed(lambda: df.lazy().select(expr).collect(engine="streaming").to_series())
             row += [eager_ms, stream_ms]
+        if gpu_only:
+            print(f"| {model.num_trees} trees, {label} | {row[0]:.1f} ms | {row[1]:.1f} ms | | | |")
+            continue
         diff = float(np.max(np.abs(outs["cuda"].to_numpy() - outs["cpu"].to_numpy())))
         print(f"| {model.num_trees} trees, {label} | {row[0]:.0f} ms | {row[1]:.0f} ms | {row[2]:.0f} ms | {row[3]:.0f} ms | {diff:.1e} |")
 

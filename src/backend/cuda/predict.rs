@@ -418,6 +418,7 @@ struct Streamer {
 
 /// Streamers at most: concurrent callers (the batches of a streaming query, on the engine's
 /// threads) each take one, so one batch's host work overlaps another's copies and kernels.
+/// `POLARS_GBT_STREAMERS` overrides.
 const MAX_STREAMERS: usize = 4;
 
 /// The idle streamers, and how many exist.
@@ -457,7 +458,7 @@ fn lend(need: (usize, usize, usize, usize)) -> Lent {
         if let Some(i) = idle.0.iter().position(fits) {
             return Lent(Some(idle.0.swap_remove(i)));
         }
-        if idle.1 < MAX_STREAMERS {
+        if idle.1 < knob("POLARS_GBT_STREAMERS", MAX_STREAMERS).max(1) {
             idle.1 += 1;
             return Lent(None);
         }
@@ -552,7 +553,11 @@ fn stream_rows(
     let streamer = lent.0.as_mut().unwrap();
     // A short request (a batch of a streaming query) still goes in two chunks or more, so that
     // filling one overlaps the other's copies and kernels.
-    let chunk_rows = n_rows.div_ceil(2).clamp(MIN_CHUNK_ROWS, CHUNK_ROWS);
+    // (`POLARS_GBT_REQUEST_CHUNKS` and `POLARS_GBT_MIN_CHUNK_ROWS` override the two and the
+    // floor, for measuring.)
+    let parts = knob("POLARS_GBT_REQUEST_CHUNKS", 2).max(1);
+    let floor = knob("POLARS_GBT_MIN_CHUNK_ROWS", MIN_CHUNK_ROWS).clamp(1, CHUNK_ROWS);
+    let chunk_rows = n_rows.div_ceil(parts).clamp(floor, CHUNK_ROWS);
     // Collect a finished slot's results into the output.
     let collect = |slot: &mut Slot, floats: &mut Vec<f32>, indices: &mut Vec<u32>| -> Result<()> {
         let Some((start, rows)) = slot.pending.take() else { return Ok(()) };
