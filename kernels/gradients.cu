@@ -11,6 +11,7 @@
 #define OBJECTIVE_POISSON 3u
 #define OBJECTIVE_TWEEDIE 4u
 #define OBJECTIVE_SOFTMAX 5u
+#define OBJECTIVE_GAMMA 6u
 
 // The gradient pair of output c of row i; margins are class-major (output c of row i at
 // c * n + i). `param`: the Huber slope, the Tweedie power or the
@@ -58,6 +59,12 @@ __device__ __forceinline__ GradPair objective_gradient(u32 kind, const float* ma
             p.g = (portable_expf(m) - y) * w;
             p.h = portable_expf(m + 0.7f) * w;
             break;
+        case OBJECTIVE_GAMMA: {
+            const float ratio = y / portable_expf(m);
+            p.g = (1.0f - ratio) * w;
+            p.h = ratio * w;
+            break;
+        }
         case OBJECTIVE_TWEEDIE: {
             const float a = portable_expf((1.0f - param) * m), b = portable_expf((2.0f - param) * m);
             p.g = (-y * a + b) * w;

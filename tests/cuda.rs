@@ -130,11 +130,13 @@ fn objectives_with_an_exp_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
     let (frame, y) = random_data(40_000, 6, 2);
     let classes: Vec<f32> = y.iter().map(|v| (v.max(0.0) as u32 % 3) as f32).collect();
     let counts: Vec<f32> = y.iter().map(|v| v.max(0.0).floor()).collect();
+    let positive: Vec<f32> = y.iter().map(|v| v.abs() + 0.1).collect();
     let binary: Vec<f32> = y.iter().map(|&v| (v > 1.5) as u8 as f32).collect();
     for (json, labels) in [
         (r#"{"objective": "multi:softprob", "num_class": 3, "n_estimators": 12, "max_depth": 5}"#, &classes),
         (r#"{"objective": "count:poisson", "n_estimators": 12, "max_depth": 5}"#, &counts),
         (r#"{"objective": "reg:tweedie", "tweedie_variance_power": 1.3, "n_estimators": 12, "max_depth": 5}"#, &counts),
+        (r#"{"objective": "reg:gamma", "n_estimators": 12, "max_depth": 5}"#, &positive),
         (r#"{"objective": "binary:logistic", "n_estimators": 30, "max_depth": 6}"#, &binary),
         (r#"{"objective": "binary:logistic", "scale_pos_weight": 4.5, "n_estimators": 20, "max_depth": 6}"#, &binary),
     ] {

@@ -44,6 +44,12 @@ pub enum Metric {
     Map(Option<u32>),
     /// The pinball (quantile) loss at the objective's `quantile_alpha` (XGBoost's `quantile`).
     Quantile,
+    /// Negative log-likelihood of a Poisson distribution with the predicted mean.
+    PoissonNloglik,
+    /// Negative log-likelihood of a gamma distribution with the predicted mean (dispersion 1).
+    GammaNloglik,
+    /// Twice the mean gamma deviance, `y / p - ln(y / p) - 1` (the default of `reg:gamma`).
+    GammaDeviance,
 }
 
 /// What some metrics read besides predictions and targets: the training parameters they
@@ -82,6 +88,9 @@ impl TryFrom<String> for Metric {
             ("mlogloss", None) => Metric::Mlogloss,
             ("merror", None) => Metric::Merror,
             ("quantile" | "pinball", None) => Metric::Quantile,
+            ("poisson-nloglik", None) => Metric::PoissonNloglik,
+            ("gamma-nloglik", None) => Metric::GammaNloglik,
+            ("gamma-deviance", None) => Metric::GammaDeviance,
             ("ndcg", k) => Metric::Ndcg(k),
             ("map", k) => Metric::Map(k),
             _ => return Err(format!("unknown metric `{s}`")),
@@ -117,6 +126,9 @@ impl Metric {
             Metric::Map(None) => "map".into(),
             Metric::Map(Some(k)) => format!("map@{k}"),
             Metric::Quantile => "quantile".into(),
+            Metric::PoissonNloglik => "poisson-nloglik".into(),
+            Metric::GammaNloglik => "gamma-nloglik".into(),
+            Metric::GammaDeviance => "gamma-deviance".into(),
         }
     }
 
@@ -131,6 +143,9 @@ impl Metric {
             Metric::Mlogloss | Metric::Merror => task == TaskKind::Multiclass,
             Metric::Ndcg(_) | Metric::Map(_) => task == TaskKind::Ranking,
             Metric::Rmse | Metric::Mae | Metric::Quantile => n_outputs == 1,
+            Metric::PoissonNloglik | Metric::GammaNloglik | Metric::GammaDeviance => {
+                task == TaskKind::Regression && n_outputs == 1
+            }
         }
     }
 
@@ -140,6 +155,9 @@ impl Metric {
             Metric::Rmse => regression::rmse(pred, t),
             Metric::Mae => regression::mae(pred, t),
             Metric::Quantile => regression::pinball(pred, t, params.quantile_alpha),
+            Metric::PoissonNloglik => regression::poisson_nloglik(pred, t),
+            Metric::GammaNloglik => regression::gamma_nloglik(pred, t),
+            Metric::GammaDeviance => regression::gamma_deviance(pred, t),
             Metric::Logloss => classification::logloss(pred, t),
             Metric::Auc => classification::auc(pred, t),
             Metric::Error => classification::error(pred, t),

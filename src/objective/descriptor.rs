@@ -37,6 +37,8 @@ pub enum Objective {
     RankNdcg,
     #[serde(rename = "rank:pairwise")]
     RankPairwise,
+    #[serde(rename = "reg:gamma")]
+    Gamma,
 }
 
 /// The parameters the losses read; `TrainConfig::objective_params` gathers them.
@@ -82,6 +84,7 @@ pub enum GpuGradient {
     Poisson = 3,
     Tweedie = 4,
     Softmax = 5,
+    Gamma = 6,
 }
 
 /// How many outputs (trees per round) a model of the objective has.
@@ -125,7 +128,7 @@ pub struct Descriptor {
 
 impl Objective {
     /// Every objective, in the order of their indices.
-    pub const ALL: [Objective; 11] = [
+    pub const ALL: [Objective; 12] = [
         Objective::SquaredError,
         Objective::PseudoHuber,
         Objective::Quantile,
@@ -137,6 +140,7 @@ impl Objective {
         Objective::Tweedie,
         Objective::RankNdcg,
         Objective::RankPairwise,
+        Objective::Gamma,
     ];
 
     /// The objective's entry in the table.
@@ -236,8 +240,20 @@ impl Objective {
                 outputs: Outputs::One,
                 gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Poisson)),
                 refits_leaves: false,
-                default_metric: Metric::Rmse,
+                default_metric: Metric::PoissonNloglik,
                 loss: |_| Box::new(count::Poisson),
+            },
+            Objective::Gamma => Descriptor {
+                name: "reg:gamma",
+                xgboost_aliases: &[],
+                lightgbm_names: &["gamma"],
+                task: TaskKind::Regression,
+                link: Link::Exp,
+                outputs: Outputs::One,
+                gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Gamma)),
+                refits_leaves: false,
+                default_metric: Metric::GammaDeviance,
+                loss: |_| Box::new(count::Gamma),
             },
             Objective::Tweedie => Descriptor {
                 name: "reg:tweedie",
@@ -419,13 +435,14 @@ impl Link {
 }
 
 impl GpuGradient {
-    pub const ALL: [GpuGradient; 6] = [
+    pub const ALL: [GpuGradient; 7] = [
         GpuGradient::SquaredError,
         GpuGradient::Logistic,
         GpuGradient::PseudoHuber,
         GpuGradient::Poisson,
         GpuGradient::Tweedie,
         GpuGradient::Softmax,
+        GpuGradient::Gamma,
     ];
 
     /// The name of the kernel's code in kernels/gradients.cu.
@@ -437,6 +454,7 @@ impl GpuGradient {
             GpuGradient::Poisson => "OBJECTIVE_POISSON",
             GpuGradient::Tweedie => "OBJECTIVE_TWEEDIE",
             GpuGradient::Softmax => "OBJECTIVE_SOFTMAX",
+            GpuGradient::Gamma => "OBJECTIVE_GAMMA",
         }
     }
 
@@ -446,7 +464,7 @@ impl GpuGradient {
             GpuGradient::PseudoHuber => p.huber_slope as f32,
             GpuGradient::Tweedie => p.tweedie_variance_power as f32,
             GpuGradient::Logistic => p.scale_pos_weight as f32,
-            GpuGradient::SquaredError | GpuGradient::Poisson | GpuGradient::Softmax => 0.0,
+            GpuGradient::SquaredError | GpuGradient::Poisson | GpuGradient::Softmax | GpuGradient::Gamma => 0.0,
         }
     }
 }

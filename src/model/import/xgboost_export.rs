@@ -50,6 +50,7 @@ impl Model {
             Objective::SquaredError
             | Objective::AbsoluteError
             | Objective::Poisson
+            | Objective::Gamma
             | Objective::RankNdcg
             | Objective::RankPairwise => {}
         }
