@@ -358,3 +358,16 @@ def test_trees_to_dataframe_is_xgboosts_on_the_same_model(tmp_path):
     assert sum(c is not None for c in want) > 0
     for c in ("Split", "Gain", "Cover"):
         np.testing.assert_allclose(ours_[c].to_numpy(), theirs[c].to_numpy(), rtol=1e-6, err_msg=c)
+
+
+def test_lightgbm_gamma_models_predict_what_lightgbm_does(tmp_path):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2000, 3))
+    y = rng.gamma(2.0, np.exp(0.5 * X[:, 0]) / 2)
+    booster = lgb.train({"objective": "gamma", "verbose": -1, "num_leaves": 15},
+                        lgb.Dataset(X, label=y, feature_name=["a", "b", "c"]), 20)
+    booster.save_model(tmp_path / "gamma.txt")
+    model = Model.from_lightgbm(tmp_path / "gamma.txt")
+    assert model.params["objective"] == "reg:gamma"
+    ours = model.predict(pl.DataFrame({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2]})).to_numpy()
+    np.testing.assert_allclose(ours, booster.predict(X), rtol=1e-5)
