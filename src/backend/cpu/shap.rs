@@ -27,6 +27,8 @@ struct PathStep {
 
 const NO_FEATURE: usize = usize::MAX;
 
+const EMPTY_STEP: PathStep = PathStep { feature: NO_FEATURE, zero: 0.0, one: 0.0, weight: 0.0 };
+
 /// SHAP values with one feature held: `sign` +1 as if it were always known (its splits follow
 /// the row only), -1 as if it were never known (its splits follow the cover), 0 for none. The
 /// difference of the two, halved, is that feature's interaction with each other one
@@ -39,19 +41,21 @@ struct Condition {
 
 const UNCONDITIONED: Condition = Condition { feature: NO_FEATURE, sign: 0 };
 
-/// Adds a step to the path, updating the subset weights.
-fn extend(path: &mut Vec<PathStep>, zero: f64, one: f64, feature: usize) {
-    let l = path.len();
-    path.push(PathStep { feature, zero, one, weight: if l == 0 { 1.0 } else { 0.0 } });
+/// Adds a step to the path of `l` steps held at the start of `path`, updating the subset
+/// weights; the path then has `l + 1` steps.
+fn extend(path: &mut [PathStep], l: usize, zero: f64, one: f64, feature: usize) -> usize {
+    path[l] = PathStep { feature, zero, one, weight: if l == 0 { 1.0 } else { 0.0 } };
     for i in (0..l).rev() {
         path[i + 1].weight += one * path[i].weight * (i + 1) as f64 / (l + 1) as f64;
         path[i].weight = zero * path[i].weight * (l - i) as f64 / (l + 1) as f64;
     }
+    l + 1
 }
 
-/// Removes step `i` from the path, undoing its effect on the subset weights.
-fn unwind(path: &mut Vec<PathStep>, i: usize) {
-    let l = path.len() - 1;
+/// Removes step `i` from the path of `len` steps, undoing its effect on the subset weights;
+/// the path then has `len - 1` steps.
+fn unwind(path: &mut [PathStep], len: usize, i: usize) -> usize {
+    let l = len - 1;
     let (one, zero) = (path[i].one, path[i].zero);
     let mut next = path[l].weight;
     for j in (0..l).rev() {
@@ -68,7 +72,7 @@ fn unwind(path: &mut Vec<PathStep>, i: usize) {
         path[j].zero = path[j + 1].zero;
         path[j].one = path[j + 1].one;
     }
-    path.pop();
+    l
 }
 
 /// The total subset weight the path would have without step `i` (without changing it).
@@ -100,15 +104,18 @@ fn cover_share(tree: &Tree, node: u32, child: u32) -> f64 {
     }
 }
 
-/// Walks `node` for the row `x`, entering it by `step` (the split's feature and fractions);
-/// `share` is the part of the walk the condition lets through.
+/// Walks `node` for the row `x`, entering it by `step` (the split's feature and fractions)
+/// from the path `parent`; `share` is the part of the walk the condition lets through. Each
+/// level copies its path into the start of `scratch` and hands the rest to its children, so a
+/// walk allocates nothing (`scratch_len` says how much a tree needs).
 #[allow(clippy::too_many_arguments)]
 fn recurse(
     tree: &Tree,
     row: &[f32],
     phi: &mut [f64],
     node: u32,
-    mut path: Vec<PathStep>,
+    parent: &[PathStep],
+    scratch: &mut [PathStep],
     step: PathStep,
     cond: Condition,
     share: f64,
@@ -116,14 +123,17 @@ fn recurse(
     if share == 0.0 {
         return;
     }
+    let (path, deeper) = scratch.split_at_mut(parent.len() + 1);
+    path[..parent.len()].copy_from_slice(parent);
+    let mut len = parent.len();
     // The held feature never enters the path: it is known or unknown throughout.
     if cond.sign == 0 || step.feature != cond.feature {
-        extend(&mut path, step.zero, step.one, step.feature);
+        len = extend(path, len, step.zero, step.one, step.feature);
     }
     if tree.is_leaf(node) {
         let value = tree.value[node as usize] as f64;
-        for i in 1..path.len() {
-            let w = unwound_sum(&path, i);
+        for i in 1..len {
+            let w = unwound_sum(&path[..len], i);
             phi[path[i].feature] += w * (path[i].one - path[i].zero) * value * share;
         }
         return;
@@ -134,10 +144,10 @@ fn recurse(
     let cold = if hot == left { right } else { left };
     // A feature split on again: its earlier step leaves the path, its fractions carry on.
     let (mut zero_in, mut one_in) = (1.0, 1.0);
-    if let Some(k) = path.iter().skip(1).position(|p| p.feature == f).map(|k| k + 1) {
+    if let Some(k) = path[..len].iter().skip(1).position(|p| p.feature == f).map(|k| k + 1) {
         zero_in = path[k].zero;
         one_in = path[k].one;
-        unwind(&mut path, k);
+        len = unwind(path, len, k);
     }
     let (hot_zero, cold_zero) = (cover_share(tree, node, hot), cover_share(tree, node, cold));
     let (mut hot_share, mut cold_share) = (share, share);
@@ -152,9 +162,14 @@ fn recurse(
         }
     }
     let hot_step = PathStep { feature: f, zero: zero_in * hot_zero, one: one_in, weight: 0.0 };
-    recurse(tree, row, phi, hot, path.clone(), hot_step, cond, hot_share);
+    recurse(tree, row, phi, hot, &path[..len], deeper, hot_step, cond, hot_share);
     let cold_step = PathStep { feature: f, zero: zero_in * cold_zero, one: 0.0, weight: 0.0 };
-    recurse(tree, row, phi, cold, path, cold_step, cond, cold_share);
+    recurse(tree, row, phi, cold, &path[..len], deeper, cold_step, cond, cold_share);
+}
+
+/// Scratch steps a walk of trees up to `depth` deep needs: level `d` holds `d + 2` steps.
+fn scratch_len(depth: usize) -> usize {
+    (depth + 2) * (depth + 3) / 2
 }
 
 /// The features a tree splits on, each once.
@@ -182,12 +197,15 @@ pub struct TreeShap<'a> {
     n_features: usize,
     /// Each tree's expected value (its part of the bias).
     expected: Vec<f64>,
+    /// Path steps a walk of the deepest tree needs (`scratch_len`).
+    scratch: usize,
 }
 
 impl<'a> TreeShap<'a> {
     pub fn new(trees: &'a [Tree], n_outputs: usize, n_features: usize) -> Self {
         let expected = trees.iter().map(|t| expected_value(t, 0)).collect();
-        TreeShap { trees, n_outputs, n_features, expected }
+        let scratch = scratch_len(trees.iter().map(Tree::depth).max().unwrap_or(0));
+        TreeShap { trees, n_outputs, n_features, expected, scratch }
     }
 
     /// Values per row: `n_outputs` blocks of `n_features + 1` (each feature, then the bias).
@@ -200,11 +218,12 @@ impl<'a> TreeShap<'a> {
     pub fn row(&self, x: &[f32], base: &[f32], out: &mut [f32]) {
         let width = self.n_features + 1;
         let mut phi = vec![0f64; self.n_outputs * width];
+        let mut scratch = vec![EMPTY_STEP; self.scratch];
         for (t, tree) in self.trees.iter().enumerate() {
             let k = t % self.n_outputs;
             let block = &mut phi[k * width..(k + 1) * width];
             let root = PathStep { feature: NO_FEATURE, zero: 1.0, one: 1.0, weight: 0.0 };
-            recurse(tree, x, block, 0, Vec::with_capacity(16), root, UNCONDITIONED, 1.0);
+            recurse(tree, x, block, 0, &[], &mut scratch, root, UNCONDITIONED, 1.0);
             block[self.n_features] += self.expected[t];
         }
         for (k, b) in base.iter().enumerate() {
@@ -233,6 +252,7 @@ impl<'a> TreeShap<'a> {
         self.row(x, base, &mut shap);
         let mut matrix = vec![0f64; self.n_outputs * m * m];
         let (mut on, mut off) = (vec![0f64; m], vec![0f64; m]);
+        let mut scratch = vec![EMPTY_STEP; self.scratch];
         for (t, tree) in self.trees.iter().enumerate() {
             let block = &mut matrix[(t % self.n_outputs) * m * m..][..m * m];
             // Features a tree does not split on have no interaction in it.
@@ -240,8 +260,9 @@ impl<'a> TreeShap<'a> {
                 on.fill(0.0);
                 off.fill(0.0);
                 let root = PathStep { feature: NO_FEATURE, zero: 1.0, one: 1.0, weight: 0.0 };
-                recurse(tree, x, &mut on, 0, Vec::with_capacity(16), root, Condition { feature: i, sign: 1 }, 1.0);
-                recurse(tree, x, &mut off, 0, Vec::with_capacity(16), root, Condition { feature: i, sign: -1 }, 1.0);
+                let held = |sign| Condition { feature: i, sign };
+                recurse(tree, x, &mut on, 0, &[], &mut scratch, root, held(1), 1.0);
+                recurse(tree, x, &mut off, 0, &[], &mut scratch, root, held(-1), 1.0);
                 for j in (0..m).filter(|&j| j != i) {
                     let v = (on[j] - off[j]) / 2.0;
                     block[i * m + j] += v;
