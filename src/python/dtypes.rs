@@ -63,24 +63,12 @@ pub fn dtype_name(dtype: &DataType) -> String {
 /// errors.
 pub fn as_feature(s: &Series, name: &str) -> PolarsResult<Series> {
     Ok(match s.dtype() {
-        DataType::Boolean
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32
-        | DataType::UInt64
-        | DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::Float32
-        | DataType::Float64
-        | DataType::String
-        | DataType::Categorical(..)
-        | DataType::Enum(..) => s.clone(),
+        DataType::String | DataType::Categorical(..) | DataType::Enum(..) => s.clone(),
         DataType::Date | DataType::Datetime(..) | DataType::Duration(_) | DataType::Time => {
             s.to_physical_repr().into_owned()
         }
         DataType::Null => s.cast(&DataType::Float32)?,
+        // Numbers and Booleans are read as `as_number` reads them.
         _ => as_number(s, name).map_err(|_| {
             bad_column(
                 name,
