@@ -80,29 +80,7 @@ pub fn train_continued(
     if cfg.base_score.is_some() {
         return Err(Error::param("base_score", "cannot be set with init_model: the fit continues from its base score"));
     }
-    if cfg.objective != init.objective() || cfg.num_outputs() != init.n_outputs {
-        return Err(Error::param(
-            "init_model",
-            format!(
-                "is a {} model of {} outputs; this fit is {} with {}",
-                init.objective().name(),
-                init.n_outputs,
-                cfg.objective.name(),
-                cfg.num_outputs()
-            ),
-        ));
-    }
-    let names: Vec<String> = init.features.iter().map(|f| f.name.clone()).collect();
-    if data.features.names() != names {
-        return Err(Error::param(
-            "init_model",
-            format!(
-                "was trained on the columns [{}], this fit on [{}]: continued training needs the same columns in the same order",
-                names.join(", "),
-                data.features.names().join(", ")
-            ),
-        ));
-    }
+    crate::model::check_start(init, cfg.objective, cfg.num_outputs(), &data.features.names())?;
     let forest = init.cpu_forest();
     let from_init = |d: &Dataset| -> Result<Dataset> {
         if d.base_margin.is_some() {

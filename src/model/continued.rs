@@ -7,6 +7,7 @@
 //! learnt.
 
 use super::Model;
+use crate::config::Objective;
 use crate::error::{Error, Result};
 
 impl Model {
@@ -31,31 +32,42 @@ impl Model {
     }
 }
 
-/// Whether trees of `new` can follow those of `init`.
-pub(crate) fn check_compatible(init: &Model, new: &Model) -> Result<()> {
+/// Whether a fit of `objective` with `n_outputs` outputs on the columns `names` can continue
+/// `init` (checked before training, and again on the trained model by `check_compatible`).
+pub(crate) fn check_start(init: &Model, objective: Objective, n_outputs: usize, names: &[String]) -> Result<()> {
     let bad = |why: String| Err(Error::param("init_model", why));
-    if init.objective() != new.objective() || init.n_outputs != new.n_outputs {
+    if init.objective() != objective || init.n_outputs != n_outputs {
         return bad(format!(
             "is a {} model of {} outputs; this fit is {} with {}",
             init.objective().name(),
             init.n_outputs,
-            new.objective().name(),
-            new.n_outputs
+            objective.name(),
+            n_outputs
         ));
     }
-    let names = |m: &Model| m.features.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
-    if names(init) != names(new) {
+    let init_names: Vec<String> = init.features.iter().map(|f| f.name.clone()).collect();
+    if init_names != names {
         return bad(format!(
             "was trained on the columns [{}], this fit on [{}]: continued training needs the same columns in the same order",
-            names(init).join(", "),
-            names(new).join(", ")
+            init_names.join(", "),
+            names.join(", ")
         ));
     }
+    Ok(())
+}
+
+/// Whether trees of `new` can follow those of `init`.
+pub(crate) fn check_compatible(init: &Model, new: &Model) -> Result<()> {
+    let names: Vec<String> = new.features.iter().map(|f| f.name.clone()).collect();
+    check_start(init, new.objective(), new.n_outputs, &names)?;
     for (a, b) in init.features.iter().zip(&new.features) {
         if a.cuts.is_categorical() != b.cuts.is_categorical() || a.categories != b.categories {
-            return bad(format!(
-                "saw other categories in column `{}` (or saw it as another kind): continued training needs the same categories",
-                a.name
+            return Err(Error::param(
+                "init_model",
+                format!(
+                    "saw other categories in column `{}` (or saw it as another kind): continued training needs the same categories",
+                    a.name
+                ),
             ));
         }
     }

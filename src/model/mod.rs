@@ -3,6 +3,7 @@
 //! name, so columns may come in any order and extra ones are ignored.
 
 mod continued;
+pub(crate) use continued::check_start;
 mod format;
 mod format_v1;
 mod import;
