@@ -42,6 +42,7 @@ from polars_gbt._errors import (  # noqa: E402
     ModelVersionError,
     ParameterError,
 )
+from polars_gbt._cv import cv  # noqa: E402
 from polars_gbt._errors import translated as translate_errors  # noqa: E402
 from polars_gbt._model import Model, train  # noqa: E402
 from polars_gbt._namespace import GbtNamespace  # noqa: E402
@@ -58,6 +59,7 @@ __all__ = [
     "ModelVersionError",
     "ParameterError",
     "cuda_available",
+    "cv",
     "translate_errors",
     "GBTClassifier", "GBTRanker", "GBTRegressor", "GbtNamespace", "Model", "plot_contributions", "plot_importance", "plot_metric", "train"]
 
