@@ -4,6 +4,7 @@
 // Every struct below is mirrored by a #[repr(C)] struct in src/backend/cuda/layout.rs; a test
 // compiles static_asserts generated from the Rust layouts, so the two cannot drift apart.
 
+typedef signed char i8;
 typedef unsigned char u8;
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -97,6 +98,8 @@ struct EvalTask {
     GradSum total;
     u32 slot;
     u32 mask_row;  // row of the feature mask, or NO_CHILD when every feature may split
+    double lower;  // the node's weight bounds (monotone constraints; infinite when free)
+    double upper;
 };
 
 // The best split of a node (or of one feature of a node).

@@ -20,23 +20,52 @@ __device__ double leaf_weight(const SplitParams& p, double g, double h) {
     return w;
 }
 
-__device__ double leaf_score(const SplitParams& p, double g, double h) {
+__device__ double score_given_weight(const SplitParams& p, double g, double h, double w) {
     double denom = h + p.reg_lambda;
     if (denom <= 0.0) return 0.0;
-    if (p.max_delta_step == 0.0) {
-        double t = threshold_l1(p, g);
-        return t * t / denom;
-    }
-    double w = leaf_weight(p, g, h);
     return -(2.0 * g * w + denom * w * w + 2.0 * p.reg_alpha * fabs(w));
 }
 
-// The gain of sending `left` left, or false when a child is too light or the gain too small.
-__device__ bool split_gain(const SplitParams& p, GradSum total, GradSum left, double parent_score, double* gain) {
+__device__ double leaf_score(const SplitParams& p, double g, double h) {
+    if (p.max_delta_step == 0.0) {
+        double denom = h + p.reg_lambda;
+        if (denom <= 0.0) return 0.0;
+        double t = threshold_l1(p, g);
+        return t * t / denom;
+    }
+    return score_given_weight(p, g, h, leaf_weight(p, g, h));
+}
+
+// A leaf's weight within the node's bounds (*w), and its score: leaf_score when the weight is
+// free, as SplitParams::bounded.
+__device__ double bounded_score(const SplitParams& p, double g, double h, const EvalTask& node, double* w) {
+    double free_w = leaf_weight(p, g, h);
+    double c = fmin(fmax(free_w, node.lower), node.upper);
+    *w = c;
+    return c == free_w ? leaf_score(p, g, h) : score_given_weight(p, g, h, c);
+}
+
+// The gain of sending `left` left on a feature of monotone `direction`, or false when a child
+// is too light, the weights run against the direction, or the gain is too small.
+__device__ bool split_gain(const SplitParams& p, const EvalTask& node, GradSum left, int direction,
+                           double parent_score, double* gain) {
+    const GradSum total = node.total;
     double gl = (double)left.g * p.g_unit, hl = (double)left.h * p.h_unit;
     double gr = (double)(total.g - left.g) * p.g_unit, hr = (double)(total.h - left.h) * p.h_unit;
     if (hl < p.min_child_weight || hr < p.min_child_weight) return false;
-    double v = leaf_score(p, gl, hl) + leaf_score(p, gr, hr) - parent_score;
+    double sl, sr;
+    const double inf = 1.0 / 0.0;
+    if (direction == 0 && node.lower == -inf && node.upper == inf) {
+        // Free weights: the plain scores (what bounded_score gives too, without the weights).
+        sl = leaf_score(p, gl, hl);
+        sr = leaf_score(p, gr, hr);
+    } else {
+        double wl, wr;
+        sl = bounded_score(p, gl, hl, node, &wl);
+        sr = bounded_score(p, gr, hr, node, &wr);
+        if ((direction > 0 && wl > wr) || (direction < 0 && wl < wr)) return false;
+    }
+    double v = sl + sr - parent_score;
     *gain = v;
     return v > MIN_GAIN && v >= p.gamma;
 }
@@ -73,7 +102,8 @@ __device__ void block_scan(i64& g, i64& h, i64* warp_g, i64* warp_h) {
 // Grid (n_features, n_tasks), SCAN_THREADS threads: the best numeric split of one feature of one node.
 extern "C" __global__ void evaluate_features(const GradSum* hist, u32 total_slots, const u32* slot_offsets,
                                              const u32* categorical, const EvalTask* tasks, const u8* masks,
-                                             u32 n_features, SplitParams p, SplitResult* out) {
+                                             const i8* monotone, u32 n_features, SplitParams p,
+                                             SplitResult* out) {
     __shared__ i64 warp_g[32], warp_h[32];
     __shared__ double red_gain[SCAN_THREADS];
     __shared__ u32 red_key[SCAN_THREADS];
@@ -90,8 +120,10 @@ extern "C" __global__ void evaluate_features(const GradSum* hist, u32 total_slot
     const GradSum missing = h[n_bins];
     const bool has_missing = missing.g != 0 || missing.h != 0;
     const GradSum total = task.total;
+    const int direction = monotone[f];
+    double parent_weight;
     const double parent_score =
-        leaf_score(p, (double)total.g * p.g_unit, (double)total.h * p.h_unit);
+        bounded_score(p, (double)total.g * p.g_unit, (double)total.h * p.h_unit, task, &parent_weight);
 
     double best_gain = -1.0 / 0.0;
     u32 best_key = 0xffffffffu;
@@ -106,17 +138,17 @@ extern "C" __global__ void evaluate_features(const GradSum* hist, u32 total_slot
         if (b < n_bins && (slot.g != 0 || slot.h != 0)) {
             double gain;
             if (has_missing) {
-                if (split_gain(p, total, left, parent_score, &gain) && better(gain, 2 * b, best_gain, best_key)) {
+                if (split_gain(p, task, left, direction, parent_score, &gain) && better(gain, 2 * b, best_gain, best_key)) {
                     best_gain = gain;
                     best_key = 2 * b;
                 }
                 GradSum with_missing = {left.g + missing.g, left.h + missing.h};
-                if (split_gain(p, total, with_missing, parent_score, &gain) &&
+                if (split_gain(p, task, with_missing, direction, parent_score, &gain) &&
                     better(gain, 2 * b + 1, best_gain, best_key)) {
                     best_gain = gain;
                     best_key = 2 * b + 1;
                 }
-            } else if (split_gain(p, total, left, parent_score, &gain) && better(gain, 2 * b, best_gain, best_key)) {
+            } else if (split_gain(p, task, left, direction, parent_score, &gain) && better(gain, 2 * b, best_gain, best_key)) {
                 best_gain = gain;
                 best_key = 2 * b;
             }

@@ -12,7 +12,7 @@ use crate::metric::Metric;
 use crate::model::{bind_columns, EvalSeries, FeatureInfo, Model, PredictOutput, Predictions};
 use crate::objective::{loss_for, transform_row, Loss};
 use crate::random::{hash64, Rng};
-use crate::tree::Tree;
+use crate::tree::{GrowParams, Tree};
 
 /// One round's evaluation results, as `(dataset, metric, value)`.
 #[derive(Clone, Debug, PartialEq)]
@@ -117,6 +117,8 @@ struct Trainer<'a> {
     metrics: Vec<Metric>,
     features: Vec<FeatureInfo>,
     cuts: Vec<FeatureCuts>,
+    /// What shapes each tree, constraints resolved against the features.
+    grow: GrowParams,
     base_margin: Vec<f32>,
     evals: Vec<EvalSet<'a>>,
     k: usize,
@@ -191,6 +193,9 @@ impl<'a> Trainer<'a> {
                 categories: c.categories().map(|v| v.as_ref().clone()),
             })
             .collect();
+        let names: Vec<String> = features.iter().map(|f| f.name.clone()).collect();
+        let categorical: Vec<bool> = cuts.iter().map(FeatureCuts::is_categorical).collect();
+        let grow = cfg.grow_params(&names, &categorical)?;
         let base_margin = match (cfg.base_score, &data.base_margin) {
             (Some(b), _) => vec![loss.base_score_to_margin(b); k],
             // Rows start from their own margins; the model adds nothing of its own.
@@ -206,7 +211,7 @@ impl<'a> Trainer<'a> {
                 Ok(EvalSet { name: name.to_string(), data: d, binned, margin })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Trainer { cfg, data, loss, metrics, features, cuts, base_margin, evals, k })
+        Ok(Trainer { cfg, data, loss, metrics, features, cuts, grow, base_margin, evals, k })
     }
 
     fn start_margin(base: &[f32], d: &Dataset, k: usize) -> Vec<f32> {
@@ -247,7 +252,7 @@ impl<'a> Trainer<'a> {
                     label: &self.data.label,
                     weight: self.data.weight.as_deref(),
                 });
-                let learner = CpuLearner::new(binned, &self.cuts, self.cfg.grow_params(), margin, refit);
+                let learner = CpuLearner::new(binned, &self.cuts, self.grow.clone(), margin, refit);
                 self.boost(learner, callback)
             }
             Backend::Cuda => {
@@ -258,7 +263,7 @@ impl<'a> Trainer<'a> {
                     &rt,
                     self.data,
                     &self.cuts,
-                    self.cfg.grow_params(),
+                    self.grow.clone(),
                     self.cfg,
                     &margin,
                 )?;

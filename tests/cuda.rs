@@ -287,6 +287,32 @@ fn categorical_gpu_trees_equal_cpu_trees() {
     }
 }
 
+#[test]
+fn constrained_gpu_trees_equal_cpu_trees() {
+    if !gpu() {
+        return;
+    }
+    let (frame, y) = random_data(40_000, 9, 4);
+    let data = Dataset::new(frame, y).unwrap();
+    for json in [
+        r#"{"n_estimators": 10, "max_depth": 6, "monotone_constraints": {"x0": 1, "x3": -1, "x5": 1}}"#,
+        r#"{"n_estimators": 8, "max_depth": 0, "grow_policy": "lossguide", "max_leaves": 31,
+            "monotone_constraints": {"x0": -1, "x1": 1}}"#,
+        r#"{"n_estimators": 8, "max_depth": 6, "reg_alpha": 2, "max_delta_step": 0.5,
+            "monotone_constraints": "(1,1,0,-1,0,0,0,0,0)"}"#,
+        r#"{"n_estimators": 8, "max_depth": 6, "interaction_constraints": [["x0", "x1"], ["x1", "x3", "x4"], ["x6"]]}"#,
+        r#"{"n_estimators": 8, "max_depth": 6, "colsample_bynode": 0.7, "seed": 3,
+            "interaction_constraints": [[0, 1, 3], [4, 5]], "monotone_constraints": {"x0": 1}}"#,
+    ] {
+        assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), json);
+    }
+    // Categorical splits in bounded nodes are scored on the host with the CPU's code.
+    let json = r#"{"n_estimators": 6, "max_depth": 5, "monotone_constraints": {"x": 1},
+                   "interaction_constraints": [["big", "x"], ["small", "x"]]}"#;
+    let cat = categorical_data(20_000, 8);
+    assert_same_trees(&fit(json, &cat, "cpu"), &fit(json, &cat, "cuda"), json);
+}
+
 /// LibSVM-like data: 100 features, each present in about 3% of rows (nulls elsewhere).
 fn sparse_data(n: usize, seed: u64) -> Dataset {
     let mut rng = Rng::new(seed, 9);
@@ -347,7 +373,7 @@ fn assert_steps_equal_cpu(json: &str, data: &Dataset, rows: Option<&[u32]>, feat
     let mut cpu = setup.cpu_learner(data);
     let rt = cuda::runtime().unwrap();
     let _turn = rt.lock();
-    let mut gpu = cuda::GpuLearner::new(&rt, data, &setup.cuts, setup.cfg.grow_params(), &setup.cfg, &setup.margin)
+    let mut gpu = cuda::GpuLearner::new(&rt, data, &setup.cuts, setup.grow.clone(), &setup.cfg, &setup.margin)
         .unwrap_or_else(|e| panic!("{json}: {e}"));
     gpu.compute_gradients(&*setup.loss, &common::lockstep::targets(data)).unwrap();
     let mut first = None;

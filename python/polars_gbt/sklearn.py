@@ -124,6 +124,8 @@ class _GBTBase(BaseEstimator):
         lambdarank_normalization: bool = True,
         lambdarank_score_normalization: bool = True,
         ndcg_exp_gain: bool = True,
+        monotone_constraints: dict[str, int] | tuple[int, ...] | list[int] | str | None = None,
+        interaction_constraints: list[list[str | int]] | str | None = None,
         device: str = "cpu",
         importance_type: str | None = None,
         tree_method: str | None = None,
@@ -166,6 +168,8 @@ class _GBTBase(BaseEstimator):
         self.lambdarank_normalization = lambdarank_normalization
         self.lambdarank_score_normalization = lambdarank_score_normalization
         self.ndcg_exp_gain = ndcg_exp_gain
+        self.monotone_constraints = monotone_constraints
+        self.interaction_constraints = interaction_constraints
         self.device = device
         self.importance_type = importance_type
         self.tree_method = tree_method

@@ -9,12 +9,16 @@
 //!        evaluate the children's best splits, push those that can split
 //! ```
 //!
+//! Constraints (monotone, interaction) act here and in the split search, through each node's
+//! [`NodeLimits`]: its weight bounds and the features its path has used.
+//!
 //! Everything that decides the tree's shape lives here or in [`super::split`], so every
 //! backend grows the same tree from the same integer gradients. A collective (several devices
 //! or workers) wraps a backend's steps, summing histograms, without another copy of this loop.
 
 use serde::{Deserialize, Serialize};
 
+use super::constraints::{Constraints, NodeLimits};
 use super::gradient::{GradSum, Quantiser};
 use super::model::SplitSpec;
 use super::split::{SplitCandidate, SplitParams};
@@ -45,22 +49,24 @@ pub struct GrowParams {
     pub learning_rate: f64,
     pub colsample_bylevel: f64,
     pub colsample_bynode: f64,
+    pub constraints: Constraints,
 }
 
 impl GrowParams {
-    /// A leaf's output for the gradient sum `total` (learning rate applied).
-    pub fn leaf_value(&self, quantiser: &Quantiser, total: GradSum) -> f32 {
+    /// A leaf's weight for the gradient sum `total`, within `limits` (before the learning rate).
+    pub fn leaf_weight(&self, quantiser: &Quantiser, total: GradSum, limits: &NodeLimits) -> f64 {
         let (g, h) = quantiser.to_float(total);
-        (self.split.weight(g, h) * self.learning_rate) as f32
+        limits.clamp(self.split.weight(g, h))
     }
 
     pub fn can_split_at(&self, depth: usize) -> bool {
         self.max_depth == 0 || depth < self.max_depth
     }
 
-    /// Whether nodes sample features of their own (per level or per node).
+    /// Whether nodes choose features of their own (sampled per level or per node, or limited
+    /// by interaction constraints).
     pub fn samples_nodes(&self) -> bool {
-        self.colsample_bylevel < 1.0 || self.colsample_bynode < 1.0
+        self.colsample_bylevel < 1.0 || self.colsample_bynode < 1.0 || self.constraints.has_interaction()
     }
 }
 
@@ -74,9 +80,10 @@ pub struct TreeContext<'a> {
 }
 
 impl TreeContext<'_> {
-    /// Features node `node` at `depth` may split on: the tree's, sampled per level, then per
-    /// node, keyed by the tree's seed (every backend draws the same features).
-    pub fn node_features(&self, depth: usize, node: u32) -> Vec<u32> {
+    /// Features node `node` at `depth`, within `limits`, may split on: the tree's, sampled
+    /// per level, then per node, keyed by the tree's seed (every backend draws the same
+    /// features), then those the interaction constraints allow after the node's path.
+    pub fn node_features(&self, depth: usize, node: u32, limits: &NodeLimits) -> Vec<u32> {
         let p = self.params;
         let mut feats = self.tree_features.to_vec();
         if p.colsample_bylevel < 1.0 {
@@ -87,6 +94,10 @@ impl TreeContext<'_> {
             let k = ((feats.len() as f64 * p.colsample_bynode).round() as usize).max(1);
             feats = Rng::new(self.seed, hash64(2, node as u64)).choose_sorted(&feats, k);
         }
+        let c = &p.constraints;
+        if c.has_interaction() {
+            feats.retain(|&f| c.allows(&limits.path, f));
+        }
         feats
     }
 
@@ -95,8 +106,9 @@ impl TreeContext<'_> {
         !self.params.samples_nodes() && self.tree_features.len() == n_features
     }
 
-    pub fn leaf_value(&self, total: GradSum) -> f32 {
-        self.params.leaf_value(&self.quantiser, total)
+    /// A leaf's output (learning rate applied) for the gradient sum `total`, within `limits`.
+    pub fn leaf_value(&self, total: GradSum, limits: &NodeLimits) -> f32 {
+        (self.params.leaf_weight(&self.quantiser, total, limits) * self.params.learning_rate) as f32
     }
 
     /// A node's cover: its hessian sum.
@@ -105,19 +117,21 @@ impl TreeContext<'_> {
     }
 }
 
-/// A leaf that may still split: where it is in the tree, its gradient sum, its best split once
-/// evaluated, and the backend's handle on its rows and histogram.
+/// A leaf that may still split: where it is in the tree, its gradient sum, what the splits
+/// above it allow, its best split once evaluated, and the backend's handle on its rows and
+/// histogram.
 pub struct Open<N> {
     pub node: u32,
     pub depth: usize,
     pub total: GradSum,
+    pub limits: NodeLimits,
     pub best: Option<SplitCandidate>,
     pub state: N,
 }
 
 impl<N> Open<N> {
-    fn new(node: u32, depth: usize, total: GradSum, state: N) -> Self {
-        Open { node, depth, total, best: None, state }
+    fn new(node: u32, depth: usize, total: GradSum, limits: NodeLimits, state: N) -> Self {
+        Open { node, depth, total, limits, best: None, state }
     }
 
     fn gain(&self) -> f64 {
@@ -134,6 +148,8 @@ pub struct Expansion<N> {
     pub children: [u32; 2],
     /// Whether the children may split in turn, and so need histograms.
     pub grow_children: bool,
+    /// What the split leaves each child.
+    pub child_limits: [NodeLimits; 2],
     /// The parent's handle, handed back to the backend.
     pub state: N,
 }
@@ -148,7 +164,7 @@ pub trait GrowSteps {
     fn build_root(&mut self, ctx: &TreeContext) -> Result<Self::Node>;
 
     /// Each node's best split (`best`, None when no split qualifies), over the features
-    /// `ctx.node_features` allows it; ties go to the lowest feature.
+    /// `ctx.node_features` allows it, scored within its limits; ties go to the lowest feature.
     fn evaluate(&mut self, nodes: &mut [Open<Self::Node>], ctx: &TreeContext) -> Result<()>;
 
     /// Routes each expansion's rows to its children (the splits are already in `tree`), and
@@ -208,10 +224,11 @@ impl<S: GrowSteps + ?Sized> GrowSteps for &mut S {
 /// Grows one tree whose rows sum to `total`, with `steps` doing the work on rows.
 pub fn grow_tree<S: GrowSteps>(steps: &mut S, ctx: &TreeContext, cuts: &[FeatureCuts], total: GradSum) -> Result<Tree> {
     let params = ctx.params;
-    let mut tree = Tree::leaf(ctx.leaf_value(total), ctx.cover(total));
+    let root_limits = NodeLimits::root();
+    let mut tree = Tree::leaf(ctx.leaf_value(total, &root_limits), ctx.cover(total));
     let mut open = Vec::new();
     if params.can_split_at(0) {
-        let root = Open::new(0, 0, total, steps.build_root(ctx)?);
+        let root = Open::new(0, 0, total, root_limits, steps.build_root(ctx)?);
         open = evaluate_splittable(steps, vec![root], ctx)?;
     }
     let mut n_leaves = 1;
@@ -231,13 +248,14 @@ pub fn grow_tree<S: GrowSteps>(steps: &mut S, ctx: &TreeContext, cuts: &[Feature
         }
         let sums: Vec<(usize, GradSum, GradSum)> =
             expansions.iter().map(|e| (e.depth + 1, e.split.left, e.split.right)).collect();
-        let children_nodes: Vec<[u32; 2]> = expansions.iter().map(|e| e.children).collect();
+        let children_nodes: Vec<([u32; 2], [NodeLimits; 2])> =
+            expansions.iter().map(|e| (e.children, e.child_limits.clone())).collect();
         let built = steps.partition_and_build(&tree, expansions, ctx)?;
         let mut children = Vec::new();
-        for ((states, (depth, left, right)), [l, r]) in built.into_iter().zip(sums).zip(children_nodes) {
+        for ((states, (depth, left, right)), ([l, r], [ll, rl])) in built.into_iter().zip(sums).zip(children_nodes) {
             if let Some([ls, rs]) = states {
-                children.push(Open::new(l, depth, left, ls));
-                children.push(Open::new(r, depth, right, rs));
+                children.push(Open::new(l, depth, left, ll, ls));
+                children.push(Open::new(r, depth, right, rl, rs));
             }
         }
         open.extend(evaluate_splittable(steps, children, ctx)?);
@@ -270,9 +288,13 @@ fn evaluate_splittable<S: GrowSteps>(
 }
 
 /// Writes `o`'s best split into the tree: threshold from the cut points, children's values
-/// and covers from the split's sums.
+/// (within `o`'s bounds) and covers from the split's sums.
 fn apply_split<N>(tree: &mut Tree, o: Open<N>, cuts: &[FeatureCuts], ctx: &TreeContext) -> Expansion<N> {
     let split = o.best.expect("only nodes with a split are expanded");
+    let p = ctx.params;
+    let left_weight = p.leaf_weight(&ctx.quantiser, split.left, &o.limits);
+    let right_weight = p.leaf_weight(&ctx.quantiser, split.right, &o.limits);
+    let child_limits = o.limits.children(&p.constraints, split.feature, left_weight, right_weight);
     let spec = SplitSpec {
         feature: split.feature,
         threshold: if split.is_categorical() { 0.0 } else { cuts[split.feature as usize].upper_bound(split.split_bin) },
@@ -284,13 +306,14 @@ fn apply_split<N>(tree: &mut Tree, o: Open<N>, cuts: &[FeatureCuts], ctx: &TreeC
     let (l, r) = tree.split(
         o.node,
         &spec,
-        (ctx.leaf_value(split.left), ctx.cover(split.left)),
-        (ctx.leaf_value(split.right), ctx.cover(split.right)),
+        (ctx.leaf_value(split.left, &o.limits), ctx.cover(split.left)),
+        (ctx.leaf_value(split.right, &o.limits), ctx.cover(split.right)),
     );
     Expansion {
         node: o.node,
         depth: o.depth,
-        grow_children: ctx.params.can_split_at(o.depth + 1),
+        grow_children: p.can_split_at(o.depth + 1),
+        child_limits,
         split,
         children: [l, r],
         state: o.state,

@@ -2,11 +2,13 @@
 //! every backend accumulates ([`gradient`]), the split math ([`split`], the only copy of the
 //! gain formula), and the stored tree ([`Tree`]).
 
+pub mod constraints;
 pub mod gradient;
 pub mod grow;
 pub mod model;
 pub mod split;
 
+pub use constraints::{Constraints, NodeLimits};
 pub use gradient::{GradPair, GradSum, Quantiser};
 pub use grow::{grow_tree, GrowParams, GrowPolicy, GrowSteps};
 pub use model::{category_code, Tree, NO_CHILD};

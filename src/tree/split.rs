@@ -6,7 +6,12 @@
 //! score is `-(2 G w + (H + lambda) w^2 + 2 alpha |w|)`, which is `T(G)^2 / (H + lambda)`
 //! without clipping, and a split's gain is `score(L) + score(R) - score(parent)`, as in
 //! XGBoost. A split is taken when its gain exceeds both `gamma` and a small epsilon.
+//!
+//! Under monotone constraints (see [`super::constraints`]) a node's weights are clamped to its
+//! bounds; a clamped weight `w` scores `-(2 G w + (H + lambda) w^2 + 2 alpha |w|)`, and a split
+//! on a constrained feature whose weights run against the constraint is not a candidate.
 
+use super::constraints::NodeLimits;
 use super::gradient::{GradSum, Quantiser};
 
 /// Gains at or below this are rounding noise, not a split (XGBoost's `kRtEps`).
@@ -59,16 +64,36 @@ impl SplitParams {
 
     /// Twice the loss reduction a leaf achieves over weight zero.
     pub fn score(&self, g: f64, h: f64) -> f64 {
+        if self.max_delta_step == 0.0 {
+            let denom = h + self.reg_lambda;
+            if denom <= 0.0 {
+                return 0.0;
+            }
+            let t = self.threshold_l1(g);
+            t * t / denom
+        } else {
+            self.score_given_weight(g, h, self.weight(g, h))
+        }
+    }
+
+    /// Twice the loss reduction a leaf of weight `w` achieves over weight zero.
+    pub fn score_given_weight(&self, g: f64, h: f64, w: f64) -> f64 {
         let denom = h + self.reg_lambda;
         if denom <= 0.0 {
             return 0.0;
         }
-        if self.max_delta_step == 0.0 {
-            let t = self.threshold_l1(g);
-            t * t / denom
+        -(2.0 * g * w + denom * w * w + 2.0 * self.reg_alpha * w.abs())
+    }
+
+    /// A leaf's weight within `limits`, and its score: [`Self::score`] when the weight is
+    /// free, so that unconstrained nodes score exactly as without constraints.
+    pub fn bounded(&self, g: f64, h: f64, limits: &NodeLimits) -> (f64, f64) {
+        let w = self.weight(g, h);
+        let clamped = limits.clamp(w);
+        if clamped == w {
+            (w, self.score(g, h))
         } else {
-            let w = self.weight(g, h);
-            -(2.0 * g * w + denom * w * w + 2.0 * self.reg_alpha * w.abs())
+            (clamped, self.score_given_weight(g, h, clamped))
         }
     }
 }
@@ -98,6 +123,10 @@ pub struct SplitScorer<'a> {
     pub params: &'a SplitParams,
     pub quantiser: &'a Quantiser,
     pub total: GradSum,
+    /// The node's weight bounds (monotone constraints).
+    limits: &'a NodeLimits,
+    /// Monotone direction per feature (empty: none).
+    monotone: &'a [i8],
     parent_score: f64,
     /// The node's rows per unit of hessian: turns a slot's hessian into an estimate of its
     /// rows, as LightGBM does (histograms hold no counts).
@@ -105,29 +134,50 @@ pub struct SplitScorer<'a> {
 }
 
 impl<'a> SplitScorer<'a> {
-    /// Scores splits of a node of `rows` rows whose gradients sum to `total`.
-    pub fn new(params: &'a SplitParams, quantiser: &'a Quantiser, total: GradSum, rows: u32) -> Self {
+    /// Scores splits of a node of `rows` rows whose gradients sum to `total`, within
+    /// `limits`, with `monotone` the direction of each feature (empty: none constrained).
+    pub fn new(
+        params: &'a SplitParams,
+        quantiser: &'a Quantiser,
+        total: GradSum,
+        rows: u32,
+        limits: &'a NodeLimits,
+        monotone: &'a [i8],
+    ) -> Self {
         let (g, h) = quantiser.to_float(total);
         let rows_per_hessian = if h > 0.0 { rows as f64 / h } else { 0.0 };
-        SplitScorer { params, quantiser, total, parent_score: params.score(g, h), rows_per_hessian }
+        let parent_score = params.bounded(g, h, limits).1;
+        SplitScorer { params, quantiser, total, limits, monotone, parent_score, rows_per_hessian }
     }
 
-    /// Gain of sending `left` left and the rest right, or None if a child is too light.
+    /// Gain of sending `left` left and the rest right on a feature of monotone direction
+    /// `direction`, or None if a child is too light or the weights run against the direction.
     #[inline]
-    pub fn gain(&self, left: GradSum) -> Option<f64> {
-        self.gain_under(self.params, left)
+    pub fn gain(&self, left: GradSum, direction: i8) -> Option<f64> {
+        self.gain_under(self.params, left, direction)
     }
 
     /// The gain with the children scored under `params` (the parent always under the node's).
     #[inline]
-    fn gain_under(&self, params: &SplitParams, left: GradSum) -> Option<f64> {
+    fn gain_under(&self, params: &SplitParams, left: GradSum, direction: i8) -> Option<f64> {
         let right = self.total - left;
         let (gl, hl) = self.quantiser.to_float(left);
         let (gr, hr) = self.quantiser.to_float(right);
         if hl < params.min_child_weight || hr < params.min_child_weight {
             return None;
         }
-        let gain = params.score(gl, hl) + params.score(gr, hr) - self.parent_score;
+        let (sl, sr) = if direction == 0 && self.limits.unbounded() {
+            // Free weights: the plain scores (what `bounded` gives too, without the weights).
+            (params.score(gl, hl), params.score(gr, hr))
+        } else {
+            let (wl, sl) = params.bounded(gl, hl, self.limits);
+            let (wr, sr) = params.bounded(gr, hr, self.limits);
+            if (direction > 0 && wl > wr) || (direction < 0 && wl < wr) {
+                return None;
+            }
+            (sl, sr)
+        };
+        let gain = sl + sr - self.parent_score;
         (gain > MIN_GAIN && gain >= params.gamma).then_some(gain)
     }
 
@@ -145,6 +195,7 @@ impl<'a> SplitScorer<'a> {
     /// last slot sums the missing values.
     pub fn best_numeric(&self, feature: u32, hist: &[GradSum]) -> Option<SplitCandidate> {
         let (missing, bins) = hist.split_last()?;
+        let direction = self.monotone.get(feature as usize).copied().unwrap_or(0);
         let has_missing = *missing != GradSum::default();
         let mut best: Option<(f64, u32, bool, GradSum)> = None;
         let mut consider = |gain: Option<f64>, bin: u32, default_left: bool, left: GradSum| {
@@ -164,11 +215,11 @@ impl<'a> SplitScorer<'a> {
             }
             left += slot;
             if has_missing {
-                consider(self.gain(left), b as u32, false, left);
+                consider(self.gain(left, direction), b as u32, false, left);
                 let with_missing = left + *missing;
-                consider(self.gain(with_missing), b as u32, true, with_missing);
+                consider(self.gain(with_missing, direction), b as u32, true, with_missing);
             } else {
-                consider(self.gain(left), b as u32, self.default_left_without_missing(left), left);
+                consider(self.gain(left, direction), b as u32, self.default_left_without_missing(left), left);
             }
         }
         best.map(|(gain, split_bin, default_left, left)| SplitCandidate {
@@ -215,9 +266,9 @@ impl<'a> SplitScorer<'a> {
                     if !groups_ok {
                         continue;
                     }
-                    self.gain_under(&partition_params, l)
+                    self.gain_under(&partition_params, l, 0)
                 } else {
-                    self.gain(l)
+                    self.gain(l, 0)
                 };
                 if let Some(g) = gain {
                     if best.as_ref().is_none_or(|b| g > b.0) {
@@ -311,7 +362,7 @@ mod tests {
         hist.push(GradSum::default()); // no missing values
         let total = bins.iter().fold(GradSum::default(), |a, &b| a + b);
         let rows = total.h as u32;
-        SplitScorer::new(p, &q, total, rows).best_categorical(0, &hist)
+        SplitScorer::new(p, &q, total, rows, &NodeLimits::root(), &[]).best_categorical(0, &hist)
     }
 
     #[test]

@@ -9,7 +9,7 @@ use polars_gbt::data::{BinnedMatrix, FeatureCuts};
 use polars_gbt::error::{Error, Result};
 use polars_gbt::objective::{loss_for, Loss, Targets};
 use polars_gbt::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
-use polars_gbt::tree::{grow_tree, GradSum, Quantiser, Tree};
+use polars_gbt::tree::{grow_tree, GradSum, GrowParams, Quantiser, Tree};
 use polars_gbt::{Dataset, TrainConfig};
 
 /// A node as both backends hold it (each taken out while its backend works on it).
@@ -76,7 +76,7 @@ impl<A: GrowSteps, B: GrowSteps> Lockstep<A, B> {
 
 /// `o` with its state replaced by `state`.
 fn with_state<N, M>(o: &Open<N>, state: M) -> Open<M> {
-    Open { node: o.node, depth: o.depth, total: o.total, best: o.best.clone(), state }
+    Open { node: o.node, depth: o.depth, total: o.total, limits: o.limits.clone(), best: o.best.clone(), state }
 }
 
 impl<A: GrowSteps, B: GrowSteps> GrowSteps for Lockstep<A, B> {
@@ -100,7 +100,7 @@ impl<A: GrowSteps, B: GrowSteps> GrowSteps for Lockstep<A, B> {
         for ((o, a), b) in nodes.iter_mut().zip(on_a).zip(on_b) {
             o.best = a.best;
             o.state = Both(Some(a.state), Some(b.state));
-            bests_b.push(Open { node: b.node, depth: b.depth, total: b.total, best: b.best, state: () });
+            bests_b.push(Open { node: b.node, depth: b.depth, total: b.total, limits: b.limits, best: b.best, state: () });
         }
         for (o, b) in nodes.iter().zip(&bests_b) {
             self.compare(o, b, ctx)?;
@@ -121,6 +121,7 @@ impl<A: GrowSteps, B: GrowSteps> GrowSteps for Lockstep<A, B> {
                 split: e.split.clone(),
                 children: e.children,
                 grow_children: e.grow_children,
+                child_limits: e.child_limits.clone(),
                 state,
             }
         }
@@ -163,6 +164,8 @@ impl<A: GrowSteps, B: GrowSteps> GrowSteps for Lockstep<A, B> {
 pub struct Setup {
     pub cfg: TrainConfig,
     pub cuts: Vec<FeatureCuts>,
+    /// The configuration's growth parameters, constraints resolved against the features.
+    pub grow: GrowParams,
     pub loss: Box<dyn Loss>,
     pub margin: Vec<f32>,
 }
@@ -174,13 +177,15 @@ impl Setup {
         let loss = loss_for(cfg.objective, &cfg.objective_params());
         let base = loss.estimate_base_margin(&targets(data));
         let margin = base.iter().flat_map(|&b| std::iter::repeat_n(b, data.n_rows())).collect();
-        Setup { cfg, cuts, loss, margin }
+        let categorical: Vec<bool> = cuts.iter().map(FeatureCuts::is_categorical).collect();
+        let grow = cfg.grow_params(&data.features().names(), &categorical).unwrap();
+        Setup { cfg, cuts, grow, loss, margin }
     }
 
     /// A CPU learner over `data`, its gradients computed for the first round.
     pub fn cpu_learner(&self, data: &Dataset) -> CpuLearner<'_> {
         let binned = BinnedMatrix::new(data.features(), &self.cuts);
-        let mut learner = CpuLearner::new(binned, &self.cuts, self.cfg.grow_params(), self.margin.clone(), None);
+        let mut learner = CpuLearner::new(binned, &self.cuts, self.grow.clone(), self.margin.clone(), None);
         learner.compute_gradients(&*self.loss, &targets(data)).unwrap();
         learner
     }
@@ -199,8 +204,7 @@ pub fn grow_in_lockstep<A: GrowSteps, B: GrowSteps>(
     tree_features: &[u32],
     seed: u64,
 ) -> std::result::Result<Tree, String> {
-    let params = setup.cfg.grow_params();
-    let ctx = TreeContext { params: &params, quantiser: start.0, tree_features, seed };
+    let ctx = TreeContext { params: &setup.grow, quantiser: start.0, tree_features, seed };
     let grown = grow_tree(both, &ctx, &setup.cuts, start.1);
     match (&both.divergence, grown) {
         (Some(d), _) => Err(d.clone()),

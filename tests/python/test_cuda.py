@@ -127,3 +127,18 @@ def test_concurrent_gpu_predictions_from_many_threads(train_df):
         got = list(pool.map(lambda p: p.select(pl.col(FEATURES).gbt.predict(model, device="cuda")).to_series(), parts * 4))
     for i, g in enumerate(got):
         np.testing.assert_allclose(g.to_numpy(), expected[i % 10].to_numpy(), rtol=2e-6, atol=1e-7)
+
+
+@gpu
+def test_constrained_gpu_fits_equal_cpu_fits(train_df):
+    params = PARAMS | dict(
+        monotone_constraints={"f0": 1, "f5": -1},
+        interaction_constraints=[["f0", "f1", "f2"], ["f2", "f5", "f25"], ["f26", "f27"]],
+    )
+    trees = {
+        device: polars_gbt.Model.from_bytes(
+            train_df.select(pl.col(FEATURES).gbt.fit("y", device=device, **params)).item()
+        ).trees_to_dataframe()
+        for device in ("cpu", "cuda")
+    }
+    assert trees["cpu"].equals(trees["cuda"])

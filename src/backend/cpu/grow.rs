@@ -73,7 +73,7 @@ impl GrowSteps for CpuSteps<'_> {
         let jobs: Vec<(usize, u32)> = nodes
             .iter()
             .enumerate()
-            .flat_map(|(i, o)| ctx.node_features(o.depth, o.node).into_iter().map(move |f| (i, f)))
+            .flat_map(|(i, o)| ctx.node_features(o.depth, o.node, &o.limits).into_iter().map(move |f| (i, f)))
             .collect();
         let found: Vec<(usize, Option<SplitCandidate>)> = jobs
             .par_iter()
@@ -81,7 +81,8 @@ impl GrowSteps for CpuSteps<'_> {
                 let o = &nodes[i];
                 let hist = self.layout.feature(&o.state.hist, f as usize);
                 let rows = self.partition.rows_of(o.state.node).len() as u32;
-                let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, o.total, rows);
+                let monotone = &ctx.params.constraints.monotone;
+                let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, o.total, rows, &o.limits, monotone);
                 let best = if self.cuts[f as usize].is_categorical() {
                     scorer.best_categorical(f, hist)
                 } else {

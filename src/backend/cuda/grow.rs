@@ -81,6 +81,7 @@ impl GrowSteps for GpuLearner<'_> {
                 node: o.node,
                 depth: o.depth,
                 total: o.total,
+                limits: o.limits.clone(),
                 slot: o.state.slot,
                 rows: match o.state.len {
                     RowCount::Known(len) => Some(len),

@@ -74,13 +74,16 @@ pub struct ChildSlots {
 }
 
 /// A node whose best split is wanted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]
 pub struct EvalTask {
     pub total: GradSum,
     pub slot: u32,
     /// Row of the feature mask, or [`NO_MASK`] when every feature may split.
     pub mask_row: u32,
+    /// The node's weight bounds (monotone constraints; infinite when free).
+    pub lower: f64,
+    pub upper: f64,
 }
 
 pub const NO_MASK: u32 = u32::MAX;
@@ -219,7 +222,7 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
     probe!(RowTask, "RowTask", [start, len, first_block, slot]);
     probe!(SplitRule, "SplitRule", [feature, split_bin, missing_bin, default_left, category_start, category_len]);
     probe!(ChildSlots, "ChildSlots", [start, len, first_block, task, parent_slot, left_slot, right_slot, pad]);
-    probe!(EvalTask, "EvalTask", [total, slot, mask_row]);
+    probe!(EvalTask, "EvalTask", [total, slot, mask_row, lower, upper]);
     probe!(SplitResult, "SplitResult", [left, gain, feature, split_bin, default_left, found]);
     probe!(
         TreeNode,

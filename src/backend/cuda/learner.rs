@@ -116,7 +116,7 @@ impl<'r> GpuLearner<'r> {
         let mut learner = GpuLearner {
             gradients: Gradients::new(&mut dev, data, cfg, start_margin)?,
             hist: HistogramBuilder::new(&mut dev, &matrix, &params)?,
-            split: SplitEvaluator::new(&mut dev, &matrix, cuts)?,
+            split: SplitEvaluator::new(&mut dev, &matrix, cuts, &params.constraints.monotone)?,
             rows: RowPartitioner::new(&mut dev, n)?,
             margins: MarginUpdate::new(&mut dev)?,
             dev,

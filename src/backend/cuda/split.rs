@@ -14,16 +14,19 @@ use crate::data::FeatureCuts;
 use crate::error::Result;
 use crate::tree::grow::TreeContext;
 use crate::tree::split::{SplitCandidate, SplitScorer};
+use crate::tree::NodeLimits;
 
 /// Threads of a block scanning one (node, feature).
 const SCAN_THREADS: u32 = 256;
 
-/// A node whose best split is wanted: its place in the tree, its sum, its histogram slot and
-/// its rows (counted when categorical features need them, see `needs_row_counts`).
+/// A node whose best split is wanted: its place in the tree, its sum, its limits, its
+/// histogram slot and its rows (counted when categorical features need them, see
+/// `needs_row_counts`).
 pub(super) struct EvalNode {
     pub(super) node: u32,
     pub(super) depth: usize,
     pub(super) total: GradSum,
+    pub(super) limits: NodeLimits,
     pub(super) slot: u32,
     pub(super) rows: Option<u32>,
 }
@@ -31,6 +34,8 @@ pub(super) struct EvalNode {
 pub(super) struct SplitEvaluator {
     tasks: Scratch<EvalTask>,
     masks: Scratch<u8>,
+    /// Monotone direction per feature (all 0 without monotone constraints).
+    monotone: CudaSlice<i8>,
     per_feature: Scratch<SplitResult>,
     best: Scratch<SplitResult>,
     /// Categorical features: (feature, first histogram slot, slots), and all their slots
@@ -48,7 +53,7 @@ impl SplitEvaluator {
         !self.categorical.is_empty()
     }
 
-    pub(super) fn new(dev: &mut FitDevice, matrix: &DeviceMatrix, cuts: &[FeatureCuts]) -> Result<Self> {
+    pub(super) fn new(dev: &mut FitDevice, matrix: &DeviceMatrix, cuts: &[FeatureCuts], monotone: &[i8]) -> Result<Self> {
         let mut categorical = Vec::new();
         let mut categorical_slots: Vec<u32> = Vec::new();
         for (f, c) in cuts.iter().enumerate() {
@@ -61,6 +66,7 @@ impl SplitEvaluator {
         Ok(SplitEvaluator {
             tasks: dev.scratch(64)?,
             masks: dev.scratch(64)?,
+            monotone: dev.upload(&(0..matrix.n_features).map(|f| monotone.get(f).copied().unwrap_or(0)).collect::<Vec<i8>>())?,
             per_feature: dev.scratch(64 * matrix.n_features)?,
             best: dev.scratch(64)?,
             categorical_slots: dev.upload(&categorical_slots)?,
@@ -88,7 +94,7 @@ impl SplitEvaluator {
         let mut masks = vec![0u8; if masked { nodes.len() * nf } else { 1 }];
         if masked {
             for (i, o) in nodes.iter().enumerate() {
-                for f in ctx.node_features(o.depth, o.node) {
+                for f in ctx.node_features(o.depth, o.node, &o.limits) {
                     masks[i * nf + f as usize] = 1;
                 }
             }
@@ -96,14 +102,20 @@ impl SplitEvaluator {
         let tasks: Vec<EvalTask> = nodes
             .iter()
             .enumerate()
-            .map(|(i, o)| EvalTask { total: o.total, slot: o.slot, mask_row: if masked { i as u32 } else { NO_MASK } })
+            .map(|(i, o)| EvalTask {
+                total: o.total,
+                slot: o.slot,
+                mask_row: if masked { i as u32 } else { NO_MASK },
+                lower: o.limits.lower,
+                upper: o.limits.upper,
+            })
             .collect();
         let found = self.evaluate_numeric(dev, matrix, pool, &tasks, &masks, ctx)?;
         let mut best: Vec<(SplitResult, Vec<u32>)> = found.into_iter().map(|b| (b, Vec::new())).collect();
         if !self.categorical.is_empty() {
             let rows: Vec<u32> =
                 nodes.iter().map(|o| o.rows.expect("row counts are resolved before a categorical search")).collect();
-            self.evaluate_categorical(dev, pool, &tasks, &rows, &masks, nf, &mut best, ctx)?;
+            self.evaluate_categorical(dev, pool, &tasks, nodes, &rows, &masks, nf, &mut best, ctx)?;
         }
         Ok(best
             .into_iter()
@@ -173,6 +185,7 @@ impl SplitEvaluator {
                 .arg(&matrix.categorical_dev)
                 .arg(&self.tasks.buf)
                 .arg(&self.masks.buf)
+                .arg(&self.monotone)
                 .arg(&nf)
                 .arg(&params)
                 .arg(&mut self.per_feature.buf)
@@ -200,6 +213,7 @@ impl SplitEvaluator {
         dev: &mut FitDevice,
         pool: &HistPool,
         tasks: &[EvalTask],
+        nodes: &[EvalNode],
         rows: &[u32],
         masks: &[u8],
         nf: usize,
@@ -226,7 +240,9 @@ impl SplitEvaluator {
         // level's longest step.
         let categorical = &self.categorical;
         best.par_iter_mut().enumerate().for_each(|(t, (b, categories))| {
-            let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, tasks[t].total, rows[t]);
+            let limits = &nodes[t].limits;
+            let monotone = &ctx.params.constraints.monotone;
+            let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, tasks[t].total, rows[t], limits, monotone);
             for &(f, first, len) in categorical {
                 if tasks[t].mask_row != NO_MASK && masks[t * nf + f as usize] == 0 {
                     continue;

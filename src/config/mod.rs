@@ -3,9 +3,12 @@
 //! plugin deserialises its keyword arguments into: `deny_unknown_fields` makes a misspelled
 //! parameter an error instead of a silently ignored setting.
 
+mod constraints;
+
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{Error, Result};
+pub use self::constraints::{FeatureRef, InteractionConstraints, MonotoneConstraints};
 use crate::metric::{Metric, MetricParams};
 pub use crate::tree::GrowPolicy;
 use crate::tree::{GrowParams, SplitParams};
@@ -113,6 +116,11 @@ pub struct TrainConfig {
     pub lambdarank_score_normalization: bool,
     /// NDCG gain 2^relevance - 1 (integer relevance up to 31); false: the relevance itself.
     pub ndcg_exp_gain: bool,
+    /// Monotone directions of features: by column name, or one per feature
+    /// (`config::constraints` lists the forms).
+    pub monotone_constraints: Option<MonotoneConstraints>,
+    /// Sets of features allowed to interact (lists of column names or indices).
+    pub interaction_constraints: Option<InteractionConstraints>,
     /// Worker threads; 0 uses every core.
     #[serde(alias = "nthread", alias = "num_threads")]
     pub n_jobs: usize,
@@ -157,6 +165,8 @@ impl Default for TrainConfig {
             lambdarank_normalization: true,
             lambdarank_score_normalization: true,
             ndcg_exp_gain: true,
+            monotone_constraints: None,
+            interaction_constraints: None,
             n_jobs: 0,
             device: Device::Cpu,
         }
@@ -232,9 +242,26 @@ impl TrainConfig {
         MetricParams { quantile_alpha: self.quantile_alpha }
     }
 
-    /// What shapes each tree: the split regularisation, growth policy and sampling.
-    pub fn grow_params(&self) -> GrowParams {
-        GrowParams {
+    /// What shapes each tree: the split regularisation, growth policy, sampling, and the
+    /// constraints resolved against the fit's features (`names`, `categorical` marking the
+    /// categorical ones).
+    pub fn grow_params(&self, names: &[String], categorical: &[bool]) -> Result<GrowParams> {
+        let constraints = constraints::resolve(
+            self.monotone_constraints.as_ref(),
+            self.interaction_constraints.as_ref(),
+            names,
+            categorical,
+        )?;
+        if constraints.has_monotone() && self.objective.refits_leaves() {
+            return Err(Error::param(
+                "monotone_constraints",
+                format!(
+                    "cannot be kept by {}, whose leaves are refitted to quantiles after each tree grows",
+                    self.objective.name()
+                ),
+            ));
+        }
+        Ok(GrowParams {
             split: SplitParams {
                 reg_lambda: self.reg_lambda,
                 reg_alpha: self.reg_alpha,
@@ -253,7 +280,8 @@ impl TrainConfig {
             learning_rate: self.learning_rate,
             colsample_bylevel: self.colsample_bylevel,
             colsample_bynode: self.colsample_bynode,
-        }
+            constraints,
+        })
     }
 
     /// Checks every range; the error names the parameter.
