@@ -130,6 +130,47 @@ class Model:
         return self._summary["num_trees"]
 
     @property
+    def num_rounds(self) -> int:
+        """Boosting rounds (trees per output: one tree per class and round for multiclass)."""
+        return self._summary["num_rounds"]
+
+    def slice(self, start: int, end: int = 0, step: int = 1) -> Model:
+        """The trees of boosting rounds ``start``, ``start + step``, ... below ``end`` (0: the
+        last round) as a model, with the same base score: XGBoost's ``booster[start:end:step]``.
+        Scoring with a slice equals ``iteration_range=(start, end)``. The evaluation log and
+        ``best_iteration`` stay for slices from round 0 by steps of 1.
+
+        Examples
+        --------
+        >>> import polars as pl, polars_gbt
+        >>> df = pl.DataFrame({"a": [0.0, 1.0, 2.0, 3.0] * 25, "y": [0.0, 1.0, 4.0, 9.0] * 25})
+        >>> m = polars_gbt.train(df, target="y", n_estimators=10)
+        >>> m.slice(0, 4).num_trees, m[2:].num_trees, m[::2].num_trees
+        (4, 8, 5)
+        """
+        for name, v in (("start", start), ("end", end), ("step", step)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"slice {name} must be an integer >= 0, not {v!r}")
+        return Model(_internal.model_slice(self._bytes, start, end, step))
+
+    def __getitem__(self, rounds: slice | int) -> Model:
+        """``model[a:b:c]``: the rounds a Python slice picks (see ``slice``); ``model[i]``: round i."""
+        n = self.num_rounds
+        if isinstance(rounds, int) and not isinstance(rounds, bool):
+            i = rounds + n if rounds < 0 else rounds
+            if not 0 <= i < n:
+                raise IndexError(f"round {rounds} is out of range for a model of {n} rounds")
+            return self.slice(i, i + 1)
+        if not isinstance(rounds, slice):
+            raise TypeError(f"a model is indexed by rounds (an int or a slice), not {type(rounds).__name__}")
+        start, end, step = rounds.indices(n)
+        if step < 1:
+            raise ValueError("a model's rounds slice with a positive step")
+        if start >= end:
+            raise IndexError(f"rounds [{rounds.start}:{rounds.stop}] of a model of {n} rounds hold no round")
+        return self.slice(start, end, step)
+
+    @property
     def feature_names(self) -> list[str]:
         return self._summary["feature_names"]
 
@@ -197,9 +238,11 @@ class Model:
         output: str = "value",
         device: str = "cpu",
         base_margin: pl.Expr | str | Any | None = None,
+        iteration_range: tuple[int, int] | None = None,
     ) -> pl.Series:
         """Score a frame (columns are matched by name; extra ones are ignored) on ``device``
-        ("cpu", "cuda" or "auto").
+        ("cpu", "cuda" or "auto"). ``iteration_range=(start, end)`` scores with those rounds'
+        trees only (see ``slice``).
 
         ``base_margin`` replaces the base score with per-row margins: a column name or
         expression of ``data``, or values (a Series, numpy array or list; n x num_class for
@@ -213,7 +256,9 @@ class Model:
             marker = "__polars_gbt_base_margin"
             frame = frame.with_columns(margin_series(base_margin).alias(marker))
             margin = marker
-        expr = pl.col(self.feature_names).gbt.predict(self, output=output, device=device, base_margin=margin)
+        expr = pl.col(self.feature_names).gbt.predict(
+            self, output=output, device=device, base_margin=margin, iteration_range=iteration_range
+        )
         return frame.select(expr.alias("prediction")).collect()["prediction"]
 
     def contributions(self, data: pl.DataFrame | pl.LazyFrame, *, base_margin: Any = None) -> pl.DataFrame:

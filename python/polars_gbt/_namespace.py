@@ -39,6 +39,18 @@ def model_bytes(model: Model | bytes | bytearray | str | Path) -> bytes:
     raise TypeError(f"model must be a polars_gbt.Model, bytes or a path, not {type(model).__name__}")
 
 
+def rounds_range(value: Any) -> tuple[int, int] | None:
+    """``iteration_range`` checked: two non-negative integers; ``(0, 0)`` (every round) is None."""
+    ok = isinstance(value, (tuple, list)) and len(value) == 2
+    ok = ok and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
+    if not ok:
+        raise ValueError(f"iteration_range must be (start, end), two integers >= 0, not {value!r}")
+    start, end = value
+    if end != 0 and start >= end:
+        raise ValueError(f"iteration_range {tuple(value)} holds no round: the start must be below the end")
+    return None if (start, end) == (0, 0) else (start, end)
+
+
 @pl.api.register_expr_namespace("gbt")
 class GbtNamespace:
     """Gradient-boosted trees on the columns of an expression (``pl.col(features).gbt``)."""
@@ -182,6 +194,7 @@ class GbtNamespace:
         device: str = "cpu",
         base_margin: pl.Expr | str | None = None,
         num_class: int | None = None,
+        iteration_range: tuple[int, int] | None = None,
     ) -> pl.Expr:
         """Score rows with a model, elementwise (batch by batch in lazy and streaming queries).
 
@@ -219,6 +232,10 @@ class GbtNamespace:
             With a model column of multiclass models only: their number of classes, which
             the output's dtype (``Array(Float32, num_class)``) needs before any model is read.
             A constant model says it itself.
+        iteration_range
+            ``(start, end)``: score with the trees of boosting rounds ``start`` to ``end - 1``
+            only, as XGBoost's ``iteration_range`` (``end`` 0: to the last round). The same
+            as scoring with ``model.slice(start, end)``; each model's slice is made once.
 
         Examples
         --------
@@ -234,6 +251,8 @@ class GbtNamespace:
             raise ValueError(f'device must be one of "cpu", "cuda", "auto", not {device!r}')
         args = [self._expr] if base_margin is None else [self._expr, _expr(base_margin)]
         kwargs: dict[str, Any] = {"output": output, "device": device, "has_base_margin": base_margin is not None}
+        if iteration_range is not None:
+            kwargs["iteration_range"] = rounds_range(iteration_range)
         if isinstance(model, pl.Expr):
             if num_class is not None and (not isinstance(num_class, int) or num_class < 1):
                 raise ValueError(f"num_class must be a positive integer, not {num_class!r}")

@@ -405,14 +405,18 @@ class _GBTBase(BaseEstimator):
         ``pred_interactions`` layout, a ``(n_features + 1)`` square per row (and class)."""
         return self._predict_raw(X, "interaction" if interactions else "contrib", base_margin).astype(np.float64)
 
-    def _predict_raw(self, X: Any, output: str, base_margin: Any = None) -> np.ndarray:
+    def _predict_raw(
+        self, X: Any, output: str, base_margin: Any = None, iteration_range: tuple[int, int] | None = None
+    ) -> np.ndarray:
         df = self._predict_input(X)
         features, margin = pl.nth(range(df.width)), None
         if base_margin is not None:
             df, margin = df.with_columns(_margins(base_margin, df.height).alias(_MARGIN)), _MARGIN
         # Scored where the model was trained (as XGBoost does); SHAP values are CPU-only.
         device = "cpu" if output == "contrib" else self.device
-        predict = features.gbt.predict(self.model_, output=output, base_margin=margin, device=device)
+        predict = features.gbt.predict(
+            self.model_, output=output, base_margin=margin, device=device, iteration_range=iteration_range
+        )
         with translated():
             out = df.select(predict.alias("prediction")).to_series()
         return np.stack(out.to_list()) if isinstance(out.dtype, pl.Array) else out.to_numpy()
@@ -472,14 +476,20 @@ class GBTRegressor(RegressorMixin, _GBTBase):
     fit.__doc__ = "Fit on ``X`` and ``y``." + _FIT_DOC
 
     def predict(
-        self, X: Any, base_margin: Any = None, pred_contribs: bool = False, pred_interactions: bool = False
+        self,
+        X: Any,
+        base_margin: Any = None,
+        pred_contribs: bool = False,
+        pred_interactions: bool = False,
+        iteration_range: tuple[int, int] | None = None,
     ) -> np.ndarray:
         """Predictions; ``base_margin`` (one per row) replaces the base score, as in XGBoost.
         ``pred_contribs=True`` (``pred_interactions=True``) gives SHAP (interaction) values
-        instead (see ``contributions``)."""
+        instead (see ``contributions``). ``iteration_range=(start, end)`` uses those
+        boosting rounds' trees only."""
         if pred_contribs or pred_interactions:
             return self.contributions(X, base_margin, interactions=pred_interactions)
-        return self._predict_raw(X, "value", base_margin).astype(np.float64)
+        return self._predict_raw(X, "value", base_margin, iteration_range).astype(np.float64)
 
 
 class GBTClassifier(ClassifierMixin, _GBTBase):
@@ -536,13 +546,16 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
 
     fit.__doc__ = "Fit on ``X`` and class labels ``y`` (any labels)." + _FIT_DOC
 
-    def predict_proba(self, X: Any, base_margin: Any = None) -> np.ndarray:
+    def predict_proba(
+        self, X: Any, base_margin: Any = None, iteration_range: tuple[int, int] | None = None
+    ) -> np.ndarray:
         """Class probabilities; ``base_margin`` (one per row, or rows x classes for more than
-        two classes) replaces the base score, as in XGBoost."""
+        two classes) replaces the base score, as in XGBoost. ``iteration_range=(start, end)``
+        uses those boosting rounds' trees only."""
         check_is_fitted(self, "model_")
         if getattr(self, "objective_", None) == "multi:softmax":
             raise ValueError("multi:softmax does not support `predict_proba`; use multi:softprob instead")
-        p = self._predict_raw(X, "value", base_margin).astype(np.float64)
+        p = self._predict_raw(X, "value", base_margin, iteration_range).astype(np.float64)
         if len(self.classes_) == 1:
             return np.ones((len(p), 1))
         if p.ndim == 1:
@@ -550,16 +563,22 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
         return p / p.sum(axis=1, keepdims=True)
 
     def predict(
-        self, X: Any, base_margin: Any = None, pred_contribs: bool = False, pred_interactions: bool = False
+        self,
+        X: Any,
+        base_margin: Any = None,
+        pred_contribs: bool = False,
+        pred_interactions: bool = False,
+        iteration_range: tuple[int, int] | None = None,
     ) -> np.ndarray:
         """Class labels; ``pred_contribs=True`` (``pred_interactions=True``) gives SHAP
-        (interaction) values instead (see ``contributions``)."""
+        (interaction) values instead (see ``contributions``). ``iteration_range=(start, end)``
+        uses those boosting rounds' trees only."""
         if pred_contribs or pred_interactions:
             return self.contributions(X, base_margin, interactions=pred_interactions)
         check_is_fitted(self, "model_")
         if getattr(self, "objective_", None) == "multi:softmax":
-            return self.classes_[self._predict_raw(X, "class", base_margin).astype(np.int64)]
-        p = self.predict_proba(X, base_margin)
+            return self.classes_[self._predict_raw(X, "class", base_margin, iteration_range).astype(np.int64)]
+        p = self.predict_proba(X, base_margin, iteration_range)
         return self.classes_[np.argmax(p, axis=1)]
 
 
@@ -611,13 +630,19 @@ class GBTRanker(_GBTBase):
     )
 
     def predict(
-        self, X: Any, base_margin: Any = None, pred_contribs: bool = False, pred_interactions: bool = False
+        self,
+        X: Any,
+        base_margin: Any = None,
+        pred_contribs: bool = False,
+        pred_interactions: bool = False,
+        iteration_range: tuple[int, int] | None = None,
     ) -> np.ndarray:
         """Scores to sort by; ``pred_contribs=True`` (``pred_interactions=True``) gives SHAP
-        (interaction) values instead (see ``contributions``)."""
+        (interaction) values instead (see ``contributions``). ``iteration_range=(start, end)``
+        uses those boosting rounds' trees only."""
         if pred_contribs or pred_interactions:
             return self.contributions(X, base_margin, interactions=pred_interactions)
-        return self._predict_raw(X, "value", base_margin).astype(np.float64)
+        return self._predict_raw(X, "value", base_margin, iteration_range).astype(np.float64)
 
 
 class _Rows(NamedTuple):

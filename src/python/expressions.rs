@@ -86,7 +86,7 @@ impl<'a> FitInputs<'a> {
             eval_sets: names.into_iter().map(|name| (name, rest.next().unwrap())).collect(),
             init: match kwargs.init_model.is_empty() {
                 true => None,
-                false => Some(super::model_cache::by_content(&kwargs.init_model).map_err(to_polars)?.model.clone()),
+                false => Some(super::model_cache::by_content(&kwargs.init_model, None).map_err(to_polars)?.model.clone()),
             },
         })
     }

@@ -23,14 +23,17 @@ pub(super) struct CachedModel {
     size: usize,
 }
 
-/// What finds a model's bytes in the cache.
+/// The rounds `[start, end)` of a model that a prediction uses (`iteration_range`); None: all.
+pub(super) type Rounds = Option<(usize, usize)>;
+
+/// What finds a model's bytes in the cache, with the rounds used of it (each slice is an entry).
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum Key {
     /// A digest the Python package computed once for a constant model (BLAKE2b, 128 bits). It
     /// is trusted, so that a batch does not checksum and compare megabytes again.
-    Digest(String),
+    Digest(String, Rounds),
     /// Length and CRC-32 of bytes met in a model column; entries are compared in full.
-    Content(usize, u32),
+    Content(usize, u32, Rounds),
 }
 
 /// Model bytes kept at most (their layouts take about as much again), and models at most.
@@ -78,13 +81,17 @@ fn cache() -> std::sync::MutexGuard<'static, Cache> {
     CACHE.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn lookup(key: Key, bytes: &[u8], keep_bytes: bool) -> crate::Result<Arc<CachedModel>> {
+fn lookup(key: Key, bytes: &[u8], keep_bytes: bool, rounds: Rounds) -> crate::Result<Arc<CachedModel>> {
     if let Some(entry) = cache().get(&key, bytes) {
         return Ok(entry);
     }
     // Parsed outside the lock: other batches go on meanwhile.
+    let mut model = Model::from_bytes(bytes)?;
+    if let Some((start, end)) = rounds {
+        model = model.slice(start, end, 1)?;
+    }
     let entry = Arc::new(CachedModel {
-        model: Arc::new(Model::from_bytes(bytes)?),
+        model: Arc::new(model),
         cpu: OnceLock::new(),
         gpu: OnceLock::new(),
         bytes: keep_bytes.then(|| bytes.to_vec()),
@@ -94,12 +101,12 @@ fn lookup(key: Key, bytes: &[u8], keep_bytes: bool) -> crate::Result<Arc<CachedM
     Ok(entry)
 }
 
-/// A constant model of `gbt.predict`, by the digest Python sent with its bytes.
-pub(super) fn by_digest(digest: &str, bytes: &[u8]) -> PolarsResult<Arc<CachedModel>> {
-    lookup(Key::Digest(digest.to_string()), bytes, false).map_err(to_polars)
+/// A constant model of `gbt.predict` (its `rounds`), by the digest Python sent with its bytes.
+pub(super) fn by_digest(digest: &str, bytes: &[u8], rounds: Rounds) -> PolarsResult<Arc<CachedModel>> {
+    lookup(Key::Digest(digest.to_string(), rounds), bytes, false, rounds).map_err(to_polars)
 }
 
-/// A model met as bytes alone (a model column, or a caller without a digest).
-pub(super) fn by_content(bytes: &[u8]) -> crate::Result<Arc<CachedModel>> {
-    lookup(Key::Content(bytes.len(), crc32fast::hash(bytes)), bytes, true)
+/// A model met as bytes alone (a model column, or a caller without a digest), its `rounds`.
+pub(super) fn by_content(bytes: &[u8], rounds: Rounds) -> crate::Result<Arc<CachedModel>> {
+    lookup(Key::Content(bytes.len(), crc32fast::hash(bytes), rounds), bytes, true, rounds)
 }

@@ -91,6 +91,14 @@ fn model_summary(bytes: &[u8]) -> PyResult<String> {
     })
 }
 
+/// The model of rounds `start`, `start + step`, ... below `end` (0: every round), as bytes.
+#[pyfunction]
+fn model_slice(bytes: &[u8], start: usize, end: usize, step: usize) -> PyResult<Vec<u8>> {
+    super::catch_panics_py(|| {
+        model(bytes)?.slice(start, end, step).map(|m| m.to_bytes()).map_err(|e| PyValueError::new_err(e.to_string()))
+    })
+}
+
 /// Feature importance of one kind, as (feature, value) pairs in model order.
 #[pyfunction]
 fn feature_importance(bytes: &[u8], kind: &str) -> PyResult<Vec<(String, f64)>> {
@@ -161,6 +169,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_to_xgboost_json, m)?)?;
     m.add_function(wrap_pyfunction!(model_summary, m)?)?;
     m.add_function(wrap_pyfunction!(feature_importance, m)?)?;
+    m.add_function(wrap_pyfunction!(model_slice, m)?)?;
     m.add_function(wrap_pyfunction!(interrupt_fits, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_unavailable_reason, m)?)?;
     m.add_function(wrap_pyfunction!(trees_table, m)?)?;

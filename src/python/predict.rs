@@ -42,6 +42,9 @@ struct PredictKwargs {
     /// which the output's dtype needs before any model is seen.
     #[serde(default)]
     num_class: Option<usize>,
+    /// Score with the trees of rounds `[start, end)` only (`end` 0: to the last round).
+    #[serde(default)]
+    iteration_range: model_cache::Rounds,
 }
 
 fn cpu() -> String {
@@ -51,8 +54,8 @@ fn cpu() -> String {
 /// The constant model of a `gbt.predict` call.
 fn constant_model(kwargs: &PredictKwargs) -> PolarsResult<Arc<CachedModel>> {
     match &kwargs.model_digest {
-        Some(digest) => model_cache::by_digest(digest, &kwargs.model),
-        None => model_cache::by_content(&kwargs.model).map_err(to_polars),
+        Some(digest) => model_cache::by_digest(digest, &kwargs.model, kwargs.iteration_range),
+        None => model_cache::by_content(&kwargs.model, kwargs.iteration_range).map_err(to_polars),
     }
 }
 
@@ -162,7 +165,7 @@ fn predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series> {
         }
         Some(models) => {
             let dtype = row_models_dtype(output, kwargs.num_class);
-            score_row_models(name, features, margin, models, output, gpu, &dtype)
+            score_row_models(name, features, margin, models, kwargs.iteration_range, output, gpu, &dtype)
         }
     }
 }
@@ -240,6 +243,7 @@ fn score_row_models(
     features: &[Series],
     margin: Option<&Series>,
     models: &Series,
+    rounds: model_cache::Rounds,
     output: PredictOutput,
     gpu: bool,
     dtype: &DataType,
@@ -264,8 +268,11 @@ fn score_row_models(
         let g = match by_place.get(&place) {
             Some(&g) => g,
             None => {
-                let cached = model_cache::by_content(bytes).map_err(|e| {
-                    to_polars(crate::Error::column("model", format!("row {row} does not hold a model: {e}")))
+                let cached = model_cache::by_content(bytes, rounds).map_err(|e| match e {
+                    crate::Error::Param { name, reason } => {
+                        to_polars(crate::Error::param(&name, format!("{reason} (the model of row {row})")))
+                    }
+                    e => to_polars(crate::Error::column("model", format!("row {row} does not hold a model: {e}"))),
                 })?;
                 let g = *by_model.entry(Arc::as_ptr(&cached)).or_insert_with(|| {
                     groups.push((cached.clone(), Vec::new()));
