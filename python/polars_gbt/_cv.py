@@ -195,9 +195,12 @@ def cv(
 
     # Inputs given as expressions become columns, so that every fold's rows carry them.
     input_columns: list[str] = []
+    # The columns those expressions read: not features by default, as in `train`.
+    input_roots: list[str] = []
     for k in _INPUTS:
         v = params.get(k)
         if isinstance(v, pl.Expr):
+            input_roots += v.meta.root_names()
             name = f"__polars_gbt_cv_{k}"
             df = _with_column(df, v.alias(name), k)
             params[k] = name
@@ -222,7 +225,7 @@ def cv(
         df = _assigned_folds(df, target, group, nfold, stratified, shuffle, seed, params.get("objective"))
 
     if features is None:
-        skip = {target, *input_columns, *fold_roots}
+        skip = {target, *input_columns, *input_roots, *fold_roots}
         features = [n for n in names if n not in skip]
     else:
         unknown = [f for f in features if f not in names]

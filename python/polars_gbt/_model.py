@@ -338,8 +338,15 @@ def train(
     names = frame.collect_schema().names()
     if target not in names:
         raise ValueError(f"target column {target!r} not found")
-    # Columns named by `weight`, `group` and `base_margin` are inputs of their own, not features.
-    inputs = [v for k in ("weight", "group", "base_margin") if isinstance(v := params.get(k), str)]
+    # Columns that `weight`, `group` and `base_margin` name or read are inputs of their own,
+    # not features (`weight=pl.col("w") * 2` reads `w`).
+    inputs: list[str] = []
+    for k in ("weight", "group", "base_margin"):
+        v = params.get(k)
+        if isinstance(v, str):
+            inputs.append(v)
+        elif isinstance(v, pl.Expr):
+            inputs += [n for n in v.meta.root_names() if n not in inputs]
     init = params.get("init_model")
     if features is None and init is not None:
         # Continued training reads the columns the first model was trained on.

@@ -236,3 +236,13 @@ def test_bad_prediction_input_raises_a_clear_exception(train_df):
         corrupt = bytearray(model.to_bytes())
         corrupt[-3] ^= 0xFF
         train_df.select(pl.col(FEATURES).gbt.predict(bytes(corrupt)))
+
+
+def test_columns_an_input_expression_reads_are_not_features():
+    df = pl.DataFrame({"a": [0.0, 1.0, 2.0, 3.0] * 25, "w": [1.0, 2.0] * 50, "y": [0.0, 1.0, 4.0, 9.0] * 25})
+    by_name = polars_gbt.train(df, target="y", weight="w", n_estimators=3)
+    by_expr = polars_gbt.train(df, target="y", weight=pl.col("w") * 2, n_estimators=3)
+    assert by_name.feature_names == by_expr.feature_names == ["a"]
+    folds = pl.Series([0, 1, 2, 3] * 25)
+    _, models = polars_gbt.cv(df, target="y", folds=folds, weight=pl.col("w") * 2, n_estimators=3, return_models=True)
+    assert all(m.feature_names == ["a"] for m in models.values())
