@@ -296,7 +296,7 @@ impl<'a> Trainer<'a> {
                 let tree_seed = hash64(self.cfg.seed, (round * k + c) as u64);
                 let tree_features = if self.cfg.colsample_bytree < 1.0 {
                     let m = ((all_features.len() as f64 * self.cfg.colsample_bytree).round() as usize).max(1);
-                    Rng::new(tree_seed, 3).choose_sorted(&all_features, m)
+                    self.grow.sample_features(&mut Rng::new(tree_seed, 3), &all_features, m)
                 } else {
                     all_features.clone()
                 };

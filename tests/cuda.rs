@@ -303,6 +303,8 @@ fn constrained_gpu_trees_equal_cpu_trees() {
         r#"{"n_estimators": 8, "max_depth": 6, "interaction_constraints": [["x0", "x1"], ["x1", "x3", "x4"], ["x6"]]}"#,
         r#"{"n_estimators": 8, "max_depth": 6, "colsample_bynode": 0.7, "seed": 3,
             "interaction_constraints": [[0, 1, 3], [4, 5]], "monotone_constraints": {"x0": 1}}"#,
+        r#"{"n_estimators": 8, "max_depth": 6, "colsample_bytree": 0.8, "colsample_bylevel": 0.8,
+            "colsample_bynode": 0.6, "seed": 9, "feature_weights": {"x0": 3, "x2": 0, "x7": 0.5}}"#,
     ] {
         assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), json);
     }

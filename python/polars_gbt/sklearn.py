@@ -126,6 +126,7 @@ class _GBTBase(BaseEstimator):
         ndcg_exp_gain: bool = True,
         monotone_constraints: dict[str, int] | tuple[int, ...] | list[int] | str | None = None,
         interaction_constraints: list[list[str | int]] | str | None = None,
+        feature_weights: dict[str, float] | list[float] | None = None,
         device: str = "cpu",
         importance_type: str | None = None,
         tree_method: str | None = None,
@@ -170,6 +171,7 @@ class _GBTBase(BaseEstimator):
         self.ndcg_exp_gain = ndcg_exp_gain
         self.monotone_constraints = monotone_constraints
         self.interaction_constraints = interaction_constraints
+        self.feature_weights = feature_weights
         self.device = device
         self.importance_type = importance_type
         self.tree_method = tree_method

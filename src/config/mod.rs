@@ -4,11 +4,13 @@
 //! parameter an error instead of a silently ignored setting.
 
 mod constraints;
+mod feature_weights;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::{Error, Result};
 pub use self::constraints::{FeatureRef, InteractionConstraints, MonotoneConstraints};
+pub use self::feature_weights::FeatureWeights;
 use crate::metric::{Metric, MetricParams};
 pub use crate::tree::GrowPolicy;
 use crate::tree::{GrowParams, SplitParams};
@@ -121,6 +123,9 @@ pub struct TrainConfig {
     pub monotone_constraints: Option<MonotoneConstraints>,
     /// Sets of features allowed to interact (lists of column names or indices).
     pub interaction_constraints: Option<InteractionConstraints>,
+    /// Each feature's chance in column sampling (`colsample_*`): by column name (others weigh
+    /// 1), or one per feature.
+    pub feature_weights: Option<FeatureWeights>,
     /// Worker threads; 0 uses every core.
     #[serde(alias = "nthread", alias = "num_threads")]
     pub n_jobs: usize,
@@ -167,6 +172,7 @@ impl Default for TrainConfig {
             ndcg_exp_gain: true,
             monotone_constraints: None,
             interaction_constraints: None,
+            feature_weights: None,
             n_jobs: 0,
             device: Device::Cpu,
         }
@@ -261,6 +267,10 @@ impl TrainConfig {
                 ),
             ));
         }
+        let feature_weights = match &self.feature_weights {
+            None => Vec::new(),
+            Some(w) => w.resolve(names)?,
+        };
         Ok(GrowParams {
             split: SplitParams {
                 reg_lambda: self.reg_lambda,
@@ -281,6 +291,7 @@ impl TrainConfig {
             colsample_bylevel: self.colsample_bylevel,
             colsample_bynode: self.colsample_bynode,
             constraints,
+            feature_weights,
         })
     }
 
@@ -335,6 +346,15 @@ impl TrainConfig {
         check(self.cat_smooth.is_finite() && self.cat_smooth >= 0.0, "cat_smooth", "must be >= 0")?;
         check(self.cat_l2.is_finite() && self.cat_l2 >= 0.0, "cat_l2", "must be >= 0")?;
         check(self.early_stopping_rounds != Some(0), "early_stopping_rounds", "must be at least 1")?;
+        check(
+            self.feature_weights.is_none()
+                || self.colsample_bytree < 1.0
+                || self.colsample_bylevel < 1.0
+                || self.colsample_bynode < 1.0,
+            "feature_weights",
+            "weigh column sampling, and no colsample_bytree, colsample_bylevel or colsample_bynode below 1 samples \
+             columns",
+        )?;
         check(
             self.lambdarank_pair_method == PairMethod::Topk,
             "lambdarank_pair_method",

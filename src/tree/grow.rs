@@ -50,6 +50,8 @@ pub struct GrowParams {
     pub colsample_bylevel: f64,
     pub colsample_bynode: f64,
     pub constraints: Constraints,
+    /// Each feature's chance in column sampling; empty: all alike.
+    pub feature_weights: Vec<f64>,
 }
 
 impl GrowParams {
@@ -61,6 +63,16 @@ impl GrowParams {
 
     pub fn can_split_at(&self, depth: usize) -> bool {
         self.max_depth == 0 || depth < self.max_depth
+    }
+
+    /// `k` of the features `feats` for column sampling, drawn by `rng` (in proportion to
+    /// `feature_weights` when given).
+    pub fn sample_features(&self, rng: &mut Rng, feats: &[u32], k: usize) -> Vec<u32> {
+        if self.feature_weights.is_empty() {
+            rng.choose_sorted(feats, k)
+        } else {
+            rng.choose_weighted_sorted(feats, |f| self.feature_weights[f as usize], k)
+        }
     }
 
     /// Whether nodes choose features of their own (sampled per level or per node, or limited
@@ -88,11 +100,11 @@ impl TreeContext<'_> {
         let mut feats = self.tree_features.to_vec();
         if p.colsample_bylevel < 1.0 {
             let k = ((feats.len() as f64 * p.colsample_bylevel).round() as usize).max(1);
-            feats = Rng::new(self.seed, hash64(1, depth as u64)).choose_sorted(&feats, k);
+            feats = p.sample_features(&mut Rng::new(self.seed, hash64(1, depth as u64)), &feats, k);
         }
         if p.colsample_bynode < 1.0 {
             let k = ((feats.len() as f64 * p.colsample_bynode).round() as usize).max(1);
-            feats = Rng::new(self.seed, hash64(2, node as u64)).choose_sorted(&feats, k);
+            feats = p.sample_features(&mut Rng::new(self.seed, hash64(2, node as u64)), &feats, k);
         }
         let c = &p.constraints;
         if c.has_interaction() {

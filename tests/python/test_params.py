@@ -50,3 +50,20 @@ def test_gpu_hist_means_cuda_with_a_deprecation_warning():
     with pytest.raises(polars_gbt.ParameterError, match="contradicts"):
         with pytest.warns(DeprecationWarning):
             pl.col("a").gbt.fit("y", tree_method="gpu_hist", device="cpu")
+
+
+def test_feature_weights_steer_column_sampling(train_df):
+    df = train_df.head(3000)
+    # f0..f3 weigh nothing: no tree may use them, whichever sampling draws.
+    weights = {f: 0.0 for f in FEATURES[:4]}
+    for sampling in ({"colsample_bytree": 0.5}, {"colsample_bylevel": 0.5}, {"colsample_bynode": 0.5}):
+        model = polars_gbt.train(df, target="y", n_estimators=20, feature_weights=weights, **sampling)
+        used = set(model.trees_to_dataframe().filter(pl.col("Feature") != "Leaf")["Feature"])
+        assert used and not used & set(weights), (sampling, used & set(weights))
+    # One weight per feature, as XGBoost takes it (the estimators too).
+    per_feature = [0.0] * 4 + [1.0] * (len(FEATURES) - 4)
+    a = polars_gbt.train(df, target="y", n_estimators=5, colsample_bytree=0.5, feature_weights=weights)
+    b = polars_gbt.train(df, target="y", n_estimators=5, colsample_bytree=0.5, feature_weights=per_feature)
+    assert a.trees_to_dataframe().equals(b.trees_to_dataframe())
+    with pytest.raises(polars_gbt.ParameterError, match="no colsample"):
+        df.select(pl.col(FEATURES).gbt.fit("y", feature_weights=weights))
