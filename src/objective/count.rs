@@ -14,11 +14,12 @@ pub struct Poisson;
 const POISSON_HESSIAN_SHIFT: f32 = 0.7;
 
 impl Loss for Poisson {
-    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) {
+    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
         out.par_iter_mut().enumerate().for_each(|(i, o)| {
             let w = t.w(i);
             *o = GradPair { g: (exp(margin[i]) - t.label[i]) * w, h: exp(margin[i] + POISSON_HESSIAN_SHIFT) * w };
         });
+        Ok(())
     }
 
     fn check_labels(&self, t: &Targets) -> Result<()> {
@@ -39,12 +40,13 @@ impl Loss for Poisson {
 pub struct Gamma;
 
 impl Loss for Gamma {
-    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) {
+    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
         out.par_iter_mut().enumerate().for_each(|(i, o)| {
             let w = t.w(i);
             let ratio = t.label[i] / exp(margin[i]);
             *o = GradPair { g: (1.0 - ratio) * w, h: ratio * w };
         });
+        Ok(())
     }
 
     fn check_labels(&self, t: &Targets) -> Result<()> {
@@ -66,7 +68,7 @@ pub struct Tweedie {
 }
 
 impl Loss for Tweedie {
-    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) {
+    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
         let rho = self.rho;
         out.par_iter_mut().enumerate().for_each(|(i, o)| {
             let (m, y, w) = (margin[i], t.label[i], t.w(i));
@@ -74,6 +76,7 @@ impl Loss for Tweedie {
             let b = exp((2.0 - rho) * m);
             *o = GradPair { g: (-y * a + b) * w, h: (-y * (1.0 - rho) * a + (2.0 - rho) * b) * w };
         });
+        Ok(())
     }
 
     fn check_labels(&self, t: &Targets) -> Result<()> {

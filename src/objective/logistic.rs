@@ -27,12 +27,13 @@ impl Logistic {
 const MIN_HESSIAN: f32 = 1e-16;
 
 impl Loss for Logistic {
-    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) {
+    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
         out.par_iter_mut().enumerate().for_each(|(i, o)| {
             let p = sigmoid(margin[i]);
             let w = self.weight(t, i);
             *o = GradPair { g: (p - t.label[i]) * w, h: (p * (1.0 - p)).max(MIN_HESSIAN) * w };
         });
+        Ok(())
     }
 
     fn check_labels(&self, t: &Targets) -> Result<()> {

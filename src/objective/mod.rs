@@ -35,8 +35,9 @@ use crate::tree::GradPair;
 
 /// A loss function as the boosting loop uses it.
 pub trait Loss: Send + Sync {
-    /// Gradient pairs (weights applied) for every row and output.
-    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]);
+    /// Gradient pairs (weights applied) for every row and output. Built-in losses cannot
+    /// fail; a user's objective (a Python callable) can.
+    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()>;
     /// Rejects labels outside the loss's domain, naming the first bad row.
     fn check_labels(&self, t: &Targets) -> Result<()>;
     /// The starting margin of each output when no base score is given.

@@ -13,13 +13,14 @@ pub struct Quantile {
 }
 
 impl Loss for Quantile {
-    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) {
+    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
         let a = self.alpha as f32;
         out.par_iter_mut().enumerate().for_each(|(i, o)| {
             let w = t.w(i);
             let g = if margin[i] >= t.label[i] { 1.0 - a } else { -a };
             *o = GradPair { g: g * w, h: w };
         });
+        Ok(())
     }
 
     fn check_labels(&self, t: &Targets) -> Result<()> {

@@ -161,7 +161,7 @@ impl LambdaRank {
 }
 
 impl Loss for LambdaRank {
-    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) {
+    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
         let offsets = t.groups.expect("ranking objectives are checked to have query groups");
         let tables = RankingTables::new(t, &self.params);
         let groups: Vec<Vec<GradPair>> = offsets
@@ -182,6 +182,7 @@ impl Loss for LambdaRank {
         for (q, g) in offsets.windows(2).zip(groups) {
             out[q[0]..q[1]].copy_from_slice(&g);
         }
+        Ok(())
     }
 
     fn check_labels(&self, t: &Targets) -> Result<()> {
@@ -236,7 +237,7 @@ mod tests {
     fn grads(l: &LambdaRank, s: &[f32], y: &[f32], groups: &[usize]) -> Vec<GradPair> {
         let t = Targets { label: y, weight: None, groups: Some(groups) };
         let mut out = vec![GradPair::default(); s.len()];
-        l.gradients(s, &t, &mut out);
+        l.gradients(s, &t, &mut out).unwrap();
         out
     }
 

@@ -24,7 +24,7 @@ pub fn softmax_in_place(row: &mut [f32]) {
 }
 
 impl Loss for Softmax {
-    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) {
+    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
         let n = t.n_rows();
         let k = self.n_classes;
         // Rows are independent; each fills its k class-major slots.
@@ -49,6 +49,7 @@ impl Loss for Softmax {
                 out[c * n + i] = gp;
             }
         }
+        Ok(())
     }
 
     fn check_labels(&self, t: &Targets) -> Result<()> {

@@ -9,11 +9,12 @@ use crate::tree::GradPair;
 pub struct Squared;
 
 impl Loss for Squared {
-    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) {
+    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
         out.par_iter_mut().enumerate().for_each(|(i, o)| {
             let w = t.w(i);
             *o = GradPair { g: (margin[i] - t.label[i]) * w, h: w };
         });
+        Ok(())
     }
 
     fn check_labels(&self, t: &Targets) -> Result<()> {
@@ -31,7 +32,7 @@ pub struct PseudoHuber {
 }
 
 impl Loss for PseudoHuber {
-    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) {
+    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
         let d = self.slope;
         out.par_iter_mut().enumerate().for_each(|(i, o)| {
             let z = margin[i] - t.label[i];
@@ -39,6 +40,7 @@ impl Loss for PseudoHuber {
             let w = t.w(i);
             *o = GradPair { g: z / s * w, h: w / (s * s * s) };
         });
+        Ok(())
     }
 
     fn check_labels(&self, t: &Targets) -> Result<()> {

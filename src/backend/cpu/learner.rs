@@ -80,8 +80,7 @@ impl CpuLearner<'_> {
 
 impl Learner for CpuLearner<'_> {
     fn compute_gradients(&mut self, loss: &dyn Loss, targets: &Targets) -> Result<()> {
-        loss.gradients(&self.margin, targets, &mut self.grads);
-        Ok(())
+        loss.gradients(&self.margin, targets, &mut self.grads)
     }
 
     fn grow(&mut self, output: usize, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Tree> {

@@ -120,7 +120,7 @@ impl Gradients {
             self.host_grads.resize(self.n * self.k, GradPair::default());
             s.memcpy_dtoh(&self.margin, &mut self.host_margin).map_err(device_error)?;
             dev.arena.drained();
-            loss.gradients(&self.host_margin, targets, &mut self.host_grads);
+            loss.gradients(&self.host_margin, targets, &mut self.host_grads)?;
             s.memcpy_htod(&self.host_grads, grads).map_err(device_error)?;
         }
         if let Some(round) = &mut self.round_margin {
