@@ -87,7 +87,14 @@ fn assert_monotone(model: &Model, cols: &[Vec<f32>], directions: &[i8], what: &s
         for (r, sweep) in rows.iter().zip(sweeps(model, cols, &rows, f, &grid)) {
             for (i, w) in sweep.windows(2).enumerate() {
                 let ok = if d > 0 { w[1] >= w[0] } else { w[1] <= w[0] };
-                assert!(ok, "{what}: row {r}, x{f} {} -> {}: margin {} -> {} breaks direction {d}", grid[i], grid[i + 1], w[0], w[1]);
+                assert!(
+                    ok,
+                    "{what}: row {r}, x{f} {} -> {}: margin {} -> {} breaks direction {d}",
+                    grid[i],
+                    grid[i + 1],
+                    w[0],
+                    w[1]
+                );
             }
         }
     }

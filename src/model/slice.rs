@@ -59,8 +59,10 @@ mod tests {
     fn data() -> Dataset {
         let x: Vec<f32> = (0..400).map(|i| ((i * 37) % 101) as f32 / 10.0).collect();
         let z: Vec<f32> = (0..400).map(|i| ((i * 13) % 29) as f32).collect();
-        let y: Vec<f32> = x.iter().zip(&z).map(|(a, b)| (a * 0.7).sin() + b * 0.05).map(|v| (v > 0.5) as u8 as f32).collect();
-        let col = |n: &str, v: Vec<f32>| FeatureColumn::new(n, vec![Arc::new(Float32Array::from(v)) as ArrayRef]).unwrap();
+        let y: Vec<f32> =
+            x.iter().zip(&z).map(|(a, b)| (a * 0.7).sin() + b * 0.05).map(|v| (v > 0.5) as u8 as f32).collect();
+        let col =
+            |n: &str, v: Vec<f32>| FeatureColumn::new(n, vec![Arc::new(Float32Array::from(v)) as ArrayRef]).unwrap();
         Dataset::new(FeatureFrame::new(vec![col("x", x), col("z", z)]).unwrap(), y).unwrap()
     }
 
@@ -96,7 +98,9 @@ mod tests {
     #[test]
     fn a_slice_outside_the_model_is_an_error() {
         let m = train(&TrainConfig::from_json(r#"{"n_estimators": 5}"#).unwrap(), &data(), &[]).unwrap();
-        for (a, b, s, words) in [(0, 6, 1, "has 5 rounds"), (3, 3, 1, "holds no round"), (4, 2, 1, "holds no round"), (0, 2, 0, "step")] {
+        for (a, b, s, words) in
+            [(0, 6, 1, "has 5 rounds"), (3, 3, 1, "holds no round"), (4, 2, 1, "holds no round"), (0, 2, 0, "step")]
+        {
             let e = m.slice(a, b, s).unwrap_err().to_string();
             assert!(e.contains(words) && e.contains("iteration_range"), "({a}, {b}, {s}): {e}");
         }

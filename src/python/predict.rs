@@ -238,6 +238,7 @@ fn score(
 /// Scores each row with its own row's model (`models`, a Binary column; a null model gives a
 /// null prediction). Rows are grouped by model, each group scored at once, and the results put
 /// back in row order as `dtype`.
+#[allow(clippy::too_many_arguments)]
 fn score_row_models(
     name: PlSmallStr,
     features: &[Series],

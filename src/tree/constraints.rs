@@ -42,9 +42,9 @@ impl Constraints {
         if self.interaction.is_empty() || path.is_empty() || path.binary_search(&feature).is_ok() {
             return true;
         }
-        self.interaction.iter().any(|set| {
-            set.binary_search(&feature).is_ok() && path.iter().all(|f| set.binary_search(f).is_ok())
-        })
+        self.interaction
+            .iter()
+            .any(|set| set.binary_search(&feature).is_ok() && path.iter().all(|f| set.binary_search(f).is_ok()))
     }
 }
 

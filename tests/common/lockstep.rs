@@ -100,7 +100,14 @@ impl<A: GrowSteps, B: GrowSteps> GrowSteps for Lockstep<A, B> {
         for ((o, a), b) in nodes.iter_mut().zip(on_a).zip(on_b) {
             o.best = a.best;
             o.state = Both(Some(a.state), Some(b.state));
-            bests_b.push(Open { node: b.node, depth: b.depth, total: b.total, limits: b.limits, best: b.best, state: () });
+            bests_b.push(Open {
+                node: b.node,
+                depth: b.depth,
+                total: b.total,
+                limits: b.limits,
+                best: b.best,
+                state: (),
+            });
         }
         for (o, b) in nodes.iter().zip(&bests_b) {
             self.compare(o, b, ctx)?;

@@ -53,7 +53,12 @@ impl SplitEvaluator {
         !self.categorical.is_empty()
     }
 
-    pub(super) fn new(dev: &mut FitDevice, matrix: &DeviceMatrix, cuts: &[FeatureCuts], monotone: &[i8]) -> Result<Self> {
+    pub(super) fn new(
+        dev: &mut FitDevice,
+        matrix: &DeviceMatrix,
+        cuts: &[FeatureCuts],
+        monotone: &[i8],
+    ) -> Result<Self> {
         let mut categorical = Vec::new();
         let mut categorical_slots: Vec<u32> = Vec::new();
         for (f, c) in cuts.iter().enumerate() {
@@ -66,7 +71,8 @@ impl SplitEvaluator {
         Ok(SplitEvaluator {
             tasks: dev.scratch(64)?,
             masks: dev.scratch(64)?,
-            monotone: dev.upload(&(0..matrix.n_features).map(|f| monotone.get(f).copied().unwrap_or(0)).collect::<Vec<i8>>())?,
+            monotone: dev
+                .upload(&(0..matrix.n_features).map(|f| monotone.get(f).copied().unwrap_or(0)).collect::<Vec<i8>>())?,
             per_feature: dev.scratch(64 * matrix.n_features)?,
             best: dev.scratch(64)?,
             categorical_slots: dev.upload(&categorical_slots)?,
