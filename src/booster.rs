@@ -8,7 +8,7 @@ use crate::config::TrainConfig;
 use crate::data::cuts::compute_cuts;
 use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
-use crate::metric::Metric;
+use crate::metric::{CustomMetric, Metric};
 use crate::model::{bind_columns, EvalSeries, FeatureInfo, Model, PredictOutput, Predictions};
 use crate::objective::{loss_for, transform_row, Loss};
 use crate::random::{hash64, Rng};
@@ -45,6 +45,50 @@ pub fn train_with_callback(
     evals: &[(&str, &Dataset)],
     callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
 ) -> Result<Model> {
+    if cfg.custom_objective.is_some() {
+        return Err(Error::param(
+            "custom_objective",
+            "names a user's objective: train with train_with_loss and its loss",
+        ));
+    }
+    fit(cfg, data, evals, UserFunctions::default(), callback)
+}
+
+/// A user's functions for a fit (Python callables, through the plugin).
+#[derive(Default)]
+pub struct UserFunctions {
+    /// Computes the gradients in place of the objective's loss; `cfg.custom_objective` names
+    /// it, and `cfg.objective` gives the model's link and outputs. The rows start from margin
+    /// 0 unless `base_score` is set.
+    pub objective: Option<Box<dyn Loss>>,
+    /// Evaluated after the built-in metrics, each round on each evaluation set.
+    pub metrics: Vec<Box<dyn CustomMetric>>,
+}
+
+/// [`train_with_callback`] with a user's objective and metrics.
+pub fn train_with_user_functions(
+    cfg: &TrainConfig,
+    data: &Dataset,
+    evals: &[(&str, &Dataset)],
+    user: UserFunctions,
+    callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
+) -> Result<Model> {
+    if cfg.custom_objective.is_some() != user.objective.is_some() {
+        return Err(Error::param(
+            "custom_objective",
+            "names the user's objective, and is given exactly when train_with_user_functions is given one",
+        ));
+    }
+    fit(cfg, data, evals, user, callback)
+}
+
+fn fit(
+    cfg: &TrainConfig,
+    data: &Dataset,
+    evals: &[(&str, &Dataset)],
+    user: UserFunctions,
+    callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
+) -> Result<Model> {
     cfg.validate()?;
     if cfg.early_stopping_rounds.is_some() && evals.is_empty() {
         // XGBoost raises here too: with nothing to watch, the setting would be ignored silently.
@@ -54,7 +98,8 @@ pub fn train_with_callback(
         ));
     }
     let (backend, _) = crate::backend::select(cfg)?;
-    let mut run = || Trainer::new(cfg, data, evals)?.run(backend, callback);
+    let mut user = Some(user);
+    let mut run = || Trainer::new(cfg, data, evals, user.take().unwrap_or_default())?.run(backend, callback);
     if cfg.n_jobs > 0 {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(cfg.n_jobs)
@@ -77,6 +122,24 @@ pub fn train_continued(
     evals: &[(&str, &Dataset)],
     callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
 ) -> Result<Model> {
+    train_continued_with_user_functions(init, cfg, data, evals, UserFunctions::default(), callback)
+}
+
+/// [`train_continued`] with a user's metrics (a user's objective cannot continue a model yet).
+pub fn train_continued_with_user_functions(
+    init: &Model,
+    cfg: &TrainConfig,
+    data: &Dataset,
+    evals: &[(&str, &Dataset)],
+    user: UserFunctions,
+    callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
+) -> Result<Model> {
+    if user.objective.is_some() || cfg.custom_objective.is_some() {
+        return Err(Error::param(
+            "init_model",
+            "cannot be continued with a custom objective yet: train with the objective from the start",
+        ));
+    }
     if cfg.base_score.is_some() {
         return Err(Error::param("base_score", "cannot be set with init_model: the fit continues from its base score"));
     }
@@ -98,7 +161,7 @@ pub fn train_continued(
     let data = from_init(data)?;
     let evals_data = evals.iter().map(|(_, d)| from_init(d)).collect::<Result<Vec<_>>>()?;
     let evals: Vec<(&str, &Dataset)> = evals.iter().zip(&evals_data).map(|((name, _), d)| (*name, d)).collect();
-    let new = train_with_callback(cfg, &data, &evals, callback)?;
+    let new = fit(cfg, &data, &evals, user, callback)?;
     Model::continued(init, new)
 }
 
@@ -115,6 +178,8 @@ struct Trainer<'a> {
     data: &'a Dataset,
     loss: Box<dyn Loss>,
     metrics: Vec<Metric>,
+    /// A user's metrics, logged after `metrics` on each set.
+    custom_metrics: Vec<Box<dyn CustomMetric>>,
     features: Vec<FeatureInfo>,
     cuts: Vec<FeatureCuts>,
     /// What shapes each tree, constraints resolved against the features.
@@ -136,9 +201,16 @@ fn class_major(row_major: &[f32], n: usize, k: usize) -> Vec<f32> {
 }
 
 impl<'a> Trainer<'a> {
-    fn new(cfg: &'a TrainConfig, data: &'a Dataset, evals: &[(&str, &'a Dataset)]) -> Result<Self> {
+    /// `user`: a user's loss in place of the objective's, and metrics beside the built-in ones.
+    fn new(
+        cfg: &'a TrainConfig,
+        data: &'a Dataset,
+        evals: &[(&str, &'a Dataset)],
+        user: UserFunctions,
+    ) -> Result<Self> {
         let k = cfg.num_outputs();
-        let loss = loss_for(cfg.objective, &cfg.objective_params());
+        let loss = user.objective.unwrap_or_else(|| loss_for(cfg.objective, &cfg.objective_params()));
+        let custom_metrics = user.metrics;
         for (name, d) in std::iter::once(("train", data)).chain(evals.iter().copied()) {
             let t = d.targets();
             loss.check_labels(&t).map_err(|e| match e {
@@ -176,6 +248,16 @@ impl<'a> Trainer<'a> {
         for m in &metrics {
             m.check_applies(cfg.objective, k)?;
         }
+        let mut names: Vec<String> = Vec::new();
+        for name in custom_metrics.iter().map(|m| m.name()) {
+            if names.contains(&name) || metrics.iter().any(|m| m.name() == name) {
+                return Err(Error::param(
+                    "eval_metric",
+                    format!("logs two metrics named `{name}`: give the user's metric a name of its own"),
+                ));
+            }
+            names.push(name);
+        }
         let frame = &data.features;
         let clock = std::time::Instant::now();
         let cuts = compute_cuts(frame, data.weight.as_deref(), cfg.max_bin, cfg.seed)?;
@@ -211,7 +293,7 @@ impl<'a> Trainer<'a> {
                 Ok(EvalSet { name: name.to_string(), data: d, binned, margin })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Trainer { cfg, data, loss, metrics, features, cuts, grow, base_margin, evals, k })
+        Ok(Trainer { cfg, data, loss, metrics, custom_metrics, features, cuts, grow, base_margin, evals, k })
     }
 
     fn start_margin(base: &[f32], d: &Dataset, k: usize) -> Vec<f32> {
@@ -284,6 +366,9 @@ impl<'a> Trainer<'a> {
             for m in &self.metrics {
                 log.push(EvalSeries { dataset: e.name.clone(), metric: m.name(), values: Vec::new() });
             }
+            for m in &self.custom_metrics {
+                log.push(EvalSeries { dataset: e.name.clone(), metric: m.name(), values: Vec::new() });
+            }
         }
         let mut best: Option<(usize, f64)> = None;
         let all_features: Vec<u32> = (0..self.features.len() as u32).collect();
@@ -307,13 +392,16 @@ impl<'a> Trainer<'a> {
                 }
                 trees.push(tree);
             }
-            let round_log = self.evaluate(round, &evals);
+            let round_log = self.evaluate(round, &evals)?;
             for (series, (_, _, v)) in log.iter_mut().zip(&round_log.values) {
                 series.values.push(*v);
             }
             let keep_going = callback(&round_log)?;
             if let (Some(patience), Some(&(_, _, score))) = (self.cfg.early_stopping_rounds, round_log.values.last()) {
-                let higher = self.metrics.last().unwrap().higher_is_better();
+                let higher = match self.custom_metrics.last() {
+                    Some(m) => m.higher_is_better(),
+                    None => self.metrics.last().unwrap().higher_is_better(),
+                };
                 let improved = match best {
                     None => true,
                     Some((_, b)) => {
@@ -351,7 +439,7 @@ impl<'a> Trainer<'a> {
         Ok(model)
     }
 
-    fn evaluate(&self, round: usize, margins: &[Vec<f32>]) -> RoundLog {
+    fn evaluate(&self, round: usize, margins: &[Vec<f32>]) -> Result<RoundLog> {
         let k = self.k;
         let params = self.cfg.metric_params();
         let mut values = Vec::new();
@@ -367,7 +455,10 @@ impl<'a> Trainer<'a> {
             for m in &self.metrics {
                 values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &e.data.targets(), &params)));
             }
+            for m in &self.custom_metrics {
+                values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &e.data.targets())?));
+            }
         }
-        RoundLog { round, values }
+        Ok(RoundLog { round, values })
     }
 }

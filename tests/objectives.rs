@@ -276,3 +276,65 @@ fn scale_pos_weight_trains_as_weighting_the_positive_rows() {
     let mean = |m: &Model| predict(m, &f, PredictOutput::Value).iter().map(|&p| p as f64).sum::<f64>() / n as f64;
     assert!(mean(&scaled) > mean(&plain) + 0.03, "{} against {}", mean(&scaled), mean(&plain));
 }
+
+/// A user's squared error and RMSE, written against the traits the plugin's Python callables
+/// implement: the built-in objective's trees and metric values, exactly.
+#[test]
+fn user_functions_reproduce_the_builtin_squared_error_and_rmse() {
+    use polars_gbt::metric::CustomMetric;
+    use polars_gbt::objective::Loss;
+    use polars_gbt::tree::GradPair;
+    use polars_gbt::{train_with_callback, train_with_user_functions, UserFunctions};
+
+    struct MySquared;
+    impl Loss for MySquared {
+        fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> polars_gbt::Result<()> {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = GradPair { g: (margin[i] - t.label[i]) * t.w(i), h: t.w(i) };
+            }
+            Ok(())
+        }
+        fn check_labels(&self, _: &Targets) -> polars_gbt::Result<()> {
+            Ok(())
+        }
+        fn estimate_base_margin(&self, _: &Targets) -> Vec<f32> {
+            vec![0.0]
+        }
+    }
+    struct MyRmse;
+    impl CustomMetric for MyRmse {
+        fn name(&self) -> String {
+            "my_rmse".into()
+        }
+        fn higher_is_better(&self) -> bool {
+            false
+        }
+        fn evaluate(&self, pred: &[f32], _: usize, t: &Targets) -> polars_gbt::Result<f64> {
+            let s: f64 = pred.iter().zip(t.label).map(|(p, y)| ((p - y) as f64).powi(2)).sum();
+            Ok((s / pred.len() as f64).sqrt())
+        }
+    }
+
+    let mut rng = Rng::new(4, 4);
+    let x: Vec<f32> = (0..3000).map(|_| rng.below(1000) as f32 / 100.0).collect();
+    let y: Vec<f32> = x.iter().map(|v| (v * 0.8).sin() * 3.0 + rng.below(100) as f32 / 100.0).collect();
+    let data = Dataset::new(frame(vec![x[..2000].to_vec()]), y[..2000].to_vec()).unwrap();
+    let valid = Dataset::new(frame(vec![x[2000..].to_vec()]), y[2000..].to_vec()).unwrap();
+    let json = r#"{"n_estimators": 12, "max_depth": 4, "base_score": 0.0, "eval_metric": "rmse"}"#;
+    let builtin =
+        train_with_callback(&TrainConfig::from_json(json).unwrap(), &data, &[("v", &valid)], &mut |_| Ok(true));
+    let mut cfg = TrainConfig::from_json(json).unwrap();
+    cfg.custom_objective = Some("my_squared".into());
+    let user = UserFunctions { objective: Some(Box::new(MySquared)), metrics: vec![Box::new(MyRmse)] };
+    let mine = train_with_user_functions(&cfg, &data, &[("v", &valid)], user, &mut |_| Ok(true)).unwrap();
+    let builtin = builtin.unwrap();
+    assert_eq!(mine.trees(), builtin.trees());
+    let (log, want) = (mine.evals_result(), builtin.evals_result());
+    assert_eq!((log[0].metric.as_str(), log[1].metric.as_str()), ("rmse", "my_rmse"));
+    for (a, b) in log[1].values.iter().zip(&want[0].values) {
+        assert!((a - b).abs() <= 1e-6 * b.abs(), "{a} against {b}");
+    }
+    // Without the loss, a custom objective's name is an error, not a silent built-in fit.
+    let e = train(&cfg, &data, &[]).unwrap_err().to_string();
+    assert!(e.contains("custom_objective"), "{e}");
+}

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import polars as pl
 from polars.plugins import register_plugin_function
 
-from polars_gbt import _internal
+from polars_gbt import _custom, _internal
 from polars_gbt._errors import translated
 
 if TYPE_CHECKING:
@@ -116,7 +116,21 @@ class GbtNamespace:
         progress
             Draw a progress bar of the boosting rounds on stderr.
         **params
-            Training parameters.
+            Training parameters. A user's objective is a Python callable
+            ``f(predt, label) -> (grad, hess)``: ``predt`` holds the current margins (float32,
+            shape ``(n,)``, or ``(n, num_class)`` with ``num_class``), ``label`` the labels,
+            and it returns gradients and hessians of ``predt``'s shape; row weights multiply
+            them. Give it as ``objective=f`` (the model then predicts margins, or softmax
+            probabilities with ``num_class``) or, as XGBoost's ``obj=``, as ``obj=f`` beside
+            ``objective="binary:logistic"`` (or ``"multi:softprob"``, ``"reg:squarederror"``)
+            naming the link the model predicts with. Rows start from margin 0 unless
+            ``base_score`` is set. ``eval_metric`` may hold callables too,
+            ``m(predt, label) -> float`` (or ``(name, float)``), ``predt`` as ``predict``
+            gives it: each is evaluated every round on every eval set after the built-in
+            metrics (the objective's default one included), logged under its function's name,
+            and the last one watched by ``early_stopping_rounds``, smaller being better unless
+            ``maximize=True``. Callables stay in this process: a plan holding them cannot be
+            run in another, and says so.
 
         Returns
         -------
@@ -156,6 +170,37 @@ class GbtNamespace:
                 DeprecationWarning,
                 stacklevel=2,
             )
+        objective_id = None
+        user_objective = params.pop("obj", None)
+        if callable(params.get("objective")):
+            if user_objective is not None:
+                raise ValueError("give the objective callable once: objective=<callable> or obj=<callable>")
+            user_objective = params.pop("objective")
+            if (params.get("num_class") or 0) > 1:
+                params["objective"] = "multi:softprob"
+        if user_objective is not None:
+            if not callable(user_objective):
+                raise TypeError(f"obj must be a callable (predt, label) -> (grad, hess), not {type(user_objective).__name__}")
+            objective_id = _custom.register(user_objective)
+            params.setdefault("custom_objective", _custom.name_of(user_objective))
+            params.setdefault("objective", "reg:squarederror")
+        metric_ids, metric_names = [], []
+        maximize = params.pop("maximize", False)
+        metrics = params.get("eval_metric")
+        listed = list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]
+        if any(callable(m) for m in listed):
+            if eval_set is None:
+                raise ValueError("eval_metric callables evaluate eval sets, and none is given (eval_set=...)")
+            for m in (m for m in listed if callable(m)):
+                metric_ids.append(_custom.register(m))
+                metric_names.append(_custom.name_of(m))
+            names = [m for m in listed if not callable(m)]
+            if names:
+                params["eval_metric"] = names
+            else:
+                params.pop("eval_metric")
+        elif maximize:
+            raise ValueError("maximize applies to eval_metric callables, and none is given")
         params_json = json.dumps(params)
         # A bad parameter is a ParameterError here, where the expression is built; errors that
         # depend on the data come when the query runs, as Polars' ComputeError.
@@ -164,6 +209,10 @@ class GbtNamespace:
         kwargs: dict[str, Any] = {"params": params_json, "verbose": int(verbose), "progress": progress}
         if init_model is not None:
             kwargs["init_model"] = bytearray(model_bytes(init_model))
+        if objective_id is not None:
+            kwargs["objective_id"] = objective_id
+        if metric_ids:
+            kwargs |= {"metric_ids": metric_ids, "metric_names": metric_names, "maximize": bool(maximize)}
         kwargs.update({f"has_{name}": value is not None for name, value in optional.items()})
         kwargs["has_eval_set"] = eval_set is not None
         kwargs["eval_names"] = eval_names

@@ -62,6 +62,7 @@ from sklearn.utils.validation import (
 )
 
 import polars_gbt._namespace  # noqa: F401  (registers the gbt namespace)
+from polars_gbt import _custom
 from polars_gbt._errors import translated
 from polars_gbt._model import Model, margin_series, run_interruptibly
 
@@ -279,12 +280,20 @@ class _GBTBase(BaseEstimator):
         return df, y
 
     def _fit_model(
-        self, train: _Rows, valid: list[_Rows], verbose: bool | int, xgb_model: Any, **objective: Any
+        self,
+        train: _Rows,
+        valid: list[_Rows],
+        verbose: bool | int,
+        xgb_model: Any,
+        link: str | None = None,
+        **objective: Any,
     ) -> None:
         """Fits ``train``; each set of ``valid`` goes below the training rows, marked by an
         ``eval_set`` mask of its own (named ``validation_i``, as XGBoost names them) that holds
         it out and evaluates it every round. ``xgb_model`` (an estimator, a ``Model``, its
-        bytes or a path) is continued, as XGBoost's."""
+        bytes or a path) is continued, as XGBoost's. A callable ``objective`` is called as
+        scikit-learn's XGBoost calls it, ``objective(y_true, y_pred) -> (grad, hess)``, and
+        the model predicts through ``link``."""
         weighted = train.weight is not None or any(v.weight is not None for v in valid)
         frame = _with_inputs(train, weighted)
         extra: dict[str, Any] = {}
@@ -312,6 +321,15 @@ class _GBTBase(BaseEstimator):
             if present:
                 extra[name] = column
         params = self.get_xgb_params() | objective
+        if callable(params["objective"]):
+            user = params.pop("objective")
+            params["obj"] = _sklearn_order(user)
+            params["custom_objective"] = _custom.name_of(user)
+            params["objective"] = link
+        metrics = params.get("eval_metric")
+        if callable(metrics) or isinstance(metrics, list):
+            listed = metrics if isinstance(metrics, list) else [metrics]
+            params["eval_metric"] = [_sklearn_order(m) if callable(m) else m for m in listed]
         if xgb_model is not None:
             params["init_model"] = xgb_model.model_ if isinstance(xgb_model, _GBTBase) else xgb_model
         # The features by position: pl.col would read a name such as "*" or "^a.*$" as a pattern.
@@ -472,7 +490,8 @@ class GBTRegressor(RegressorMixin, _GBTBase):
         df, y = self._fit_input(X, y, y_numeric=True)
         valid = self._eval_rows(eval_set, sample_weight_eval_set, base_margin_eval_set, _numeric_labels)
         train = _Rows(df, y, _weights(sample_weight, y), _maybe_margins(base_margin, df.height), None)
-        self._fit_model(train, valid, verbose, xgb_model, objective=self.objective or "reg:squarederror")
+        objective = self.objective or "reg:squarederror"
+        self._fit_model(train, valid, verbose, xgb_model, objective=objective, link="reg:squarederror")
         return self
 
     fit.__doc__ = "Fit on ``X`` and ``y``." + _FIT_DOC
@@ -538,6 +557,13 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
         valid = self._eval_rows(eval_set, sample_weight_eval_set, base_margin_eval_set, label)
         objective = self.objective or "binary:logistic"
         extra = {}
+        if callable(objective):
+            # A user's objective: the link the probabilities come through, as XGBoost's classifier.
+            link = "multi:softprob" if self.n_classes_ > 2 else "binary:logistic"
+            extra = {"num_class": self.n_classes_} if self.n_classes_ > 2 else {}
+            train = _Rows(df, codes, _weights(sample_weight, codes), _maybe_margins(base_margin, df.height), None)
+            self._fit_model(train, valid, verbose, xgb_model, objective=objective, link=link, **extra)
+            return self
         if self.n_classes_ > 2 or objective.startswith("multi:"):
             # XGBoost's rule: more than two classes take multi:softprob unless multi:softmax is asked.
             objective = "multi:softmax" if objective == "multi:softmax" else "multi:softprob"
@@ -624,6 +650,8 @@ class GBTRanker(_GBTBase):
         if any(v.group is None for v in valid):
             raise ValueError("eval_qid, the query id of each eval_set row, is needed with eval_set")
         train = _Rows(df, y, _weights(sample_weight, y), _maybe_margins(base_margin, df.height), group)
+        if callable(self.objective):
+            raise ValueError("GBTRanker trains with rank:ndcg or rank:pairwise; a callable objective is for the other estimators")
         self._fit_model(train, valid, verbose, xgb_model, objective=self.objective or "rank:ndcg")
         return self
 
@@ -645,6 +673,17 @@ class GBTRanker(_GBTBase):
         if pred_contribs or pred_interactions:
             return self.contributions(X, base_margin, interactions=pred_interactions)
         return self._predict_raw(X, "value", base_margin, iteration_range).astype(np.float64)
+
+
+def _sklearn_order(function: Any) -> Any:
+    """``function(y_true, y_pred)``, scikit-learn's order (XGBoost's estimators call objectives
+    and metrics so), as the trainer calls it: ``(predt, label)``; named as ``function``."""
+
+    def swapped(predt: np.ndarray, label: np.ndarray) -> Any:
+        return function(label, predt)
+
+    swapped.__name__ = swapped.__qualname__ = _custom.name_of(function)
+    return swapped
 
 
 class _Rows(NamedTuple):

@@ -8,9 +8,9 @@ mod feature_weights;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::error::{Error, Result};
 pub use self::constraints::{FeatureRef, InteractionConstraints, MonotoneConstraints};
 pub use self::feature_weights::FeatureWeights;
+use crate::error::{Error, Result};
 use crate::metric::{Metric, MetricParams};
 pub use crate::tree::GrowPolicy;
 use crate::tree::{GrowParams, SplitParams};
@@ -123,6 +123,11 @@ pub struct TrainConfig {
     pub monotone_constraints: Option<MonotoneConstraints>,
     /// Sets of features allowed to interact (lists of column names or indices).
     pub interaction_constraints: Option<InteractionConstraints>,
+    /// Set when a user's objective (a Python callable, `UserFunctions::objective`) computes the
+    /// gradients: its name, for the record. `objective` is then only the link and outputs the
+    /// model predicts with: `reg:squarederror` (the margin), `binary:logistic` or
+    /// `multi:softprob`.
+    pub custom_objective: Option<String>,
     /// Each feature's chance in column sampling (`colsample_*`): by column name (others weigh
     /// 1), or one per feature.
     pub feature_weights: Option<FeatureWeights>,
@@ -173,6 +178,7 @@ impl Default for TrainConfig {
             monotone_constraints: None,
             interaction_constraints: None,
             feature_weights: None,
+            custom_objective: None,
             n_jobs: 0,
             device: Device::Cpu,
         }
@@ -346,6 +352,12 @@ impl TrainConfig {
         check(self.cat_smooth.is_finite() && self.cat_smooth >= 0.0, "cat_smooth", "must be >= 0")?;
         check(self.cat_l2.is_finite() && self.cat_l2 >= 0.0, "cat_l2", "must be >= 0")?;
         check(self.early_stopping_rounds != Some(0), "early_stopping_rounds", "must be at least 1")?;
+        check(
+            self.custom_objective.is_none()
+                || matches!(self.objective, Objective::SquaredError | Objective::BinaryLogistic | Objective::MultiSoftprob),
+            "objective",
+            "with a custom objective, the model's link is reg:squarederror (margins), binary:logistic or multi:softprob",
+        )?;
         check(
             self.feature_weights.is_none()
                 || self.colsample_bytree < 1.0

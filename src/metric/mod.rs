@@ -5,8 +5,11 @@
 //! says which task each objective is, and holds `Metric::default_for` / `check_applies`.
 
 mod classification;
+mod custom;
 mod ranking;
 mod regression;
+
+pub use custom::CustomMetric;
 
 use serde::{Deserialize, Serialize};
 

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::convert::{f32_column, feature_column, margin_values, to_polars};
 use super::dtypes::{broadcast, dtype_name};
-use crate::{train_with_callback, Dataset, FeatureFrame, RoundLog, TrainConfig};
+use crate::{Dataset, FeatureFrame, RoundLog, TrainConfig};
 
 /// What `fit` receives besides the inputs: the parameters as JSON (parsed by
 /// `TrainConfig::from_json`, which names any bad parameter) and which optional inputs follow
@@ -35,6 +35,19 @@ struct FitKwargs {
     /// fit adds `n_estimators` more.
     #[serde(with = "serde_bytes", default)]
     init_model: Vec<u8>,
+    /// A user's objective: its number in `polars_gbt._custom`'s registry (the parameters'
+    /// `custom_objective` names it).
+    #[serde(default)]
+    objective_id: Option<u64>,
+    /// A user's metrics: their registry numbers and names, logged after the built-in metrics.
+    #[serde(default)]
+    metric_ids: Vec<u64>,
+    #[serde(default)]
+    metric_names: Vec<String>,
+    /// Whether early stopping looks for larger values of the user's metrics (XGBoost's
+    /// `maximize`).
+    #[serde(default)]
+    maximize: bool,
 }
 
 fn binary_output(_: &[Field]) -> PolarsResult<Field> {
@@ -59,6 +72,11 @@ struct FitInputs<'a> {
     eval_sets: Vec<(String, &'a Series)>,
     /// The model to continue from.
     init: Option<Arc<crate::Model>>,
+    /// A user's objective (see `FitKwargs::objective_id`).
+    objective_id: Option<u64>,
+    /// A user's metrics: (registry number, name), and whether larger is better.
+    metrics: Vec<(u64, String)>,
+    maximize: bool,
 }
 
 impl<'a> FitInputs<'a> {
@@ -86,8 +104,13 @@ impl<'a> FitInputs<'a> {
             eval_sets: names.into_iter().map(|name| (name, rest.next().unwrap())).collect(),
             init: match kwargs.init_model.is_empty() {
                 true => None,
-                false => Some(super::model_cache::by_content(&kwargs.init_model, None).map_err(to_polars)?.model.clone()),
+                false => {
+                    Some(super::model_cache::by_content(&kwargs.init_model, None).map_err(to_polars)?.model.clone())
+                }
             },
+            objective_id: kwargs.objective_id,
+            metrics: kwargs.metric_ids.iter().copied().zip(kwargs.metric_names.iter().cloned()).collect(),
+            maximize: kwargs.maximize,
         })
     }
 
@@ -173,9 +196,30 @@ impl<'a> FitInputs<'a> {
         evals: &[(&str, &Dataset)],
         log: &mut (dyn FnMut(&RoundLog) -> crate::Result<bool> + Send),
     ) -> PolarsResult<crate::Model> {
+        use super::custom::{PyMetric, PyObjective};
+        let objective: Option<Box<dyn crate::objective::Loss>> =
+            match (cfg.custom_objective.is_some(), self.objective_id) {
+                (false, _) => None,
+                (true, Some(id)) => Some(Box::new(PyObjective::new(id, cfg))),
+                (true, None) => {
+                    return Err(to_polars(crate::Error::param(
+                        "custom_objective",
+                        "names a Python objective, which comes as objective=<callable> (polars_gbt passes it)",
+                    )))
+                }
+            };
+        let metrics = self
+            .metrics
+            .iter()
+            .map(|(id, name)| {
+                Box::new(PyMetric { id: *id, name: name.clone(), higher_is_better: self.maximize })
+                    as Box<dyn crate::metric::CustomMetric>
+            })
+            .collect();
+        let user = crate::UserFunctions { objective, metrics };
         match &self.init {
-            None => train_with_callback(cfg, data, evals, log),
-            Some(init) => crate::train_continued(init, cfg, data, evals, log),
+            None => crate::train_with_user_functions(cfg, data, evals, user, log),
+            Some(init) => crate::train_continued_with_user_functions(init, cfg, data, evals, user, log),
         }
         .map_err(to_polars)
     }

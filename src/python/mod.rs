@@ -4,6 +4,7 @@
 //! never a panic.
 
 mod convert;
+mod custom;
 mod dtypes;
 mod expressions;
 mod model_cache;

@@ -25,6 +25,10 @@ pub(super) enum GradientKernel {
 
 impl GradientKernel {
     fn of(cfg: &TrainConfig) -> Self {
+        if cfg.custom_objective.is_some() {
+            // A user's objective runs on the host, in Python.
+            return GradientKernel::Host;
+        }
         match cfg.objective.gpu_gradient() {
             Some(DeviceGradient::Pointwise(g)) => {
                 GradientKernel::Device { kind: g as u32, param: g.param(&cfg.objective_params()) }

@@ -1,0 +1,93 @@
+"""A user's objective: ``objective=<callable>`` in ``gbt.fit``, ``polars_gbt.train`` and the
+estimators, as XGBoost's ``obj=``.
+
+The callable stays here, in a registry; the fit (in Rust, in Polars' threads) knows only its
+number and calls ``objective_gradients`` once a round. A plan holding the number cannot run in
+another process, where the number means nothing: that is an error saying so.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+_lock = threading.Lock()
+_ids = itertools.count(1)
+# Callables by number, and numbers by callable identity (one number per callable, kept for the
+# process's life: a plan may run any time after it was built).
+_by_id: dict[int, Callable[..., Any]] = {}
+_by_callable: dict[int, int] = {}
+
+
+def register(objective: Callable[..., Any]) -> int:
+    """The registry number of ``objective`` (the same number every time for one callable)."""
+    with _lock:
+        number = _by_callable.get(id(objective))
+        if number is None or _by_id.get(number) is not objective:
+            number = next(_ids)
+            _by_id[number] = objective
+            _by_callable[id(objective)] = number
+        return number
+
+
+def name_of(objective: Callable[..., Any]) -> str:
+    """The name a callable is recorded and logged under: its ``__name__``."""
+    return getattr(objective, "__name__", None) or repr(objective)
+
+
+def objective_gradients(number: int, margins: bytes, labels: bytes, n: int, k: int) -> bytes:
+    """Called by the fit: the objective's (gradient, hessian) pairs, float32, class-major.
+
+    The objective receives the predictions (margins: shape ``(n,)``, or ``(n, k)`` with ``k``
+    outputs) and the labels (``(n,)``), both float32 numpy arrays, and returns gradients and
+    hessians of the predictions' shape."""
+    objective = _by_id.get(number)
+    if objective is None:
+        raise LookupError(
+            f"no objective #{number} in this process: a query with a Python objective runs only in the "
+            "process that built it (the callable cannot be serialised into a plan sent elsewhere)"
+        )
+    predt = np.frombuffer(margins, dtype=np.float32).reshape(k, n)
+    predt = predt[0].copy() if k == 1 else predt.T.copy()
+    label = np.frombuffer(labels, dtype=np.float32).copy()
+    out = objective(predt, label)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError(f"the objective must return (gradient, hessian), not {type(out).__name__}")
+    pairs = []
+    for what, values in zip(("gradient", "hessian"), out):
+        arr = np.asarray(values, dtype=np.float32)
+        if arr.shape != predt.shape and arr.size == predt.size:
+            arr = arr.reshape(predt.shape)
+        if arr.shape != predt.shape:
+            raise ValueError(f"the objective's {what} has shape {arr.shape}; the predictions have {predt.shape}")
+        if not np.isfinite(arr).all():
+            raise ValueError(f"the objective's {what} holds non-finite values (NaN or infinity)")
+        pairs.append(arr.reshape(n, k).T)  # class-major
+    return np.ascontiguousarray(np.stack(pairs, axis=-1), dtype="<f4").tobytes()
+
+
+def metric_value(number: int, predictions: bytes, labels: bytes, n: int, k: int) -> float:
+    """Called by the fit: a user's metric of one evaluation set's predictions (shape ``(n,)``,
+    or ``(n, k)``, through the model's link) against its labels. The metric returns a number,
+    or ``(name, number)`` as XGBoost's ``custom_metric`` does (the log names it by the
+    callable's name either way)."""
+    metric = _by_id.get(number)
+    if metric is None:
+        raise LookupError(
+            f"no metric #{number} in this process: a query with a Python metric runs only in the "
+            "process that built it (the callable cannot be serialised into a plan sent elsewhere)"
+        )
+    predt = np.frombuffer(predictions, dtype=np.float32).reshape(n, k)
+    predt = predt[:, 0].copy() if k == 1 else predt.copy()
+    label = np.frombuffer(labels, dtype=np.float32).copy()
+    out = metric(predt, label)
+    if isinstance(out, tuple) and len(out) == 2:
+        out = out[1]
+    try:
+        value = float(out)
+    except (TypeError, ValueError):
+        raise TypeError(f"the metric must return a number (or (name, number)), not {type(out).__name__}") from None
+    return value
