@@ -142,3 +142,18 @@ def test_constrained_gpu_fits_equal_cpu_fits(train_df):
         for device in ("cpu", "cuda")
     }
     assert trees["cpu"].equals(trees["cuda"])
+
+
+@gpu
+def test_a_python_objective_on_the_gpu_grows_the_cpus_trees(train_df):
+    def logistic(predt, label):
+        p = 1.0 / (1.0 + np.exp(-predt))
+        return p - label, p * (1.0 - p)
+
+    params = PARAMS | dict(objective="binary:logistic", base_score=0.5)
+    trees = {
+        device: polars_gbt.train(train_df.head(20_000), target="y", obj=logistic, device=device, **params)
+        .trees_to_dataframe()
+        for device in ("cpu", "cuda")
+    }
+    assert trees["cpu"].equals(trees["cuda"])
