@@ -90,6 +90,16 @@ fn fit(
     callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
 ) -> Result<Model> {
     cfg.validate()?;
+    if let Some(m) = cfg.missing {
+        // The sentinel reads as missing in the training rows and every evaluation set.
+        let data = data.with_missing_value(m as f32);
+        let evals_data: Vec<Dataset> = evals.iter().map(|(_, d)| d.with_missing_value(m as f32)).collect();
+        let evals: Vec<(&str, &Dataset)> = evals.iter().zip(&evals_data).map(|((name, _), d)| (*name, d)).collect();
+        let cfg = TrainConfig { missing: None, ..cfg.clone() };
+        let mut model = fit(&cfg, &data, &evals, user, callback)?;
+        model.config.missing = Some(m);
+        return Ok(model);
+    }
     if cfg.early_stopping_rounds.is_some() && evals.is_empty() {
         // XGBoost raises here too: with nothing to watch, the setting would be ignored silently.
         return Err(Error::param(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -170,6 +171,10 @@ class GbtNamespace:
                 DeprecationWarning,
                 stacklevel=2,
             )
+        missing = params.get("missing")
+        if missing is None or (isinstance(missing, float) and math.isnan(missing)):
+            # NaN (XGBoost's default) and nulls are always missing: nothing to record.
+            params.pop("missing", None)
         objective_id = None
         user_objective = params.pop("obj", None)
         if callable(params.get("objective")):

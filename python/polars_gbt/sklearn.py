@@ -128,6 +128,7 @@ class _GBTBase(BaseEstimator):
         monotone_constraints: dict[str, int] | tuple[int, ...] | list[int] | str | None = None,
         interaction_constraints: list[list[str | int]] | str | None = None,
         feature_weights: dict[str, float] | list[float] | None = None,
+        missing: float = np.nan,
         device: str = "cpu",
         importance_type: str | None = None,
         tree_method: str | None = None,
@@ -173,6 +174,7 @@ class _GBTBase(BaseEstimator):
         self.monotone_constraints = monotone_constraints
         self.interaction_constraints = interaction_constraints
         self.feature_weights = feature_weights
+        self.missing = missing
         self.device = device
         self.importance_type = importance_type
         self.tree_method = tree_method

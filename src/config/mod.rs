@@ -128,6 +128,9 @@ pub struct TrainConfig {
     /// model predicts with: `reg:squarederror` (the margin), `binary:logistic` or
     /// `multi:softprob`.
     pub custom_objective: Option<String>,
+    /// A feature value that means missing, besides nulls and NaN (XGBoost's `missing`): kept
+    /// in the model, so that scoring reads it as training did. Numeric columns only.
+    pub missing: Option<f64>,
     /// Each feature's chance in column sampling (`colsample_*`): by column name (others weigh
     /// 1), or one per feature.
     pub feature_weights: Option<FeatureWeights>,
@@ -178,6 +181,7 @@ impl Default for TrainConfig {
             monotone_constraints: None,
             interaction_constraints: None,
             feature_weights: None,
+            missing: None,
             custom_objective: None,
             n_jobs: 0,
             device: Device::Cpu,
@@ -353,6 +357,11 @@ impl TrainConfig {
         check(self.cat_l2.is_finite() && self.cat_l2 >= 0.0, "cat_l2", "must be >= 0")?;
         check(self.early_stopping_rounds != Some(0), "early_stopping_rounds", "must be at least 1")?;
         check(
+            self.missing.is_none_or(|m| m.is_finite() && (m as f32) as f64 == m),
+            "missing",
+            "must be a finite number that a float32 holds exactly (NaN is always missing; leave it unset)",
+        )?;
+        check(
             self.custom_objective.is_none()
                 || matches!(self.objective, Objective::SquaredError | Objective::BinaryLogistic | Objective::MultiSoftprob),
             "objective",
@@ -433,7 +442,6 @@ fn take_fixed_settings(map: &mut serde_json::Map<String, serde_json::Value>) -> 
             "min_data_in_leaf",
             "polars-gbt has no row-count limit per leaf; min_child_weight bounds a leaf's hessian sum",
         ),
-        ("missing", "is not supported yet: only nulls and NaN are missing values"),
         ("bagging_fraction", "is subsample here (LightGBM samples only with bagging_freq > 0)"),
     ];
     for (name, why) in unsupported {
@@ -518,7 +526,7 @@ mod tests {
             (r#"{"enable_categorical": "yes"}"#, "enable_categorical", "true or false"),
             (r#"{"min_data_in_leaf": 20}"#, "min_data_in_leaf", "min_child_weight"),
             (r#"{"bagging_fraction": 0.5}"#, "bagging_fraction", "subsample"),
-            (r#"{"missing": -999}"#, "missing", "not supported yet"),
+            (r#"{"missing": 0.1}"#, "missing", "float32 holds exactly"),
             (r#"{"tree_methd": "hist"}"#, "tree_methd", "unknown field"),
         ] {
             let e = parse(json).unwrap_err().to_string();

@@ -47,6 +47,8 @@ pub struct FeatureColumn {
     /// The data type's name as the caller knows it (the Polars plugin gives Polars' names,
     /// "Datetime(us, UTC)"), for messages and the model's feature info; None: Arrow's name.
     dtype_name: Option<String>,
+    /// A numeric value that means missing (XGBoost's `missing`): read as NaN, as nulls are.
+    missing: Option<f32>,
 }
 
 impl FeatureColumn {
@@ -90,7 +92,16 @@ impl FeatureColumn {
             total += c.len();
         }
         starts.push(total);
-        Ok(FeatureColumn { name, chunks, starts, kind, dtype_name: None })
+        Ok(FeatureColumn { name, chunks, starts, kind, dtype_name: None, missing: None })
+    }
+
+    /// The same column, its values equal to `value` read as missing (numeric columns only:
+    /// categories are names, not numbers). The Arrow buffers are untouched.
+    pub fn with_missing_value(mut self, value: f32) -> Self {
+        if matches!(self.kind, ColumnKind::Numeric) {
+            self.missing = Some(value);
+        }
+        self
     }
 
     /// The same column, its data type named `name` in messages and in a model's feature info
@@ -195,7 +206,12 @@ impl FeatureColumn {
     fn read_chunk(&self, chunk: usize, offset: usize, out: &mut [f32]) {
         let array = &self.chunks[chunk];
         match &self.kind {
-            ColumnKind::Numeric => read_numeric(array.as_ref(), offset, out),
+            ColumnKind::Numeric => {
+                read_numeric(array.as_ref(), offset, out);
+                if let Some(m) = self.missing {
+                    out.iter_mut().filter(|v| **v == m).for_each(|v| *v = f32::NAN);
+                }
+            }
             ColumnKind::Categorical { remaps, .. } => read_codes(array.as_ref(), &remaps[chunk], offset, out),
         }
     }

@@ -94,6 +94,14 @@ impl FeatureFrame {
         self.columns.iter().map(|c| c.name().to_string()).collect()
     }
 
+    /// The same frame, values equal to `value` in numeric columns read as missing.
+    pub fn with_missing_value(&self, value: f32) -> FeatureFrame {
+        FeatureFrame {
+            columns: self.columns.iter().map(|c| c.clone().with_missing_value(value)).collect(),
+            n_rows: self.n_rows,
+        }
+    }
+
     pub fn is_unnamed(&self) -> bool {
         self.columns.iter().all(|c| c.name().is_empty())
     }
@@ -148,6 +156,11 @@ impl Dataset {
     /// What a loss reads: the label, weights and query groups.
     pub fn targets(&self) -> Targets<'_> {
         Targets { label: &self.label, weight: self.weight.as_deref(), groups: self.group_offsets.as_deref() }
+    }
+
+    /// The same dataset, values equal to `value` in numeric feature columns read as missing.
+    pub fn with_missing_value(&self, value: f32) -> Dataset {
+        Dataset { features: self.features.with_missing_value(value), ..self.clone() }
     }
 
     /// Features and one label per row.

@@ -154,8 +154,13 @@ impl Model {
 
     /// The model's feature columns taken from `frame`: by name, or by position when the
     /// frame's columns are unnamed. Categorical columns are recoded to the training codes.
+    /// A `missing` sentinel the model was trained with reads as missing here too.
     pub fn bind(&self, frame: &FeatureFrame) -> Result<Vec<FeatureColumn>> {
-        bind_columns(&self.features, frame)
+        let columns = bind_columns(&self.features, frame)?;
+        Ok(match self.config.missing {
+            Some(m) => columns.into_iter().map(|c| c.with_missing_value(m as f32)).collect(),
+            None => columns,
+        })
     }
 
     /// Predicts every row of `frame` on the CPU.

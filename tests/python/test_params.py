@@ -35,7 +35,7 @@ def test_lightgbm_names_train_the_same_model_as_ours(train_df):
         ({"verbosity": 9}, "0, 1, 2 or 3"),
         ({"min_data_in_leaf": 20}, "min_child_weight"),
         ({"scale_pos_weight": 2.0}, "scale_pos_weight"),
-        ({"missing": -999.0}, "missing"),
+        ({"missing": 0.1}, "float32 holds exactly"),
         ({"tree_methd": "hist"}, "unknown field"),
     ],
 )
@@ -67,3 +67,27 @@ def test_feature_weights_steer_column_sampling(train_df):
     assert a.trees_to_dataframe().equals(b.trees_to_dataframe())
     with pytest.raises(polars_gbt.ParameterError, match="no colsample"):
         df.select(pl.col(FEATURES).gbt.fit("y", feature_weights=weights))
+
+
+def test_a_missing_sentinel_reads_as_null_in_training_and_scoring(train_df):
+    df = train_df.head(4000)
+    # A quarter of f0 and f5 replaced by -999: with missing=-999 they are missing values.
+    marked = df.with_columns(
+        pl.when(pl.int_range(pl.len()) % 4 == 0).then(-999.0).otherwise(pl.col(c)).alias(c) for c in ("f0", "f5")
+    )
+    nulls = marked.with_columns(pl.col("f0", "f5").replace(-999.0, None))
+    params = dict(n_estimators=8, max_depth=4)
+    sentinel = polars_gbt.train(marked, target="y", missing=-999, **params)
+    reference = polars_gbt.train(nulls, target="y", **params)
+    assert sentinel.trees_to_dataframe().equals(reference.trees_to_dataframe())
+    assert sentinel.params["missing"] == -999
+    # The model reads -999 as missing when it scores, too.
+    assert sentinel.predict(marked).equals(reference.predict(nulls))
+    # NaN, XGBoost's default, changes nothing; the estimators take it as XGBoost's do.
+    from polars_gbt.sklearn import GBTRegressor
+
+    est = GBTRegressor(missing=-999.0, **params).fit(marked.select(FEATURES), marked["y"])
+    assert est.get_booster().params["missing"] == -999
+    assert polars_gbt.train(df, target="y", missing=float("nan"), **params).params["missing"] is None
+    with pytest.raises(polars_gbt.ParameterError, match="missing"):
+        df.select(pl.col(FEATURES).gbt.fit("y", missing=0.1))
