@@ -53,6 +53,9 @@ pub enum Metric {
     GammaNloglik,
     /// Twice the mean gamma deviance, `y / p - ln(y / p) - 1` (the default of `reg:gamma`).
     GammaDeviance,
+    /// Root mean squared log error, `sqrt(mean((ln(1 + p) - ln(1 + y))^2))` (the default of
+    /// `reg:squaredlogerror`).
+    Rmsle,
 }
 
 /// What some metrics read besides predictions and targets: the training parameters they
@@ -94,6 +97,7 @@ impl TryFrom<String> for Metric {
             ("poisson-nloglik", None) => Metric::PoissonNloglik,
             ("gamma-nloglik", None) => Metric::GammaNloglik,
             ("gamma-deviance", None) => Metric::GammaDeviance,
+            ("rmsle", None) => Metric::Rmsle,
             ("ndcg", k) => Metric::Ndcg(k),
             ("map", k) => Metric::Map(k),
             _ => return Err(format!("unknown metric `{s}`")),
@@ -132,6 +136,7 @@ impl Metric {
             Metric::PoissonNloglik => "poisson-nloglik".into(),
             Metric::GammaNloglik => "gamma-nloglik".into(),
             Metric::GammaDeviance => "gamma-deviance".into(),
+            Metric::Rmsle => "rmsle".into(),
         }
     }
 
@@ -146,7 +151,7 @@ impl Metric {
             Metric::Mlogloss | Metric::Merror => task == TaskKind::Multiclass,
             Metric::Ndcg(_) | Metric::Map(_) => task == TaskKind::Ranking,
             Metric::Rmse | Metric::Mae | Metric::Quantile => n_outputs == 1,
-            Metric::PoissonNloglik | Metric::GammaNloglik | Metric::GammaDeviance => {
+            Metric::PoissonNloglik | Metric::GammaNloglik | Metric::GammaDeviance | Metric::Rmsle => {
                 task == TaskKind::Regression && n_outputs == 1
             }
         }
@@ -161,6 +166,7 @@ impl Metric {
             Metric::PoissonNloglik => regression::poisson_nloglik(pred, t),
             Metric::GammaNloglik => regression::gamma_nloglik(pred, t),
             Metric::GammaDeviance => regression::gamma_deviance(pred, t),
+            Metric::Rmsle => regression::rmsle(pred, t),
             Metric::Logloss => classification::logloss(pred, t),
             Metric::Auc => classification::auc(pred, t),
             Metric::Error => classification::error(pred, t),

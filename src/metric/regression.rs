@@ -129,3 +129,12 @@ mod tests {
         assert!((pinball(&pred, &t, 0.5) - mae(&pred, &t) / 2.0).abs() < 1e-12);
     }
 }
+
+/// Root mean squared log error (predictions and labels above -1).
+pub fn rmsle(pred: &[f32], t: &Targets) -> f64 {
+    weighted_average(t, |i| {
+        let d = (pred[i] as f64).ln_1p() - (t.label[i] as f64).ln_1p();
+        d * d
+    })
+    .sqrt()
+}

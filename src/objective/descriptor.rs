@@ -39,6 +39,8 @@ pub enum Objective {
     RankPairwise,
     #[serde(rename = "reg:gamma")]
     Gamma,
+    #[serde(rename = "reg:squaredlogerror")]
+    SquaredLogError,
 }
 
 /// The parameters the losses read; `TrainConfig::objective_params` gathers them.
@@ -128,7 +130,7 @@ pub struct Descriptor {
 
 impl Objective {
     /// Every objective, in the order of their indices.
-    pub const ALL: [Objective; 12] = [
+    pub const ALL: [Objective; 13] = [
         Objective::SquaredError,
         Objective::PseudoHuber,
         Objective::Quantile,
@@ -141,6 +143,7 @@ impl Objective {
         Objective::RankNdcg,
         Objective::RankPairwise,
         Objective::Gamma,
+        Objective::SquaredLogError,
     ];
 
     /// The objective's entry in the table.
@@ -157,6 +160,20 @@ impl Objective {
                 refits_leaves: false,
                 default_metric: Metric::Rmse,
                 loss: |_| Box::new(squared::Squared),
+            },
+            Objective::SquaredLogError => Descriptor {
+                name: "reg:squaredlogerror",
+                xgboost_aliases: &[],
+                lightgbm_names: &[],
+                task: TaskKind::Regression,
+                link: Link::Identity,
+                outputs: Outputs::One,
+                // On the GPU the host computes its gradients (log1p has no shared twin of the
+                // CPU's, as `exp` has in kernels/math.cuh), so that both grow the same trees.
+                gpu_gradient: None,
+                refits_leaves: false,
+                default_metric: Metric::Rmsle,
+                loss: |_| Box::new(squared::SquaredLog),
             },
             Objective::PseudoHuber => Descriptor {
                 name: "reg:pseudohubererror",

@@ -130,3 +130,43 @@ def test_gamma_and_poisson_fits_and_their_default_metrics_match_xgboosts(tmp_pat
         booster.save_model(tmp_path / "m.json")
         imported = polars_gbt.Model.from_xgboost(tmp_path / "m.json")
         np.testing.assert_allclose(imported.predict(frame[te]).to_numpy(), theirs, rtol=1e-5)
+
+
+def test_squared_log_error_fits_and_rmsle_match_xgboosts(tmp_path):
+    """reg:squaredlogerror (issue 17) against XGBoost on the same data: our rmsle is the
+    formula's, XGBoost's rmsle of its model is the formula's, our fit is as good, and
+    XGBoost's model imported predicts what XGBoost does."""
+    rng = np.random.default_rng(17)
+    n = 4000
+    X = rng.normal(size=(n, 4)).astype(np.float32)
+    y = np.exp(1.0 + 0.5 * X[:, 0] - 0.3 * X[:, 1] * X[:, 2] + rng.normal(scale=0.3, size=n))
+    feats = [f"x{j}" for j in range(4)]
+    frame = pl.DataFrame({f: X[:, j] for j, f in enumerate(feats)}).with_columns(y=y, valid=pl.int_range(n) >= 3000)
+    tr, te = slice(0, 3000), slice(3000, None)
+    rmsle = lambda p: float(np.sqrt(np.mean((np.log1p(p.astype(np.float64)) - np.log1p(y[te])) ** 2)))  # noqa: E731
+    model = polars_gbt.Model.from_bytes(
+        frame.select(pl.col(feats).gbt.fit("y", objective="reg:squaredlogerror", n_estimators=60, max_depth=4,
+                                          learning_rate=0.1, eval_set=pl.col("valid"))).item()
+    )
+    ours = frame[te].select(pl.col(feats).gbt.predict(model))["x0"].to_numpy()
+    log = model.evals_result()
+    assert log.columns == ["round", "valid-rmsle"]
+    assert log["valid-rmsle"][-1] == pytest.approx(rmsle(ours), rel=1e-5)
+    evals: dict = {}
+    booster = xgb.train({"objective": "reg:squaredlogerror", "max_depth": 4, "eta": 0.1, "nthread": 2},
+                        xgb.DMatrix(X[tr], label=y[tr], feature_names=feats), 60,
+                        evals=[(xgb.DMatrix(X[te], label=y[te], feature_names=feats), "valid")],
+                        evals_result=evals, verbose_eval=False)
+    theirs = booster.predict(xgb.DMatrix(X[te], feature_names=feats))
+    assert evals["valid"]["rmsle"][-1] == pytest.approx(rmsle(theirs), rel=1e-4)
+    assert rmsle(ours) < rmsle(theirs) * 1.05, (rmsle(ours), rmsle(theirs))
+    booster.save_model(tmp_path / "m.json")
+    imported = polars_gbt.Model.from_xgboost(tmp_path / "m.json")
+    assert imported.params["objective"] == "reg:squaredlogerror"
+    np.testing.assert_allclose(imported.predict(frame[te]).to_numpy(), theirs, rtol=1e-5)
+    # Exported to XGBoost and back, it predicts the same.
+    back = xgb.Booster()
+    back.load_model(bytearray(model.to_xgboost_json().encode()))
+    np.testing.assert_allclose(back.predict(xgb.DMatrix(X[te], feature_names=feats)), ours, rtol=1e-5)
+    with pytest.raises((pl.exceptions.ComputeError, ValueError), match="labels > -1"):
+        frame.with_columns(y=pl.lit(-2.0)).select(pl.col(feats).gbt.fit("y", objective="reg:squaredlogerror"))

@@ -51,6 +51,7 @@ impl Model {
             | Objective::AbsoluteError
             | Objective::Poisson
             | Objective::Gamma
+            | Objective::SquaredLogError
             | Objective::RankNdcg
             | Objective::RankPairwise => {}
         }
