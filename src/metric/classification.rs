@@ -83,3 +83,46 @@ mod tests {
         );
     }
 }
+
+/// Weighted area under the precision-recall curve. Its points are the runs of tied scores,
+/// from the highest; between two points the curve is Davis and Goadrich's (2006)
+/// interpolation, false positives growing linearly with true positives, whose precision
+/// `tp / (tp + fp)` integrates in closed form over recall `tp / P`. Labels are read as
+/// positive when > 0.5.
+pub fn aucpr(pred: &[f32], t: &Targets) -> f64 {
+    let mut idx: Vec<usize> = (0..pred.len()).collect();
+    idx.sort_by(|&a, &b| pred[b].total_cmp(&pred[a]));
+    let positive = |r: usize| t.label[r] > 0.5;
+    let total_pos: f64 = idx.iter().filter(|&&r| positive(r)).map(|&r| t.w(r) as f64).sum();
+    let total_neg: f64 = idx.iter().filter(|&&r| !positive(r)).map(|&r| t.w(r) as f64).sum();
+    if total_pos == 0.0 || total_neg == 0.0 {
+        return f64::NAN;
+    }
+    let (mut tp, mut fp, mut area) = (0f64, 0f64, 0f64);
+    let mut i = 0;
+    while i < idx.len() {
+        let (tp0, fp0) = (tp, fp);
+        let mut j = i;
+        while j < idx.len() && pred[idx[j]] == pred[idx[i]] {
+            let r = idx[j];
+            if positive(r) {
+                tp += t.w(r) as f64;
+            } else {
+                fp += t.w(r) as f64;
+            }
+            j += 1;
+        }
+        if tp > tp0 {
+            // Along the segment fp = fp0 + h (x - tp0): precision x / (a x + c).
+            let h = (fp - fp0) / (tp - tp0);
+            let (a, c) = (1.0 + h, fp0 - h * tp0);
+            let mut segment = (tp - tp0) / a;
+            if c != 0.0 {
+                segment -= c / (a * a) * ((a * tp + c).ln() - (a * tp0 + c).ln());
+            }
+            area += segment / total_pos;
+        }
+        i = j;
+    }
+    area
+}

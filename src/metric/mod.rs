@@ -56,6 +56,10 @@ pub enum Metric {
     /// Root mean squared log error, `sqrt(mean((ln(1 + p) - ln(1 + y))^2))` (the default of
     /// `reg:squaredlogerror`).
     Rmsle,
+    /// Area under the precision-recall curve (binary).
+    Aucpr,
+    /// Precision in the top `k` of each query (all when None).
+    Precision(Option<u32>),
 }
 
 /// What some metrics read besides predictions and targets: the training parameters they
@@ -98,6 +102,8 @@ impl TryFrom<String> for Metric {
             ("gamma-nloglik", None) => Metric::GammaNloglik,
             ("gamma-deviance", None) => Metric::GammaDeviance,
             ("rmsle", None) => Metric::Rmsle,
+            ("aucpr", None) => Metric::Aucpr,
+            ("pre", k) => Metric::Precision(k),
             ("ndcg", k) => Metric::Ndcg(k),
             ("map", k) => Metric::Map(k),
             _ => return Err(format!("unknown metric `{s}`")),
@@ -137,19 +143,22 @@ impl Metric {
             Metric::GammaNloglik => "gamma-nloglik".into(),
             Metric::GammaDeviance => "gamma-deviance".into(),
             Metric::Rmsle => "rmsle".into(),
+            Metric::Aucpr => "aucpr".into(),
+            Metric::Precision(None) => "pre".into(),
+            Metric::Precision(Some(k)) => format!("pre@{k}"),
         }
     }
 
     pub fn higher_is_better(&self) -> bool {
-        matches!(self, Metric::Auc | Metric::Ndcg(_) | Metric::Map(_))
+        matches!(self, Metric::Auc | Metric::Aucpr | Metric::Ndcg(_) | Metric::Map(_) | Metric::Precision(_))
     }
 
     /// Whether the metric makes sense for predictions of `task` with `n_outputs` outputs.
     pub fn applies_to(&self, task: TaskKind, n_outputs: usize) -> bool {
         match self {
-            Metric::Logloss | Metric::Auc | Metric::Error => task == TaskKind::Binary,
+            Metric::Logloss | Metric::Auc | Metric::Aucpr | Metric::Error => task == TaskKind::Binary,
             Metric::Mlogloss | Metric::Merror => task == TaskKind::Multiclass,
-            Metric::Ndcg(_) | Metric::Map(_) => task == TaskKind::Ranking,
+            Metric::Ndcg(_) | Metric::Map(_) | Metric::Precision(_) => task == TaskKind::Ranking,
             Metric::Rmse | Metric::Mae | Metric::Quantile => n_outputs == 1,
             Metric::PoissonNloglik | Metric::GammaNloglik | Metric::GammaDeviance | Metric::Rmsle => {
                 task == TaskKind::Regression && n_outputs == 1
@@ -169,11 +178,13 @@ impl Metric {
             Metric::Rmsle => regression::rmsle(pred, t),
             Metric::Logloss => classification::logloss(pred, t),
             Metric::Auc => classification::auc(pred, t),
+            Metric::Aucpr => classification::aucpr(pred, t),
             Metric::Error => classification::error(pred, t),
             Metric::Mlogloss => classification::mlogloss(pred, n_outputs, t),
             Metric::Merror => classification::merror(pred, n_outputs, t),
             Metric::Ndcg(k) => ranking::ndcg(pred, t, *k),
             Metric::Map(k) => ranking::map(pred, t, *k),
+            Metric::Precision(k) => ranking::precision(pred, t, *k),
         }
     }
 }

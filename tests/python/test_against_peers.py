@@ -170,3 +170,58 @@ def test_squared_log_error_fits_and_rmsle_match_xgboosts(tmp_path):
     np.testing.assert_allclose(back.predict(xgb.DMatrix(X[te], feature_names=feats)), ours, rtol=1e-5)
     with pytest.raises((pl.exceptions.ComputeError, ValueError), match="labels > -1"):
         frame.with_columns(y=pl.lit(-2.0)).select(pl.col(feats).gbt.fit("y", objective="reg:squaredlogerror"))
+
+
+def _our_metric_on(margins, frame, metric, **fit):
+    """Our metric of given margins: a fit that starts every row from them and adds one tree
+    scaled by 1e-9 (below float32's resolution of the margins), its eval set the rows marked
+    `valid`."""
+    frame = frame.with_columns(margin=pl.Series(margins, dtype=pl.Float32))
+    feats = [c for c in frame.columns if c.startswith("x")]
+    model = frame.select(
+        pl.col(feats).gbt.fit("y", base_margin="margin", eval_set=pl.col("valid"), eval_metric=metric,
+                              n_estimators=1, learning_rate=1e-9, max_depth=1, **fit)
+    ).item()
+    return polars_gbt.Model.from_bytes(model).evals_result()[f"valid-{metric}"][0]
+
+
+def test_aucpr_and_precision_at_k_equal_xgboosts_on_the_same_predictions():
+    """aucpr and pre@k (issue 17): XGBoost's metric of its predictions, and ours of the same
+    margins, agree."""
+    rng = np.random.default_rng(23)
+    n = 3000
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    y = (X[:, 0] + X[:, 1] * X[:, 2] + rng.normal(scale=1.0, size=n) > 0.8).astype(np.float64)
+    w = rng.uniform(0.5, 2.0, n)
+    feats = ["x0", "x1", "x2"]
+    valid = np.arange(n) >= 2000
+    for weighted in (False, True):
+        evals: dict = {}
+        dvalid = xgb.DMatrix(X[valid], label=y[valid], weight=w[valid] if weighted else None, feature_names=feats)
+        booster = xgb.train({"objective": "binary:logistic", "max_depth": 3, "eval_metric": "aucpr", "nthread": 2},
+                            xgb.DMatrix(X[~valid], label=y[~valid], feature_names=feats), 10,
+                            evals=[(dvalid, "valid")], evals_result=evals, verbose_eval=False)
+        margins = booster.predict(xgb.DMatrix(X, feature_names=feats), output_margin=True)
+        frame = pl.DataFrame({f: X[:, j] for j, f in enumerate(feats)}).with_columns(y=y, valid=valid, w=w)
+        if weighted:
+            ours = _our_metric_on(margins, frame, "aucpr", objective="binary:logistic", weight="w")
+        else:
+            ours = _our_metric_on(margins, frame.drop("w"), "aucpr", objective="binary:logistic")
+        assert ours == pytest.approx(evals["valid"]["aucpr"][-1], rel=1e-5), weighted
+    # pre@5 over queries of 2..12 documents.
+    sizes = rng.integers(2, 13, 300)
+    qid = np.repeat(np.arange(len(sizes)), sizes)
+    m = len(qid)
+    Xr = rng.normal(size=(m, 3)).astype(np.float32)
+    # XGBoost's pre takes binary relevance only (ours reads relevance > 0 as relevant).
+    rel = (Xr[:, 0] + rng.normal(scale=0.7, size=m) > 0.5).astype(np.float64)
+    valid = qid >= 200
+    evals = {}
+    booster = xgb.train({"objective": "rank:ndcg", "max_depth": 3, "eval_metric": "pre@5", "nthread": 2},
+                        xgb.DMatrix(Xr[~valid], label=rel[~valid], qid=qid[~valid], feature_names=feats), 10,
+                        evals=[(xgb.DMatrix(Xr[valid], label=rel[valid], qid=qid[valid], feature_names=feats), "valid")],
+                        evals_result=evals, verbose_eval=False)
+    margins = booster.predict(xgb.DMatrix(Xr, qid=qid, feature_names=feats), output_margin=True)
+    frame = pl.DataFrame({f: Xr[:, j] for j, f in enumerate(feats)}).with_columns(y=rel, valid=valid, qid=qid)
+    ours = _our_metric_on(margins, frame, "pre@5", objective="rank:ndcg", group="qid")
+    assert ours == pytest.approx(evals["valid"]["pre@5"][-1], rel=1e-5)
