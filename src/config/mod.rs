@@ -255,7 +255,7 @@ impl TrainConfig {
 
     /// The parameters the evaluation metrics read.
     pub fn metric_params(&self) -> MetricParams {
-        MetricParams { quantile_alpha: self.quantile_alpha }
+        MetricParams { quantile_alpha: self.quantile_alpha, tweedie_variance_power: self.tweedie_variance_power }
     }
 
     /// What shapes each tree: the split regularisation, growth policy, sampling, and the

@@ -60,6 +60,10 @@ pub enum Metric {
     Aucpr,
     /// Precision in the top `k` of each query (all when None).
     Precision(Option<u32>),
+    /// Negative log-likelihood of a Tweedie distribution of variance power `rho` (in
+    /// thousandths: `tweedie-nloglik@1.5` is 1500), the objective's `tweedie_variance_power`
+    /// when None (the fit names it, see [`Metric::with_params`]).
+    TweedieNloglik(Option<u32>),
 }
 
 /// What some metrics read besides predictions and targets: the training parameters they
@@ -68,17 +72,30 @@ pub enum Metric {
 pub struct MetricParams {
     /// The quantile of `Metric::Quantile`'s pinball loss.
     pub quantile_alpha: f64,
+    /// The variance power of `Metric::TweedieNloglik(None)`.
+    pub tweedie_variance_power: f64,
 }
 
 impl Default for MetricParams {
     fn default() -> Self {
-        MetricParams { quantile_alpha: 0.5 }
+        MetricParams { quantile_alpha: 0.5, tweedie_variance_power: 1.5 }
     }
 }
 
 impl TryFrom<String> for Metric {
     type Error = String;
     fn try_from(s: String) -> std::result::Result<Self, String> {
+        // The one cut-off that is not an integer: XGBoost's `tweedie-nloglik@1.5`.
+        if let Some(rest) = s.strip_prefix("tweedie-nloglik") {
+            return match rest.strip_prefix('@') {
+                None if rest.is_empty() => Ok(Metric::TweedieNloglik(None)),
+                Some(rho) => match rho.parse::<f64>() {
+                    Ok(r) if (1.0..2.0).contains(&r) => Ok(Metric::TweedieNloglik(Some((r * 1000.0).round() as u32))),
+                    _ => Err(format!("metric `{s}`: the variance power must be a number in [1, 2)")),
+                },
+                _ => Err(format!("unknown metric `{s}`")),
+            };
+        }
         let (name, k) =
             match s.split_once('@') {
                 Some((n, k)) => (
@@ -146,6 +163,20 @@ impl Metric {
             Metric::Aucpr => "aucpr".into(),
             Metric::Precision(None) => "pre".into(),
             Metric::Precision(Some(k)) => format!("pre@{k}"),
+            Metric::TweedieNloglik(None) => "tweedie-nloglik".into(),
+            // 1500 thousandths print as XGBoost prints 1.5.
+            Metric::TweedieNloglik(Some(r)) => format!("tweedie-nloglik@{}", *r as f64 / 1000.0),
+        }
+    }
+
+    /// The metric with what it takes from the fit's parameters named (the Tweedie variance
+    /// power of a `tweedie-nloglik` given without one), so that the log names it in full.
+    pub fn with_params(self, params: &MetricParams) -> Metric {
+        match self {
+            Metric::TweedieNloglik(None) => {
+                Metric::TweedieNloglik(Some((params.tweedie_variance_power * 1000.0).round() as u32))
+            }
+            m => m,
         }
     }
 
@@ -160,9 +191,11 @@ impl Metric {
             Metric::Mlogloss | Metric::Merror => task == TaskKind::Multiclass,
             Metric::Ndcg(_) | Metric::Map(_) | Metric::Precision(_) => task == TaskKind::Ranking,
             Metric::Rmse | Metric::Mae | Metric::Quantile => n_outputs == 1,
-            Metric::PoissonNloglik | Metric::GammaNloglik | Metric::GammaDeviance | Metric::Rmsle => {
-                task == TaskKind::Regression && n_outputs == 1
-            }
+            Metric::PoissonNloglik
+            | Metric::GammaNloglik
+            | Metric::GammaDeviance
+            | Metric::Rmsle
+            | Metric::TweedieNloglik(_) => task == TaskKind::Regression && n_outputs == 1,
         }
     }
 
@@ -185,6 +218,10 @@ impl Metric {
             Metric::Ndcg(k) => ranking::ndcg(pred, t, *k),
             Metric::Map(k) => ranking::map(pred, t, *k),
             Metric::Precision(k) => ranking::precision(pred, t, *k),
+            Metric::TweedieNloglik(rho) => {
+                let rho = rho.map_or(params.tweedie_variance_power, |r| r as f64 / 1000.0);
+                regression::tweedie_nloglik(pred, t, rho)
+            }
         }
     }
 }

@@ -138,3 +138,14 @@ pub fn rmsle(pred: &[f32], t: &Targets) -> f64 {
     })
     .sqrt()
 }
+
+/// Negative log-likelihood of a Tweedie distribution with variance power `rho` (up to terms
+/// of the labels alone), as XGBoost's `tweedie-nloglik`: `-y p^(1-rho)/(1-rho) + p^(2-rho)/(2-rho)`.
+pub fn tweedie_nloglik(pred: &[f32], t: &Targets, rho: f64) -> f64 {
+    weighted_average(t, |i| {
+        let (p, y) = (pred[i] as f64, t.label[i] as f64);
+        let a = y * ((1.0 - rho) * p.ln()).exp() / (1.0 - rho);
+        let b = ((2.0 - rho) * p.ln()).exp() / (2.0 - rho);
+        -a + b
+    })
+}

@@ -281,7 +281,7 @@ impl Objective {
                 outputs: Outputs::One,
                 gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Tweedie)),
                 refits_leaves: false,
-                default_metric: Metric::Rmse,
+                default_metric: Metric::TweedieNloglik(None),
                 loss: |p| Box::new(count::Tweedie { rho: p.tweedie_variance_power as f32 }),
             },
             Objective::RankNdcg => Descriptor {

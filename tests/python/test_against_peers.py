@@ -225,3 +225,44 @@ def test_aucpr_and_precision_at_k_equal_xgboosts_on_the_same_predictions():
     frame = pl.DataFrame({f: Xr[:, j] for j, f in enumerate(feats)}).with_columns(y=rel, valid=valid, qid=qid)
     ours = _our_metric_on(margins, frame, "pre@5", objective="rank:ndcg", group="qid")
     assert ours == pytest.approx(evals["valid"]["pre@5"][-1], rel=1e-5)
+
+
+def test_tweedie_nloglik_is_reg_tweedies_default_as_in_xgboost():
+    """reg:tweedie evaluates with tweedie-nloglik@rho by default (issue 17), named and valued
+    as XGBoost's: each library's value is the formula's on its own predictions."""
+    rng = np.random.default_rng(29)
+    n = 4000
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    mean = np.exp(0.5 * X[:, 0] - 0.3 * X[:, 1])
+    y = rng.poisson(mean) * rng.gamma(2.0, 0.5, n)  # compound Poisson: zeros and positive sizes
+    feats = ["x0", "x1", "x2"]
+    rho = 1.3
+    te = slice(3000, None)
+
+    def formula(p):
+        p = p.astype(np.float64)
+        return float(np.mean(-y[te] * p ** (1 - rho) / (1 - rho) + p ** (2 - rho) / (2 - rho)))
+
+    frame = pl.DataFrame({f: X[:, j] for j, f in enumerate(feats)}).with_columns(y=y, valid=pl.int_range(n) >= 3000)
+    model = polars_gbt.Model.from_bytes(
+        frame.select(pl.col(feats).gbt.fit("y", objective="reg:tweedie", tweedie_variance_power=rho, n_estimators=40,
+                                          max_depth=4, learning_rate=0.1, eval_set=pl.col("valid"))).item()
+    )
+    log = model.evals_result()
+    assert log.columns == ["round", "valid-tweedie-nloglik@1.3"]
+    ours = frame[te].select(pl.col(feats).gbt.predict(model))["x0"].to_numpy()
+    assert log["valid-tweedie-nloglik@1.3"][-1] == pytest.approx(formula(ours), rel=1e-5)
+    evals: dict = {}
+    booster = xgb.train({"objective": "reg:tweedie", "tweedie_variance_power": rho, "max_depth": 4, "eta": 0.1,
+                         "nthread": 2},
+                        xgb.DMatrix(X[:3000], label=y[:3000], feature_names=feats), 40,
+                        evals=[(xgb.DMatrix(X[te], label=y[te], feature_names=feats), "valid")],
+                        evals_result=evals, verbose_eval=False)
+    theirs = booster.predict(xgb.DMatrix(X[te], feature_names=feats))
+    assert list(evals["valid"]) == ["tweedie-nloglik@1.3"]
+    assert evals["valid"]["tweedie-nloglik@1.3"][-1] == pytest.approx(formula(theirs), rel=1e-4)
+    assert formula(ours) < formula(theirs) + 0.05 * abs(formula(theirs))
+    # Asked for by name, at another power than the objective's.
+    other = frame.select(pl.col(feats).gbt.fit("y", objective="reg:tweedie", n_estimators=3,
+                                              eval_set=pl.col("valid"), eval_metric="tweedie-nloglik@1.7")).item()
+    assert polars_gbt.Model.from_bytes(other).evals_result().columns == ["round", "valid-tweedie-nloglik@1.7"]
