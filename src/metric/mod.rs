@@ -64,6 +64,8 @@ pub enum Metric {
     /// thousandths: `tweedie-nloglik@1.5` is 1500), the objective's `tweedie_variance_power`
     /// when None (the fit names it, see [`Metric::with_params`]).
     TweedieNloglik(Option<u32>),
+    /// Cox negative partial log-likelihood per event (the default of `survival:cox`).
+    CoxNloglik,
 }
 
 /// What some metrics read besides predictions and targets: the training parameters they
@@ -120,6 +122,7 @@ impl TryFrom<String> for Metric {
             ("gamma-deviance", None) => Metric::GammaDeviance,
             ("rmsle", None) => Metric::Rmsle,
             ("aucpr", None) => Metric::Aucpr,
+            ("cox-nloglik", None) => Metric::CoxNloglik,
             ("pre", k) => Metric::Precision(k),
             ("ndcg", k) => Metric::Ndcg(k),
             ("map", k) => Metric::Map(k),
@@ -161,6 +164,7 @@ impl Metric {
             Metric::GammaDeviance => "gamma-deviance".into(),
             Metric::Rmsle => "rmsle".into(),
             Metric::Aucpr => "aucpr".into(),
+            Metric::CoxNloglik => "cox-nloglik".into(),
             Metric::Precision(None) => "pre".into(),
             Metric::Precision(Some(k)) => format!("pre@{k}"),
             Metric::TweedieNloglik(None) => "tweedie-nloglik".into(),
@@ -195,7 +199,8 @@ impl Metric {
             | Metric::GammaNloglik
             | Metric::GammaDeviance
             | Metric::Rmsle
-            | Metric::TweedieNloglik(_) => task == TaskKind::Regression && n_outputs == 1,
+            | Metric::TweedieNloglik(_)
+            | Metric::CoxNloglik => task == TaskKind::Regression && n_outputs == 1,
         }
     }
 
@@ -212,6 +217,7 @@ impl Metric {
             Metric::Logloss => classification::logloss(pred, t),
             Metric::Auc => classification::auc(pred, t),
             Metric::Aucpr => classification::aucpr(pred, t),
+            Metric::CoxNloglik => regression::cox_nloglik(pred, t),
             Metric::Error => classification::error(pred, t),
             Metric::Mlogloss => classification::mlogloss(pred, n_outputs, t),
             Metric::Merror => classification::merror(pred, n_outputs, t),

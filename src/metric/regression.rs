@@ -149,3 +149,27 @@ pub fn tweedie_nloglik(pred: &[f32], t: &Targets, rho: f64) -> f64 {
         -a + b
     })
 }
+
+/// Cox negative partial log-likelihood per event (Breslow ties), of hazard ratios `pred`;
+/// labels are times, negative when censored.
+pub fn cox_nloglik(pred: &[f32], t: &Targets) -> f64 {
+    let order = crate::objective::survival_order(t.label);
+    let mut risk_sum: f64 = pred.iter().map(|&p| p as f64).sum();
+    let (mut total, mut events) = (0f64, 0usize);
+    let (mut leaving, mut last_time, mut last_hazard) = (0f64, 0f64, 0f64);
+    for &i in &order {
+        let time = t.label[i].abs() as f64;
+        leaving += last_hazard;
+        if last_time < time {
+            risk_sum -= leaving;
+            leaving = 0.0;
+        }
+        if t.label[i] > 0.0 {
+            total -= (pred[i] as f64).ln() - risk_sum.ln();
+            events += 1;
+        }
+        last_time = time;
+        last_hazard = pred[i] as f64;
+    }
+    total / events.max(1) as f64
+}

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::math::{exp, sigmoid};
-use super::{count, logistic, quantile, ranking, softmax, squared, Loss};
+use super::{count, logistic, quantile, ranking, softmax, squared, survival, Loss};
 use crate::error::{Error, Result};
 use crate::metric::{Metric, TaskKind};
 
@@ -41,6 +41,8 @@ pub enum Objective {
     Gamma,
     #[serde(rename = "reg:squaredlogerror")]
     SquaredLogError,
+    #[serde(rename = "survival:cox")]
+    Cox,
 }
 
 /// The parameters the losses read; `TrainConfig::objective_params` gathers them.
@@ -130,7 +132,7 @@ pub struct Descriptor {
 
 impl Objective {
     /// Every objective, in the order of their indices.
-    pub const ALL: [Objective; 13] = [
+    pub const ALL: [Objective; 14] = [
         Objective::SquaredError,
         Objective::PseudoHuber,
         Objective::Quantile,
@@ -144,6 +146,7 @@ impl Objective {
         Objective::RankPairwise,
         Objective::Gamma,
         Objective::SquaredLogError,
+        Objective::Cox,
     ];
 
     /// The objective's entry in the table.
@@ -160,6 +163,19 @@ impl Objective {
                 refits_leaves: false,
                 default_metric: Metric::Rmse,
                 loss: |_| Box::new(squared::Squared),
+            },
+            Objective::Cox => Descriptor {
+                name: "survival:cox",
+                xgboost_aliases: &[],
+                lightgbm_names: &[],
+                task: TaskKind::Regression,
+                link: Link::Exp,
+                outputs: Outputs::One,
+                // A walk over the rows by time: the host computes it, for the GPU too.
+                gpu_gradient: None,
+                refits_leaves: false,
+                default_metric: Metric::CoxNloglik,
+                loss: |_| Box::new(survival::Cox),
             },
             Objective::SquaredLogError => Descriptor {
                 name: "reg:squaredlogerror",

@@ -24,6 +24,9 @@ mod quantile;
 mod ranking;
 mod softmax;
 mod squared;
+mod survival;
+
+pub(crate) use survival::by_time as survival_order;
 
 pub use descriptor::{Descriptor, DeviceGradient, GpuGradient, Link, Objective, ObjectiveParams, Outputs};
 pub use ranking::{RankingParams, RankingTables};

@@ -266,3 +266,49 @@ def test_tweedie_nloglik_is_reg_tweedies_default_as_in_xgboost():
     other = frame.select(pl.col(feats).gbt.fit("y", objective="reg:tweedie", n_estimators=3,
                                               eval_set=pl.col("valid"), eval_metric="tweedie-nloglik@1.7")).item()
     assert polars_gbt.Model.from_bytes(other).evals_result().columns == ["round", "valid-tweedie-nloglik@1.7"]
+
+
+def test_cox_fits_and_cox_nloglik_match_xgboosts(tmp_path):
+    """survival:cox (issue 17): the negative partial log-likelihood by its formula on both
+    sides, our fit as good as XGBoost's, XGBoost's model imported predicting its hazard
+    ratios, and ours exported predicting ours."""
+    rng = np.random.default_rng(31)
+    n = 4000
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    time = rng.exponential(1.0 / np.exp(0.8 * X[:, 0] - 0.5 * X[:, 1] * X[:, 2]))
+    censor = rng.exponential(2.0, n)
+    y = np.where(time <= censor, time, -censor)  # negative: censored at |y|
+    feats = ["x0", "x1", "x2"]
+    te = slice(3000, None)
+
+    def nloglik(hr):
+        order = np.argsort(np.abs(y[te]), kind="stable")
+        hr, lab = hr.astype(np.float64)[order], y[te][order]
+        risk = np.cumsum(hr[::-1])[::-1]  # the hazards of every row still at risk
+        event = lab > 0
+        return float(-np.sum(np.log(hr[event]) - np.log(risk[event])) / event.sum())
+
+    frame = pl.DataFrame({f: X[:, j] for j, f in enumerate(feats)}).with_columns(y=y, valid=pl.int_range(n) >= 3000)
+    model = polars_gbt.Model.from_bytes(
+        frame.select(pl.col(feats).gbt.fit("y", objective="survival:cox", n_estimators=50, max_depth=3,
+                                          learning_rate=0.1, eval_set=pl.col("valid"))).item()
+    )
+    ours = frame[te].select(pl.col(feats).gbt.predict(model))["x0"].to_numpy()
+    log = model.evals_result()
+    assert log.columns == ["round", "valid-cox-nloglik"]
+    assert log["valid-cox-nloglik"][-1] == pytest.approx(nloglik(ours), rel=1e-5)
+    evals: dict = {}
+    booster = xgb.train({"objective": "survival:cox", "max_depth": 3, "eta": 0.1, "nthread": 2},
+                        xgb.DMatrix(X[:3000], label=y[:3000], feature_names=feats), 50,
+                        evals=[(xgb.DMatrix(X[te], label=y[te], feature_names=feats), "valid")],
+                        evals_result=evals, verbose_eval=False)
+    theirs = booster.predict(xgb.DMatrix(X[te], feature_names=feats))
+    assert evals["valid"]["cox-nloglik"][-1] == pytest.approx(nloglik(theirs), rel=1e-4)
+    assert nloglik(ours) < nloglik(theirs) * 1.02, (nloglik(ours), nloglik(theirs))
+    booster.save_model(tmp_path / "cox.json")
+    imported = polars_gbt.Model.from_xgboost(tmp_path / "cox.json")
+    assert imported.params["objective"] == "survival:cox"
+    np.testing.assert_allclose(imported.predict(frame[te]).to_numpy(), theirs, rtol=1e-5)
+    back = xgb.Booster()
+    back.load_model(bytearray(model.to_xgboost_json().encode()))
+    np.testing.assert_allclose(back.predict(xgb.DMatrix(X[te], feature_names=feats)), ours, rtol=1e-5)

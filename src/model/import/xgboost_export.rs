@@ -52,6 +52,7 @@ impl Model {
             | Objective::Poisson
             | Objective::Gamma
             | Objective::SquaredLogError
+            | Objective::Cox
             | Objective::RankNdcg
             | Objective::RankPairwise => {}
         }
