@@ -132,6 +132,8 @@ fn objectives_with_an_exp_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
     let counts: Vec<f32> = y.iter().map(|v| v.max(0.0).floor()).collect();
     let positive: Vec<f32> = y.iter().map(|v| v.abs() + 0.1).collect();
     let binary: Vec<f32> = y.iter().map(|&v| (v > 1.5) as u8 as f32).collect();
+    // Times, every third one censored (negative).
+    let times: Vec<f32> = positive.iter().enumerate().map(|(i, &v)| if i % 3 == 0 { -v } else { v }).collect();
     for (json, labels) in [
         (r#"{"objective": "multi:softprob", "num_class": 3, "n_estimators": 12, "max_depth": 5}"#, &classes),
         (r#"{"objective": "count:poisson", "n_estimators": 12, "max_depth": 5}"#, &counts),
@@ -139,6 +141,7 @@ fn objectives_with_an_exp_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
         (r#"{"objective": "reg:gamma", "n_estimators": 12, "max_depth": 5}"#, &positive),
         // Gradients from the host (log1p has no device twin): the same trees all the same.
         (r#"{"objective": "reg:squaredlogerror", "n_estimators": 12, "max_depth": 5}"#, &positive),
+        (r#"{"objective": "survival:cox", "n_estimators": 12, "max_depth": 5}"#, &times),
         (r#"{"objective": "binary:logistic", "n_estimators": 30, "max_depth": 6}"#, &binary),
         (r#"{"objective": "binary:logistic", "scale_pos_weight": 4.5, "n_estimators": 20, "max_depth": 6}"#, &binary),
     ] {
