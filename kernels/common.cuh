@@ -19,6 +19,7 @@ typedef unsigned long long u64;
 #define LINK_LOGISTIC 1u
 #define LINK_EXP 2u
 #define LINK_SOFTMAX 3u
+#define LINK_HINGE 4u
 
 // A float gradient pair of one row (src/tree/gradient.rs: GradPair).
 struct GradPair {

@@ -256,6 +256,8 @@ extern "C" __global__ void finish_predictions(float* __restrict__ margin, u32 n,
             for (u32 c = 0; c < k; ++c) m[c] = portable_sigmoidf(m[c]);
         } else if (link == LINK_EXP) {
             for (u32 c = 0; c < k; ++c) m[c] = portable_expf(m[c]);
+        } else if (link == LINK_HINGE) {
+            m[0] = m[0] > 0.0f ? 1.0f : 0.0f;
         } else if (link == LINK_SOFTMAX) {
             float top = m[0];
             for (u32 c = 1; c < k; ++c) top = fmaxf(top, m[c]);

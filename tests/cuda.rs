@@ -142,6 +142,7 @@ fn objectives_with_an_exp_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
         // Gradients from the host (log1p has no device twin): the same trees all the same.
         (r#"{"objective": "reg:squaredlogerror", "n_estimators": 12, "max_depth": 5}"#, &positive),
         (r#"{"objective": "survival:cox", "n_estimators": 12, "max_depth": 5}"#, &times),
+        (r#"{"objective": "binary:hinge", "n_estimators": 12, "max_depth": 5}"#, &binary),
         (r#"{"objective": "binary:logistic", "n_estimators": 30, "max_depth": 6}"#, &binary),
         (r#"{"objective": "binary:logistic", "scale_pos_weight": 4.5, "n_estimators": 20, "max_depth": 6}"#, &binary),
     ] {

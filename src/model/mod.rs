@@ -240,7 +240,8 @@ impl Model {
 
     /// Class output only means something for classifiers.
     fn check_output(&self, output: PredictOutput) -> Result<()> {
-        let classifier = self.objective() == Objective::BinaryLogistic || self.objective().is_multiclass();
+        let classifier = matches!(self.objective(), Objective::BinaryLogistic | Objective::Hinge)
+            || self.objective().is_multiclass();
         if output == PredictOutput::Class && !classifier {
             return Err(Error::param(
                 "output",

@@ -43,6 +43,8 @@ pub enum Objective {
     SquaredLogError,
     #[serde(rename = "survival:cox")]
     Cox,
+    #[serde(rename = "binary:hinge")]
+    Hinge,
 }
 
 /// The parameters the losses read; `TrainConfig::objective_params` gathers them.
@@ -75,6 +77,8 @@ pub enum Link {
     Exp = 2,
     /// The softmax over a row's outputs: class probabilities.
     Softmax = 3,
+    /// The class of a hinge loss: 1 for a positive margin, else 0.
+    Hinge = 4,
 }
 
 /// The gradient kernels of kernels/gradients.cu. The discriminants are their codes there
@@ -132,7 +136,7 @@ pub struct Descriptor {
 
 impl Objective {
     /// Every objective, in the order of their indices.
-    pub const ALL: [Objective; 14] = [
+    pub const ALL: [Objective; 15] = [
         Objective::SquaredError,
         Objective::PseudoHuber,
         Objective::Quantile,
@@ -147,6 +151,7 @@ impl Objective {
         Objective::Gamma,
         Objective::SquaredLogError,
         Objective::Cox,
+        Objective::Hinge,
     ];
 
     /// The objective's entry in the table.
@@ -163,6 +168,18 @@ impl Objective {
                 refits_leaves: false,
                 default_metric: Metric::Rmse,
                 loss: |_| Box::new(squared::Squared),
+            },
+            Objective::Hinge => Descriptor {
+                name: "binary:hinge",
+                xgboost_aliases: &[],
+                lightgbm_names: &[],
+                task: TaskKind::Binary,
+                link: Link::Hinge,
+                outputs: Outputs::One,
+                gpu_gradient: None,
+                refits_leaves: false,
+                default_metric: Metric::Error,
+                loss: |_| Box::new(logistic::Hinge),
             },
             Objective::Cox => Descriptor {
                 name: "survival:cox",
@@ -397,7 +414,7 @@ impl Objective {
     pub fn check_base_score(self, score: f64) -> Result<()> {
         let link = self.link();
         let (ok, range) = match link {
-            Link::Identity | Link::Softmax => return Ok(()),
+            Link::Identity | Link::Softmax | Link::Hinge => return Ok(()),
             Link::Logistic => (score > 0.0 && score < 1.0, "in (0, 1)"),
             Link::Exp => (score > 0.0, "> 0"),
         };
@@ -434,7 +451,7 @@ impl std::str::FromStr for Objective {
 }
 
 impl Link {
-    pub const ALL: [Link; 4] = [Link::Identity, Link::Logistic, Link::Exp, Link::Softmax];
+    pub const ALL: [Link; 5] = [Link::Identity, Link::Logistic, Link::Exp, Link::Softmax, Link::Hinge];
 
     /// The name of the link's code in kernels/common.cuh.
     pub fn kernel_name(self) -> &'static str {
@@ -443,6 +460,7 @@ impl Link {
             Link::Logistic => "LINK_LOGISTIC",
             Link::Exp => "LINK_EXP",
             Link::Softmax => "LINK_SOFTMAX",
+            Link::Hinge => "LINK_HINGE",
         }
     }
 
@@ -453,6 +471,7 @@ impl Link {
             Link::Logistic => row.iter_mut().for_each(|m| *m = sigmoid(*m)),
             Link::Exp => row.iter_mut().for_each(|m| *m = exp(*m)),
             Link::Softmax => softmax::softmax_in_place(row),
+            Link::Hinge => row.iter_mut().for_each(|m| *m = if *m > 0.0 { 1.0 } else { 0.0 }),
         }
     }
 
@@ -460,7 +479,8 @@ impl Link {
     /// each class's margin).
     pub fn score_of_margin(self, margin: f32) -> f32 {
         match self {
-            Link::Identity | Link::Softmax => margin,
+            // A hinge model's base score is a margin, as in XGBoost.
+            Link::Identity | Link::Softmax | Link::Hinge => margin,
             Link::Logistic => sigmoid(margin),
             Link::Exp => exp(margin),
         }
@@ -599,8 +619,11 @@ mod tests {
 
     #[test]
     fn links_match_the_losses_base_margins() {
-        // A base score's margin, taken back through the link, is the score.
-        for o in Objective::ALL.into_iter().filter(|o| o.link() != Link::Softmax) {
+        // A base score's margin, taken back through the link, is the score. (A hinge model's
+        // base score is a margin, and its link gives classes.)
+        let hinge = (Objective::Hinge.descriptor().loss)(&PARAMS);
+        assert_eq!(Link::Hinge.score_of_margin(hinge.base_score_to_margin(0.7)), 0.7);
+        for o in Objective::ALL.into_iter().filter(|o| o.link() != Link::Softmax && o.link() != Link::Hinge) {
             let loss = (o.descriptor().loss)(&PARAMS);
             for score in [0.2, 0.7] {
                 let mut row = [loss.base_score_to_margin(score)];

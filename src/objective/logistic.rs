@@ -1,4 +1,4 @@
-//! `binary:logistic`: log loss on the sigmoid of the margin.
+//! `binary:logistic`: log loss on the sigmoid of the margin; and `binary:hinge`.
 
 use rayon::prelude::*;
 
@@ -54,5 +54,34 @@ impl Loss for Logistic {
     fn base_score_to_margin(&self, p: f64) -> f32 {
         let p = p.clamp(1e-6, 1.0 - 1e-6);
         (p / (1.0 - p)).ln() as f32
+    }
+}
+
+/// The hinge loss of XGBoost's `binary:hinge`: labels 0 and 1 as -1 and +1; a row inside the
+/// margin (`y m < 1`) pulls with gradient `-y` and unit hessian, the others not at all (their
+/// hessian the smallest positive float, as XGBoost's). The model predicts the class.
+pub struct Hinge;
+
+impl Loss for Hinge {
+    fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
+        out.par_iter_mut().enumerate().for_each(|(i, o)| {
+            let y = 2.0 * t.label[i] - 1.0;
+            let w = t.w(i);
+            *o = if margin[i] * y < 1.0 {
+                GradPair { g: -y * w, h: w }
+            } else {
+                GradPair { g: 0.0, h: f32::MIN_POSITIVE }
+            };
+        });
+        Ok(())
+    }
+
+    fn check_labels(&self, t: &Targets) -> Result<()> {
+        check_each(t.label, "binary:hinge needs labels 0 or 1", |y| y == 0.0 || y == 1.0)
+    }
+
+    /// Margin 0: the class boundary.
+    fn estimate_base_margin(&self, _: &Targets) -> Vec<f32> {
+        vec![0.0]
     }
 }

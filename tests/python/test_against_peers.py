@@ -312,3 +312,35 @@ def test_cox_fits_and_cox_nloglik_match_xgboosts(tmp_path):
     back = xgb.Booster()
     back.load_model(bytearray(model.to_xgboost_json().encode()))
     np.testing.assert_allclose(back.predict(xgb.DMatrix(X[te], feature_names=feats)), ours, rtol=1e-5)
+
+
+def test_hinge_classifies_as_xgboosts(tmp_path):
+    """binary:hinge (issue 17): classes 0/1 as predictions, the error rate as default metric,
+    a fit as good as XGBoost's, and models predicting equal across import and export."""
+    rng = np.random.default_rng(37)
+    n = 4000
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    y = (X[:, 0] - 0.7 * X[:, 1] * X[:, 2] + rng.normal(scale=0.5, size=n) > 0).astype(np.float64)
+    feats = ["x0", "x1", "x2"]
+    te = slice(3000, None)
+    frame = pl.DataFrame({f: X[:, j] for j, f in enumerate(feats)}).with_columns(y=y, valid=pl.int_range(n) >= 3000)
+    model = polars_gbt.Model.from_bytes(
+        frame.select(pl.col(feats).gbt.fit("y", objective="binary:hinge", n_estimators=30, max_depth=4,
+                                          learning_rate=0.3, eval_set=pl.col("valid"))).item()
+    )
+    ours = frame[te].select(pl.col(feats).gbt.predict(model))["x0"].to_numpy()
+    assert set(np.unique(ours)) <= {0.0, 1.0}
+    log = model.evals_result()
+    assert log.columns == ["round", "valid-error"]
+    assert log["valid-error"][-1] == pytest.approx(float(np.mean(ours != y[te])), abs=1e-9)
+    assert (frame[te].select(pl.col(feats).gbt.predict(model, output="class"))["x0"].to_numpy() == ours).all()
+    booster = xgb.train({"objective": "binary:hinge", "max_depth": 4, "eta": 0.3, "nthread": 2},
+                        xgb.DMatrix(X[:3000], label=y[:3000], feature_names=feats), 30)
+    theirs = booster.predict(xgb.DMatrix(X[te], feature_names=feats))
+    assert np.mean(ours != y[te]) < np.mean(theirs != y[te]) + 0.02
+    booster.save_model(tmp_path / "hinge.json")
+    imported = polars_gbt.Model.from_xgboost(tmp_path / "hinge.json")
+    np.testing.assert_array_equal(imported.predict(frame[te]).to_numpy(), theirs)
+    back = xgb.Booster()
+    back.load_model(bytearray(model.to_xgboost_json().encode()))
+    np.testing.assert_array_equal(back.predict(xgb.DMatrix(X[te], feature_names=feats)), ours)

@@ -128,7 +128,7 @@ fn score_to_margin(obj: Objective, score: f64) -> Result<f32> {
             }
             score.ln()
         }
-        Link::Identity | Link::Softmax => score,
+        Link::Identity | Link::Softmax | Link::Hinge => score,
     };
     if !m.is_finite() {
         return Err(bad(format!("base_score {score} has no finite margin")));

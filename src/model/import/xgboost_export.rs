@@ -53,6 +53,7 @@ impl Model {
             | Objective::Gamma
             | Objective::SquaredLogError
             | Objective::Cox
+            | Objective::Hinge
             | Objective::RankNdcg
             | Objective::RankPairwise => {}
         }
