@@ -48,7 +48,7 @@ pub fn train_with_callback(
     if cfg.custom_objective.is_some() {
         return Err(Error::param(
             "custom_objective",
-            "names a user's objective: train with train_with_loss and its loss",
+            "names a user's objective: train with train_with_user_functions, given its loss",
         ));
     }
     fit(cfg, data, evals, UserFunctions::default(), callback)

@@ -66,24 +66,6 @@ pub fn merror(pred: &[f32], k: usize, t: &Targets) -> f64 {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn auc_counts_ties_as_half() {
-        let label = [0.0, 1.0, 0.0, 1.0];
-        let t = Targets { label: &label, weight: None, groups: None };
-        assert_eq!(auc(&[0.1, 0.9, 0.2, 0.8], &t), 1.0);
-        assert_eq!(auc(&[0.5, 0.5, 0.5, 0.5], &t), 0.5);
-        // Positives at 0.4 and 0.9, negatives at 0.1 and 0.4: pairs 1 + 0.5 + 1 + 1 of 4.
-        assert_eq!(
-            auc(&[0.1, 0.4, 0.4, 0.9], &Targets { label: &[0.0, 1.0, 0.0, 1.0], weight: None, groups: None }),
-            0.875
-        );
-    }
-}
-
 /// Weighted area under the precision-recall curve. Its points are the runs of tied scores,
 /// from the highest; between two points the curve is Davis and Goadrich's (2006)
 /// interpolation, false positives growing linearly with true positives, whose precision
@@ -125,4 +107,22 @@ pub fn aucpr(pred: &[f32], t: &Targets) -> f64 {
         i = j;
     }
     area
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auc_counts_ties_as_half() {
+        let label = [0.0, 1.0, 0.0, 1.0];
+        let t = Targets { label: &label, weight: None, groups: None };
+        assert_eq!(auc(&[0.1, 0.9, 0.2, 0.8], &t), 1.0);
+        assert_eq!(auc(&[0.5, 0.5, 0.5, 0.5], &t), 0.5);
+        // Positives at 0.4 and 0.9, negatives at 0.1 and 0.4: pairs 1 + 0.5 + 1 + 1 of 4.
+        assert_eq!(
+            auc(&[0.1, 0.4, 0.4, 0.9], &Targets { label: &[0.0, 1.0, 0.0, 1.0], weight: None, groups: None }),
+            0.875
+        );
+    }
 }

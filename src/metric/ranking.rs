@@ -58,6 +58,20 @@ pub fn map(pred: &[f32], t: &Targets, k: Option<u32>) -> f64 {
     total / gs.len() as f64
 }
 
+/// Precision in the top `k` of each query (all when None): the share of relevant documents
+/// (relevance > 0) among the first min(k, query size).
+pub fn precision(pred: &[f32], t: &Targets, k: Option<u32>) -> f64 {
+    let gs = groups(t);
+    let mut total = 0.0;
+    for &(a, b) in &gs {
+        let y = &t.label[a..b];
+        let k = k.map_or(y.len(), |k| (k as usize).min(y.len()));
+        let hits = ranked(&pred[a..b]).into_iter().take(k).filter(|&d| y[d] > 0.0).count();
+        total += hits as f64 / k as f64;
+    }
+    total / gs.len() as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,18 +86,4 @@ mod tests {
         assert_eq!(ndcg(&[0.9, 0.1], &t, None), 1.0);
         assert_eq!(map(&[0.1, 0.9], &t, None), 0.5);
     }
-}
-
-/// Precision in the top `k` of each query (all when None): the share of relevant documents
-/// (relevance > 0) among the first min(k, query size).
-pub fn precision(pred: &[f32], t: &Targets, k: Option<u32>) -> f64 {
-    let gs = groups(t);
-    let mut total = 0.0;
-    for &(a, b) in &gs {
-        let y = &t.label[a..b];
-        let k = k.map_or(y.len(), |k| (k as usize).min(y.len()));
-        let hits = ranked(&pred[a..b]).into_iter().take(k).filter(|&d| y[d] > 0.0).count();
-        total += hits as f64 / k as f64;
-    }
-    total / gs.len() as f64
 }

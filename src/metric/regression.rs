@@ -82,6 +82,50 @@ pub(crate) fn ln_gamma(x: f64) -> f64 {
     0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
 }
 
+/// Root mean squared log error (predictions and labels above -1).
+pub fn rmsle(pred: &[f32], t: &Targets) -> f64 {
+    weighted_average(t, |i| {
+        let d = (pred[i] as f64).ln_1p() - (t.label[i] as f64).ln_1p();
+        d * d
+    })
+    .sqrt()
+}
+
+/// Negative log-likelihood of a Tweedie distribution with variance power `rho` (up to terms
+/// of the labels alone), as XGBoost's `tweedie-nloglik`: `-y p^(1-rho)/(1-rho) + p^(2-rho)/(2-rho)`.
+pub fn tweedie_nloglik(pred: &[f32], t: &Targets, rho: f64) -> f64 {
+    weighted_average(t, |i| {
+        let (p, y) = (pred[i] as f64, t.label[i] as f64);
+        let a = y * ((1.0 - rho) * p.ln()).exp() / (1.0 - rho);
+        let b = ((2.0 - rho) * p.ln()).exp() / (2.0 - rho);
+        -a + b
+    })
+}
+
+/// Cox negative partial log-likelihood per event (Breslow ties), of hazard ratios `pred`;
+/// labels are times, negative when censored.
+pub fn cox_nloglik(pred: &[f32], t: &Targets) -> f64 {
+    let order = crate::objective::survival_order(t.label);
+    let mut risk_sum: f64 = pred.iter().map(|&p| p as f64).sum();
+    let (mut total, mut events) = (0f64, 0usize);
+    let (mut leaving, mut last_time, mut last_hazard) = (0f64, 0f64, 0f64);
+    for &i in &order {
+        let time = t.label[i].abs() as f64;
+        leaving += last_hazard;
+        if last_time < time {
+            risk_sum -= leaving;
+            leaving = 0.0;
+        }
+        if t.label[i] > 0.0 {
+            total -= (pred[i] as f64).ln() - risk_sum.ln();
+            events += 1;
+        }
+        last_time = time;
+        last_hazard = pred[i] as f64;
+    }
+    total / events.max(1) as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,48 +172,4 @@ mod tests {
         // alpha 0.5 is half the absolute error.
         assert!((pinball(&pred, &t, 0.5) - mae(&pred, &t) / 2.0).abs() < 1e-12);
     }
-}
-
-/// Root mean squared log error (predictions and labels above -1).
-pub fn rmsle(pred: &[f32], t: &Targets) -> f64 {
-    weighted_average(t, |i| {
-        let d = (pred[i] as f64).ln_1p() - (t.label[i] as f64).ln_1p();
-        d * d
-    })
-    .sqrt()
-}
-
-/// Negative log-likelihood of a Tweedie distribution with variance power `rho` (up to terms
-/// of the labels alone), as XGBoost's `tweedie-nloglik`: `-y p^(1-rho)/(1-rho) + p^(2-rho)/(2-rho)`.
-pub fn tweedie_nloglik(pred: &[f32], t: &Targets, rho: f64) -> f64 {
-    weighted_average(t, |i| {
-        let (p, y) = (pred[i] as f64, t.label[i] as f64);
-        let a = y * ((1.0 - rho) * p.ln()).exp() / (1.0 - rho);
-        let b = ((2.0 - rho) * p.ln()).exp() / (2.0 - rho);
-        -a + b
-    })
-}
-
-/// Cox negative partial log-likelihood per event (Breslow ties), of hazard ratios `pred`;
-/// labels are times, negative when censored.
-pub fn cox_nloglik(pred: &[f32], t: &Targets) -> f64 {
-    let order = crate::objective::survival_order(t.label);
-    let mut risk_sum: f64 = pred.iter().map(|&p| p as f64).sum();
-    let (mut total, mut events) = (0f64, 0usize);
-    let (mut leaving, mut last_time, mut last_hazard) = (0f64, 0f64, 0f64);
-    for &i in &order {
-        let time = t.label[i].abs() as f64;
-        leaving += last_hazard;
-        if last_time < time {
-            risk_sum -= leaving;
-            leaving = 0.0;
-        }
-        if t.label[i] > 0.0 {
-            total -= (pred[i] as f64).ln() - risk_sum.ln();
-            events += 1;
-        }
-        last_time = time;
-        last_hazard = pred[i] as f64;
-    }
-    total / events.max(1) as f64
 }
