@@ -253,8 +253,7 @@ impl<'a> Trainer<'a> {
                 }
             }
         }
-        let metrics =
-            if cfg.eval_metric.is_empty() { vec![Metric::default_for(cfg.objective)] } else { cfg.eval_metric.clone() };
+        let metrics = if cfg.eval_metric.is_empty() { vec![cfg.default_metric()] } else { cfg.eval_metric.clone() };
         let metrics: Vec<Metric> = metrics.into_iter().map(|m| m.with_params(&cfg.metric_params())).collect();
         for m in &metrics {
             m.check_applies(cfg.objective, k)?;

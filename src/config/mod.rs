@@ -253,6 +253,19 @@ impl TrainConfig {
         }
     }
 
+    /// The metric evaluated when `eval_metric` is not given: the objective's, and for ranking
+    /// NDCG at the top k of the pair method (`lambdarank_num_pair_per_sample`, 32 by default),
+    /// as XGBoost's `ndcg@32`.
+    pub fn default_metric(&self) -> Metric {
+        match Metric::default_for(self.objective) {
+            Metric::Ndcg(None) if self.objective.is_ranking() => {
+                let k = self.lambdarank_num_pair_per_sample.unwrap_or(RankingParams::default().top_k);
+                Metric::Ndcg(Some(k as u32))
+            }
+            m => m,
+        }
+    }
+
     /// The parameters the evaluation metrics read.
     pub fn metric_params(&self) -> MetricParams {
         MetricParams { quantile_alpha: self.quantile_alpha, tweedie_variance_power: self.tweedie_variance_power }

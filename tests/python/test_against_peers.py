@@ -344,3 +344,32 @@ def test_hinge_classifies_as_xgboosts(tmp_path):
     back = xgb.Booster()
     back.load_model(bytearray(model.to_xgboost_json().encode()))
     np.testing.assert_array_equal(back.predict(xgb.DMatrix(X[te], feature_names=feats)), ours)
+
+
+def test_ranking_evaluates_ndcg_at_the_pair_methods_k_as_xgboost():
+    """Without eval_metric, rank:ndcg and rank:pairwise report ndcg@k, k the top-k of their
+    pairs (32 by default), named and valued as XGBoost's on the same margins."""
+    rng = np.random.default_rng(41)
+    sizes = rng.integers(5, 60, 200)
+    qid = np.repeat(np.arange(len(sizes)), sizes)
+    m = len(qid)
+    X = rng.normal(size=(m, 3)).astype(np.float32)
+    rel = np.clip(np.round(X[:, 0] + rng.normal(scale=0.7, size=m)), 0, 3)
+    valid = qid >= 150
+    feats = ["x0", "x1", "x2"]
+    frame = pl.DataFrame({f: X[:, j] for j, f in enumerate(feats)}).with_columns(y=rel, valid=valid, qid=qid)
+    for params, name in (({}, "ndcg@32"), ({"lambdarank_num_pair_per_sample": 8}, "ndcg@8")):
+        evals: dict = {}
+        booster = xgb.train({"objective": "rank:ndcg", "max_depth": 3, "nthread": 2, **params},
+                            xgb.DMatrix(X[~valid], label=rel[~valid], qid=qid[~valid], feature_names=feats), 10,
+                            evals=[(xgb.DMatrix(X[valid], label=rel[valid], qid=qid[valid], feature_names=feats), "valid")],
+                            evals_result=evals, verbose_eval=False)
+        assert list(evals["valid"]) == [name]
+        margins = booster.predict(xgb.DMatrix(X, qid=qid, feature_names=feats), output_margin=True)
+        ours = frame.with_columns(margin=pl.Series(margins, dtype=pl.Float32)).select(
+            pl.col(feats).gbt.fit("y", base_margin="margin", group="qid", eval_set=pl.col("valid"),
+                                  objective="rank:ndcg", n_estimators=1, learning_rate=1e-9, max_depth=1, **params)
+        ).item()
+        log = polars_gbt.Model.from_bytes(ours).evals_result()
+        assert log.columns == ["round", f"valid-{name}"]
+        assert log[f"valid-{name}"][0] == pytest.approx(evals["valid"][name][-1], rel=1e-5)

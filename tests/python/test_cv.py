@@ -179,7 +179,7 @@ def test_query_groups_stay_whole(train_df):
     data = train_df.head(600).select(*FEATS, "y").with_columns(q=pl.int_range(pl.len()) // 20)
     params = dict(objective="rank:ndcg", group="q", n_estimators=3, max_depth=2)
     res, models = polars_gbt.cv(data, target="y", nfold=3, return_models=True, **params)
-    assert res.columns[1] == "train-ndcg-mean" and list(models) == [0, 1, 2]
+    assert res.columns[1] == "train-ndcg@32-mean" and list(models) == [0, 1, 2]
     assert all(m.feature_names == FEATS for m in models.values())  # q is the group, not a feature
     with pytest.raises(polars_gbt.DataError, match="query group 0 spans several folds"):
         polars_gbt.cv(data, target="y", folds=pl.int_range(pl.len()) % 2, **params)
