@@ -31,19 +31,28 @@ fn le_bytes(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
+/// `polars_gbt._custom.<function>(id, values, labels, n, k)`, with the GIL: how the fit hands
+/// a registered callable its float32 inputs, as bytes.
+fn call_custom<T>(function: &str, id: u64, values: &[f32], labels: &[f32], n: usize, k: usize) -> PyResult<T>
+where
+    T: for<'a, 'py> FromPyObject<'a, 'py>,
+{
+    Python::attach(|py| {
+        let custom = py.import("polars_gbt._custom")?;
+        let values = PyBytes::new(py, &le_bytes(values));
+        let labels = PyBytes::new(py, &le_bytes(labels));
+        custom.getattr(function)?.call1((id, values, labels, n, k))?.extract().map_err(Into::into)
+    })
+}
+
 impl Loss for PyObjective {
     /// The callable sees margins (n,) or (n, k) and labels (n,), float32; `_custom` checks
     /// what it returns and hands back (g, h) pairs class-major. Row weights multiply them here,
     /// as they do the built-in losses' gradients.
     fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
         let n = t.label.len();
-        let pairs: Vec<u8> = Python::attach(|py| -> PyResult<Vec<u8>> {
-            let custom = py.import("polars_gbt._custom")?;
-            let margins = PyBytes::new(py, &le_bytes(margin));
-            let labels = PyBytes::new(py, &le_bytes(t.label));
-            custom.getattr("objective_gradients")?.call1((self.id, margins, labels, n, self.k))?.extract()
-        })
-        .map_err(|e| Error::param("objective", e.to_string()))?;
+        let pairs: Vec<u8> = call_custom("objective_gradients", self.id, margin, t.label, n, self.k)
+            .map_err(|e| Error::param("objective", e.to_string()))?;
         if pairs.len() != out.len() * 8 {
             return Err(Error::param(
                 "objective",
@@ -92,12 +101,7 @@ impl CustomMetric for PyMetric {
 
     /// The callable sees the predictions (n,) or (n, k) and the labels (n,), float32.
     fn evaluate(&self, pred: &[f32], n_outputs: usize, t: &Targets) -> Result<f64> {
-        Python::attach(|py| -> PyResult<f64> {
-            let custom = py.import("polars_gbt._custom")?;
-            let preds = PyBytes::new(py, &le_bytes(pred));
-            let labels = PyBytes::new(py, &le_bytes(t.label));
-            custom.getattr("metric_value")?.call1((self.id, preds, labels, t.label.len(), n_outputs))?.extract()
-        })
-        .map_err(|e| Error::param("eval_metric", format!("`{}`: {e}", self.name)))
+        call_custom("metric_value", self.id, pred, t.label, t.label.len(), n_outputs)
+            .map_err(|e| Error::param("eval_metric", format!("`{}`: {e}", self.name)))
     }
 }
