@@ -36,6 +36,14 @@ enum Key {
     Content(usize, u32, Rounds),
 }
 
+impl Key {
+    fn rounds(&self) -> Rounds {
+        match self {
+            Key::Digest(_, r) | Key::Content(_, _, r) => *r,
+        }
+    }
+}
+
 /// Model bytes kept at most (their layouts take about as much again), and models at most.
 const BUDGET_BYTES: usize = 512 << 20;
 const MAX_MODELS: usize = 4096;
@@ -81,20 +89,22 @@ fn cache() -> std::sync::MutexGuard<'static, Cache> {
     CACHE.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn lookup(key: Key, bytes: &[u8], keep_bytes: bool, rounds: Rounds) -> crate::Result<Arc<CachedModel>> {
+/// The entry of `key`, parsed from `bytes` (and sliced to the key's rounds) when it is new.
+fn lookup(key: Key, bytes: &[u8]) -> crate::Result<Arc<CachedModel>> {
     if let Some(entry) = cache().get(&key, bytes) {
         return Ok(entry);
     }
     // Parsed outside the lock: other batches go on meanwhile.
     let mut model = Model::from_bytes(bytes)?;
-    if let Some((start, end)) = rounds {
+    if let Some((start, end)) = key.rounds() {
         model = model.slice(start, end, 1)?;
     }
     let entry = Arc::new(CachedModel {
         model: Arc::new(model),
         cpu: OnceLock::new(),
         gpu: OnceLock::new(),
-        bytes: keep_bytes.then(|| bytes.to_vec()),
+        // Content keys are compared in full on every hit; digests are trusted.
+        bytes: matches!(key, Key::Content(..)).then(|| bytes.to_vec()),
         size: bytes.len(),
     });
     cache().insert(key, entry.clone());
@@ -103,10 +113,10 @@ fn lookup(key: Key, bytes: &[u8], keep_bytes: bool, rounds: Rounds) -> crate::Re
 
 /// A constant model of `gbt.predict` (its `rounds`), by the digest Python sent with its bytes.
 pub(super) fn by_digest(digest: &str, bytes: &[u8], rounds: Rounds) -> PolarsResult<Arc<CachedModel>> {
-    lookup(Key::Digest(digest.to_string(), rounds), bytes, false, rounds).map_err(to_polars)
+    lookup(Key::Digest(digest.to_string(), rounds), bytes).map_err(to_polars)
 }
 
 /// A model met as bytes alone (a model column, or a caller without a digest), its `rounds`.
 pub(super) fn by_content(bytes: &[u8], rounds: Rounds) -> crate::Result<Arc<CachedModel>> {
-    lookup(Key::Content(bytes.len(), crc32fast::hash(bytes), rounds), bytes, true, rounds)
+    lookup(Key::Content(bytes.len(), crc32fast::hash(bytes), rounds), bytes)
 }
