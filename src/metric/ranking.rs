@@ -21,55 +21,56 @@ fn dcg(labels: impl Iterator<Item = f32>) -> f64 {
     labels.enumerate().map(|(p, y)| (2f64.powf(y as f64) - 1.0) / ((p + 2) as f64).log2()).sum()
 }
 
-pub fn ndcg(pred: &[f32], t: &Targets, k: Option<u32>) -> f64 {
+/// The mean over queries of `score(labels, top, k)`: a query's labels, its documents by
+/// descending score cut to the first `k`, and that `k` (the cut-off, or the query's size when
+/// smaller or not given).
+fn mean_over_queries(pred: &[f32], t: &Targets, k: Option<u32>, score: impl Fn(&[f32], &[usize], usize) -> f64) -> f64 {
     let gs = groups(t);
     let mut total = 0.0;
     for &(a, b) in &gs {
         let y = &t.label[a..b];
         let k = k.map_or(y.len(), |k| (k as usize).min(y.len()));
-        let mut ideal = y.to_vec();
-        ideal.sort_by(|p, q| q.total_cmp(p));
-        let idcg = dcg(ideal.into_iter().take(k));
-        total += if idcg <= 0.0 { 1.0 } else { dcg(ranked(&pred[a..b]).into_iter().take(k).map(|d| y[d])) / idcg };
+        let mut top = ranked(&pred[a..b]);
+        top.truncate(k);
+        total += score(y, &top, k);
     }
     total / gs.len() as f64
 }
 
+pub fn ndcg(pred: &[f32], t: &Targets, k: Option<u32>) -> f64 {
+    mean_over_queries(pred, t, k, |y, top, k| {
+        let mut ideal = y.to_vec();
+        ideal.sort_by(|p, q| q.total_cmp(p));
+        let idcg = dcg(ideal.into_iter().take(k));
+        if idcg <= 0.0 {
+            1.0
+        } else {
+            dcg(top.iter().map(|&d| y[d])) / idcg
+        }
+    })
+}
+
 pub fn map(pred: &[f32], t: &Targets, k: Option<u32>) -> f64 {
-    let gs = groups(t);
-    let mut total = 0.0;
-    for &(a, b) in &gs {
-        let y = &t.label[a..b];
-        let k = k.map_or(y.len(), |k| (k as usize).min(y.len()));
+    mean_over_queries(pred, t, k, |y, top, k| {
         let relevant = y.iter().filter(|&&l| l > 0.0).count();
         if relevant == 0 {
-            total += 1.0;
-            continue;
+            return 1.0;
         }
         let (mut hits, mut sum) = (0usize, 0f64);
-        for (p, d) in ranked(&pred[a..b]).into_iter().take(k).enumerate() {
+        for (p, &d) in top.iter().enumerate() {
             if y[d] > 0.0 {
                 hits += 1;
                 sum += hits as f64 / (p + 1) as f64;
             }
         }
-        total += sum / relevant.min(k) as f64;
-    }
-    total / gs.len() as f64
+        sum / relevant.min(k) as f64
+    })
 }
 
 /// Precision in the top `k` of each query (all when None): the share of relevant documents
 /// (relevance > 0) among the first min(k, query size).
 pub fn precision(pred: &[f32], t: &Targets, k: Option<u32>) -> f64 {
-    let gs = groups(t);
-    let mut total = 0.0;
-    for &(a, b) in &gs {
-        let y = &t.label[a..b];
-        let k = k.map_or(y.len(), |k| (k as usize).min(y.len()));
-        let hits = ranked(&pred[a..b]).into_iter().take(k).filter(|&d| y[d] > 0.0).count();
-        total += hits as f64 / k as f64;
-    }
-    total / gs.len() as f64
+    mean_over_queries(pred, t, k, |y, top, k| top.iter().filter(|&&d| y[d] > 0.0).count() as f64 / k as f64)
 }
 
 #[cfg(test)]
