@@ -120,7 +120,12 @@ impl TreeContext<'_> {
 
     /// A leaf's output (learning rate applied) for the gradient sum `total`, within `limits`.
     pub fn leaf_value(&self, total: GradSum, limits: &NodeLimits) -> f32 {
-        (self.params.leaf_weight(&self.quantiser, total, limits) * self.params.learning_rate) as f32
+        self.output(self.params.leaf_weight(&self.quantiser, total, limits))
+    }
+
+    /// A leaf's output for its weight: the learning rate applied.
+    fn output(&self, weight: f64) -> f32 {
+        (weight * self.params.learning_rate) as f32
     }
 
     /// A node's cover: its hessian sum.
@@ -318,8 +323,8 @@ fn apply_split<N>(tree: &mut Tree, o: Open<N>, cuts: &[FeatureCuts], ctx: &TreeC
     let (l, r) = tree.split(
         o.node,
         &spec,
-        (ctx.leaf_value(split.left, &o.limits), ctx.cover(split.left)),
-        (ctx.leaf_value(split.right, &o.limits), ctx.cover(split.right)),
+        (ctx.output(left_weight), ctx.cover(split.left)),
+        (ctx.output(right_weight), ctx.cover(split.right)),
     );
     Expansion {
         node: o.node,
