@@ -38,18 +38,67 @@ def name_of(objective: Callable[..., Any]) -> str:
     return getattr(objective, "__name__", None) or repr(objective)
 
 
+def take_user_functions(params: dict[str, Any], *, has_eval_set: bool) -> dict[str, Any]:
+    """Takes the Python callables out of ``params`` (in place), leaving JSON parameters, and
+    returns what the fit needs to call them: the plugin's keyword arguments.
+
+    The objective is ``objective=f`` (the model then predicts margins, or softmax with
+    ``num_class``) or ``obj=f`` beside the link objective; the metrics are the callables of
+    ``eval_metric``, logged after the built-in ones, ``maximize`` their direction."""
+    kwargs: dict[str, Any] = {}
+    objective = params.pop("obj", None)
+    if callable(params.get("objective")):
+        if objective is not None:
+            raise ValueError("give the objective callable once: objective=<callable> or obj=<callable>")
+        objective = params.pop("objective")
+        if (params.get("num_class") or 0) > 1:
+            params["objective"] = "multi:softprob"
+    if objective is not None:
+        if not callable(objective):
+            raise TypeError(f"obj must be a callable (predt, label) -> (grad, hess), not {type(objective).__name__}")
+        kwargs["objective_id"] = register(objective)
+        params.setdefault("custom_objective", name_of(objective))
+        params.setdefault("objective", "reg:squarederror")
+    maximize = params.pop("maximize", False)
+    metrics = params.get("eval_metric")
+    listed = list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]
+    functions = [m for m in listed if callable(m)]
+    if functions:
+        if not has_eval_set:
+            raise ValueError("eval_metric callables evaluate eval sets, and none is given (eval_set=...)")
+        names = [m for m in listed if not callable(m)]
+        if names:
+            params["eval_metric"] = names
+        else:
+            params.pop("eval_metric")
+        kwargs |= {
+            "metric_ids": [register(m) for m in functions],
+            "metric_names": [name_of(m) for m in functions],
+            "maximize": bool(maximize),
+        }
+    elif maximize:
+        raise ValueError("maximize applies to eval_metric callables, and none is given")
+    return kwargs
+
+
+def _registered(number: int, what: str) -> Callable[..., Any]:
+    """The callable registered as ``number``: in another process the number means nothing."""
+    function = _by_id.get(number)
+    if function is None:
+        raise LookupError(
+            f"no {what} #{number} in this process: a query with a Python {what} runs only in the "
+            "process that built it (the callable cannot be serialised into a plan sent elsewhere)"
+        )
+    return function
+
+
 def objective_gradients(number: int, margins: bytes, labels: bytes, n: int, k: int) -> bytes:
     """Called by the fit: the objective's (gradient, hessian) pairs, float32, class-major.
 
     The objective receives the predictions (margins: shape ``(n,)``, or ``(n, k)`` with ``k``
     outputs) and the labels (``(n,)``), both float32 numpy arrays, and returns gradients and
     hessians of the predictions' shape."""
-    objective = _by_id.get(number)
-    if objective is None:
-        raise LookupError(
-            f"no objective #{number} in this process: a query with a Python objective runs only in the "
-            "process that built it (the callable cannot be serialised into a plan sent elsewhere)"
-        )
+    objective = _registered(number, "objective")
     predt = np.frombuffer(margins, dtype=np.float32).reshape(k, n)
     predt = predt[0].copy() if k == 1 else predt.T.copy()
     label = np.frombuffer(labels, dtype=np.float32).copy()
@@ -74,12 +123,7 @@ def metric_value(number: int, predictions: bytes, labels: bytes, n: int, k: int)
     or ``(n, k)``, through the model's link) against its labels. The metric returns a number,
     or ``(name, number)`` as XGBoost's ``custom_metric`` does (the log names it by the
     callable's name either way)."""
-    metric = _by_id.get(number)
-    if metric is None:
-        raise LookupError(
-            f"no metric #{number} in this process: a query with a Python metric runs only in the "
-            "process that built it (the callable cannot be serialised into a plan sent elsewhere)"
-        )
+    metric = _registered(number, "metric")
     predt = np.frombuffer(predictions, dtype=np.float32).reshape(n, k)
     predt = predt[:, 0].copy() if k == 1 else predt.copy()
     label = np.frombuffer(labels, dtype=np.float32).copy()

@@ -175,37 +175,8 @@ class GbtNamespace:
         if missing is None or (isinstance(missing, float) and math.isnan(missing)):
             # NaN (XGBoost's default) and nulls are always missing: nothing to record.
             params.pop("missing", None)
-        objective_id = None
-        user_objective = params.pop("obj", None)
-        if callable(params.get("objective")):
-            if user_objective is not None:
-                raise ValueError("give the objective callable once: objective=<callable> or obj=<callable>")
-            user_objective = params.pop("objective")
-            if (params.get("num_class") or 0) > 1:
-                params["objective"] = "multi:softprob"
-        if user_objective is not None:
-            if not callable(user_objective):
-                raise TypeError(f"obj must be a callable (predt, label) -> (grad, hess), not {type(user_objective).__name__}")
-            objective_id = _custom.register(user_objective)
-            params.setdefault("custom_objective", _custom.name_of(user_objective))
-            params.setdefault("objective", "reg:squarederror")
-        metric_ids, metric_names = [], []
-        maximize = params.pop("maximize", False)
-        metrics = params.get("eval_metric")
-        listed = list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]
-        if any(callable(m) for m in listed):
-            if eval_set is None:
-                raise ValueError("eval_metric callables evaluate eval sets, and none is given (eval_set=...)")
-            for m in (m for m in listed if callable(m)):
-                metric_ids.append(_custom.register(m))
-                metric_names.append(_custom.name_of(m))
-            names = [m for m in listed if not callable(m)]
-            if names:
-                params["eval_metric"] = names
-            else:
-                params.pop("eval_metric")
-        elif maximize:
-            raise ValueError("maximize applies to eval_metric callables, and none is given")
+        # Python callables (objective, metrics) stay here; the plugin gets their numbers.
+        user_functions = _custom.take_user_functions(params, has_eval_set=eval_set is not None)
         params_json = json.dumps(params)
         # A bad parameter is a ParameterError here, where the expression is built; errors that
         # depend on the data come when the query runs, as Polars' ComputeError.
@@ -214,10 +185,7 @@ class GbtNamespace:
         kwargs: dict[str, Any] = {"params": params_json, "verbose": int(verbose), "progress": progress}
         if init_model is not None:
             kwargs["init_model"] = bytearray(model_bytes(init_model))
-        if objective_id is not None:
-            kwargs["objective_id"] = objective_id
-        if metric_ids:
-            kwargs |= {"metric_ids": metric_ids, "metric_names": metric_names, "maximize": bool(maximize)}
+        kwargs |= user_functions
         kwargs.update({f"has_{name}": value is not None for name, value in optional.items()})
         kwargs["has_eval_set"] = eval_set is not None
         kwargs["eval_names"] = eval_names
