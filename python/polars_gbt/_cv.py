@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
-from polars_gbt import _internal
+from polars_gbt import _custom, _internal
 from polars_gbt._errors import ColumnError, DataError, ParameterError, translated
 from polars_gbt._model import Model, _lazy, train
 
@@ -31,9 +31,6 @@ _REFUSED = {
     "verbose": "the folds train at once and would print over each other; print the returned frame",
     "progress": "the folds train at once and would draw over each other",
 }
-# Metrics where higher is better (the rest: lower). Names as in the evaluation log, the
-# part before any `@k` cut-off; XGBoost's aucpr and pre are listed for when they exist here.
-_HIGHER_IS_BETTER = ("auc", "aucpr", "ndcg", "map", "pre")
 _CLASSIFICATION = ("binary:", "multi:")
 # n_estimators and its aliases (src/config.rs), and its default there (a test compares).
 _N_ESTIMATORS = ("n_estimators", "num_boost_round", "num_round", "num_iterations")
@@ -179,11 +176,18 @@ def cv(
     if len(given) > 1:
         raise ParameterError(f"the number of rounds is given twice: {', '.join(given)}")
     n_estimators = params.pop(given[0]) if given else _DEFAULT_N_ESTIMATORS
-    # Check the training parameters once, here, rather than once per fold.
+    # Check the training parameters once, here, rather than once per fold; the folds' fits
+    # take the Python callables (objective, metrics) themselves.
+    checked = dict(params)
+    custom_metrics = bool(_custom.take_user_functions(checked, has_eval_set=True).get("metric_ids"))
     with translated():
         _internal.check_params(
-            json.dumps({"n_estimators": n_estimators, **{k: v for k, v in params.items() if k not in _INPUTS}})
+            json.dumps({"n_estimators": n_estimators, **{k: v for k, v in checked.items() if k not in _INPUTS}})
         )
+    # The direction of the metric early stopping watches: a user's metric is logged last and
+    # goes by `maximize`; a built-in one as the trainer says.
+    maximize = bool(params.get("maximize", False))
+    higher_is_better = (lambda _: maximize) if custom_metrics else _internal.metric_higher_is_better
 
     df = _frame(data)
     names = df.columns
@@ -275,7 +279,7 @@ def cv(
         while True:
             models = _run_folds(lambda code, r=rounds: fit(code, r), ids.to_list(), parallel_folds)
             result = _summary(models)
-            best, stop, stopped = _best_round(result, early_stopping_rounds)
+            best, stop, stopped = _best_round(result, early_stopping_rounds, higher_is_better)
             if stopped or rounds == n_estimators:
                 break
             rounds = min(n_estimators, 2 * rounds)
@@ -416,13 +420,15 @@ def _summary(models: list[Model]) -> pl.DataFrame:
     return long.group_by("round").agg(stats).sort("round")
 
 
-def _best_round(result: pl.DataFrame, patience: int) -> tuple[int, int, bool]:
+def _best_round(
+    result: pl.DataFrame, patience: int, higher_is_better: Callable[[str], bool]
+) -> tuple[int, int, bool]:
     """The round with the best mean of the last test series; the round early stopping ends at:
     the first ``patience`` rounds past the best without a strict improvement (else the last
-    round); and whether it stopped there."""
+    round); and whether it stopped there. ``higher_is_better`` tells the series' direction by
+    its metric's name."""
     column = [c for c in result.columns if c.startswith("test-") and c.endswith("-mean")][-1]
-    metric = column[len("test-") : -len("-mean")].split("@")[0]
-    higher = metric in _HIGHER_IS_BETTER
+    higher = higher_is_better(column[len("test-") : -len("-mean")])
     best, best_value = 0, None
     for r, v in enumerate(result[column].to_list()):
         if best_value is None or (v > best_value if higher else v < best_value):

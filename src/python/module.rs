@@ -91,6 +91,15 @@ fn model_summary(bytes: &[u8]) -> PyResult<String> {
     })
 }
 
+/// Whether early stopping looks for larger values of the built-in metric `name`, as the
+/// trainer does (`auc`, `ndcg@32`, ...).
+#[pyfunction]
+fn metric_higher_is_better(name: &str) -> PyResult<bool> {
+    super::catch_panics_py(|| {
+        name.parse::<crate::Metric>().map(|m| m.higher_is_better()).map_err(|e| PyValueError::new_err(e.to_string()))
+    })
+}
+
 /// The model of rounds `start`, `start + step`, ... below `end` (0: every round), as bytes.
 #[pyfunction]
 fn model_slice(bytes: &[u8], start: usize, end: usize, step: usize) -> PyResult<Vec<u8>> {
@@ -170,6 +179,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_summary, m)?)?;
     m.add_function(wrap_pyfunction!(feature_importance, m)?)?;
     m.add_function(wrap_pyfunction!(model_slice, m)?)?;
+    m.add_function(wrap_pyfunction!(metric_higher_is_better, m)?)?;
     m.add_function(wrap_pyfunction!(interrupt_fits, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_unavailable_reason, m)?)?;
     m.add_function(wrap_pyfunction!(trees_table, m)?)?;

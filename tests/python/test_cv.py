@@ -249,3 +249,19 @@ def test_keyboard_interrupt_stops_every_fold(df):
     assert time.perf_counter() - start < 10
     assert not [t for t in threading.enumerate() if t.name.startswith("polars-gbt-cv")]
     assert polars_gbt.cv(df, target="y", folds="fold", n_estimators=2).height == 2
+
+
+def test_a_python_metric_watched_by_early_stopping_goes_by_maximize(train_df):
+    """A user's metric (logged last) is watched in its own direction: the negated log loss with
+    maximize=True stops where the log loss does, the folds' fits given the callable."""
+    data = train_df.head(2000).with_columns(fold=(pl.int_range(pl.len()) * 7919) % 4)
+    params = dict(PARAMS, n_estimators=300, max_depth=2, learning_rate=0.1, early_stopping_rounds=4)
+    plain = polars_gbt.cv(data, target="y", folds="fold", metrics="logloss", **params)
+
+    def neg_logloss(predt, label):
+        p = np.clip(predt.astype(np.float64), 1e-15, 1 - 1e-15)
+        return float(np.mean(label * np.log(p) + (1 - label) * np.log(1 - p)))
+
+    flipped = polars_gbt.cv(data, target="y", folds="fold", metrics=["logloss", neg_logloss], maximize=True, **params)
+    assert flipped.height == plain.height
+    np.testing.assert_allclose(flipped["test-neg_logloss-mean"].to_numpy(), -plain["test-logloss-mean"].to_numpy(), rtol=1e-6)
