@@ -558,20 +558,18 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
 
         valid = self._eval_rows(eval_set, sample_weight_eval_set, base_margin_eval_set, label)
         objective = self.objective or "binary:logistic"
-        extra = {}
+        extra, link = {}, None
         if callable(objective):
             # A user's objective: the link the probabilities come through, as XGBoost's classifier.
             link = "multi:softprob" if self.n_classes_ > 2 else "binary:logistic"
-            extra = {"num_class": self.n_classes_} if self.n_classes_ > 2 else {}
-            train = _Rows(df, codes, _weights(sample_weight, codes), _maybe_margins(base_margin, df.height), None)
-            self._fit_model(train, valid, verbose, xgb_model, objective=objective, link=link, **extra)
-            return self
-        if self.n_classes_ > 2 or objective.startswith("multi:"):
+            if self.n_classes_ > 2:
+                extra["num_class"] = self.n_classes_
+        elif self.n_classes_ > 2 or objective.startswith("multi:"):
             # XGBoost's rule: more than two classes take multi:softprob unless multi:softmax is asked.
             objective = "multi:softmax" if objective == "multi:softmax" else "multi:softprob"
             extra["num_class"] = max(self.n_classes_, 2)
         train = _Rows(df, codes, _weights(sample_weight, codes), _maybe_margins(base_margin, df.height), None)
-        self._fit_model(train, valid, verbose, xgb_model, objective=objective, **extra)
+        self._fit_model(train, valid, verbose, xgb_model, objective=objective, link=link, **extra)
         return self
 
     fit.__doc__ = "Fit on ``X`` and class labels ``y`` (any labels)." + _FIT_DOC
