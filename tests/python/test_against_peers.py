@@ -132,6 +132,19 @@ def test_gamma_and_poisson_fits_and_their_default_metrics_match_xgboosts(tmp_pat
         np.testing.assert_allclose(imported.predict(frame[te]).to_numpy(), theirs, rtol=1e-5)
 
 
+def _assert_round_trip(booster, model, frame, X, theirs, ours, tmp_path, compare=None):
+    """XGBoost's model imported predicts what XGBoost does (`theirs`) and keeps its objective;
+    ours exported to XGBoost predicts there what it does here (`ours`)."""
+    compare = compare or (lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5))
+    booster.save_model(tmp_path / "xgboost.json")
+    imported = polars_gbt.Model.from_xgboost(tmp_path / "xgboost.json")
+    assert imported.params["objective"] == model.params["objective"]
+    compare(imported.predict(frame).to_numpy(), theirs)
+    back = xgb.Booster()
+    back.load_model(bytearray(model.to_xgboost_json().encode()))
+    compare(back.predict(xgb.DMatrix(X, feature_names=model.feature_names)), ours)
+
+
 def test_squared_log_error_fits_and_rmsle_match_xgboosts(tmp_path):
     """reg:squaredlogerror (issue 17) against XGBoost on the same data: our rmsle is the
     formula's, XGBoost's rmsle of its model is the formula's, our fit is as good, and
@@ -160,14 +173,7 @@ def test_squared_log_error_fits_and_rmsle_match_xgboosts(tmp_path):
     theirs = booster.predict(xgb.DMatrix(X[te], feature_names=feats))
     assert evals["valid"]["rmsle"][-1] == pytest.approx(rmsle(theirs), rel=1e-4)
     assert rmsle(ours) < rmsle(theirs) * 1.05, (rmsle(ours), rmsle(theirs))
-    booster.save_model(tmp_path / "m.json")
-    imported = polars_gbt.Model.from_xgboost(tmp_path / "m.json")
-    assert imported.params["objective"] == "reg:squaredlogerror"
-    np.testing.assert_allclose(imported.predict(frame[te]).to_numpy(), theirs, rtol=1e-5)
-    # Exported to XGBoost and back, it predicts the same.
-    back = xgb.Booster()
-    back.load_model(bytearray(model.to_xgboost_json().encode()))
-    np.testing.assert_allclose(back.predict(xgb.DMatrix(X[te], feature_names=feats)), ours, rtol=1e-5)
+    _assert_round_trip(booster, model, frame[te], X[te], theirs, ours, tmp_path)
     with pytest.raises((pl.exceptions.ComputeError, ValueError), match="labels > -1"):
         frame.with_columns(y=pl.lit(-2.0)).select(pl.col(feats).gbt.fit("y", objective="reg:squaredlogerror"))
 
@@ -305,13 +311,7 @@ def test_cox_fits_and_cox_nloglik_match_xgboosts(tmp_path):
     theirs = booster.predict(xgb.DMatrix(X[te], feature_names=feats))
     assert evals["valid"]["cox-nloglik"][-1] == pytest.approx(nloglik(theirs), rel=1e-4)
     assert nloglik(ours) < nloglik(theirs) * 1.02, (nloglik(ours), nloglik(theirs))
-    booster.save_model(tmp_path / "cox.json")
-    imported = polars_gbt.Model.from_xgboost(tmp_path / "cox.json")
-    assert imported.params["objective"] == "survival:cox"
-    np.testing.assert_allclose(imported.predict(frame[te]).to_numpy(), theirs, rtol=1e-5)
-    back = xgb.Booster()
-    back.load_model(bytearray(model.to_xgboost_json().encode()))
-    np.testing.assert_allclose(back.predict(xgb.DMatrix(X[te], feature_names=feats)), ours, rtol=1e-5)
+    _assert_round_trip(booster, model, frame[te], X[te], theirs, ours, tmp_path)
 
 
 def test_hinge_classifies_as_xgboosts(tmp_path):
@@ -338,12 +338,7 @@ def test_hinge_classifies_as_xgboosts(tmp_path):
                         xgb.DMatrix(X[:3000], label=y[:3000], feature_names=feats), 30)
     theirs = booster.predict(xgb.DMatrix(X[te], feature_names=feats))
     assert np.mean(ours != y[te]) < np.mean(theirs != y[te]) + 0.02
-    booster.save_model(tmp_path / "hinge.json")
-    imported = polars_gbt.Model.from_xgboost(tmp_path / "hinge.json")
-    np.testing.assert_array_equal(imported.predict(frame[te]).to_numpy(), theirs)
-    back = xgb.Booster()
-    back.load_model(bytearray(model.to_xgboost_json().encode()))
-    np.testing.assert_array_equal(back.predict(xgb.DMatrix(X[te], feature_names=feats)), ours)
+    _assert_round_trip(booster, model, frame[te], X[te], theirs, ours, tmp_path, compare=np.testing.assert_array_equal)
 
 
 def test_ranking_evaluates_ndcg_at_the_pair_methods_k_as_xgboost():
