@@ -63,8 +63,11 @@ fn unwind(path: &mut [PathStep], len: usize, i: usize) -> usize {
             let w = path[j].weight;
             path[j].weight = next * (l + 1) as f64 / ((j + 1) as f64 * one);
             next = w - path[j].weight * zero * (l - j) as f64 / (l + 1) as f64;
-        } else {
+        } else if zero != 0.0 {
             path[j].weight = path[j].weight * (l + 1) as f64 / (zero * (l - j) as f64);
+        } else {
+            // A branch no training row took: the step zeroed every weight, and keeps them so.
+            path[j].weight = 0.0;
         }
     }
     for j in i..l {
@@ -86,7 +89,7 @@ fn unwound_sum(path: &[PathStep], i: usize) -> f64 {
             let w = next * (l + 1) as f64 / ((j + 1) as f64 * one);
             total += w;
             next = path[j].weight - w * zero * (l - j) as f64 / (l + 1) as f64;
-        } else {
+        } else if zero != 0.0 {
             total += path[j].weight / zero * (l + 1) as f64 / (l - j) as f64;
         }
     }
@@ -417,6 +420,27 @@ mod tests {
             assert!((out[24] as f64 - (0.25 + expected_value(&t, 0))).abs() < 1e-5);
             let sum: f64 = out.iter().map(|&v| v as f64).sum();
             assert!((sum - margin).abs() < 1e-5, "row {x:?}: sum {sum}, margin {margin}");
+        }
+    }
+
+    #[test]
+    fn a_branch_without_cover_adds_nothing_undefined() {
+        // An imported tree may hold a child no training row reached (cover 0): for rows that
+        // do not go there, the step is 0 known and 0 unknown, which once divided 0 by 0.
+        let mut t = tree();
+        t.cover[t.left[t.left[0] as usize] as usize] = 0.0;
+        let trees = [t.clone()];
+        let shap = TreeShap::new(&trees, 1, 4);
+        for x in [[0.2f32, 1.0, 1.0, 3.0], [-1.0, 2.0, 3.0, 1.0], [0.9, f32::NAN, 2.0, -2.0]] {
+            let mut out = vec![0f32; shap.width()];
+            shap.row(&x, &[0.0], &mut out);
+            let want = brute_force(&t, &x);
+            for (f, (&got, want)) in out.iter().zip(&want).enumerate() {
+                assert!((got as f64 - want).abs() < 1e-5, "row {x:?} feature {f}: {got} against {want}");
+            }
+            let mut inter = vec![0f32; shap.interaction_width()];
+            shap.interactions(&x, &[0.0], &mut inter);
+            assert!(inter.iter().all(|v| v.is_finite()), "row {x:?}: {inter:?}");
         }
     }
 
