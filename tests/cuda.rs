@@ -584,3 +584,130 @@ fn continued_training_on_the_gpu_is_the_whole_fit() {
     assert_same_trees(&fit(&json(16), &data, "cuda"), &joined, "continued on the GPU");
     assert_same_trees(&fit(&json(16), &data, "cpu"), &joined, "continued on the GPU against the CPU");
 }
+
+/// SHAP values (or interaction values) of `frame` through `forest`, with an optional per-row
+/// starting margin.
+fn shap(
+    model: &Model,
+    forest: &dyn polars_gbt::backend::Predictor,
+    frame: &FeatureFrame,
+    output: PredictOutput,
+    base: Option<&[f32]>,
+) -> Vec<f32> {
+    values(model.predict_with(forest, frame, output, base).unwrap())
+}
+
+/// `got` against `want` within `rel` of the largest value (the GPU sums floats in no fixed
+/// order; the CPU sums in f64).
+fn assert_close(got: &[f32], want: &[f32], rel: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= rel * scale + rel * w.abs(),
+            "{what}: value {i}: GPU {g}, expected {w} (scale {scale})"
+        );
+    }
+}
+
+/// The GPU's SHAP values against the CPU's exact TreeSHAP (the oracle, itself checked against
+/// enumeration and against XGBoost and LightGBM): equal within float rounding, the bias bit
+/// for bit, and each row's values summing to its margin. Interaction values on the first
+/// `interaction_rows` rows.
+fn assert_gpu_shap_as_cpu(model: &Model, frame: &FeatureFrame, small: &FeatureFrame, what: &str) {
+    let forest = model.gpu_forest().unwrap();
+    let cpu_forest = model.cpu_forest();
+    let (k, m) = (model.n_outputs(), model.features().len() + 1);
+    let start: Vec<f32> = (0..frame.n_rows() * k).map(|i| (i % 7) as f32 * 0.25 - 0.5).collect();
+    for base in [None, Some(&start[..])] {
+        let gpu = shap(model, &forest, frame, PredictOutput::Contrib, base);
+        let cpu = shap(model, &cpu_forest, frame, PredictOutput::Contrib, base);
+        assert_close(&gpu, &cpu, 1e-5, &format!("{what}: SHAP values"));
+        for (g, c) in gpu.chunks(m).zip(cpu.chunks(m)) {
+            assert_eq!(g[m - 1].to_bits(), c[m - 1].to_bits(), "{what}: the bias");
+        }
+        let margin = values(match base {
+            Some(b) => model.predict_with_base_margin(frame, b, PredictOutput::Margin).unwrap(),
+            None => model.predict(frame, PredictOutput::Margin).unwrap(),
+        });
+        let sums: Vec<f32> = gpu.chunks(m).map(|c| c.iter().map(|&v| v as f64).sum::<f64>() as f32).collect();
+        assert_close(&sums, &margin, 1e-5, &format!("{what}: sums against margins"));
+    }
+    let gpu = shap(model, &forest, small, PredictOutput::Interaction, None);
+    let cpu = shap(model, &cpu_forest, small, PredictOutput::Interaction, None);
+    assert_close(&gpu, &cpu, 1e-5, &format!("{what}: interaction values"));
+}
+
+#[test]
+fn gpu_shap_values_equal_cpu_shap_values() {
+    if !gpu() {
+        return;
+    }
+    let (frame, y) = random_data(100_003, 9, 31);
+    let (small, _) = random_data(2_001, 9, 32);
+    let data = Dataset::new(frame.clone(), y.clone()).unwrap();
+    for json in [
+        r#"{"n_estimators": 30, "max_depth": 6}"#,
+        // Deep, uneven trees that split features again below themselves.
+        r#"{"n_estimators": 6, "max_depth": 0, "grow_policy": "lossguide", "max_leaves": 255}"#,
+    ] {
+        let model = fit(json, &data, "cuda");
+        assert_gpu_shap_as_cpu(&model, &frame, &small, json);
+    }
+    let labels: Vec<f32> = y.iter().map(|v| (v.abs() as usize % 4) as f32).collect();
+    let multi = Dataset::new(frame.clone(), labels).unwrap();
+    let model =
+        fit(r#"{"n_estimators": 6, "max_depth": 5, "objective": "multi:softprob", "num_class": 4}"#, &multi, "cuda");
+    assert_gpu_shap_as_cpu(&model, &frame, &small, "multiclass");
+    let cats = categorical_data(50_000, 7);
+    let model = fit(r#"{"n_estimators": 20, "max_depth": 6, "max_cat_to_onehot": 1}"#, &cats, "cuda");
+    assert_gpu_shap_as_cpu(&model, cats.features(), cats.features(), "categorical");
+    // Values gathered straight in global memory (as for models too wide for a tile in shared
+    // memory), and rows streamed in several chunks.
+    let model = fit(r#"{"n_estimators": 10, "max_depth": 6}"#, &data, "cuda");
+    std::env::set_var("POLARS_GBT_SHAP_MODE", "global");
+    std::env::set_var("POLARS_GBT_SHAP_CHUNK_ROWS", "30001");
+    assert_gpu_shap_as_cpu(&model, &frame, &small, "global memory, chunks");
+    std::env::remove_var("POLARS_GBT_SHAP_MODE");
+    std::env::remove_var("POLARS_GBT_SHAP_CHUNK_ROWS");
+}
+
+/// Imported models and their own libraries' SHAP values (tests/fixtures/shap/make.py):
+/// XGBoost multiclass with partition splits on a categorical feature, LightGBM regression with
+/// a categorical feature; missing values in every column.
+fn imported_shap_fixtures() -> Vec<(&'static str, Model, FeatureFrame, Vec<f32>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/shap");
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    let numbers = |text: String| -> Vec<Vec<f32>> {
+        text.lines()
+            .map(|l| l.split(',').map(|v| if v.is_empty() { f32::NAN } else { v.parse().unwrap() }).collect())
+            .collect()
+    };
+    let rows = numbers(read("rows.csv"));
+    let frame = FeatureFrame::new(
+        (0..rows[0].len()).map(|j| column(&format!("f{j}"), rows.iter().map(|r| r[j]).collect())).collect(),
+    )
+    .unwrap();
+    let flat = |name| numbers(read(name)).concat();
+    vec![
+        (
+            "XGBoost",
+            Model::from_xgboost(read("xgboost.json").as_bytes()).unwrap(),
+            frame.clone(),
+            flat("xgboost-contribs.csv"),
+        ),
+        ("LightGBM", Model::from_lightgbm(&read("lightgbm.txt")).unwrap(), frame, flat("lightgbm-contribs.csv")),
+    ]
+}
+
+#[test]
+fn shap_values_of_imported_models_equal_their_libraries_on_the_cpu_and_the_gpu() {
+    for (what, model, frame, theirs) in imported_shap_fixtures() {
+        let ours = values(model.predict(&frame, PredictOutput::Contrib).unwrap());
+        assert_close(&ours, &theirs, 1e-5, &format!("{what} on the CPU"));
+        if gpu() {
+            let ours = shap(&model, &model.gpu_forest().unwrap(), &frame, PredictOutput::Contrib, None);
+            assert_close(&ours, &theirs, 1e-5, &format!("{what} on the GPU"));
+        }
+    }
+}

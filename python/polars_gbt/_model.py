@@ -261,11 +261,13 @@ class Model:
         )
         return frame.select(expr.alias("prediction")).collect()["prediction"]
 
-    def contributions(self, data: pl.DataFrame | pl.LazyFrame, *, base_margin: Any = None) -> pl.DataFrame:
+    def contributions(
+        self, data: pl.DataFrame | pl.LazyFrame, *, base_margin: Any = None, device: str = "cpu"
+    ) -> pl.DataFrame:
         """SHAP values (exact TreeSHAP) as a frame: a Float32 column per feature, named as the
         feature, and ``bias`` (the expected margin, or ``base_margin``'s row where given); each
         row sums to that row's margin. For a multiclass model, a ``class`` column first and
-        one row per (row, class), classes of a row together.
+        one row per (row, class), classes of a row together. ``device`` as in ``predict``.
 
         Examples
         --------
@@ -278,7 +280,7 @@ class Model:
         >>> c.select(pl.sum_horizontal(pl.all())).to_series().round(4).to_list() == m.predict(df.head(2), output="margin").round(4).to_list()
         True
         """
-        values = self.predict(data, output="contrib", base_margin=base_margin)
+        values = self.predict(data, output="contrib", base_margin=base_margin, device=device)
         names = [*self.feature_names, "bias"]
         if isinstance(values.dtype.inner, pl.Array):  # multiclass: classes x (features + 1)
             k = values.dtype.size

@@ -235,8 +235,9 @@ class GbtNamespace:
             ``"contrib"`` gives SHAP values (exact TreeSHAP, XGBoost's ``pred_contribs``
             layout): ``Array(Float32, n_features + 1)``, one value per feature in the model's
             order and the bias (expected margin) last, summing to the row's margin; for a
-            multiclass model ``Array(Array(Float32, n_features + 1), num_class)``. Computed on
-            the CPU (``device="cuda"`` is an error for it). ``"interaction"`` gives SHAP
+            multiclass model ``Array(Array(Float32, n_features + 1), num_class)``. With
+            ``device="cuda"`` they are computed on the GPU (path by path, as GPUTreeShap does),
+            equal to the CPU's within float rounding. ``"interaction"`` gives SHAP
             interaction values (XGBoost's ``pred_interactions``): a matrix
             ``Array(Array(Float32, n_features + 1), n_features + 1)`` per row (one per class
             for multiclass), main effects on the diagonal, rows summing to the SHAP values.

@@ -434,10 +434,9 @@ class _GBTBase(BaseEstimator):
         features, margin = pl.nth(range(df.width)), None
         if base_margin is not None:
             df, margin = df.with_columns(_margins(base_margin, df.height).alias(_MARGIN)), _MARGIN
-        # Scored where the model was trained (as XGBoost does); SHAP values are CPU-only.
-        device = "cpu" if output == "contrib" else self.device
+        # Scored where the model was trained (as XGBoost does), SHAP values included.
         predict = features.gbt.predict(
-            self.model_, output=output, base_margin=margin, device=device, iteration_range=iteration_range
+            self.model_, output=output, base_margin=margin, device=self.device, iteration_range=iteration_range
         )
         with translated():
             out = df.select(predict.alias("prediction")).to_series()

@@ -157,3 +157,29 @@ def test_a_python_objective_on_the_gpu_grows_the_cpus_trees(train_df):
         for device in ("cpu", "cuda")
     }
     assert trees["cpu"].equals(trees["cuda"])
+
+
+@gpu
+@pytest.mark.parametrize("output", ["contrib", "interaction"])
+def test_gpu_shap_values_equal_cpu_shap_values_through_polars(output):
+    # Every kind of column a frame holds: an Int8, a categorical, a float with nulls; three classes.
+    rng = np.random.default_rng(5)
+    n = 3_000
+    df = pl.DataFrame(
+        {
+            "small": pl.Series(rng.integers(-5, 5, n), dtype=pl.Int8),
+            "colour": pl.Series(rng.choice(["red", "green", "blue", "grey"], n)).cast(pl.Categorical),
+            "x": rng.normal(size=n),
+        }
+    ).with_columns(
+        x=pl.when(pl.int_range(pl.len()) % 5 == 0).then(None).otherwise(pl.col("x")),
+        y=((pl.col("small") + (pl.col("colour") == "red")) % 3).abs().cast(pl.Int32),
+    )
+    model = polars_gbt.train(df, target="y", objective="multi:softprob", num_class=3, n_estimators=8, max_depth=4)
+    feats = df.drop("y")
+    cpu = model.predict(feats, output=output, device="cpu").to_numpy()
+    cuda = model.predict(feats, output=output, device="cuda").to_numpy()
+    assert cuda.shape == cpu.shape
+    np.testing.assert_allclose(cuda, cpu, rtol=1e-5, atol=1e-5 * np.abs(cpu).max())
+    expr = feats.select(pl.all().gbt.predict(model.to_bytes(), output=output, device="cuda")).to_series().to_numpy()
+    np.testing.assert_allclose(expr, cpu, rtol=1e-5, atol=1e-5 * np.abs(cpu).max())

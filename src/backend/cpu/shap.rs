@@ -98,7 +98,7 @@ fn unwound_sum(path: &[PathStep], i: usize) -> f64 {
 
 /// The share of `node`'s cover that reaches `child` (0 when the node has no cover, as an
 /// imported tree without covers may).
-fn cover_share(tree: &Tree, node: u32, child: u32) -> f64 {
+pub(crate) fn cover_share(tree: &Tree, node: u32, child: u32) -> f64 {
     let parent = tree.cover[node as usize] as f64;
     if parent > 0.0 {
         tree.cover[child as usize] as f64 / parent
@@ -185,7 +185,7 @@ fn features_used(tree: &Tree) -> Vec<usize> {
 }
 
 /// The cover-weighted mean of the tree's leaf values: its part of the bias.
-fn expected_value(tree: &Tree, node: u32) -> f64 {
+pub(crate) fn expected_value(tree: &Tree, node: u32) -> f64 {
     if tree.is_leaf(node) {
         return tree.value[node as usize] as f64;
     }

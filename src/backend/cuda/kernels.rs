@@ -25,6 +25,7 @@ pub const SOURCE: &str = concat!(
     include_str!("../../../kernels/partition.cu"),
     include_str!("../../../kernels/sparse.cu"),
     include_str!("../../../kernels/predict.cu"),
+    include_str!("../../../kernels/shap.cu"),
 );
 
 /// NVRTC options. Every float operation must round exactly as the CPU's (the split arithmetic,

@@ -161,6 +161,35 @@ pub struct PredTile {
     pub leaf_end: u32,
 }
 
+/// One lane of a warp of SHAP paths (`kernels/shap.cu`): one feature of one root-to-leaf path.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct ShapElement {
+    /// The feature; `shap::NO_FEATURE` for a path's bias element and for padding lanes.
+    pub feature: u32,
+    /// The share of the cover that follows the path at this feature's splits.
+    pub zero: f32,
+    /// The path's leaf value.
+    pub value: f32,
+    pub output: u32,
+    /// The path's first lane (bits 0-7) and length (bits 8-15); length 0 for padding.
+    pub shape: u32,
+    /// The path's first split on the feature: a prediction word with `shap::TAKES_LEFT`.
+    pub word: u32,
+    pub threshold: f32,
+    /// Further splits on the feature along the path, in the launch's `ShapSplit`s.
+    pub more_begin: u32,
+    pub more_end: u32,
+}
+
+/// A further split of a SHAP path element on its feature.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct ShapSplit {
+    pub word: u32,
+    pub threshold: f32,
+}
+
 macro_rules! device_types {
     ($($t:ty),*) => {$(
         // SAFETY: plain #[repr(C)] structs of integers and floats, valid for any bits and
@@ -184,7 +213,9 @@ device_types!(
     PredNode,
     LinkedNode,
     PredTree,
-    PredTile
+    PredTile,
+    ShapElement,
+    ShapSplit
 );
 
 /// A kernel that stores the size of every shared struct and the offset of each of its fields,
@@ -233,6 +264,8 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
     probe!(LinkedNode, "LinkedNode", [word, threshold, left, value]);
     probe!(PredTree, "PredTree", [node_offset, leaf_offset, depth, output, original, pad]);
     probe!(PredTile, "PredTile", [first, end, node_begin, node_end, leaf_begin, leaf_end]);
+    probe!(ShapElement, "ShapElement", [feature, zero, value, output, shape, word, threshold, more_begin, more_end]);
+    probe!(ShapSplit, "ShapSplit", [word, threshold]);
     let mut constants: Vec<(&str, u64)> = Vec::new();
     constants.extend(GpuGradient::ALL.map(|g| (g.kernel_name(), g as u64)));
     constants.extend(Link::ALL.map(|l| (l.kernel_name(), l as u64)));
@@ -245,6 +278,8 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
         ("QNODE_FEATURE_SHIFT", forest::QNODE_FEATURE_SHIFT as u64),
         ("QNODE_FEATURE", forest::QNODE_FEATURE_MASK as u64),
         ("QNODE_CATEGORICAL", forest::QNODE_CATEGORICAL as u64),
+        ("SHAP_NO_FEATURE", super::shap::NO_FEATURE as u64),
+        ("SHAP_TAKES_LEFT", super::shap::TAKES_LEFT as u64),
     ]);
     for (name, value) in constants {
         body += &format!("  out[{}] = (unsigned long long)({name});\n", expected.len());

@@ -8,6 +8,8 @@
 //! | histograms, subtraction | `histogram_*`, `plan_children`, `subtract_histograms` | `histogram.cu` | `histogram::HistogramBuilder` |
 //! | split search | `evaluate_features`, `best_feature` | `split.cu` | `split::SplitEvaluator` |
 //! | partition, margin update | `count_left_*`, `scatter`, `add_tree_*` | `partition.cu` | `partition::{RowPartitioner, MarginUpdate}` |
+//! | prediction | `predict_*`, `finish_predictions` | `predict.cu` | [`predict::GpuForest`] |
+//! | SHAP values | `shap_contrib_*`, `shap_interactions` | `shap.cu` | [`shap::ShapPaths`] |
 //!
 //! [`GpuLearner`] is these components; it implements the steps of the shared growth driver
 //! (`tree::grow`, in `grow.rs`) and reads back only small things: each level's row counts and
@@ -26,6 +28,7 @@ mod partition;
 pub mod predict;
 mod ranking;
 pub mod runtime;
+pub mod shap;
 mod split;
 
 use std::sync::Arc;

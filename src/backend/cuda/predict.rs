@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use super::forest::{ForestLayout, HostForest, QuantisedForest};
 use super::layout::{LinkedNode, PredNode, PredTile, PredTree};
 use super::runtime::{runtime, Runtime};
+use super::shap::ShapPaths;
 use super::{device_error, DeviceMemory};
 use crate::backend::Predictor;
 use crate::config::Objective;
@@ -18,6 +19,7 @@ use crate::data::FeatureColumn;
 use crate::error::{Error, Result};
 use crate::objective::Link;
 use crate::prediction::{ForestSpec, PredictOutput, Predictions};
+use crate::tree::Tree;
 
 /// Rows per streamed chunk.
 const CHUNK_ROWS: usize = 1 << 18;
@@ -64,6 +66,11 @@ pub struct GpuForest {
     shared_rows: bool,
     /// One line for logs: the layout and its size.
     pub description: String,
+    /// The trees and base margins again, for SHAP values: their paths go to the device on the
+    /// first request (`shap.rs`), not with every forest.
+    model_trees: Vec<Tree>,
+    base_host: Vec<f32>,
+    shap: Mutex<Option<Arc<ShapPaths>>>,
 }
 
 impl GpuForest {
@@ -218,6 +225,9 @@ impl GpuForest {
                 ROWS_PER_THREAD,
             ),
             rt: rt.clone(),
+            model_trees: trees.to_vec(),
+            base_host: spec.base_margin.to_vec(),
+            shap: Mutex::new(None),
         };
         stream.synchronize().map_err(device_error)?;
         if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
@@ -499,6 +509,18 @@ impl Streamer {
     }
 }
 
+impl GpuForest {
+    /// The forest's SHAP paths on the device, laid out on first use.
+    fn shap_paths(&self) -> Result<Arc<ShapPaths>> {
+        let mut paths = self.shap.lock().unwrap_or_else(|p| p.into_inner());
+        if paths.is_none() {
+            let built = ShapPaths::new(&self.rt, &self.model_trees, self.n_outputs as usize, self.n_features as usize)?;
+            *paths = Some(Arc::new(built));
+        }
+        Ok(paths.as_ref().unwrap().clone())
+    }
+}
+
 impl Predictor for GpuForest {
     /// Streams the rows through the device; equals the CPU predictor up to float rounding in
     /// the link function.
@@ -510,13 +532,11 @@ impl Predictor for GpuForest {
         output: PredictOutput,
     ) -> Result<Predictions> {
         if matches!(output, PredictOutput::Contrib | PredictOutput::Interaction) {
-            return Err(Error::param(
-                "output",
-                format!(
-                    "\"{}\" (SHAP values) runs on the CPU only for now: predict with device=\"cpu\"",
-                    output.name()
-                ),
-            ));
+            let interactions = output == PredictOutput::Interaction;
+            let values = self.shap_paths()?.values(columns, n_rows, base_margin, &self.base_host, interactions)?;
+            let m = self.n_features as usize + 1;
+            let width = self.n_outputs as usize * if interactions { m * m } else { m };
+            return Ok(Predictions::Float { values, width });
         }
         stream_rows(self, columns, n_rows, base_margin, output)
     }

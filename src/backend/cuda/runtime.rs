@@ -77,6 +77,9 @@ kernel_table!(
     predict_binned_cat,
     predict_binned_u16,
     predict_binned_cat_u16,
+    shap_contrib_shared,
+    shap_contrib_global,
+    shap_interactions,
 );
 
 /// The GPU and what was built for it.
@@ -92,6 +95,8 @@ pub struct Runtime {
     pub max_shared_per_sm: u32,
     /// Dynamic shared memory a histogram block may use.
     pub hist_shared_budget: u32,
+    /// Dynamic shared memory a SHAP block may use.
+    pub shap_shared_budget: u32,
     turn: Mutex<()>,
 }
 
@@ -170,6 +175,17 @@ impl Runtime {
             )
             .map_err(|e| format!("could not give the prediction kernels shared memory: {e}"))?;
         }
+        // The SHAP kernels likewise, less their table of reciprocals.
+        let mut shap_shared_budget = max_shared_per_block;
+        for f in [&kernels.shap_contrib_shared, &kernels.shap_contrib_global, &kernels.shap_interactions] {
+            let fixed = f
+                .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+                .map_err(|e| format!("could not query the SHAP kernels: {e}"))? as u32;
+            let dynamic = max_shared_per_block.saturating_sub(fixed);
+            f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic as i32)
+                .map_err(|e| format!("could not give the SHAP kernels {dynamic} bytes of shared memory: {e}"))?;
+            shap_shared_budget = shap_shared_budget.min(dynamic);
+        }
         let stream = ctx.new_stream().map_err(|e| e.to_string())?;
         let name = ctx.name().unwrap_or_else(|_| "GPU".into());
         if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
@@ -188,6 +204,7 @@ impl Runtime {
             max_shared_per_block,
             max_shared_per_sm,
             hist_shared_budget,
+            shap_shared_budget,
             turn: Mutex::new(()),
         })
     }
