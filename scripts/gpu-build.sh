@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${POLARS_GBT_CACHE:-$HOME/.cache/polars-gbt}/target}
 mkdir -p .gpu
-cargo build --release --locked --example bench_gpu --example bench_predict
-cp "$CARGO_TARGET_DIR/release/examples/bench_gpu" "$CARGO_TARGET_DIR/release/examples/bench_predict" .gpu/
+cargo build --release --locked --example bench_gpu --example bench_predict --example bench_shap
+for b in bench_gpu bench_predict bench_shap; do cp "$CARGO_TARGET_DIR/release/examples/$b" .gpu/; done
 exe=$(cargo test --release --locked --no-run --test cuda --message-format=json 2>/dev/null |
     python3 -c 'import json, sys
 for line in sys.stdin:

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Float32Array};
 use polars_gbt::{FeatureColumn, FeatureFrame};
 
-fn read_f32(path: &Path) -> Vec<f32> {
+pub fn read_f32(path: &Path) -> Vec<f32> {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect()
 }
 
 /// Arrow columns over the file's values (one buffer per column, as a DataFrame holds them).
-fn frame(columns: Vec<f32>, n: usize, f: usize) -> FeatureFrame {
+pub fn frame(columns: Vec<f32>, n: usize, f: usize) -> FeatureFrame {
     let cols = (0..f)
         .map(|j| {
             let a: ArrayRef = Arc::new(Float32Array::from(columns[j * n..(j + 1) * n].to_vec()));
