@@ -65,46 +65,61 @@ __device__ __forceinline__ float shap_one(const ShapElement& e, float v, const S
 // kernels divide by multiplying with `recip[k]` = 1 / k (correctly rounded, in shared memory)
 // and with each element's 1 / zero, computed once per warp of paths.
 
-// The path's subset weights after every element has been added (TreeSHAP's EXTEND): the lane
-// at position `pos` of its path returns the weight of the subsets of size `pos`. Every lane of
-// the warp runs the same `max_len` steps; lanes past their path's length only keep their value.
-// (A lane above step i keeps 0: its own weight and the one below it are still 0; the first
-// lane of a path takes nothing from below, as `pos` is 0.)
-__device__ __forceinline__ float shap_extend(float zero, float one, u32 first, u32 pos, u32 len, u32 max_len,
-                                             const float* recip) {
+// The path's subset weights after every element has been added (TreeSHAP's EXTEND), for R
+// rows at once (independent chains whose shuffles overlap; the zero fractions and reciprocals
+// are shared): the lane at position `pos` of its path gets, per row, the weight of the subsets
+// of size `pos`. Every lane of the warp runs the same `max_len` steps; lanes past their path's
+// length only keep their value. (A lane above step i keeps 0: its own weight and the one below
+// it are still 0; the first lane of a path takes nothing from below, as `pos` is 0.)
+template <int R>
+__device__ __forceinline__ void shap_extend(float zero, const float (&one)[R], u32 first, u32 pos, u32 len,
+                                            u32 max_len, const float* recip, float (&w)[R]) {
     const float pos_f = (float)pos;
-    float w = pos == 0 ? 1.0f : 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) w[r] = pos == 0 ? 1.0f : 0.0f;
     float i_f = 1.0f;
     for (u32 i = 1; i < max_len; ++i, i_f += 1.0f) {
         const float zero_i = __shfl_sync(SHAP_FULL, zero, (first + i) & 31);
-        const float one_i = __shfl_sync(SHAP_FULL, one, (first + i) & 31);
-        const float below = __shfl_up_sync(SHAP_FULL, w, 1);
-        const float next = (zero_i * w * (i_f - pos_f) + one_i * below * pos_f) * recip[i + 1];
-        w = i < len ? next : w;
-    }
-    return w;
-}
-
-// The total weight of the path of `len` elements (weights `w`, one per lane) with one element
-// (fractions `one`, `zero`, and 1 / zero) taken out (TreeSHAP's UNWOUNDSUM), without changing
-// the weights. `one` is 0 or 1; both cases are computed, without a branch.
-__device__ __forceinline__ float shap_unwound_sum(float w, float one, float zero, float inv_zero, u32 first, u32 len,
-                                                  u32 max_len, const float* recip) {
-    const u32 l = len > 0 ? len - 1 : 0;
-    const float grown = (float)(l + 1), zero_shrunk = zero * recip[l + 1], grown_inv_zero = grown * inv_zero;
-    const bool known = one != 0.0f;
-    float next = __shfl_sync(SHAP_FULL, w, (first + l) & 31);
-    float total = 0.0f;
-    for (int j = (int)max_len - 2; j >= 0; --j) {
-        const float wj = __shfl_sync(SHAP_FULL, w, (first + (u32)j) & 31);
-        if ((u32)j < l) {
-            const float t = next * grown * recip[j + 1];
-            const float rest = wj * grown_inv_zero * recip[l - j];
-            total += known ? t : rest;
-            next = wj - t * zero_shrunk * (float)(l - j);
+        const float kept = zero_i * (i_f - pos_f), step = recip[i + 1];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const float one_i = __shfl_sync(SHAP_FULL, one[r], (first + i) & 31);
+            const float below = __shfl_up_sync(SHAP_FULL, w[r], 1);
+            const float next = (w[r] * kept + one_i * below * pos_f) * step;
+            w[r] = i < len ? next : w[r];
         }
     }
-    return total;
+}
+
+// The total weight of the path of `len` elements (weights `w`, one per lane, per row) with one
+// element (fractions `one` per row, `zero`, and 1 / zero) taken out (TreeSHAP's UNWOUNDSUM),
+// without changing the weights. `one` is 0 or 1; both cases are computed, without a branch.
+template <int R>
+__device__ __forceinline__ void shap_unwound_sum(const float (&w)[R], const float (&one)[R], float zero,
+                                                 float inv_zero, u32 first, u32 len, u32 max_len, const float* recip,
+                                                 float (&total)[R]) {
+    const u32 l = len > 0 ? len - 1 : 0;
+    const float grown = (float)(l + 1), zero_shrunk = zero * recip[l + 1], grown_inv_zero = grown * inv_zero;
+    float next[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        next[r] = __shfl_sync(SHAP_FULL, w[r], (first + l) & 31);
+        total[r] = 0.0f;
+    }
+    for (int j = (int)max_len - 2; j >= 0; --j) {
+        const bool inside = (u32)j < l;
+        const float up = grown * recip[j + 1], down = grown_inv_zero * recip[inside ? l - j : 1];
+        const float shrink = zero_shrunk * (float)(l - j);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const float wj = __shfl_sync(SHAP_FULL, w[r], (first + (u32)j) & 31);
+            if (inside) {
+                const float t = next[r] * up;
+                total[r] += one[r] != 0.0f ? t : wj * down;
+                next[r] = wj - t * shrink;
+            }
+        }
+    }
 }
 
 // The weights of the path with the element of fractions (`one`, `zero`, 1 / zero) taken out
@@ -129,6 +144,40 @@ __device__ __forceinline__ float shap_unwind(float w, float one, float zero, flo
         }
     }
     return mine;
+}
+
+// The SHAP values of rows [r, r + R) of the tile (row0 + r, ...) from one warp of paths:
+// added to the tile's values in shared memory (SHARED) or straight to `out`.
+template <int R, bool SHARED>
+__device__ __forceinline__ void shap_contrib_rows(const ShapElement& e, u32 r, u32 row0, const float* __restrict__ x,
+                                                  u32 n, const float* s_x, u32 staged, u32 n_features,
+                                                  const ShapSplit* __restrict__ more, const uint2* __restrict__ sets,
+                                                  const u32* __restrict__ words, u32 first, u32 pos, u32 len,
+                                                  u32 max_len, float inv_zero, const float* recip, u32 m,
+                                                  u32 out_width, float* s_out, float* __restrict__ out) {
+    float one[R], w[R], total[R];
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+        float v = 0.0f;
+        if (e.feature != SHAP_NO_FEATURE) {
+            v = staged ? s_x[(r + k) * n_features + e.feature] : __ldg(&x[(size_t)e.feature * n + row0 + r + k]);
+        }
+        one[k] = shap_one(e, v, more, sets, words);
+    }
+    shap_extend<R>(e.zero, one, first, pos, len, max_len, recip, w);
+    shap_unwound_sum<R>(w, one, e.zero, inv_zero, first, len, max_len, recip, total);
+    if (pos > 0 && pos < len) {
+        const u32 at = e.output * m + e.feature;
+#pragma unroll
+        for (int k = 0; k < R; ++k) {
+            const float phi = total[k] * (one[k] - e.zero) * e.value;
+            if (SHARED) {
+                atomicAdd(&s_out[(r + k) * out_width + at], phi);
+            } else {
+                atomicAdd(&out[(size_t)(row0 + r + k) * out_width + at], phi);
+            }
+        }
+    }
 }
 
 // Rows [row0 + ...) of `x` (column-major, `n` rows, feature f at f * n), in tiles of
@@ -174,25 +223,28 @@ __device__ void shap_rows(const float* __restrict__ x, u32 n, const ShapElement*
             // A zero fraction of 0 (a branch no training row took) has no inverse; its terms are 0.
             const float inv_zero = e.zero != 0.0f ? 1.0f / e.zero : 0.0f;
             const bool has_feature = e.feature != SHAP_NO_FEATURE;
+            if (!INTERACTIONS) {
+                // Two rows per step, then the odd one out.
+                u32 r = 0;
+                for (; r + 2 <= rows; r += 2) {
+                    shap_contrib_rows<2, SHARED>(e, r, row0, x, n, s_x, staged, n_features, more, sets, words, first,
+                                                 pos, len, max_len, inv_zero, recip, m, out_width, s_out, out);
+                }
+                if (r < rows) {
+                    shap_contrib_rows<1, SHARED>(e, r, row0, x, n, s_x, staged, n_features, more, sets, words, first,
+                                                 pos, len, max_len, inv_zero, recip, m, out_width, s_out, out);
+                }
+                continue;
+            }
             for (u32 r = 0; r < rows; ++r) {
                 const u32 row = row0 + r;
                 float v = 0.0f;
                 if (has_feature) v = staged ? s_x[r * n_features + e.feature] : __ldg(&x[(size_t)e.feature * n + row]);
-                const float one = shap_one(e, v, more, sets, words);
-                const float w = shap_extend(e.zero, one, first, pos, len, max_len, recip);
-                const float total = shap_unwound_sum(w, one, e.zero, inv_zero, first, len, max_len, recip);
-                const float phi = total * (one - e.zero) * e.value;
-                if (!INTERACTIONS) {
-                    if (contributes) {
-                        const u32 at = e.output * m + e.feature;
-                        if (SHARED) {
-                            atomicAdd(&s_out[r * out_width + at], phi);
-                        } else {
-                            atomicAdd(&out[(size_t)row * out_width + at], phi);
-                        }
-                    }
-                    continue;
-                }
+                const float one[1] = {shap_one(e, v, more, sets, words)};
+                float w[1], total[1];
+                shap_extend<1>(e.zero, one, first, pos, len, max_len, recip, w);
+                shap_unwound_sum<1>(w, one, e.zero, inv_zero, first, len, max_len, recip, total);
+                const float phi = total[0] * (one[0] - e.zero) * e.value;
                 // Interactions: each feature's SHAP value on its diagonal, then, with each
                 // feature c of the path held (its element taken out), half the difference the
                 // others' contributions make between c known and c unknown: (one_c - zero_c)
@@ -201,15 +253,15 @@ __device__ void shap_rows(const float* __restrict__ x, u32 n, const ShapElement*
                 if (contributes) atomicAdd(&row_out[e.feature * m + e.feature], phi);
                 for (u32 c = 1; c < max_len; ++c) {
                     const u32 src = (first + c) & 31;
-                    const float one_c = __shfl_sync(SHAP_FULL, one, src);
+                    const float one_c = __shfl_sync(SHAP_FULL, one[0], src);
                     const float zero_c = __shfl_sync(SHAP_FULL, e.zero, src);
                     const float inv_zero_c = __shfl_sync(SHAP_FULL, inv_zero, src);
                     const u32 feature_c = __shfl_sync(SHAP_FULL, e.feature, src);
-                    const float held = shap_unwind(w, one_c, zero_c, inv_zero_c, first, pos, len, max_len, recip);
-                    const float rest =
-                        shap_unwound_sum(held, one, e.zero, inv_zero, first, len > 0 ? len - 1 : 0, max_len, recip);
+                    const float held[1] = {shap_unwind(w[0], one_c, zero_c, inv_zero_c, first, pos, len, max_len, recip)};
+                    float rest[1];
+                    shap_unwound_sum<1>(held, one, e.zero, inv_zero, first, len > 0 ? len - 1 : 0, max_len, recip, rest);
                     if (contributes && c < len && pos != c) {
-                        const float half = rest * (one - e.zero) * e.value * (one_c - zero_c) * 0.5f;
+                        const float half = rest[0] * (one[0] - e.zero) * e.value * (one_c - zero_c) * 0.5f;
                         atomicAdd(&row_out[feature_c * m + e.feature], half);
                         atomicAdd(&row_out[feature_c * m + feature_c], -half);
                     }
