@@ -339,11 +339,10 @@ impl<'a> Trainer<'a> {
                     nf,
                 )?;
                 let binned = BinnedMatrix::new(&self.data.features, &self.cuts);
-                let refit = self.loss.leaf_quantile().map(|alpha| LeafRefit {
-                    alpha,
-                    label: &self.data.label,
-                    weight: self.data.weight.as_deref(),
-                });
+                let refit = (0..self.k)
+                    .map(|c| self.loss.leaf_quantile(c))
+                    .collect::<Option<Vec<_>>>()
+                    .map(|alphas| LeafRefit { alphas, label: &self.data.label, weight: self.data.weight.as_deref() });
                 let learner = CpuLearner::new(binned, &self.cuts, self.grow.clone(), margin, refit);
                 self.boost(learner, callback)
             }

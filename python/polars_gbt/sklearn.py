@@ -118,7 +118,7 @@ class _GBTBase(BaseEstimator):
         min_data_per_group: int = 50,
         huber_slope: float = 1.0,
         scale_pos_weight: float = 1.0,
-        quantile_alpha: float = 0.5,
+        quantile_alpha: float | list[float] = 0.5,
         tweedie_variance_power: float = 1.5,
         lambdarank_pair_method: str = "topk",
         lambdarank_num_pair_per_sample: int | None = None,

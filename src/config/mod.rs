@@ -5,11 +5,13 @@
 
 mod constraints;
 mod feature_weights;
+mod quantile_alphas;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
 pub use self::constraints::{FeatureRef, InteractionConstraints, MonotoneConstraints};
 pub use self::feature_weights::FeatureWeights;
+pub use self::quantile_alphas::{QuantileAlphas, MAX_QUANTILES};
 use crate::error::{Error, Result};
 use crate::metric::{Metric, MetricParams};
 pub use crate::tree::GrowPolicy;
@@ -89,8 +91,8 @@ pub struct TrainConfig {
     /// `binary:logistic`: the weight of rows labelled 1 is multiplied by this (XGBoost's
     /// `scale_pos_weight`, for unbalanced classes).
     pub scale_pos_weight: f64,
-    /// Target quantile of `reg:quantileerror`.
-    pub quantile_alpha: f64,
+    /// Target quantile of `reg:quantileerror`, or several (one output each).
+    pub quantile_alpha: QuantileAlphas,
     /// Variance power of `reg:tweedie`, in [1, 2).
     pub tweedie_variance_power: f64,
     /// Categorical features with at most this many categories split one category against the rest.
@@ -166,7 +168,7 @@ impl Default for TrainConfig {
             early_stopping_rounds: None,
             huber_slope: 1.0,
             scale_pos_weight: 1.0,
-            quantile_alpha: 0.5,
+            quantile_alpha: QuantileAlphas::default(),
             tweedie_variance_power: 1.5,
             max_cat_to_onehot: 4,
             max_cat_threshold: 64,
@@ -233,7 +235,10 @@ impl TrainConfig {
 
     /// Number of model outputs (trees per round).
     pub fn num_outputs(&self) -> usize {
-        self.objective.num_outputs(self.num_class)
+        match self.objective {
+            Objective::Quantile => self.quantile_alpha.len(),
+            _ => self.objective.num_outputs(self.num_class),
+        }
     }
 
     /// The parameters the objective's loss reads.
@@ -363,7 +368,16 @@ impl TrainConfig {
             "scale_pos_weight",
             "applies to binary:logistic only",
         )?;
-        check(self.quantile_alpha > 0.0 && self.quantile_alpha < 1.0, "quantile_alpha", "must be in (0, 1)")?;
+        check(
+            self.quantile_alpha.as_slice().iter().all(|a| *a > 0.0 && *a < 1.0),
+            "quantile_alpha",
+            "must be in (0, 1)",
+        )?;
+        check(
+            self.quantile_alpha.len() == 1 || self.objective == Objective::Quantile,
+            "quantile_alpha",
+            "with several quantiles needs objective=\"reg:quantileerror\"",
+        )?;
         check((1.0..2.0).contains(&self.tweedie_variance_power), "tweedie_variance_power", "must be in [1, 2)")?;
         check(self.max_cat_threshold >= 1, "max_cat_threshold", "must be at least 1")?;
         check(self.cat_smooth.is_finite() && self.cat_smooth >= 0.0, "cat_smooth", "must be >= 0")?;

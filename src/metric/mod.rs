@@ -72,15 +72,15 @@ pub enum Metric {
 /// share with the objective (`TrainConfig::metric_params` gathers them).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MetricParams {
-    /// The quantile of `Metric::Quantile`'s pinball loss.
-    pub quantile_alpha: f64,
+    /// The quantiles of `Metric::Quantile`'s pinball loss, one per output.
+    pub quantile_alpha: crate::config::QuantileAlphas,
     /// The variance power of `Metric::TweedieNloglik(None)`.
     pub tweedie_variance_power: f64,
 }
 
 impl Default for MetricParams {
     fn default() -> Self {
-        MetricParams { quantile_alpha: 0.5, tweedie_variance_power: 1.5 }
+        MetricParams { quantile_alpha: crate::config::QuantileAlphas::default(), tweedie_variance_power: 1.5 }
     }
 }
 
@@ -194,7 +194,8 @@ impl Metric {
             Metric::Logloss | Metric::Auc | Metric::Aucpr | Metric::Error => task == TaskKind::Binary,
             Metric::Mlogloss | Metric::Merror => task == TaskKind::Multiclass,
             Metric::Ndcg(_) | Metric::Map(_) | Metric::Precision(_) => task == TaskKind::Ranking,
-            Metric::Rmse | Metric::Mae | Metric::Quantile => n_outputs == 1,
+            Metric::Rmse | Metric::Mae => n_outputs == 1,
+            Metric::Quantile => n_outputs == 1 || task == TaskKind::Regression,
             Metric::PoissonNloglik
             | Metric::GammaNloglik
             | Metric::GammaDeviance
@@ -209,7 +210,7 @@ impl Metric {
         match self {
             Metric::Rmse => regression::rmse(pred, t),
             Metric::Mae => regression::mae(pred, t),
-            Metric::Quantile => regression::pinball(pred, t, params.quantile_alpha),
+            Metric::Quantile => regression::pinball(pred, n_outputs, t, params.quantile_alpha.as_slice()),
             Metric::PoissonNloglik => regression::poisson_nloglik(pred, t),
             Metric::GammaNloglik => regression::gamma_nloglik(pred, t),
             Metric::GammaDeviance => regression::gamma_deviance(pred, t),

@@ -15,16 +15,23 @@ pub fn mae(pred: &[f32], t: &Targets) -> f64 {
     weighted_average(t, |i| (pred[i] as f64 - t.label[i] as f64).abs())
 }
 
-/// The pinball loss at quantile `alpha`: `alpha * (y - p)` above the prediction,
+/// The pinball loss at quantile `alpha` (output j of `k`: `alphas[j]`): `alpha * (y - p)` above the prediction,
 /// `(1 - alpha) * (p - y)` below it, averaged with the weights (XGBoost's `quantile`).
-pub fn pinball(pred: &[f32], t: &Targets, alpha: f64) -> f64 {
+pub fn pinball(pred: &[f32], k: usize, t: &Targets, alphas: &[f64]) -> f64 {
+    // Each row's k predictions (one per quantile), averaged as XGBoost's `quantile` does.
     weighted_average(t, |i| {
-        let d = t.label[i] as f64 - pred[i] as f64;
-        if d >= 0.0 {
-            alpha * d
-        } else {
-            (alpha - 1.0) * d
-        }
+        (0..k)
+            .map(|j| {
+                let alpha = alphas[j.min(alphas.len() - 1)];
+                let d = t.label[i] as f64 - pred[i * k + j] as f64;
+                if d >= 0.0 {
+                    alpha * d
+                } else {
+                    (alpha - 1.0) * d
+                }
+            })
+            .sum::<f64>()
+            / k as f64
     })
 }
 
@@ -168,8 +175,12 @@ mod tests {
         let (label, pred, weight) = ([3.0, 1.0, 5.0, 0.0], [1.0, 2.0, 5.0, 4.0], [1.0, 2.0, 1.0, 1.0]);
         let t = Targets { label: &label, weight: Some(&weight), groups: None };
         // alpha 0.9: (0.9*2*1 + 0.1*1*2 + 0 + 0.1*4*1) / 5 = (1.8 + 0.2 + 0.4) / 5.
-        assert!((pinball(&pred, &t, 0.9) - 2.4 / 5.0).abs() < 1e-12);
+        assert!((pinball(&pred, 1, &t, &[0.9]) - 2.4 / 5.0).abs() < 1e-12);
         // alpha 0.5 is half the absolute error.
-        assert!((pinball(&pred, &t, 0.5) - mae(&pred, &t) / 2.0).abs() < 1e-12);
+        assert!((pinball(&pred, 1, &t, &[0.5]) - mae(&pred, &t) / 2.0).abs() < 1e-12);
+        // Two quantiles per row: the mean of each one's loss.
+        let both: Vec<f32> = pred.iter().flat_map(|&p| [p, p]).collect();
+        let mean = (pinball(&pred, 1, &t, &[0.9]) + pinball(&pred, 1, &t, &[0.2])) / 2.0;
+        assert!((pinball(&both, 2, &t, &[0.9, 0.2]) - mean).abs() < 1e-12);
     }
 }

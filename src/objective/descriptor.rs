@@ -54,8 +54,8 @@ pub struct ObjectiveParams {
     pub huber_slope: f64,
     /// `binary:logistic`: the weight multiplier of rows labelled 1.
     pub scale_pos_weight: f64,
-    /// Target quantile of `reg:quantileerror`.
-    pub quantile_alpha: f64,
+    /// Target quantiles of `reg:quantileerror` (one per output).
+    pub quantile_alpha: crate::config::QuantileAlphas,
     /// Variance power of `reg:tweedie`.
     pub tweedie_variance_power: f64,
     /// Number of classes of the `multi:*` objectives.
@@ -231,7 +231,7 @@ impl Objective {
                 refits_leaves: true,
                 // The pinball loss at the objective's alpha (MAE would track the median).
                 default_metric: Metric::Quantile,
-                loss: |p| Box::new(quantile::Quantile { alpha: p.quantile_alpha }),
+                loss: |p| Box::new(quantile::Quantile { alphas: p.quantile_alpha }),
             },
             Objective::AbsoluteError => Descriptor {
                 name: "reg:absoluteerror",
@@ -243,7 +243,7 @@ impl Objective {
                 gpu_gradient: None,
                 refits_leaves: true,
                 default_metric: Metric::Mae,
-                loss: |_| Box::new(quantile::Quantile { alpha: 0.5 }),
+                loss: |_| Box::new(quantile::Quantile { alphas: crate::config::QuantileAlphas::one(0.5) }),
             },
             Objective::BinaryLogistic => Descriptor {
                 name: "binary:logistic",
@@ -551,7 +551,7 @@ mod tests {
     const PARAMS: ObjectiveParams = ObjectiveParams {
         huber_slope: 1.0,
         scale_pos_weight: 1.0,
-        quantile_alpha: 0.3,
+        quantile_alpha: crate::config::QuantileAlphas::one(0.3),
         tweedie_variance_power: 1.5,
         num_class: 3,
         ranking: ranking::RankingParams::DEFAULT,
@@ -606,7 +606,7 @@ mod tests {
         for o in Objective::ALL {
             let d = o.descriptor();
             let loss = (d.loss)(&PARAMS);
-            assert_eq!(loss.leaf_quantile().is_some(), d.refits_leaves, "{}: leaf refits", d.name);
+            assert_eq!(loss.leaf_quantile(0).is_some(), d.refits_leaves, "{}: leaf refits", d.name);
             assert_eq!(loss.estimate_base_margin(&t).len(), o.num_outputs(PARAMS.num_class), "{}: outputs", d.name);
             assert_eq!(d.outputs == Outputs::NumClass, d.task == TaskKind::Multiclass, "{}: outputs", d.name);
             assert_eq!(d.link == Link::Softmax, d.outputs == Outputs::NumClass, "{}: link", d.name);

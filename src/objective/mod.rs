@@ -49,8 +49,8 @@ pub trait Loss: Send + Sync {
     fn base_score_to_margin(&self, score: f64) -> f32 {
         score as f32
     }
-    /// For L1-type losses, leaves are refit to this quantile of the residuals.
-    fn leaf_quantile(&self) -> Option<f64> {
+    /// For L1-type losses, output `output`'s leaves are refit to this quantile of the residuals.
+    fn leaf_quantile(&self, _output: usize) -> Option<f64> {
         None
     }
 }

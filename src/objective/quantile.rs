@@ -5,19 +5,24 @@
 use rayon::prelude::*;
 
 use super::{check_each, weighted_quantile, Loss, Targets};
+use crate::config::QuantileAlphas;
 use crate::error::Result;
 use crate::tree::GradPair;
 
 pub struct Quantile {
-    pub alpha: f64,
+    /// One quantile per output.
+    pub alphas: QuantileAlphas,
 }
 
 impl Loss for Quantile {
+    /// Margins and gradients class-major: output k's rows together, at its own quantile.
     fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
-        let a = self.alpha as f32;
-        out.par_iter_mut().enumerate().for_each(|(i, o)| {
+        let n = t.label.len();
+        out.par_iter_mut().enumerate().for_each(|(j, o)| {
+            let (k, i) = (j / n.max(1), j % n.max(1));
+            let a = self.alphas.get(k) as f32;
             let w = t.w(i);
-            let g = if margin[i] >= t.label[i] { 1.0 - a } else { -a };
+            let g = if margin[j] >= t.label[i] { 1.0 - a } else { -a };
             *o = GradPair { g: g * w, h: w };
         });
         Ok(())
@@ -28,10 +33,30 @@ impl Loss for Quantile {
     }
 
     fn estimate_base_margin(&self, t: &Targets) -> Vec<f32> {
-        vec![weighted_quantile(t.label, |i| t.w(i), self.alpha)]
+        self.alphas.as_slice().iter().map(|&a| weighted_quantile(t.label, |i| t.w(i), a)).collect()
     }
 
-    fn leaf_quantile(&self) -> Option<f64> {
-        Some(self.alpha)
+    fn leaf_quantile(&self, output: usize) -> Option<f64> {
+        Some(self.alphas.get(output))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_output_takes_its_own_quantile() {
+        // Two rows, two quantiles; margins class-major (output 0's rows, then output 1's).
+        let label = [1.0f32, 3.0];
+        let t = Targets { label: &label, weight: None, groups: None };
+        let loss = Quantile { alphas: QuantileAlphas::many(&[0.2, 0.9]).unwrap() };
+        let mut out = vec![GradPair::default(); 4];
+        loss.gradients(&[2.0, 2.0, 2.0, 2.0], &t, &mut out).unwrap();
+        let g: Vec<f32> = out.iter().map(|p| p.g).collect();
+        // Above the label: 1 - alpha; below it: -alpha.
+        assert_eq!(g, vec![0.8, -0.2, 1.0 - 0.9, -0.9]);
+        assert_eq!(loss.leaf_quantile(1), Some(0.9));
+        assert_eq!(loss.estimate_base_margin(&t), vec![1.0, 3.0]);
     }
 }

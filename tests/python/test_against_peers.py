@@ -368,3 +368,46 @@ def test_ranking_evaluates_ndcg_at_the_pair_methods_k_as_xgboost():
         log = polars_gbt.Model.from_bytes(ours).evals_result()
         assert log.columns == ["round", f"valid-{name}"]
         assert log[f"valid-{name}"][0] == pytest.approx(evals["valid"][name][-1], rel=1e-5)
+
+
+def test_several_quantiles_in_one_model_match_xgboosts(tmp_path):
+    """quantile_alpha=[0.1, 0.5, 0.9] (issue 17): one output per quantile, as XGBoost 2.0 fits
+    them. Against XGBoost on the same data: each output covers its share of the held-out
+    labels as XGBoost's does, the pinball metric (the mean over the quantiles) is as good, and
+    XGBoost's model imported (or ours exported) predicts what it does there."""
+    rng = np.random.default_rng(23)
+    n = 6000
+    X = rng.normal(size=(n, 4)).astype(np.float32)
+    y = (X[:, 0] + rng.normal(scale=0.5 + np.abs(X[:, 1]), size=n)).astype(np.float32)
+    feats = [f"x{j}" for j in range(4)]
+    frame = pl.DataFrame({f: X[:, j] for j, f in enumerate(feats)}).with_columns(y=y, valid=pl.int_range(n) >= 4500)
+    tr, te = slice(0, 4500), slice(4500, None)
+    alphas = [0.1, 0.5, 0.9]
+    params = dict(objective="reg:quantileerror", quantile_alpha=alphas, n_estimators=60, max_depth=4,
+                  learning_rate=0.1)
+    model = polars_gbt.Model.from_bytes(
+        frame.select(pl.col(feats).gbt.fit("y", eval_set=pl.col("valid"), **params)).item()
+    )
+    assert model.params["quantile_alpha"] == alphas
+    ours = np.stack(model.predict(frame.slice(4500)).to_list())
+    assert ours.shape == (n - 4500, 3)
+    booster = xgb.train({"objective": "reg:quantileerror", "quantile_alpha": np.array(alphas), "max_depth": 4,
+                         "eta": 0.1, "tree_method": "hist"}, xgb.DMatrix(X[tr], label=y[tr], feature_names=feats), 60)
+    theirs = booster.predict(xgb.DMatrix(X[te], feature_names=feats))
+    for j, a in enumerate(alphas):
+        assert abs((y[te] <= ours[:, j]).mean() - a) < 0.03, (a, (y[te] <= ours[:, j]).mean())
+        assert abs((y[te] <= ours[:, j]).mean() - (y[te] <= theirs[:, j]).mean()) < 0.03
+
+    def pinball(pred):
+        d = y[te][:, None] - pred.astype(np.float64)
+        return float(np.mean(np.where(d >= 0, np.array(alphas) * d, (np.array(alphas) - 1) * d)))
+
+    # The eval metric by default is the pinball loss over the three quantiles, as computed here.
+    assert [c for c in model.evals_result().columns if c.startswith("valid")] == ["valid-quantile"]
+    np.testing.assert_allclose(model.evals_result()["valid-quantile"][-1], pinball(ours), rtol=1e-5)
+    assert pinball(ours) <= pinball(theirs) * 1.03
+    _assert_round_trip(booster, model, frame.drop("y", "valid"), X, booster.predict(xgb.DMatrix(X, feature_names=feats)),
+                       model.predict(frame).to_numpy(), tmp_path,
+                       compare=lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5))
+    with pytest.raises(ValueError, match="needs objective"):
+        polars_gbt.train(frame, target="y", quantile_alpha=[0.2, 0.8])

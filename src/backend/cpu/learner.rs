@@ -13,7 +13,8 @@ use crate::tree::{grow_tree, GradPair, GradSum, GrowParams, Quantiser, Tree};
 
 /// Leaves set to a quantile of their rows' residuals instead of the Newton step.
 pub struct LeafRefit<'a> {
-    pub alpha: f64,
+    /// The quantile of each output.
+    pub alphas: Vec<f64>,
     pub label: &'a [f32],
     pub weight: Option<&'a [f32]>,
 }
@@ -44,8 +45,16 @@ impl<'a> CpuLearner<'a> {
         CpuLearner { binned, cuts, params, n, margin, grads: vec![GradPair::default(); n * k], refit }
     }
 
-    /// Sets each leaf to the `alpha`-quantile of its rows' residuals (times the learning rate).
-    fn refit_leaves(&self, refit: &LeafRefit, tree: &mut Tree, partition: &RowPartition, margin: &[f32]) {
+    /// Sets each leaf of output `output`'s tree to its quantile of the leaf rows' residuals
+    /// (times the learning rate).
+    fn refit_leaves(
+        &self,
+        refit: &LeafRefit,
+        output: usize,
+        tree: &mut Tree,
+        partition: &RowPartition,
+        margin: &[f32],
+    ) {
         for leaf in 0..tree.n_nodes() as u32 {
             if !tree.is_leaf(leaf) {
                 continue;
@@ -55,7 +64,7 @@ impl<'a> CpuLearner<'a> {
             let q = weighted_quantile(
                 &residuals,
                 |i| refit.weight.as_ref().map_or(1.0, |w| w[rows[i] as usize]),
-                refit.alpha,
+                refit.alphas[output],
             );
             tree.value[leaf as usize] = (q as f64 * self.params.learning_rate) as f32;
         }
@@ -94,7 +103,7 @@ impl Learner for CpuLearner<'_> {
         let mut margin = std::mem::take(&mut self.margin);
         let m = &mut margin[output * n..(output + 1) * n];
         if let Some(refit) = &self.refit {
-            self.refit_leaves(refit, &mut tree, &partition, m);
+            self.refit_leaves(refit, output, &mut tree, &partition, m);
         }
         if sampled_all {
             let leaves: Vec<u32> = (0..tree.n_nodes() as u32).filter(|&n| tree.is_leaf(n)).collect();

@@ -117,7 +117,7 @@ pub fn import(text: &str) -> Result<Model> {
     })?;
     let mut config = TrainConfig { objective, ..TrainConfig::default() };
     if let Some(a) = option("alpha").filter(|_| name == "quantile") {
-        config.quantile_alpha = a;
+        config.quantile_alpha = crate::config::QuantileAlphas::one(a);
     }
     if let Some(p) = option("tweedie_variance_power") {
         config.tweedie_variance_power = p;
@@ -219,7 +219,7 @@ fn stated_params(text: &str, config: &TrainConfig, rounds: usize) -> serde_json:
         known.insert("num_class".into(), config.num_class.into());
     }
     if config.objective == Objective::Quantile {
-        known.insert("quantile_alpha".into(), config.quantile_alpha.into());
+        known.insert("quantile_alpha".into(), config.quantile_alpha.get(0).into());
     }
     if config.objective == Objective::Tweedie {
         known.insert("tweedie_variance_power".into(), config.tweedie_variance_power.into());

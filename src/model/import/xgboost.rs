@@ -156,7 +156,9 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
     let obj_name = at(learner, &["objective", "name"])?.as_str().ok_or_else(|| bad("objective name is not text"))?;
     let obj = objective(obj_name)?;
     let num_class = param_number(param, "num_class").unwrap_or(0.0) as usize;
-    if param_number(param, "num_target").unwrap_or(1.0) > 1.0 {
+    // Several targets: only the outputs of several quantiles (checked against their count below).
+    let num_target = param_number(param, "num_target").unwrap_or(1.0) as usize;
+    if num_target > 1 && obj != Objective::Quantile {
         return Err(bad("multi-target models are not supported"));
     }
     let mut config = TrainConfig { objective: obj, ..TrainConfig::default() };
@@ -192,14 +194,20 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
     if obj == Objective::Quantile {
         if let Some(Value::String(s)) = obj_params.get("quantile_loss_param").and_then(|p| p.get("quantile_alpha")) {
             let alphas = base_scores(s)?;
-            if alphas.len() != 1 {
-                return Err(bad("reg:quantileerror with several quantiles (a multi-output model) is not supported"));
-            }
-            config.quantile_alpha = alphas[0];
-            known.insert("quantile_alpha".into(), alphas[0].into());
+            config.quantile_alpha = crate::config::QuantileAlphas::many(&alphas).ok_or_else(|| {
+                bad(format!(
+                    "quantile_alpha has {} quantiles; 1 to {} are supported",
+                    alphas.len(),
+                    crate::config::MAX_QUANTILES
+                ))
+            })?;
+            known.insert("quantile_alpha".into(), serde_json::to_value(config.quantile_alpha).unwrap_or_default());
         }
     }
     let k = config.num_outputs();
+    if num_target > 1 && num_target != k {
+        return Err(bad(format!("{num_target} targets but {k} quantiles in quantile_alpha")));
+    }
 
     // Features: names and types; categories from `cats` when present.
     let booster = at(learner, &["gradient_booster"])?;

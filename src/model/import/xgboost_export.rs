@@ -42,7 +42,8 @@ impl Model {
                 objective["pseudo_huber_param"] = json!({"huber_slope": cfg.huber_slope.to_string()})
             }
             Objective::Quantile => {
-                objective["quantile_loss_param"] = json!({"quantile_alpha": format!("[{}]", cfg.quantile_alpha)})
+                let alphas: Vec<String> = cfg.quantile_alpha.as_slice().iter().map(f64::to_string).collect();
+                objective["quantile_loss_param"] = json!({"quantile_alpha": format!("[{}]", alphas.join(","))})
             }
             Objective::BinaryLogistic => {
                 objective["reg_loss_param"] = json!({"scale_pos_weight": cfg.scale_pos_weight.to_string()})
@@ -104,7 +105,8 @@ impl Model {
                     "boost_from_average": "1",
                     "num_class": if obj.is_multiclass() { cfg.num_class.to_string() } else { "0".into() },
                     "num_feature": n_features.to_string(),
-                    "num_target": "1",
+                    // Several quantiles are XGBoost's targets (one scalar tree per target a round).
+                    "num_target": if obj == Objective::Quantile { k.to_string() } else { "1".into() },
                 },
                 "objective": objective,
             },
