@@ -9,8 +9,9 @@
 // its first lane a bias element with no feature. For one row, the lanes of a path hold the
 // weights of the feature subsets of each size ("extend" in Lundberg et al., 2018, built by
 // shuffles), then each lane takes its own feature out again ("unwound sum") for its
-// contribution. A warp keeps its paths in registers and walks a tile of rows; contributions
-// gather in shared memory and go to global memory once per tile.
+// contribution. A warp keeps its paths in registers and walks a tile of rows, two rows per
+// step (their chains of shuffles overlap); contributions gather in shared memory and go to
+// global memory once per tile. Interactions take one row per step.
 //
 // The arithmetic is the CPU's (src/backend/cpu/shap.rs) in floats, with divisions turned into
 // multiplications by reciprocals; the sums of contributions are in atomic (unordered) float
