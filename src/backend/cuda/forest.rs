@@ -48,6 +48,35 @@ pub struct HostForest {
     pub max_depth: usize,
 }
 
+/// How split `k` of `t` tests a value, as the prediction and SHAP kernels read it: the flags
+/// (DEFAULT_LEFT, CATEGORICAL; no feature) and the threshold or, for a categorical split, the
+/// bits of its category set's index, the set appended to `sets` (first word, words) and `words`.
+pub(super) fn split_test(t: &Tree, k: usize, sets: &mut Vec<[u32; 2]>, words: &mut Vec<u32>) -> (u32, f32) {
+    let default_left = if t.default_left[k] { DEFAULT_LEFT } else { 0 };
+    if t.category_len[k] == 0 {
+        return (default_left, t.threshold[k]);
+    }
+    let set = sets.len() as u32;
+    let (start, len) = (t.category_start[k] as usize, t.category_len[k] as usize);
+    sets.push([words.len() as u32, len as u32]);
+    words.extend_from_slice(&t.category_words[start..start + len]);
+    (default_left | CATEGORICAL, f32::from_bits(set))
+}
+
+/// Whether `x` goes left at a split tested as `split_test` gives it (`goes_left` in
+/// kernels/predict.cu).
+pub(super) fn goes_left(word: u32, threshold: f32, x: f32, sets: &[[u32; 2]], words: &[u32]) -> bool {
+    if word & CATEGORICAL != 0 {
+        if x.is_nan() {
+            return word & DEFAULT_LEFT != 0;
+        }
+        let [start, len] = sets[threshold.to_bits() as usize];
+        let code = category_code(x);
+        return (code >> 5) < len && (words[(start + (code >> 5)) as usize] >> (code & 31)) & 1 != 0;
+    }
+    (x < threshold) || (x.is_nan() && word & DEFAULT_LEFT != 0)
+}
+
 impl HostForest {
     /// The layout for `trees` (tree `t` adds to output `t % n_outputs`).
     pub fn choose(trees: &[Tree]) -> ForestLayout {
@@ -93,21 +122,9 @@ impl HostForest {
 
     /// The node word of split `k` of `t` (registering its category set).
     fn split_word(&mut self, t: &Tree, k: usize) -> (u32, f32) {
-        let mut word = t.feature[k] & FEATURE_MASK;
-        if t.default_left[k] {
-            word |= DEFAULT_LEFT;
-        }
-        if t.category_len[k] > 0 {
-            self.has_categorical = true;
-            word |= CATEGORICAL;
-            let set = self.sets.len() as u32;
-            let (start, len) = (t.category_start[k] as usize, t.category_len[k] as usize);
-            self.sets.push([self.words.len() as u32, len as u32]);
-            self.words.extend_from_slice(&t.category_words[start..start + len]);
-            (word, f32::from_bits(set))
-        } else {
-            (word, t.threshold[k])
-        }
+        let (flags, threshold) = split_test(t, k, &mut self.sets, &mut self.words);
+        self.has_categorical |= flags & CATEGORICAL != 0;
+        ((t.feature[k] & FEATURE_MASK) | flags, threshold)
     }
 
     fn push_complete(&mut self, t: &Tree, depth: usize) {
@@ -214,15 +231,7 @@ impl HostForest {
     }
 
     fn goes_left(&self, word: u32, threshold: f32, x: f32) -> bool {
-        if word & CATEGORICAL != 0 {
-            if x.is_nan() {
-                return word & DEFAULT_LEFT != 0;
-            }
-            let [start, len] = self.sets[threshold.to_bits() as usize];
-            let code = category_code(x);
-            return (code >> 5) < len && (self.words[(start + (code >> 5)) as usize] >> (code & 31)) & 1 != 0;
-        }
-        (x < threshold) || (x.is_nan() && word & DEFAULT_LEFT != 0)
+        goes_left(word, threshold, x, &self.sets, &self.words)
     }
 
     /// The (leaf value, original leaf id) that tree `i` (in layout order) gives `row`, walked

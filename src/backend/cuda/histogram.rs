@@ -30,7 +30,7 @@ struct HistShape {
 
 impl HistShape {
     fn from_env() -> Self {
-        let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+        let var = super::knob::<u64>;
         HistShape {
             threads: var("POLARS_GBT_HIST_THREADS").map_or(THREADS, |t| (t as u32).clamp(32, 1024) / 32 * 32),
             waves: var("POLARS_GBT_HIST_WAVES").unwrap_or(WAVES).max(1),

@@ -48,6 +48,12 @@ pub(crate) fn device_error(e: DriverError) -> Error {
 
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// A tuning knob from the environment (for benchmarks and tests): `name`'s value, when it is
+/// set and parses.
+pub(crate) fn knob<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
 /// Device allocations of one fit, counted, with out-of-memory turned into an error that says
 /// how much was asked for and how much was free. Buffers free themselves when dropped.
 #[derive(Default)]

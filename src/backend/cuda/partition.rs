@@ -45,7 +45,7 @@ pub(super) struct RowPartitioner {
 
 impl RowPartitioner {
     pub(super) fn new(dev: &mut FitDevice, n: usize) -> Result<Self> {
-        let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
+        let var = super::knob::<u32>;
         Ok(RowPartitioner {
             ridx: dev.zeros(n)?,
             ridx_tmp: dev.zeros(n)?,

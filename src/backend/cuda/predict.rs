@@ -12,7 +12,7 @@ use super::forest::{ForestLayout, HostForest, QuantisedForest};
 use super::layout::{LinkedNode, PredNode, PredTile, PredTree};
 use super::runtime::{runtime, Runtime};
 use super::shap::ShapPaths;
-use super::{device_error, DeviceMemory};
+use super::{device_error, knob, DeviceMemory};
 use crate::backend::Predictor;
 use crate::config::Objective;
 use crate::data::FeatureColumn;
@@ -30,11 +30,6 @@ const THREADS: u32 = 256;
 
 /// Rows each thread scores (`PRED_ROWS_PER_THREAD` in kernels/predict.cu).
 const ROWS_PER_THREAD: usize = 4;
-
-/// A tuning knob from the environment (for benchmarks), or `default`.
-fn knob(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 /// A model's forest on the device, with the launch shape chosen for it.
 pub struct GpuForest {
@@ -76,7 +71,7 @@ pub struct GpuForest {
 impl GpuForest {
     /// A model's forest (`Model::forest_spec`) on the device, in the fastest layout that fits it.
     pub fn new(spec: &ForestSpec) -> Result<Self> {
-        Self::with_quantisation(spec, knob("POLARS_GBT_PREDICT_QUANTISED", 1) == 1)
+        Self::with_quantisation(spec, knob::<usize>("POLARS_GBT_PREDICT_QUANTISED").unwrap_or(1) == 1)
     }
 
     /// As [`GpuForest::new`]; `allow_quantised: false` keeps complete layouts on floats (for
@@ -100,13 +95,13 @@ impl GpuForest {
         let mut plan = None;
         if let Some(q) = &quantised {
             let bin_bytes = if q.wide { 2 } else { 1 };
-            let budget = knob("POLARS_GBT_PREDICT_TILE_KB", 8).saturating_mul(1024);
+            let budget = knob::<usize>("POLARS_GBT_PREDICT_TILE_KB").unwrap_or(8).saturating_mul(1024);
             // Tiles hold nodes only: the kernel reads leaves from global memory.
             let (tiles, nodes, _) = host.tiles(budget, 4, 0);
             let nodes = nodes.next_multiple_of(4);
             let tile_bytes = 2 * nodes * 4;
             // On a tie, the first: 256 threads measured best (docs/gpu-notes.md).
-            let candidates = match knob("POLARS_GBT_PREDICT_THREADS", 0) {
+            let candidates = match knob::<usize>("POLARS_GBT_PREDICT_THREADS").unwrap_or(0) {
                 0 => vec![256u32, 512, 128],
                 t => vec![t as u32],
             };
@@ -468,7 +463,7 @@ fn lend(need: (usize, usize, usize, usize)) -> Lent {
         if let Some(i) = idle.0.iter().position(fits) {
             return Lent(Some(idle.0.swap_remove(i)));
         }
-        if idle.1 < knob("POLARS_GBT_STREAMERS", MAX_STREAMERS).max(1) {
+        if idle.1 < knob::<usize>("POLARS_GBT_STREAMERS").unwrap_or(MAX_STREAMERS).max(1) {
             idle.1 += 1;
             return Lent(None);
         }
@@ -575,8 +570,8 @@ fn stream_rows(
     // filling one overlaps the other's copies and kernels.
     // (`POLARS_GBT_REQUEST_CHUNKS` and `POLARS_GBT_MIN_CHUNK_ROWS` override the two and the
     // floor, for measuring.)
-    let parts = knob("POLARS_GBT_REQUEST_CHUNKS", 2).max(1);
-    let floor = knob("POLARS_GBT_MIN_CHUNK_ROWS", MIN_CHUNK_ROWS).clamp(1, CHUNK_ROWS);
+    let parts = knob::<usize>("POLARS_GBT_REQUEST_CHUNKS").unwrap_or(2).max(1);
+    let floor = knob::<usize>("POLARS_GBT_MIN_CHUNK_ROWS").unwrap_or(MIN_CHUNK_ROWS).clamp(1, CHUNK_ROWS);
     let chunk_rows = n_rows.div_ceil(parts).clamp(floor, CHUNK_ROWS);
     // Collect a finished slot's results into the output.
     let collect = |slot: &mut Slot, floats: &mut Vec<f32>, indices: &mut Vec<u32>| -> Result<()> {

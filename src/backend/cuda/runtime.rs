@@ -82,6 +82,22 @@ kernel_table!(
     shap_interactions,
 );
 
+/// Lets each of `kernels` take all the shared memory a block may opt into (`max`) less its own
+/// static shared variables; returns the dynamic shared memory all of them may use.
+fn opt_in_shared(kernels: &[&CudaFunction], max: u32, what: &str) -> std::result::Result<u32, String> {
+    let mut budget = max;
+    for f in kernels {
+        let fixed = f
+            .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+            .map_err(|e| format!("could not query the {what} kernels: {e}"))? as u32;
+        let dynamic = max.saturating_sub(fixed);
+        f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic as i32)
+            .map_err(|e| format!("could not give the {what} kernels {dynamic} bytes of shared memory: {e}"))?;
+        budget = budget.min(dynamic);
+    }
+    Ok(budget)
+}
+
 /// The GPU and what was built for it.
 pub struct Runtime {
     pub stream: Arc<CudaStream>,
@@ -144,16 +160,11 @@ impl Runtime {
         let kernels = Kernels::load(&module)?;
         // The histogram kernels take all the shared memory a block may opt into, less their
         // own static shared variables.
-        let mut hist_shared_budget = max_shared_per_block;
-        for f in [&kernels.histogram_u8, &kernels.histogram_u16, &kernels.histogram_sparse] {
-            let fixed = f
-                .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
-                .map_err(|e| format!("could not query the histogram kernel: {e}"))? as u32;
-            let dynamic = max_shared_per_block.saturating_sub(fixed);
-            f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic as i32)
-                .map_err(|e| format!("could not give the histogram kernel {dynamic} bytes of shared memory: {e}"))?;
-            hist_shared_budget = hist_shared_budget.min(dynamic);
-        }
+        let hist_shared_budget = opt_in_shared(
+            &[&kernels.histogram_u8, &kernels.histogram_u16, &kernels.histogram_sparse],
+            max_shared_per_block,
+            "histogram",
+        )?;
         // The prediction kernels may take all of a block's shared memory (rows and a tile of trees).
         for f in [
             &kernels.predict_complete,
@@ -176,16 +187,11 @@ impl Runtime {
             .map_err(|e| format!("could not give the prediction kernels shared memory: {e}"))?;
         }
         // The SHAP kernels likewise, less their table of reciprocals.
-        let mut shap_shared_budget = max_shared_per_block;
-        for f in [&kernels.shap_contrib_shared, &kernels.shap_contrib_global, &kernels.shap_interactions] {
-            let fixed = f
-                .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
-                .map_err(|e| format!("could not query the SHAP kernels: {e}"))? as u32;
-            let dynamic = max_shared_per_block.saturating_sub(fixed);
-            f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic as i32)
-                .map_err(|e| format!("could not give the SHAP kernels {dynamic} bytes of shared memory: {e}"))?;
-            shap_shared_budget = shap_shared_budget.min(dynamic);
-        }
+        let shap_shared_budget = opt_in_shared(
+            &[&kernels.shap_contrib_shared, &kernels.shap_contrib_global, &kernels.shap_interactions],
+            max_shared_per_block,
+            "SHAP",
+        )?;
         let stream = ctx.new_stream().map_err(|e| e.to_string())?;
         let name = ctx.name().unwrap_or_else(|_| "GPU".into());
         if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
 
-use super::forest::{CATEGORICAL, DEFAULT_LEFT};
+use super::forest::split_test;
 use super::layout::{ShapElement, ShapSplit};
 use super::runtime::Runtime;
-use super::{device_error, DeviceMemory};
+use super::{device_error, knob, DeviceMemory};
 use crate::backend::cpu::shap::{cover_share, expected_value};
 use crate::data::FeatureColumn;
 use crate::error::{Error, Result};
@@ -112,15 +112,7 @@ impl ShapLayout {
             }
             return;
         }
-        let mut word = if tree.default_left[n] { DEFAULT_LEFT } else { 0 };
-        let mut threshold = tree.threshold[n];
-        if tree.is_categorical(node) {
-            word |= CATEGORICAL;
-            let (start, len) = (tree.category_start[n] as usize, tree.category_len[n] as usize);
-            threshold = f32::from_bits(self.sets.len() as u32);
-            self.sets.push([self.words.len() as u32, len as u32]);
-            self.words.extend_from_slice(&tree.category_words[start..start + len]);
-        }
+        let (word, threshold) = split_test(tree, n, &mut self.sets, &mut self.words);
         let feature = tree.feature[n];
         for (child, takes_left) in [(tree.left[n], true), (tree.right[n], false)] {
             let split = ShapSplit { word: word | if takes_left { TAKES_LEFT } else { 0 }, threshold };
@@ -196,11 +188,6 @@ impl ShapLayout {
     }
 }
 
-/// A tuning knob from the environment (for benchmarks and tests).
-fn knob(name: &str) -> Option<usize> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
-}
-
 /// How a launch uses shared memory: rows per tile, whether a tile's SHAP values gather there
 /// (else they go to global memory at once) and whether its rows are staged there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,7 +205,7 @@ impl TilePlan {
     /// `POLARS_GBT_SHAP_MODE=global` keeps everything in global memory (for tests).
     fn choose(budget: u32, width: usize, nf: usize) -> TilePlan {
         let (value_bytes, row_bytes) = (width as u32 * 4, nf as u32 * 4);
-        let forced = knob("POLARS_GBT_SHAP_TILE_ROWS").map(|t| t as u32);
+        let forced = knob::<u32>("POLARS_GBT_SHAP_TILE_ROWS");
         if std::env::var("POLARS_GBT_SHAP_MODE").is_ok_and(|m| m == "global") {
             let tile_rows = forced.unwrap_or(32);
             return TilePlan { tile_rows, shared_values: false, staged: false, shared_bytes: 0 };
@@ -315,7 +302,8 @@ impl ShapPaths {
         let nf = self.n_features;
         let rt = &self.rt;
         let stream = rt.stream.context().new_stream().map_err(device_error)?;
-        let chunk = knob("POLARS_GBT_SHAP_CHUNK_ROWS").unwrap_or(CHUNK_BYTES / ((width + nf) * 4)).clamp(1, n_rows);
+        let chunk =
+            knob::<usize>("POLARS_GBT_SHAP_CHUNK_ROWS").unwrap_or(CHUNK_BYTES / ((width + nf) * 4)).clamp(1, n_rows);
         let mut memory = DeviceMemory::default();
         let mut x_dev = memory.zeros::<f32>(&stream, chunk * nf)?;
         let mut out_dev = memory.zeros::<f32>(&stream, chunk * width)?;
@@ -340,7 +328,7 @@ impl ShapPaths {
             // Blocks: tiles of rows, times groups of warps of paths when there are too few
             // tiles to fill the GPU (each group adds its tile's values to global memory).
             let tiles = rows.div_ceil(tile_rows as usize) as u32;
-            let target = rt.sm_count * knob("POLARS_GBT_SHAP_BLOCKS_PER_SM").unwrap_or(8) as u32;
+            let target = rt.sm_count * knob::<u32>("POLARS_GBT_SHAP_BLOCKS_PER_SM").unwrap_or(8);
             let groups = (target / tiles).clamp(1, n_bins.div_ceil(THREADS / 32).max(1));
             let bins_per_group = n_bins.div_ceil(groups);
             let groups = n_bins.div_ceil(bins_per_group);
@@ -381,6 +369,7 @@ impl ShapPaths {
 mod tests {
     use super::*;
     use crate::backend::cpu::shap::TreeShap;
+    use crate::backend::cuda::forest::goes_left;
     use crate::random::Rng;
     use crate::tree::model::SplitSpec;
 
@@ -412,16 +401,7 @@ mod tests {
     }
 
     fn follows(layout: &ShapLayout, s: &ShapSplit, x: f32) -> bool {
-        let left = if x.is_nan() {
-            s.word & DEFAULT_LEFT != 0
-        } else if s.word & CATEGORICAL != 0 {
-            let [start, len] = layout.sets[s.threshold.to_bits() as usize];
-            let code = crate::tree::category_code(x);
-            (code >> 5) < len && (layout.words[(start + (code >> 5)) as usize] >> (code & 31)) & 1 != 0
-        } else {
-            x < s.threshold
-        };
-        left == (s.word & TAKES_LEFT != 0)
+        goes_left(s.word, s.threshold, x, &layout.sets, &layout.words) == (s.word & TAKES_LEFT != 0)
     }
 
     /// The kernel's arithmetic, in f64, one path at a time as the lanes hold them.
