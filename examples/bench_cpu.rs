@@ -9,7 +9,7 @@ use polars_gbt::data::cuts::compute_cuts;
 use polars_gbt::data::BinnedMatrix;
 use polars_gbt::metric::Metric;
 use polars_gbt::objective::Targets;
-use polars_gbt::{train, Dataset, PredictOutput, Predictions, TrainConfig};
+use polars_gbt::{train, Dataset, PredictOutput, TrainConfig};
 
 #[path = "common/bench_data.rs"]
 mod bench_data;
@@ -49,7 +49,7 @@ fn main() {
     let t = Instant::now();
     let pred = pool.install(|| model.predict(&test_frame, PredictOutput::Value).unwrap());
     let predict_s = t.elapsed().as_secs_f64();
-    let Predictions::Float { values, .. } = pred else { unreachable!() };
+    let values = bench_data::floats(pred);
     let auc =
         Metric::Auc.evaluate(&values, 1, &Targets { label: &y_test, weight: None, groups: None }, &Default::default());
     let out = dir.join("ours_predictions.f32");

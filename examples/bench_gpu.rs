@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use polars_gbt::metric::Metric;
 use polars_gbt::objective::Targets;
-use polars_gbt::{train_with_callback, Dataset, PredictOutput, Predictions, TrainConfig};
+use polars_gbt::{train_with_callback, Dataset, PredictOutput, TrainConfig};
 
 #[path = "common/bench_data.rs"]
 mod bench_data;
@@ -45,7 +45,7 @@ fn main() {
     let t = Instant::now();
     let pred = model.predict(&test_frame, PredictOutput::Value).unwrap();
     let predict_s = t.elapsed().as_secs_f64();
-    let Predictions::Float { values, .. } = pred else { unreachable!() };
+    let values = bench_data::floats(pred);
     let auc =
         Metric::Auc.evaluate(&values, 1, &Targets { label: &y_test, weight: None, groups: None }, &Default::default());
     println!(

@@ -14,23 +14,13 @@ use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
 use polars_gbt::backend::cuda::runtime;
-use polars_gbt::{Model, PredictOutput, Predictions};
+use polars_gbt::{Model, PredictOutput};
 
 #[allow(dead_code)] // the training harness's loaders are not used here
 #[path = "common/bench_data.rs"]
 mod bench_data;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn floats(p: Predictions) -> Vec<f32> {
-    match p {
-        Predictions::Float { values, .. } => values,
-        _ => panic!("expected float predictions"),
-    }
-}
+use bench_data::{floats, median};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

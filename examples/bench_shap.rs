@@ -15,23 +15,13 @@
 
 use std::time::Instant;
 
-use polars_gbt::{FeatureFrame, Model, PredictOutput, Predictions};
+use polars_gbt::{FeatureFrame, Model, PredictOutput};
 
 #[allow(dead_code)] // the training harness's loaders are not used here
 #[path = "common/bench_data.rs"]
 mod bench_data;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn floats(p: Predictions) -> Vec<f32> {
-    match p {
-        Predictions::Float { values, .. } => values,
-        _ => panic!("expected float values"),
-    }
-}
+use bench_data::{floats, median};
 
 /// The largest difference between `a` and `b`, relative to the largest magnitude in `b`.
 fn rel_diff(a: &[f32], b: &[f32]) -> f64 {

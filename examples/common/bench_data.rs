@@ -5,7 +5,22 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float32Array};
-use polars_gbt::{FeatureColumn, FeatureFrame};
+use polars_gbt::{FeatureColumn, FeatureFrame, Predictions};
+
+/// The median of timings.
+#[allow(dead_code)] // the training benchmarks time one run
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Float predictions' values (a benchmark asks only for those).
+pub fn floats(p: Predictions) -> Vec<f32> {
+    match p {
+        Predictions::Float { values, .. } => values,
+        _ => panic!("expected float predictions"),
+    }
+}
 
 pub fn read_f32(path: &Path) -> Vec<f32> {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
