@@ -50,8 +50,12 @@ fn main() {
     let pred = pool.install(|| model.predict(&test_frame, PredictOutput::Value).unwrap());
     let predict_s = t.elapsed().as_secs_f64();
     let values = bench_data::floats(pred);
-    let auc =
-        Metric::Auc.evaluate(&values, 1, &Targets { label: &y_test, weight: None, groups: None }, &Default::default());
+    let auc = Metric::Auc.evaluate(
+        &values,
+        1,
+        &Targets { label: &y_test, label_upper: None, weight: None, groups: None },
+        &Default::default(),
+    );
     let out = dir.join("ours_predictions.f32");
     std::fs::write(&out, values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
     println!(

@@ -46,8 +46,12 @@ fn main() {
     let pred = model.predict(&test_frame, PredictOutput::Value).unwrap();
     let predict_s = t.elapsed().as_secs_f64();
     let values = bench_data::floats(pred);
-    let auc =
-        Metric::Auc.evaluate(&values, 1, &Targets { label: &y_test, weight: None, groups: None }, &Default::default());
+    let auc = Metric::Auc.evaluate(
+        &values,
+        1,
+        &Targets { label: &y_test, label_upper: None, weight: None, groups: None },
+        &Default::default(),
+    );
     println!(
         "{}",
         serde_json::json!({

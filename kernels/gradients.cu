@@ -21,7 +21,9 @@ __device__ __forceinline__ GradPair objective_gradient(u32 kind, const float* ma
                                                        const float* weight, u32 i, u32 n, u32 k, u32 c,
                                                        float param) {
     const float w = weight ? weight[i] : 1.0f;
-    const float y = label[i];
+    // The softmax reads a row's one label (its class); the others output c's own label, which
+    // with several targets is target c's (labels target-major, as the margins).
+    const float y = label[kind == OBJECTIVE_SOFTMAX ? i : (u64)c * n + i];
     GradPair p;
     if (kind == OBJECTIVE_SOFTMAX) {
         float max = -__int_as_float(0x7f800000);  // -infinity

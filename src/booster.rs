@@ -89,6 +89,7 @@ fn fit(
     user: UserFunctions,
     callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
 ) -> Result<Model> {
+    let cfg = &with_targets_of(cfg, data)?;
     cfg.validate()?;
     if let Some(m) = cfg.missing {
         // The sentinel reads as missing in the training rows and every evaluation set.
@@ -119,6 +120,19 @@ fn fit(
     } else {
         run()
     }
+}
+
+/// `cfg` with `num_target` the label's number of targets (XGBoost reads it off the label's
+/// shape too); a `num_target` given that disagrees is an error.
+fn with_targets_of(cfg: &TrainConfig, data: &Dataset) -> Result<TrainConfig> {
+    let k = data.n_targets();
+    if cfg.num_target != k && cfg.num_target != 1 {
+        return Err(Error::param(
+            "num_target",
+            format!("is {} but the label has {k} target{}", cfg.num_target, if k == 1 { "" } else { "s" }),
+        ));
+    }
+    Ok(TrainConfig { num_target: k, ..cfg.clone() })
 }
 
 /// Continued training: `cfg.n_estimators` more rounds on top of `init` (XGBoost's
@@ -153,6 +167,7 @@ pub fn train_continued_with_user_functions(
     if cfg.base_score.is_some() {
         return Err(Error::param("base_score", "cannot be set with init_model: the fit continues from its base score"));
     }
+    let cfg = &with_targets_of(cfg, data)?;
     crate::model::check_start(init, cfg.objective, cfg.num_outputs(), &data.features.names())?;
     let forest = init.cpu_forest();
     let from_init = |d: &Dataset| -> Result<Dataset> {
@@ -181,6 +196,9 @@ struct EvalSet<'a> {
     data: &'a Dataset,
     binned: BinnedMatrix,
     margin: Vec<f32>,
+    /// With several targets: the labels row-major and the weights repeated per target, for
+    /// metrics scored element by element.
+    flat: Option<(Vec<f32>, Option<Vec<f32>>)>,
 }
 
 struct Trainer<'a> {
@@ -208,6 +226,14 @@ fn class_major(row_major: &[f32], n: usize, k: usize) -> Vec<f32> {
         }
     }
     out
+}
+
+/// `d`'s labels row-major (row `i`'s targets together) and its weights repeated per target.
+fn flatten_targets(d: &Dataset) -> (Vec<f32>, Option<Vec<f32>>) {
+    let (n, k) = (d.n_rows(), d.n_targets());
+    let label = (0..n * k).map(|j| d.label[(j % k) * n + j / k]).collect();
+    let weight = d.weight.as_ref().map(|w| w.iter().flat_map(|&w| std::iter::repeat_n(w, k)).collect());
+    (label, weight)
 }
 
 impl<'a> Trainer<'a> {
@@ -244,6 +270,25 @@ impl<'a> Trainer<'a> {
                 }
                 _ => {}
             }
+            if d.n_targets() != data.n_targets() {
+                return Err(Error::column(
+                    "label",
+                    format!(
+                        "of eval set `{name}` has {} targets but the training label has {}",
+                        d.n_targets(),
+                        data.n_targets()
+                    ),
+                ));
+            }
+            if d.label_upper.is_some() && cfg.objective != crate::config::Objective::Aft {
+                return Err(Error::column(
+                    "label_upper_bound",
+                    format!(
+                        "interval labels are only used by survival:aft, not {} (data `{name}`)",
+                        cfg.custom_objective.as_deref().unwrap_or(cfg.objective.name())
+                    ),
+                ));
+            }
             if let Some(m) = &d.base_margin {
                 if m.len() != d.n_rows() * k {
                     return Err(Error::column(
@@ -256,7 +301,21 @@ impl<'a> Trainer<'a> {
         let metrics = if cfg.eval_metric.is_empty() { vec![cfg.default_metric()] } else { cfg.eval_metric.clone() };
         let metrics: Vec<Metric> = metrics.into_iter().map(|m| m.with_params(&cfg.metric_params())).collect();
         for m in &metrics {
-            m.check_applies(cfg.objective, k)?;
+            if cfg.num_target > 1 {
+                // Several targets are scored element by element, as XGBoost scores them.
+                if !m.is_elementwise() {
+                    return Err(Error::param(
+                        "eval_metric",
+                        format!("`{}` does not score several targets (one value per row and target)", m.name()),
+                    ));
+                }
+                m.check_applies(cfg.objective, 1)?;
+            } else {
+                m.check_applies(cfg.objective, k)?;
+            }
+        }
+        if cfg.num_target > 1 && !custom_metrics.is_empty() {
+            return Err(Error::param("eval_metric", "a user's metric cannot score several targets yet"));
         }
         let mut names: Vec<String> = Vec::new();
         for name in custom_metrics.iter().map(|m| m.name()) {
@@ -300,7 +359,8 @@ impl<'a> Trainer<'a> {
                 let columns = bind_columns(&features, &d.features)?;
                 let binned = BinnedMatrix::new(&FeatureFrame::new(columns)?, &cuts);
                 let margin = Self::start_margin(&base_margin, d, k);
-                Ok(EvalSet { name: name.to_string(), data: d, binned, margin })
+                let flat = (d.n_targets() > 1).then(|| flatten_targets(d));
+                Ok(EvalSet { name: name.to_string(), data: d, binned, margin, flat })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Trainer { cfg, data, loss, metrics, custom_metrics, features, cuts, grow, base_margin, evals, k })
@@ -339,10 +399,13 @@ impl<'a> Trainer<'a> {
                     nf,
                 )?;
                 let binned = BinnedMatrix::new(&self.data.features, &self.cuts);
+                // Output c's residuals are against its own target (one label column each with
+                // several targets; the one label for every quantile with several quantiles).
+                let labels: Vec<&[f32]> = self.data.label.chunks(n).cycle().take(self.k).collect();
                 let refit = (0..self.k)
                     .map(|c| self.loss.leaf_quantile(c))
                     .collect::<Option<Vec<_>>>()
-                    .map(|alphas| LeafRefit { alphas, label: &self.data.label, weight: self.data.weight.as_deref() });
+                    .map(|alphas| LeafRefit { alphas, labels, weight: self.data.weight.as_deref() });
                 let learner = CpuLearner::new(binned, &self.cuts, self.grow.clone(), margin, refit);
                 self.boost(learner, callback)
             }
@@ -461,6 +524,16 @@ impl<'a> Trainer<'a> {
                 }
             }
             pred.chunks_mut(k).for_each(|row| transform_row(self.cfg.objective, row));
+            if self.cfg.num_target > 1 {
+                // Element by element: the labels row-major as the predictions, the weights
+                // repeated for each target.
+                let (label, weight) = e.flat.as_ref().expect("multi-target eval sets are flattened");
+                let t = crate::data::Targets { label, label_upper: None, weight: weight.as_deref(), groups: None };
+                for m in &self.metrics {
+                    values.push((e.name.clone(), m.name(), m.evaluate(&pred, 1, &t, &params)));
+                }
+                continue;
+            }
             for m in &self.metrics {
                 values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &e.data.targets(), &params)));
             }

@@ -151,6 +151,41 @@ fn objectives_with_an_exp_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
         assert_same_trees(&cpu, &gpu, json);
         assert_gpu_predicts_as_cpu(&gpu, &frame, json);
     }
+    // Interval labels (survival:aft), observed, right-, interval- and left-censored in turn:
+    // gradients from the host, the same trees.
+    let lower: Vec<f32> = positive.iter().enumerate().map(|(i, &v)| if i % 4 == 3 { 0.0 } else { v }).collect();
+    let upper: Vec<f32> = positive
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| match i % 4 {
+            1 => f32::INFINITY,
+            2 => v * 1.5,
+            _ => v,
+        })
+        .collect();
+    let data = Dataset::new(frame.clone(), lower).unwrap().with_label_upper_bound(upper.into()).unwrap();
+    // Several targets (target-major): the pointwise kernels read output c's own label.
+    let targets: Vec<f32> = positive.iter().chain(&binary).chain(&y).copied().collect();
+    let multi = Dataset::with_labels(frame.clone(), targets.into(), 3).unwrap();
+    let json = r#"{"n_estimators": 8, "max_depth": 5}"#;
+    let (cpu, gpu) = (fit(json, &multi, "cpu"), fit(json, &multi, "cuda"));
+    assert_same_trees(&cpu, &gpu, "three targets");
+    assert_gpu_predicts_as_cpu(&gpu, &frame, "three targets");
+    let labels: Vec<f32> = binary.iter().chain(binary.iter().rev()).copied().collect();
+    let multi = Dataset::with_labels(frame.clone(), labels.into(), 2).unwrap();
+    let json = r#"{"objective": "binary:logistic", "n_estimators": 8, "max_depth": 5}"#;
+    let (cpu, gpu) = (fit(json, &multi, "cpu"), fit(json, &multi, "cuda"));
+    assert_same_trees(&cpu, &gpu, "two labels");
+    assert_gpu_predicts_as_cpu(&gpu, &frame, "two labels");
+    for json in [
+        r#"{"objective": "survival:aft", "n_estimators": 12, "max_depth": 5}"#,
+        r#"{"objective": "survival:aft", "aft_loss_distribution": "extreme", "aft_loss_distribution_scale": 0.6,
+            "n_estimators": 12, "max_depth": 5}"#,
+    ] {
+        let (cpu, gpu) = (fit(json, &data, "cpu"), fit(json, &data, "cuda"));
+        assert_same_trees(&cpu, &gpu, json);
+        assert_gpu_predicts_as_cpu(&gpu, &frame, json);
+    }
 }
 
 #[test]

@@ -95,7 +95,7 @@ fn count_models_are_positive_and_match_the_mean() {
         let pm = p.iter().sum::<f32>() / n as f32;
         assert!((pm - mean).abs() / mean < 0.05, "{objective}: mean prediction {pm} vs mean label {mean}");
         // The model explains more than the constant.
-        let t = Targets { label: &y, weight: None, groups: None };
+        let t = Targets { label: &y, label_upper: None, weight: None, groups: None };
         let constant = vec![mean; n];
         assert!(
             Metric::Rmse.evaluate(&p, 1, &t, &Default::default())
@@ -119,7 +119,7 @@ fn pseudo_huber_resists_outliers() {
     let huber = fit(r#"{"objective": "reg:pseudohubererror", "n_estimators": 200, "learning_rate": 0.3}"#, &data);
     let squared = fit(r#"{"objective": "reg:squarederror", "n_estimators": 200, "learning_rate": 0.3}"#, &data);
     let clean: Vec<f32> = x.iter().map(|&v| 2.0 * v).collect();
-    let t = Targets { label: &clean, weight: None, groups: None };
+    let t = Targets { label: &clean, label_upper: None, weight: None, groups: None };
     let mae_huber = Metric::Mae.evaluate(&predict(&huber, &f, PredictOutput::Value), 1, &t, &Default::default());
     let mae_squared = Metric::Mae.evaluate(&predict(&squared, &f, PredictOutput::Value), 1, &t, &Default::default());
     assert!(mae_huber < mae_squared / 2.0, "huber {mae_huber} vs squared {mae_squared} on the clean target");
@@ -137,7 +137,7 @@ fn ranking_objectives_order_documents_by_relevance() {
     let sizes = vec![per; groups];
     let data = Dataset::new(f.clone(), y.clone()).unwrap().with_group_sizes(&sizes).unwrap();
     let offsets: Vec<usize> = (0..=groups).map(|g| g * per).collect();
-    let t = Targets { label: &y, weight: None, groups: Some(&offsets) };
+    let t = Targets { label: &y, label_upper: None, weight: None, groups: Some(&offsets) };
     for objective in ["rank:ndcg", "rank:pairwise"] {
         let model = fit(&format!(r#"{{"objective": "{objective}", "n_estimators": 30, "max_depth": 3}}"#), &data);
         let ndcg =
@@ -160,7 +160,7 @@ fn softmax_predicts_classes_and_softprob_probabilities() {
     let softprob = fit(r#"{"objective": "multi:softprob", "num_class": 3, "n_estimators": 10}"#, &data);
     let p = predict(&softprob, &f, PredictOutput::Value);
     assert_eq!(p.len(), 3 * n);
-    let t = Targets { label: &y, weight: None, groups: None };
+    let t = Targets { label: &y, label_upper: None, weight: None, groups: None };
     assert_eq!(Metric::Merror.evaluate(&p, 3, &t, &Default::default()), 0.0);
     assert!(Metric::Mlogloss.evaluate(&p, 3, &t, &Default::default()) < 0.1);
 }
@@ -337,4 +337,66 @@ fn user_functions_reproduce_the_builtin_squared_error_and_rmse() {
     // Without the loss, a custom objective's name is an error, not a silent built-in fit.
     let e = train(&cfg, &data, &[]).unwrap_err().to_string();
     assert!(e.contains("custom_objective"), "{e}");
+}
+
+/// Several targets (issue 17): output j of a multi-target fit is the fit of target j alone,
+/// tree for tree, for every kind of row-wise loss (Newton leaves, refit leaves, log links),
+/// with weights; and the evaluation log scores every (row, target) element.
+#[test]
+fn each_output_of_a_multi_target_fit_is_its_targets_own_fit() {
+    let mut rng = Rng::new(61, 0);
+    let n = 1500;
+    let x: Vec<Vec<f32>> = (0..3).map(|_| (0..n).map(|_| rng.unit() as f32 * 4.0 - 2.0).collect()).collect();
+    let f = frame(x.clone());
+    let weight: Vec<f32> = (0..n).map(|i| 0.5 + (i % 4) as f32 * 0.5).collect();
+    let real = |i: usize| x[0][i] * 2.0 + x[1][i] * x[2][i] + noise(i);
+    let cases: Vec<(&str, [Vec<f32>; 2])> = vec![
+        (r#"{"n_estimators": 6, "max_depth": 3}"#, [(0..n).map(real).collect(), x[1].clone()]),
+        (
+            r#"{"objective": "reg:absoluteerror", "n_estimators": 6, "max_depth": 3}"#,
+            [(0..n).map(real).collect(), x[2].clone()],
+        ),
+        (
+            r#"{"objective": "reg:quantileerror", "quantile_alpha": 0.8, "n_estimators": 6, "max_depth": 3}"#,
+            [(0..n).map(real).collect(), x[0].clone()],
+        ),
+        (
+            r#"{"objective": "binary:logistic", "n_estimators": 6, "max_depth": 3}"#,
+            [
+                (0..n).map(|i| (real(i) > 0.0) as u8 as f32).collect(),
+                (0..n).map(|i| (x[2][i] > 0.5) as u8 as f32).collect(),
+            ],
+        ),
+        (
+            r#"{"objective": "count:poisson", "n_estimators": 6, "max_depth": 3}"#,
+            [(0..n).map(|i| real(i).abs().floor()).collect(), (0..n).map(|i| (x[1][i] * 3.0).abs().round()).collect()],
+        ),
+    ];
+    for (json, [a, b]) in cases {
+        let labels: Vec<f32> = a.iter().chain(&b).copied().collect();
+        let both = Dataset::with_labels(f.clone(), labels.into(), 2).unwrap().with_weight(weight.clone()).unwrap();
+        let model = fit(json, &both);
+        assert_eq!(model.n_outputs(), 2, "{json}");
+        let joint = predict(&model, &f, PredictOutput::Margin);
+        for (j, label) in [a, b].into_iter().enumerate() {
+            let alone = fit(json, &Dataset::new(f.clone(), label).unwrap().with_weight(weight.clone()).unwrap());
+            let own = predict(&alone, &f, PredictOutput::Margin);
+            let column: Vec<f32> = (0..n).map(|i| joint[i * 2 + j]).collect();
+            assert_eq!(own, column, "{json}: target {j}");
+        }
+    }
+    // rmse over both targets' elements: the root of the mean of every squared error.
+    let (a, b): (Vec<f32>, Vec<f32>) = ((0..n).map(real).collect(), x[1].clone());
+    let labels: Vec<f32> = a.iter().chain(&b).copied().collect();
+    let both = Dataset::with_labels(f.clone(), labels.into(), 2).unwrap();
+    let model = train(&TrainConfig::from_json(r#"{"n_estimators": 4}"#).unwrap(), &both, &[("valid", &both)]).unwrap();
+    let p = predict(&model, &f, PredictOutput::Value);
+    let sq: f64 = (0..n).map(|i| (p[2 * i] - a[i]).powi(2) as f64 + (p[2 * i + 1] - b[i]).powi(2) as f64).sum();
+    let logged = *model.evals_result()[0].values.last().unwrap();
+    assert!((logged - (sq / (2 * n) as f64).sqrt()).abs() < 1e-6, "{logged}");
+}
+
+/// Fixed noise per row, so that every fit sees the same labels.
+fn noise(i: usize) -> f32 {
+    ((i * 7919) % 101) as f32 / 101.0 - 0.5
 }

@@ -20,7 +20,7 @@ _CODE = "__polars_gbt_cv_code"  # its position among the sorted fold ids: 0..k-1
 _KEY = "__polars_gbt_cv_key"  # a row's (or query group's) random rank, for assigning folds
 
 # gbt.fit arguments that name or hold columns (not JSON training parameters).
-_INPUTS = ("weight", "group", "base_margin")
+_INPUTS = ("weight", "group", "base_margin", "label_upper_bound")
 # Arguments cv cannot pass on to the folds' fits, and why.
 _REFUSED = {
     "eval_df": "cv evaluates each fold's held-out rows itself (as `test`)",

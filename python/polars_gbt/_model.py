@@ -312,13 +312,16 @@ def margin_series(values: Any) -> pl.Series:
 def train(
     data: pl.DataFrame | pl.LazyFrame | Any,
     *,
-    target: str,
+    target: str | list[str],
     features: list[str] | None = None,
     eval_df: pl.DataFrame | pl.LazyFrame | Any | None = None,
     eval_sets: dict[str, pl.DataFrame | pl.LazyFrame | Any] | None = None,
     **params: Any,
 ) -> Model:
     """Train on a frame's columns (all but the target when ``features`` is not given).
+
+    ``target`` names the label column, or several (a list): multi-target regression, one
+    output (and one tree a round) per target, as XGBoost fits a 2-D label.
 
     ``data`` may also be a pyarrow ``Table`` / ``RecordBatch`` or any object exposing
     ``__arrow_c_stream__``; Polars imports those without copying. ``eval_df`` (same columns)
@@ -338,12 +341,17 @@ def train(
 
     frame = _lazy(data)
     names = frame.collect_schema().names()
-    if target not in names:
-        raise ValueError(f"target column {target!r} not found")
-    # Columns that `weight`, `group` and `base_margin` name or read are inputs of their own,
-    # not features (`weight=pl.col("w") * 2` reads `w`).
+    # Several target columns: multi-target regression, one output per target.
+    targets = [target] if isinstance(target, str) else list(target)
+    if not targets:
+        raise ValueError("target names no column")
+    for t in targets:
+        if t not in names:
+            raise ValueError(f"target column {t!r} not found")
+    # Columns that `weight`, `group`, `base_margin` and `label_upper_bound` name or read are
+    # inputs of their own, not features (`weight=pl.col("w") * 2` reads `w`).
     inputs: list[str] = []
-    for k in ("weight", "group", "base_margin"):
+    for k in ("weight", "group", "base_margin", "label_upper_bound"):
         v = params.get(k)
         if isinstance(v, str):
             inputs.append(v)
@@ -355,7 +363,7 @@ def train(
         from polars_gbt._namespace import model_bytes
 
         features = Model.from_bytes(model_bytes(init)).feature_names
-    features = features or [n for n in names if n != target and n not in inputs]
+    features = features or [n for n in names if n not in targets and n not in inputs]
     if eval_df is not None and eval_sets is not None:
         raise ValueError("give eval_df (one set, named valid) or eval_sets (several, named), not both")
     sets = {"valid": eval_df} if eval_df is not None else dict(eval_sets or {})
@@ -365,12 +373,13 @@ def train(
 
         def marked(part: pl.LazyFrame, which: int | None) -> pl.LazyFrame:
             flags = [pl.lit(i == which).alias(m) for i, m in enumerate(markers)]
-            return part.select(*features, target, *inputs).with_columns(flags)
+            return part.select(*features, *targets, *inputs).with_columns(flags)
 
         parts = [marked(frame, None)] + [marked(_lazy(d), i) for i, d in enumerate(sets.values())]
         frame = pl.concat(parts, how="vertical_relaxed")
         params["eval_set"] = {name: pl.col(m) for name, m in zip(sets, markers)}
-    fit = pl.col(features).gbt.fit(pl.col(target), **params).alias("model")
+    label = pl.col(target) if isinstance(target, str) else pl.concat_arr([pl.col(t).cast(pl.Float64) for t in targets])
+    fit = pl.col(features).gbt.fit(label, **params).alias("model")
     if isinstance(data, pl.DataFrame) and not sets:
         # Eagerly: the lazy engine copies one input column of this query (80 MB at 20M rows),
         # and a fit's peak memory is bounded (docs/reliability.md).

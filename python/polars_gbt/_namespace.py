@@ -66,6 +66,7 @@ class GbtNamespace:
         weight: pl.Expr | str | float | None = None,
         group: pl.Expr | str | int | None = None,
         base_margin: pl.Expr | str | float | None = None,
+        label_upper_bound: pl.Expr | str | float | None = None,
         eval_set: pl.Expr | dict[str, pl.Expr | str] | None = None,
         by: pl.Expr | str | None = None,
         init_model: Model | bytes | str | Path | None = None,
@@ -82,7 +83,10 @@ class GbtNamespace:
         Parameters
         ----------
         target
-            The label column.
+            The label column. An ``Array`` or ``List`` column (``pl.concat_arr("y1", "y2")``)
+            holds several targets per row: multi-target regression, one output (and one tree
+            a round) per target, each fit by the objective on its own, as XGBoost's
+            ``multi_strategy="one_output_per_tree"``. The model predicts an ``Array`` column.
         weight
             Per-row sample weights. Here and for ``group`` and ``base_margin``, a literal
             (``pl.lit(2.0)``, or a plain number) is repeated to every row, as Polars
@@ -91,6 +95,11 @@ class GbtNamespace:
             Integer query ids for ranking objectives (rows of a query must be contiguous).
         base_margin
             Per-row starting margin.
+        label_upper_bound
+            For ``objective="survival:aft"``: each row's upper bound, ``target`` being its
+            lower bound (XGBoost's ``label_upper_bound`` and ``label_lower_bound``). Equal
+            bounds are an observed time; ``float("inf")`` marks a right-censored row, a lower
+            bound of 0 a left-censored one. Without it every row is an observed time.
         eval_set
             A boolean expression marking validation rows; they are held out of training
             and evaluated every round as ``valid`` (needed for ``early_stopping_rounds``).
@@ -148,7 +157,12 @@ class GbtNamespace:
         3
         """
         args: list[pl.Expr] = [self._expr, _expr(target)]
-        optional = {"weight": weight, "group": group, "base_margin": base_margin}
+        optional = {
+            "weight": weight,
+            "group": group,
+            "base_margin": base_margin,
+            "label_upper_bound": label_upper_bound,
+        }
         for value in optional.values():
             if value is not None:
                 args.append(_expr(value))

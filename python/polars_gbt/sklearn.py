@@ -120,6 +120,8 @@ class _GBTBase(BaseEstimator):
         scale_pos_weight: float = 1.0,
         quantile_alpha: float | list[float] = 0.5,
         tweedie_variance_power: float = 1.5,
+        aft_loss_distribution: str = "normal",
+        aft_loss_distribution_scale: float = 1.0,
         lambdarank_pair_method: str = "topk",
         lambdarank_num_pair_per_sample: int | None = None,
         lambdarank_normalization: bool = True,
@@ -166,6 +168,8 @@ class _GBTBase(BaseEstimator):
         self.scale_pos_weight = scale_pos_weight
         self.quantile_alpha = quantile_alpha
         self.tweedie_variance_power = tweedie_variance_power
+        self.aft_loss_distribution = aft_loss_distribution
+        self.aft_loss_distribution_scale = aft_loss_distribution_scale
         self.lambdarank_pair_method = lambdarank_pair_method
         self.lambdarank_num_pair_per_sample = lambdarank_num_pair_per_sample
         self.lambdarank_normalization = lambdarank_normalization
@@ -256,16 +260,26 @@ class _GBTBase(BaseEstimator):
             return list(self.feature_names_in_)
         return [f"f{i}" for i in range(self.n_features_in_)]
 
-    def _fit_input(self, X: Any, y: Any, *, y_numeric: bool) -> tuple[pl.DataFrame, np.ndarray]:
+    def _fit_input(
+        self, X: Any, y: Any, *, y_numeric: bool, multi_output: bool = False
+    ) -> tuple[pl.DataFrame, np.ndarray]:
         """The features as a Polars frame named as the model's features, and ``y`` validated;
         sets ``n_features_in_`` and ``feature_names_in_``."""
         frame = _polars_frame(X)
         if frame is None:
-            X, y = validate_data(self, X, y, ensure_all_finite="allow-nan", dtype=np.float64, y_numeric=y_numeric)
+            X, y = validate_data(
+                self,
+                X,
+                y,
+                ensure_all_finite="allow-nan",
+                dtype=np.float64,
+                y_numeric=y_numeric,
+                multi_output=multi_output,
+            )
             df = _named(X, self._features())
         else:
             df, names = frame
-            y = validate_data(self, "no_validation", y, y_numeric=y_numeric)
+            y = validate_data(self, "no_validation", y, y_numeric=y_numeric, multi_output=multi_output)
             _check_shape(df)
             if len(y) != df.height:
                 raise ValueError(f"Found input variables with inconsistent numbers of samples: [{df.height}, {len(y)}]")
@@ -488,14 +502,17 @@ class GBTRegressor(RegressorMixin, _GBTBase):
         base_margin_eval_set: Any = None,
         xgb_model: Any = None,
     ) -> GBTRegressor:
-        df, y = self._fit_input(X, y, y_numeric=True)
-        valid = self._eval_rows(eval_set, sample_weight_eval_set, base_margin_eval_set, _numeric_labels)
+        df, y = self._fit_input(X, y, y_numeric=True, multi_output=True)
+        y = _targets(y)
+        valid = self._eval_rows(eval_set, sample_weight_eval_set, base_margin_eval_set, _targets)
         train = _Rows(df, y, _weights(sample_weight, y), _maybe_margins(base_margin, df.height), None)
         objective = self.objective or "reg:squarederror"
         self._fit_model(train, valid, verbose, xgb_model, objective=objective, link="reg:squarederror")
         return self
 
-    fit.__doc__ = "Fit on ``X`` and ``y``." + _FIT_DOC
+    fit.__doc__ = (
+        "Fit on ``X`` and ``y`` (2-D: several targets, one output each, as XGBoost's)." + _FIT_DOC
+    )
 
     def predict(
         self,
@@ -512,6 +529,12 @@ class GBTRegressor(RegressorMixin, _GBTBase):
         if pred_contribs or pred_interactions:
             return self.contributions(X, base_margin, interactions=pred_interactions)
         return self._predict_raw(X, "value", base_margin, iteration_range).astype(np.float64)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # A 2-D y fits several targets (one output each).
+        tags.target_tags.multi_output = True
+        return tags
 
 
 class GBTClassifier(ClassifierMixin, _GBTBase):
@@ -698,7 +721,9 @@ class _Rows(NamedTuple):
 def _with_inputs(rows: _Rows, weighted: bool) -> pl.DataFrame:
     """The rows' features with the target, query ids, weights (ones where ``weighted`` and
     none were given) and margins beside them."""
-    columns = [pl.Series(_TARGET, rows.y, dtype=pl.Float64)]
+    # Several targets: an Array column, one value per target.
+    y = np.ascontiguousarray(rows.y, dtype=np.float64)
+    columns = [pl.Series(_TARGET, y) if y.ndim == 2 else pl.Series(_TARGET, y, dtype=pl.Float64)]
     if rows.group is not None:
         columns.append(pl.Series(_GROUP, rows.group).cast(pl.Int64))
     if weighted:
@@ -715,6 +740,16 @@ def _weights(sample_weight: Any, y: np.ndarray) -> np.ndarray | None:
 
 def _numeric_labels(y: Any) -> np.ndarray:
     return np.asarray(column_or_1d(y, warn=True), dtype=np.float64)
+
+
+def _targets(y: Any) -> np.ndarray:
+    """A regressor's labels: one per row, or rows x targets (a single column is one target)."""
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim == 2 and y.shape[1] == 1:
+        return y[:, 0]
+    if y.ndim not in (1, 2):
+        raise ValueError(f"y must be 1-D (one target) or 2-D (rows x targets), not {y.ndim}-D")
+    return y
 
 
 def _query_ids(ids: Any, n_rows: int, name: str) -> np.ndarray:

@@ -13,6 +13,8 @@ pub use self::constraints::{FeatureRef, InteractionConstraints, MonotoneConstrai
 pub use self::feature_weights::FeatureWeights;
 pub use self::quantile_alphas::{QuantileAlphas, MAX_QUANTILES};
 use crate::error::{Error, Result};
+pub use crate::metric::aft::AftDistribution;
+use crate::metric::aft::AftParams;
 use crate::metric::{Metric, MetricParams};
 pub use crate::tree::GrowPolicy;
 use crate::tree::{GrowParams, SplitParams};
@@ -83,6 +85,9 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Number of classes for `multi:*` objectives.
     pub num_class: usize,
+    /// Labels per row (XGBoost's `num_target`): more than one fits one output per target.
+    /// Training sets it from the label's columns; given, it must agree with them.
+    pub num_target: usize,
     #[serde(deserialize_with = "one_or_many_metrics")]
     pub eval_metric: Vec<Metric>,
     pub early_stopping_rounds: Option<usize>,
@@ -95,6 +100,10 @@ pub struct TrainConfig {
     pub quantile_alpha: QuantileAlphas,
     /// Variance power of `reg:tweedie`, in [1, 2).
     pub tweedie_variance_power: f64,
+    /// `survival:aft`: the distribution of the noise on the log time.
+    pub aft_loss_distribution: AftDistribution,
+    /// `survival:aft`: the scale of that noise (sigma).
+    pub aft_loss_distribution_scale: f64,
     /// Categorical features with at most this many categories split one category against the rest.
     pub max_cat_to_onehot: usize,
     /// Largest set of categories a partition split sends one way (XGBoost's default, 64).
@@ -164,12 +173,15 @@ impl Default for TrainConfig {
             base_score: None,
             seed: 0,
             num_class: 0,
+            num_target: 1,
             eval_metric: Vec::new(),
             early_stopping_rounds: None,
             huber_slope: 1.0,
             scale_pos_weight: 1.0,
             quantile_alpha: QuantileAlphas::default(),
             tweedie_variance_power: 1.5,
+            aft_loss_distribution: AftDistribution::Normal,
+            aft_loss_distribution_scale: 1.0,
             max_cat_to_onehot: 4,
             max_cat_threshold: 64,
             cat_smooth: 10.0,
@@ -236,8 +248,8 @@ impl TrainConfig {
     /// Number of model outputs (trees per round).
     pub fn num_outputs(&self) -> usize {
         match self.objective {
-            Objective::Quantile => self.quantile_alpha.len(),
-            _ => self.objective.num_outputs(self.num_class),
+            Objective::Quantile if self.quantile_alpha.len() > 1 => self.quantile_alpha.len(),
+            _ => self.objective.num_outputs(self.num_class) * self.num_target.max(1),
         }
     }
 
@@ -255,7 +267,13 @@ impl TrainConfig {
                 score_normalise: self.lambdarank_score_normalization,
                 exp_gain: self.ndcg_exp_gain,
             },
+            aft: self.aft_params(),
+            num_target: self.num_target,
         }
+    }
+
+    fn aft_params(&self) -> AftParams {
+        AftParams { distribution: self.aft_loss_distribution, scale: self.aft_loss_distribution_scale }
     }
 
     /// The metric evaluated when `eval_metric` is not given: the objective's, and for ranking
@@ -273,7 +291,11 @@ impl TrainConfig {
 
     /// The parameters the evaluation metrics read.
     pub fn metric_params(&self) -> MetricParams {
-        MetricParams { quantile_alpha: self.quantile_alpha, tweedie_variance_power: self.tweedie_variance_power }
+        MetricParams {
+            quantile_alpha: self.quantile_alpha,
+            tweedie_variance_power: self.tweedie_variance_power,
+            aft: self.aft_params(),
+        }
     }
 
     /// What shapes each tree: the split regularisation, growth policy, sampling, and the
@@ -379,6 +401,26 @@ impl TrainConfig {
             "with several quantiles needs objective=\"reg:quantileerror\"",
         )?;
         check((1.0..2.0).contains(&self.tweedie_variance_power), "tweedie_variance_power", "must be in [1, 2)")?;
+        check(self.num_target >= 1, "num_target", "must be at least 1")?;
+        if self.num_target > 1 {
+            let what = match (self.custom_objective.is_some(), self.quantile_alpha.len() > 1) {
+                (true, _) => Some("a user's objective".to_string()),
+                (false, true) => Some("several quantiles (one output each already)".to_string()),
+                (false, false) if !self.objective.descriptor().per_target => Some(self.objective.name().to_string()),
+                _ => None,
+            };
+            if let Some(what) = what {
+                return Err(Error::param(
+                    "num_target",
+                    format!("several targets (one output each) cannot be fit with {what}"),
+                ));
+            }
+        }
+        check(
+            self.aft_loss_distribution_scale.is_finite() && self.aft_loss_distribution_scale > 0.0,
+            "aft_loss_distribution_scale",
+            "must be > 0",
+        )?;
         check(self.max_cat_threshold >= 1, "max_cat_threshold", "must be at least 1")?;
         check(self.cat_smooth.is_finite() && self.cat_smooth >= 0.0, "cat_smooth", "must be >= 0")?;
         check(self.cat_l2.is_finite() && self.cat_l2 >= 0.0, "cat_l2", "must be >= 0")?;

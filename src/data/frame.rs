@@ -144,7 +144,12 @@ pub fn column_to_f32(name: &str, chunks: &[ArrayRef]) -> Result<ScalarBuffer<f32
 #[derive(Clone, Debug)]
 pub struct Dataset {
     pub(crate) features: FeatureFrame,
+    /// The labels, target-major: target `t` of row `i` at `t * n_rows + i`.
     pub(crate) label: ScalarBuffer<f32>,
+    /// Labels per row: 1, or several for multi-target regression (one output each).
+    pub(crate) n_targets: usize,
+    /// Upper bounds of the labels, for interval targets (`survival:aft`).
+    pub(crate) label_upper: Option<ScalarBuffer<f32>>,
     pub(crate) weight: Option<ScalarBuffer<f32>>,
     /// Query groups as offsets: group `q` is rows `offsets[q]..offsets[q + 1]`.
     pub(crate) group_offsets: Option<Vec<usize>>,
@@ -155,7 +160,12 @@ pub struct Dataset {
 impl Dataset {
     /// What a loss reads: the label, weights and query groups.
     pub fn targets(&self) -> Targets<'_> {
-        Targets { label: &self.label, weight: self.weight.as_deref(), groups: self.group_offsets.as_deref() }
+        Targets {
+            label: &self.label,
+            label_upper: self.label_upper.as_deref(),
+            weight: self.weight.as_deref(),
+            groups: self.group_offsets.as_deref(),
+        }
     }
 
     /// The same dataset, values equal to `value` in numeric feature columns read as missing.
@@ -170,20 +180,39 @@ impl Dataset {
 
     /// Features and one label per row, the label an Arrow buffer (shared, not copied).
     pub fn with_label(features: FeatureFrame, label: ScalarBuffer<f32>) -> Result<Self> {
-        if features.n_rows() == 0 {
+        Self::with_labels(features, label, 1)
+    }
+
+    /// Features and `n_targets` labels per row (multi-target regression: one output, and one
+    /// tree per round, per target), target-major: target `t` of row `i` at `t * n_rows + i`.
+    pub fn with_labels(features: FeatureFrame, label: ScalarBuffer<f32>, n_targets: usize) -> Result<Self> {
+        let n = features.n_rows();
+        if n == 0 {
             return Err(Error::data("the data has no rows"));
         }
-        if label.len() != features.n_rows() {
-            return Err(Error::data(format!(
-                "the label has {} rows but the features have {}",
-                label.len(),
-                features.n_rows()
-            )));
+        if n_targets == 0 || label.len() != n * n_targets {
+            return Err(Error::data(match n_targets {
+                1 => format!("the label has {} rows but the features have {n}", label.len()),
+                k => format!("{} label values are not {k} targets for each of the features' {n} rows", label.len()),
+            }));
         }
-        if let Some(i) = label.iter().position(|y| !y.is_finite()) {
-            return Err(Error::column("label", format!("value at row {i} is {} (labels must be finite)", label[i])));
+        if let Some(j) = label.iter().position(|y| !y.is_finite()) {
+            let (target, i) = (j / n, j % n);
+            let which = if n_targets > 1 { format!(" of target {target}") } else { String::new() };
+            return Err(Error::column(
+                "label",
+                format!("value{which} at row {i} is {} (labels must be finite)", label[j]),
+            ));
         }
-        Ok(Dataset { features, label, weight: None, group_offsets: None, base_margin: None })
+        Ok(Dataset {
+            features,
+            label,
+            n_targets,
+            label_upper: None,
+            weight: None,
+            group_offsets: None,
+            base_margin: None,
+        })
     }
 
     /// A record batch whose column `label` is the label and whose other columns are features.
@@ -191,6 +220,26 @@ impl Dataset {
         let idx = batch.schema().index_of(label).map_err(|_| Error::column(label, "label column not found"))?;
         let y = column_to_f32(label, &[batch.column(idx).clone()])?;
         Self::with_label(FeatureFrame::from_record_batch(batch)?.without(&[label])?, y)
+    }
+
+    /// Upper bounds of the labels, for `survival:aft` (XGBoost's `label_upper_bound`; the label
+    /// is then the lower bound): each at least its row's label, `inf` for a right-censored row.
+    pub fn with_label_upper_bound(mut self, upper: ScalarBuffer<f32>) -> Result<Self> {
+        let column = "label_upper_bound";
+        if self.n_targets != 1 {
+            return Err(Error::column(column, "interval labels have one target; the label has several"));
+        }
+        if upper.len() != self.n_rows() {
+            return Err(Error::column(column, format!("has {} rows but the data has {}", upper.len(), self.n_rows())));
+        }
+        if let Some(i) = (0..upper.len()).find(|&i| upper[i].is_nan() || upper[i] < self.label[i]) {
+            return Err(Error::column(
+                column,
+                format!("value at row {i} is {}, below that row's label {} (the lower bound)", upper[i], self.label[i]),
+            ));
+        }
+        self.label_upper = Some(upper);
+        Ok(self)
     }
 
     /// Per-row sample weights: finite, non-negative, not all zero.
@@ -285,8 +334,18 @@ impl Dataset {
         &self.features
     }
 
+    /// The labels, target-major (see [`Dataset::with_labels`]).
     pub fn label(&self) -> &[f32] {
         &self.label
+    }
+
+    /// Labels per row (1 unless multi-target).
+    pub fn n_targets(&self) -> usize {
+        self.n_targets
+    }
+
+    pub fn label_upper(&self) -> Option<&[f32]> {
+        self.label_upper.as_deref()
     }
 
     pub fn weight(&self) -> Option<&[f32]> {

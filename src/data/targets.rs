@@ -5,6 +5,9 @@
 #[derive(Clone, Copy)]
 pub struct Targets<'a> {
     pub label: &'a [f32],
+    /// Upper bounds of the labels (`survival:aft`, where the label is the lower bound): a row's
+    /// value lies in `[label, label_upper]`, `inf` for right-censored.
+    pub label_upper: Option<&'a [f32]>,
     pub weight: Option<&'a [f32]>,
     /// Query group offsets (ranking).
     pub groups: Option<&'a [usize]>,

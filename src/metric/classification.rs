@@ -116,12 +116,15 @@ mod tests {
     #[test]
     fn auc_counts_ties_as_half() {
         let label = [0.0, 1.0, 0.0, 1.0];
-        let t = Targets { label: &label, weight: None, groups: None };
+        let t = Targets { label: &label, label_upper: None, weight: None, groups: None };
         assert_eq!(auc(&[0.1, 0.9, 0.2, 0.8], &t), 1.0);
         assert_eq!(auc(&[0.5, 0.5, 0.5, 0.5], &t), 0.5);
         // Positives at 0.4 and 0.9, negatives at 0.1 and 0.4: pairs 1 + 0.5 + 1 + 1 of 4.
         assert_eq!(
-            auc(&[0.1, 0.4, 0.4, 0.9], &Targets { label: &[0.0, 1.0, 0.0, 1.0], weight: None, groups: None }),
+            auc(
+                &[0.1, 0.4, 0.4, 0.9],
+                &Targets { label: &[0.0, 1.0, 0.0, 1.0], label_upper: None, weight: None, groups: None }
+            ),
             0.875
         );
     }

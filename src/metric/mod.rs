@@ -4,6 +4,7 @@
 //! Metrics know tasks ([`TaskKind`]), not objectives: `objective` sits above this module and
 //! says which task each objective is, and holds `Metric::default_for` / `check_applies`.
 
+pub mod aft;
 mod classification;
 mod custom;
 mod ranking;
@@ -27,6 +28,8 @@ pub enum TaskKind {
     Multiclass,
     /// Scores ordered within query groups.
     Ranking,
+    /// A time per row, learnt from an interval that holds it (`survival:aft`).
+    Interval,
 }
 
 /// An evaluation metric.
@@ -66,6 +69,11 @@ pub enum Metric {
     TweedieNloglik(Option<u32>),
     /// Cox negative partial log-likelihood per event (the default of `survival:cox`).
     CoxNloglik,
+    /// Negative log-likelihood of the rows' intervals under the AFT model (the default of
+    /// `survival:aft`, with its distribution and scale).
+    AftNloglik,
+    /// Share of rows whose predicted time lies in their interval.
+    IntervalRegressionAccuracy,
 }
 
 /// What some metrics read besides predictions and targets: the training parameters they
@@ -76,11 +84,17 @@ pub struct MetricParams {
     pub quantile_alpha: crate::config::QuantileAlphas,
     /// The variance power of `Metric::TweedieNloglik(None)`.
     pub tweedie_variance_power: f64,
+    /// The distribution and scale of `Metric::AftNloglik`.
+    pub aft: aft::AftParams,
 }
 
 impl Default for MetricParams {
     fn default() -> Self {
-        MetricParams { quantile_alpha: crate::config::QuantileAlphas::default(), tweedie_variance_power: 1.5 }
+        MetricParams {
+            quantile_alpha: crate::config::QuantileAlphas::default(),
+            tweedie_variance_power: 1.5,
+            aft: aft::AftParams::default(),
+        }
     }
 }
 
@@ -123,6 +137,8 @@ impl TryFrom<String> for Metric {
             ("rmsle", None) => Metric::Rmsle,
             ("aucpr", None) => Metric::Aucpr,
             ("cox-nloglik", None) => Metric::CoxNloglik,
+            ("aft-nloglik", None) => Metric::AftNloglik,
+            ("interval-regression-accuracy", None) => Metric::IntervalRegressionAccuracy,
             ("pre", k) => Metric::Precision(k),
             ("ndcg", k) => Metric::Ndcg(k),
             ("map", k) => Metric::Map(k),
@@ -165,6 +181,8 @@ impl Metric {
             Metric::Rmsle => "rmsle".into(),
             Metric::Aucpr => "aucpr".into(),
             Metric::CoxNloglik => "cox-nloglik".into(),
+            Metric::AftNloglik => "aft-nloglik".into(),
+            Metric::IntervalRegressionAccuracy => "interval-regression-accuracy".into(),
             Metric::Precision(None) => "pre".into(),
             Metric::Precision(Some(k)) => format!("pre@{k}"),
             Metric::TweedieNloglik(None) => "tweedie-nloglik".into(),
@@ -185,7 +203,33 @@ impl Metric {
     }
 
     pub fn higher_is_better(&self) -> bool {
-        matches!(self, Metric::Auc | Metric::Aucpr | Metric::Ndcg(_) | Metric::Map(_) | Metric::Precision(_))
+        matches!(
+            self,
+            Metric::Auc
+                | Metric::Aucpr
+                | Metric::Ndcg(_)
+                | Metric::Map(_)
+                | Metric::Precision(_)
+                | Metric::IntervalRegressionAccuracy
+        )
+    }
+
+    /// Whether the metric is a weighted mean over rows of a term of the row alone, so that
+    /// several targets are scored as one element each (XGBoost's multi-target metrics).
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            Metric::Rmse
+                | Metric::Mae
+                | Metric::Logloss
+                | Metric::Error
+                | Metric::Quantile
+                | Metric::PoissonNloglik
+                | Metric::GammaNloglik
+                | Metric::GammaDeviance
+                | Metric::Rmsle
+                | Metric::TweedieNloglik(_)
+        )
     }
 
     /// Whether the metric makes sense for predictions of `task` with `n_outputs` outputs.
@@ -194,14 +238,16 @@ impl Metric {
             Metric::Logloss | Metric::Auc | Metric::Aucpr | Metric::Error => task == TaskKind::Binary,
             Metric::Mlogloss | Metric::Merror => task == TaskKind::Multiclass,
             Metric::Ndcg(_) | Metric::Map(_) | Metric::Precision(_) => task == TaskKind::Ranking,
-            Metric::Rmse | Metric::Mae => n_outputs == 1,
-            Metric::Quantile => n_outputs == 1 || task == TaskKind::Regression,
+            // An interval's label is only its lower bound: errors against it would mislead.
+            Metric::Rmse | Metric::Mae => n_outputs == 1 && task != TaskKind::Interval,
+            Metric::Quantile => task != TaskKind::Interval && (n_outputs == 1 || task == TaskKind::Regression),
             Metric::PoissonNloglik
             | Metric::GammaNloglik
             | Metric::GammaDeviance
             | Metric::Rmsle
             | Metric::TweedieNloglik(_)
             | Metric::CoxNloglik => task == TaskKind::Regression && n_outputs == 1,
+            Metric::AftNloglik | Metric::IntervalRegressionAccuracy => task == TaskKind::Interval,
         }
     }
 
@@ -219,6 +265,8 @@ impl Metric {
             Metric::Auc => classification::auc(pred, t),
             Metric::Aucpr => classification::aucpr(pred, t),
             Metric::CoxNloglik => regression::cox_nloglik(pred, t),
+            Metric::AftNloglik => aft::aft_nloglik(pred, t, &params.aft),
+            Metric::IntervalRegressionAccuracy => aft::interval_accuracy(pred, t),
             Metric::Error => classification::error(pred, t),
             Metric::Mlogloss => classification::mlogloss(pred, n_outputs, t),
             Metric::Merror => classification::merror(pred, n_outputs, t),

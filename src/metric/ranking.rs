@@ -81,7 +81,7 @@ mod tests {
     fn ndcg_by_hand() {
         // Ranking puts relevance 0 first, then 2: DCG = 3 / log2(3); ideal = 3.
         let label = [2.0, 0.0];
-        let t = Targets { label: &label, weight: None, groups: Some(&[0, 2]) };
+        let t = Targets { label: &label, label_upper: None, weight: None, groups: Some(&[0, 2]) };
         let got = ndcg(&[0.1, 0.9], &t, None);
         assert!((got - 1.0 / 3f64.log2()).abs() < 1e-12);
         assert_eq!(ndcg(&[0.9, 0.1], &t, None), 1.0);

@@ -154,13 +154,13 @@ mod tests {
     #[test]
     fn nloglik_metrics_follow_their_closed_forms() {
         let (label, pred, weight) = ([0.0, 2.0, 5.0], [0.5, 2.0, 4.0], [1.0, 1.0, 2.0]);
-        let t = Targets { label: &label, weight: Some(&weight), groups: None };
+        let t = Targets { label: &label, label_upper: None, weight: Some(&weight), groups: None };
         // Poisson: p - y ln p + ln y!, weights 1, 1, 2.
         let rows = [0.5, 2.0 - 2.0 * 2f64.ln() + 2f64.ln(), 4.0 - 5.0 * 4f64.ln() + 120f64.ln()];
         let want = (rows[0] + rows[1] + 2.0 * rows[2]) / 4.0;
         assert!((poisson_nloglik(&pred, &t) - want).abs() < 1e-12);
         let (label, pred) = ([1.0, 3.0, 0.5], [2.0, 3.0, 0.25]);
-        let t = Targets { label: &label, weight: None, groups: None };
+        let t = Targets { label: &label, label_upper: None, weight: None, groups: None };
         let want = ((0.5 + 2f64.ln()) + (1.0 + 3f64.ln()) + (2.0 + 0.25f64.ln())) / 3.0;
         assert!((gamma_nloglik(&pred, &t) - want).abs() < 1e-12);
         // Deviance: 2 mean(r - ln r - 1) with r = y / p (here without the 1e-6 shift's effect).
@@ -173,7 +173,7 @@ mod tests {
     fn pinball_weighs_each_side_by_the_quantile() {
         // Residuals y - p: 2, -1, 0, -4; weights 1, 2, 1, 1.
         let (label, pred, weight) = ([3.0, 1.0, 5.0, 0.0], [1.0, 2.0, 5.0, 4.0], [1.0, 2.0, 1.0, 1.0]);
-        let t = Targets { label: &label, weight: Some(&weight), groups: None };
+        let t = Targets { label: &label, label_upper: None, weight: Some(&weight), groups: None };
         // alpha 0.9: (0.9*2*1 + 0.1*1*2 + 0 + 0.1*4*1) / 5 = (1.8 + 0.2 + 0.4) / 5.
         assert!((pinball(&pred, 1, &t, &[0.9]) - 2.4 / 5.0).abs() < 1e-12);
         // alpha 0.5 is half the absolute error.

@@ -16,10 +16,12 @@
 //! This module sits above `metric` and below `config`: it imports neither `config` nor
 //! anything above it; `TrainConfig::objective_params` hands the losses their parameters.
 
+mod aft;
 mod count;
 mod descriptor;
 mod logistic;
 mod math;
+mod per_target;
 mod quantile;
 mod ranking;
 mod softmax;
@@ -55,9 +57,14 @@ pub trait Loss: Send + Sync {
     }
 }
 
-/// The loss of `objective` with its parameters (`TrainConfig::objective_params`).
+/// The loss of `objective` with its parameters (`TrainConfig::objective_params`); with
+/// several targets, the objective's loss on each target alone.
 pub fn loss_for(objective: Objective, params: &ObjectiveParams) -> Box<dyn Loss> {
-    (objective.descriptor().loss)(params)
+    let inner = (objective.descriptor().loss)(params);
+    match params.num_target {
+        0 | 1 => inner,
+        n_targets => Box::new(per_target::PerTarget { inner, n_targets }),
+    }
 }
 
 /// Turns one row's margins into the objective's output (probabilities, means, ...).

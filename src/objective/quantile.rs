@@ -49,7 +49,7 @@ mod tests {
     fn each_output_takes_its_own_quantile() {
         // Two rows, two quantiles; margins class-major (output 0's rows, then output 1's).
         let label = [1.0f32, 3.0];
-        let t = Targets { label: &label, weight: None, groups: None };
+        let t = Targets { label: &label, label_upper: None, weight: None, groups: None };
         let loss = Quantile { alphas: QuantileAlphas::many(&[0.2, 0.9]).unwrap() };
         let mut out = vec![GradPair::default(); 4];
         loss.gradients(&[2.0, 2.0, 2.0, 2.0], &t, &mut out).unwrap();

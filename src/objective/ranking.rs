@@ -235,7 +235,7 @@ mod tests {
     }
 
     fn grads(l: &LambdaRank, s: &[f32], y: &[f32], groups: &[usize]) -> Vec<GradPair> {
-        let t = Targets { label: y, weight: None, groups: Some(groups) };
+        let t = Targets { label: y, label_upper: None, weight: None, groups: Some(groups) };
         let mut out = vec![GradPair::default(); s.len()];
         l.gradients(s, &t, &mut out).unwrap();
         out
@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn labels_must_suit_the_gain() {
-        let t = |y: &'static [f32]| Targets { label: y, weight: None, groups: None };
+        let t = |y: &'static [f32]| Targets { label: y, label_upper: None, weight: None, groups: None };
         let exp = loss(true, RankingParams::default());
         assert!(exp.check_labels(&t(&[0.0, 3.0, 31.0])).is_ok());
         assert!(exp.check_labels(&t(&[0.5])).unwrap_err().to_string().contains("integers from 0 to 31"));

@@ -88,7 +88,7 @@ pub fn margin_values(s: &Series, what: &str) -> PolarsResult<(Vec<f32>, usize)> 
             return Err(to_polars(Error::column(
                 what,
                 format!(
-                    "row {i} has {} values but row 0 has {width}: every row needs one per model output",
+                    "row {i} has {} values but row 0 has {width}: every row needs the same number",
                     offsets[i + 1] - offsets[i]
                 ),
             )));

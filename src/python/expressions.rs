@@ -13,14 +13,16 @@ use crate::{Dataset, FeatureFrame, RoundLog, TrainConfig};
 
 /// What `fit` receives besides the inputs: the parameters as JSON (parsed by
 /// `TrainConfig::from_json`, which names any bad parameter) and which optional inputs follow
-/// the features and the target, in this order: weight, group, base_margin, then the eval_set
-/// masks (one per name in `eval_names`, or one named "valid").
+/// the features and the target, in this order: weight, group, base_margin,
+/// label_upper_bound, then the eval_set masks (one per name in `eval_names`, or one named "valid").
 #[derive(Deserialize)]
 struct FitKwargs {
     params: String,
     has_weight: bool,
     has_group: bool,
     has_base_margin: bool,
+    #[serde(default)]
+    has_label_upper_bound: bool,
     has_eval_set: bool,
     /// The evaluation sets' names, one mask input each (empty: one mask, "valid").
     #[serde(default)]
@@ -67,6 +69,8 @@ struct FitInputs<'a> {
     weight: Option<&'a Series>,
     group: Option<&'a Series>,
     base_margin: Option<&'a Series>,
+    /// Upper bounds of interval labels (`survival:aft`).
+    label_upper: Option<&'a Series>,
     /// Boolean masks of held-out rows, each evaluated every round under its name; early
     /// stopping watches the last.
     eval_sets: Vec<(String, &'a Series)>,
@@ -87,7 +91,7 @@ impl<'a> FitInputs<'a> {
             (true, true) => vec!["valid".to_string()],
             (true, false) => kwargs.eval_names.clone(),
         };
-        let optional = [kwargs.has_weight, kwargs.has_group, kwargs.has_base_margin];
+        let optional = [kwargs.has_weight, kwargs.has_group, kwargs.has_base_margin, kwargs.has_label_upper_bound];
         let n_other = 1 + optional.iter().filter(|&&x| x).count() + names.len();
         if inputs.len() <= n_other {
             return Err(to_polars(crate::Error::data("gbt.fit needs at least one feature column")));
@@ -101,6 +105,7 @@ impl<'a> FitInputs<'a> {
             weight: kwargs.has_weight.then(|| rest.next().unwrap()),
             group: kwargs.has_group.then(|| rest.next().unwrap()),
             base_margin: kwargs.has_base_margin.then(|| rest.next().unwrap()),
+            label_upper: kwargs.has_label_upper_bound.then(|| rest.next().unwrap()),
             eval_sets: names.into_iter().map(|name| (name, rest.next().unwrap())).collect(),
             init: match kwargs.init_model.is_empty() {
                 true => None,
@@ -127,14 +132,27 @@ impl<'a> FitInputs<'a> {
             .map(|(i, s)| pick(s).and_then(|s| feature_column(&s, &display_name(&s, i))))
             .collect::<PolarsResult<_>>()?;
         let label = pick(self.target)?;
-        let mut d = Dataset::with_label(FeatureFrame::new(columns).map_err(to_polars)?, f32_column(&label, "target")?)
-            .map_err(to_polars)?;
+        let frame = FeatureFrame::new(columns).map_err(to_polars)?;
+        let mut d = match label.dtype() {
+            // Several targets per row (an Array or List column): one output each.
+            DataType::Array(..) | DataType::List(_) => {
+                let (values, k) = margin_values(&label, "target")?;
+                let n = label.len();
+                let target_major: Vec<f32> = (0..n * k).map(|j| values[(j % n) * k + j / n]).collect();
+                Dataset::with_labels(frame, target_major.into(), k)
+            }
+            _ => Dataset::with_label(frame, f32_column(&label, "target")?),
+        }
+        .map_err(to_polars)?;
         if let Some(w) = self.weight {
             d = d.with_weight_buffer(f32_column(&pick(w)?, "weight")?).map_err(to_polars)?;
         }
         if let Some(m) = self.base_margin {
             // One margin per row, or `num_class` per row as an Array/List column (multiclass).
             d = d.with_base_margin(margin_values(&pick(m)?, "base_margin")?.0).map_err(to_polars)?;
+        }
+        if let Some(u) = self.label_upper {
+            d = d.with_label_upper_bound(f32_column(&pick(u)?, "label_upper_bound")?).map_err(to_polars)?;
         }
         if let Some(g) = self.group {
             d = d.with_group_ids(&group_ids(&pick(g)?)?).map_err(to_polars)?;

@@ -199,7 +199,7 @@ impl Setup {
 }
 
 pub fn targets(d: &Dataset) -> Targets<'_> {
-    Targets { label: d.label(), weight: d.weight(), groups: d.group_offsets() }
+    Targets { label: d.label(), label_upper: d.label_upper(), weight: d.weight(), groups: d.group_offsets() }
 }
 
 /// Grows one tree with `a` and `b` in lockstep (`a`'s scales and total drive it); returns the

@@ -79,7 +79,7 @@ impl Part {
 
     /// Label and weight for a metric; `groups` must come from [`Part::group_offsets`].
     pub fn targets<'a>(&'a self, groups: Option<&'a [usize]>) -> Targets<'a> {
-        Targets { label: &self.label, weight: self.weight.as_deref(), groups }
+        Targets { label: &self.label, label_upper: None, weight: self.weight.as_deref(), groups }
     }
 
     pub fn n_rows(&self) -> usize {

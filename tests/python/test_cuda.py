@@ -145,6 +145,31 @@ def test_constrained_gpu_fits_equal_cpu_fits(train_df):
 
 
 @gpu
+def test_interval_and_multi_target_gpu_fits_grow_the_cpus_trees(train_df):
+    """survival:aft (interval labels, host gradients) and several targets (the pointwise
+    kernel reading each output's own label) through Polars: the CPU's trees on the GPU."""
+    df = train_df.head(20_000).with_columns(
+        lo=pl.col("f0").abs() + 0.1,
+        hi=pl.when(pl.int_range(pl.len()) % 3 == 0).then(float("inf")).otherwise(pl.col("f0").abs() + 0.1),
+        y2=pl.col("f1") * 2 - pl.col("f2"),
+    )
+    fits = [
+        ("lo", dict(PARAMS, objective="survival:aft", label_upper_bound="hi", aft_loss_distribution="logistic")),
+        (pl.concat_arr(pl.col("y").cast(pl.Float64), "y2"), PARAMS),
+        (pl.concat_arr((pl.col("y") > 0).cast(pl.Float32), (pl.col("y2") > 0).cast(pl.Float32)),
+         dict(PARAMS, objective="binary:logistic")),
+    ]
+    for target, params in fits:
+        trees = {
+            device: polars_gbt.Model.from_bytes(
+                df.select(pl.col(FEATURES).gbt.fit(target, device=device, **params)).item()
+            ).trees_to_dataframe()
+            for device in ("cpu", "cuda")
+        }
+        assert trees["cpu"].equals(trees["cuda"]), params
+
+
+@gpu
 def test_a_python_objective_on_the_gpu_grows_the_cpus_trees(train_df):
     def logistic(predt, label):
         p = 1.0 / (1.0 + np.exp(-predt))

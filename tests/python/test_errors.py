@@ -80,3 +80,45 @@ def test_a_panic_message_is_an_internal_error():
     assert isinstance(info.value, GbtError) and isinstance(info.value, RuntimeError)
     with pytest.raises(polars_gbt.InternalError), translated():
         raise RuntimeError(message)
+
+
+def _fit(target, **kwargs):
+    df = pl.DataFrame({"x": [float(i % 10) for i in range(100)], "a": list(range(100)), "b": [1.0] * 100})
+    with polars_gbt.translate_errors():
+        return df.select(pl.col("x").gbt.fit(target, n_estimators=2, **kwargs)).item()
+
+
+@pytest.mark.parametrize(
+    "target,kwargs,error,match",
+    [
+        # Several targets: one Array/List column, every row whole and numeric.
+        (pl.concat_arr(pl.when(pl.col("a") == 3).then(None).otherwise(pl.col("b")), "b"), {}, ColumnError,
+         "target.*null"),
+        (pl.when(pl.col("a") == 3).then(pl.concat_list("b")).otherwise(pl.concat_list("b", "b")), {}, ColumnError,
+         "target.*row 3 has 1 values but row 0 has 2"),
+        (pl.concat_arr(pl.col("a").cast(pl.String), pl.col("a").cast(pl.String)), {}, ColumnError, "target.*numbers"),
+        (pl.concat_arr("b", "b"), {"objective": "survival:cox"}, ParameterError, "several targets.*survival:cox"),
+        (pl.concat_arr("b", "b"), {"objective": "reg:quantileerror", "quantile_alpha": [0.2, 0.8]}, ParameterError,
+         "several quantiles"),
+        (pl.concat_arr("b", "b"), {"base_margin": "b"}, ColumnError, "base_margin.*2 outputs"),
+        ("b", {"num_target": 2}, ParameterError, "num_target.*1 target"),
+        # Interval labels: numeric, no nulls, at least the lower bound, one target, AFT only.
+        ("b", {"label_upper_bound": pl.when(pl.col("a") == 3).then(None).otherwise(pl.col("b")),
+               "objective": "survival:aft"}, ColumnError, "label_upper_bound.*null"),
+        ("b", {"label_upper_bound": pl.col("a").cast(pl.String), "objective": "survival:aft"}, ColumnError,
+         "label_upper_bound.*String"),
+        (pl.concat_arr("b", "b"), {"label_upper_bound": "b", "objective": "survival:aft"}, ColumnError,
+         "label_upper_bound.*one target"),
+        (pl.col("b") - 2, {"objective": "survival:aft"}, ColumnError, "times >= 0"),
+        ("b", {"objective": "survival:aft", "eval_metric": "rmse"}, ParameterError, "rmse.*survival:aft"),
+    ],
+)
+def test_bad_targets_and_interval_labels_name_their_column(target, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        _fit(target, **kwargs)
+
+
+def test_interval_labels_and_targets_work_from_any_numeric_dtype():
+    # Int8 targets and a broadcast infinite upper bound (every row right-censored).
+    assert _fit(pl.concat_arr(pl.col("a").cast(pl.Int8), pl.col("a").cast(pl.Int8)))
+    assert _fit("b", label_upper_bound=float("inf"), objective="survival:aft")

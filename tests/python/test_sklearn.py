@@ -463,9 +463,9 @@ def test_every_training_parameter_is_a_constructor_argument():
     model = GBTRegressor(n_estimators=3).fit(X, y).get_booster()
     params = GBTRegressor().get_params()
     # Every parameter the trainer records, under XGBoost's scikit-learn name (seed: random_state);
-    # num_class is the classifier's to set, from its classes, and custom_objective comes from
-    # a callable objective.
-    trainer = set(model.params) - {"num_class", "seed", "custom_objective"} | {"random_state"}
+    # num_class is the classifier's to set, from its classes, num_target comes from y's
+    # columns, and custom_objective from a callable objective.
+    trainer = set(model.params) - {"num_class", "num_target", "seed", "custom_objective"} | {"random_state"}
     assert trainer <= set(params), trainer - set(params)
     changed = {
         "objective": "reg:pseudohubererror", "huber_slope": 2.0, "max_cat_to_onehot": 7, "cat_smooth": 3.0,

@@ -15,7 +15,8 @@ use crate::tree::{grow_tree, GradPair, GradSum, GrowParams, Quantiser, Tree};
 pub struct LeafRefit<'a> {
     /// The quantile of each output.
     pub alphas: Vec<f64>,
-    pub label: &'a [f32],
+    /// The labels of each output.
+    pub labels: Vec<&'a [f32]>,
     pub weight: Option<&'a [f32]>,
 }
 
@@ -60,7 +61,8 @@ impl<'a> CpuLearner<'a> {
                 continue;
             }
             let rows = partition.rows_of(leaf);
-            let residuals: Vec<f32> = rows.iter().map(|&r| refit.label[r as usize] - margin[r as usize]).collect();
+            let residuals: Vec<f32> =
+                rows.iter().map(|&r| refit.labels[output][r as usize] - margin[r as usize]).collect();
             let q = weighted_quantile(
                 &residuals,
                 |i| refit.weight.as_ref().map_or(1.0, |w| w[rows[i] as usize]),

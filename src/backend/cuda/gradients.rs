@@ -107,8 +107,9 @@ impl Gradients {
             GradientKernel::Ranking { .. } => RankingGradients::BYTES_PER_ROW,
             _ => 0,
         };
-        // labels, weights, margins (twice), float gradients, fixed-point gradients
-        4 * 2 + 8 * k + 8 * k + 8 + ranking
+        // labels (one per target), weights, margins (twice), float gradients, fixed-point
+        // gradients
+        4 * cfg.num_target.max(1) + 4 + 8 * k + 8 * k + 8 + ranking
     }
 
     /// Starts a round: the ranking kernel computes the gradients of the round's one output;

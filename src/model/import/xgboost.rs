@@ -156,10 +156,11 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
     let obj_name = at(learner, &["objective", "name"])?.as_str().ok_or_else(|| bad("objective name is not text"))?;
     let obj = objective(obj_name)?;
     let num_class = param_number(param, "num_class").unwrap_or(0.0) as usize;
-    // Several targets: only the outputs of several quantiles (checked against their count below).
+    // Several targets: one output per target (one tree each per round), or the outputs of
+    // several quantiles (checked against their count below).
     let num_target = param_number(param, "num_target").unwrap_or(1.0) as usize;
-    if num_target > 1 && obj != Objective::Quantile {
-        return Err(bad("multi-target models are not supported"));
+    if num_target > 1 && !obj.descriptor().per_target {
+        return Err(bad(format!("{num_target} targets with objective {} are not supported", obj.name())));
     }
     let mut config = TrainConfig { objective: obj, ..TrainConfig::default() };
     // What the file states, under our names. XGBoost's model files keep no training
@@ -191,6 +192,22 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
             known.insert("scale_pos_weight".into(), p.into());
         }
     }
+    if obj == Objective::Aft {
+        if let Some(p) = obj_params.get("aft_loss_param") {
+            if let Some(name) = p.get("aft_loss_distribution").and_then(Value::as_str) {
+                config.aft_loss_distribution = crate::config::AftDistribution::from_name(name)
+                    .ok_or_else(|| bad(format!("aft_loss_distribution `{name}` is not supported")))?;
+                known.insert("aft_loss_distribution".into(), name.into());
+            }
+            if let Some(scale) = param_number(p, "aft_loss_distribution_scale") {
+                if !(scale.is_finite() && scale > 0.0) {
+                    return Err(bad(format!("aft_loss_distribution_scale {scale} is not > 0")));
+                }
+                config.aft_loss_distribution_scale = scale;
+                known.insert("aft_loss_distribution_scale".into(), scale.into());
+            }
+        }
+    }
     if obj == Objective::Quantile {
         if let Some(Value::String(s)) = obj_params.get("quantile_loss_param").and_then(|p| p.get("quantile_alpha")) {
             let alphas = base_scores(s)?;
@@ -204,10 +221,16 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
             known.insert("quantile_alpha".into(), serde_json::to_value(config.quantile_alpha).unwrap_or_default());
         }
     }
-    let k = config.num_outputs();
-    if num_target > 1 && num_target != k {
-        return Err(bad(format!("{num_target} targets but {k} quantiles in quantile_alpha")));
+    if config.quantile_alpha.len() > 1 {
+        let k = config.num_outputs();
+        if num_target != k {
+            return Err(bad(format!("{num_target} targets but {k} quantiles in quantile_alpha")));
+        }
+    } else if num_target > 1 {
+        config.num_target = num_target;
+        known.insert("num_target".into(), num_target.into());
     }
+    let k = config.num_outputs();
 
     // Features: names and types; categories from `cats` when present.
     let booster = at(learner, &["gradient_booster"])?;

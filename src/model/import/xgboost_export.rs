@@ -48,6 +48,12 @@ impl Model {
             Objective::BinaryLogistic => {
                 objective["reg_loss_param"] = json!({"scale_pos_weight": cfg.scale_pos_weight.to_string()})
             }
+            Objective::Aft => {
+                objective["aft_loss_param"] = json!({
+                    "aft_loss_distribution": cfg.aft_loss_distribution.name(),
+                    "aft_loss_distribution_scale": cfg.aft_loss_distribution_scale.to_string(),
+                })
+            }
             Objective::SquaredError
             | Objective::AbsoluteError
             | Objective::Poisson
@@ -105,8 +111,8 @@ impl Model {
                     "boost_from_average": "1",
                     "num_class": if obj.is_multiclass() { cfg.num_class.to_string() } else { "0".into() },
                     "num_feature": n_features.to_string(),
-                    // Several quantiles are XGBoost's targets (one scalar tree per target a round).
-                    "num_target": if obj == Objective::Quantile { k.to_string() } else { "1".into() },
+                    // Targets, one scalar tree each a round; several quantiles are targets too.
+                    "num_target": if obj == Objective::Quantile { k.to_string() } else { cfg.num_target.to_string() },
                 },
                 "objective": objective,
             },
