@@ -8,6 +8,10 @@
   ``Enum`` for us, codes with ``feature_types="c"`` for XGBoost) and ten floats; held-out AUC.
 * ``nulls``: binary, 1M rows of 200 float columns, about 90% null (Polars nulls for us, NaN for
   XGBoost); held-out AUC.
+* ``l1``: ``reg:absoluteerror``, 2M rows of 28 float32 features, heavy-tailed noise; held-out
+  mean absolute error.
+* ``quantiles``: ``reg:quantileerror`` at ``quantile_alpha=[0.1, 0.5, 0.9]`` (three outputs, three
+  trees a round) on the same data; held-out pinball loss averaged over the quantiles.
 
 Ours is timed from a Polars DataFrame in host memory to a trained model (``gbt.fit`` with
 ``device="cuda"``, the CUDA runtime started beforehand). XGBoost is timed on ``xgb.train``
@@ -15,7 +19,7 @@ alone, its ``QuantileDMatrix`` already built from host numpy ("ingest", reported
 GPU memory is NVML's peak above idle during each fit.
 
 Usage (device machine, Polars and XGBoost packs and our wheel installed, see
-docs/benchmarks.md): PYTHONPATH=.peers/site:.peers/ours python3 bench/gpu_shapes.py ranking|categorical|nulls
+docs/benchmarks.md): PYTHONPATH=.peers/site:.peers/ours python3 bench/gpu_shapes.py ranking|categorical|nulls|l1|quantiles
 Prints a markdown table; asserts nothing.
 """
 from __future__ import annotations
@@ -224,10 +228,41 @@ def nulls(a):
              lambda s: roc_auc_score(y[cut:], s), "AUC")
 
 
+def leaf_refits(a):
+    """The L1-type losses, whose leaves are refit to residual quantiles after each tree."""
+    t = time.perf_counter()
+    rng = np.random.default_rng(3)
+    n, width = int(a.rows * 1.2), 28
+    X = rng.normal(size=(n, width)).astype(np.float32)
+    scale = 0.5 + np.abs(X[:, 1])
+    y = (X[:, 0] + 0.5 * X[:, 2] * X[:, 3] + np.sin(X[:, 4]) + scale * rng.standard_t(3, size=n)).astype(np.float32)
+    cut = a.rows
+    features = [f"f{j}" for j in range(width)]
+    train = pl.DataFrame({f: X[:cut, j] for j, f in enumerate(features)}).with_columns(y=y[:cut])
+    test = pl.DataFrame({f: X[cut:, j] for j, f in enumerate(features)})
+    print(f"data: {cut} train rows x {width}, {n - cut} test rows; made in {time.perf_counter() - t:.1f} s", flush=True)
+    common = dict(n_estimators=a.rounds, max_depth=8, learning_rate=0.1, max_bin=256)
+    if a.case == "l1":
+        params = dict(common, objective="reg:absoluteerror")
+        xparams = dict(objective="reg:absoluteerror", max_depth=8, eta=0.1, max_bin=256)
+        metric, name = (lambda s: float(np.mean(np.abs(s.reshape(-1) - y[cut:])))), "MAE"
+    else:
+        alphas = np.array([0.1, 0.5, 0.9])
+        params = dict(common, objective="reg:quantileerror", quantile_alpha=alphas.tolist())
+        xparams = dict(objective="reg:quantileerror", quantile_alpha=alphas, max_depth=8, eta=0.1, max_bin=256)
+
+        def metric(s):
+            d = y[cut:, None] - s.reshape(len(y) - cut, -1)
+            return float(np.mean(np.where(d >= 0, alphas * d, (alphas - 1) * d)))
+
+        name = "pinball"
+    run_both(a, train, features, "y", params, test, (X[:cut], y[:cut], {}), xparams, X[cut:], metric, name)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["ranking", "categorical", "nulls"])
-    ap.add_argument("--rows", type=int, default=None, help="default: 5M ranking, 2M categorical, 1M nulls")
+    ap.add_argument("case", choices=["ranking", "categorical", "nulls", "l1", "quantiles"])
+    ap.add_argument("--rows", type=int, default=None, help="default: 5M ranking, 2M categorical and L1, 1M nulls")
     ap.add_argument("--queries", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=2)
@@ -236,8 +271,8 @@ def main():
     ap.add_argument("--skip-xgb", action="store_true")
     a = ap.parse_args()
     if a.rows is None:
-        a.rows = {"ranking": 5_000_000, "categorical": 2_000_000, "nulls": 1_000_000}[a.case]
-    {"ranking": ranking, "categorical": categorical, "nulls": nulls}[a.case](a)
+        a.rows = {"ranking": 5_000_000, "categorical": 2_000_000, "nulls": 1_000_000}.get(a.case, 2_000_000)
+    {"ranking": ranking, "categorical": categorical, "nulls": nulls, "l1": leaf_refits, "quantiles": leaf_refits}[a.case](a)
 
 
 if __name__ == "__main__":

@@ -12,18 +12,19 @@
 #define OBJECTIVE_TWEEDIE 4u
 #define OBJECTIVE_SOFTMAX 5u
 #define OBJECTIVE_GAMMA 6u
+#define OBJECTIVE_QUANTILE 7u
+#define OBJECTIVE_ABSOLUTE_ERROR 8u
 
 // The gradient pair of output c of row i; margins are class-major (output c of row i at
-// c * n + i). `param`: the Huber slope, the Tweedie power or the
-// logistic loss's scale_pos_weight. Each formula repeats its Rust
+// c * n + i). `param`: the Huber slope, the Tweedie power, the
+// logistic loss's scale_pos_weight, or output c's quantile. Each formula repeats its Rust
 // twin in src/objective/ operation for operation.
 __device__ __forceinline__ GradPair objective_gradient(u32 kind, const float* margin, const float* label,
                                                        const float* weight, u32 i, u32 n, u32 k, u32 c,
                                                        float param) {
     const float w = weight ? weight[i] : 1.0f;
-    // The softmax reads a row's one label (its class); the others output c's own label, which
-    // with several targets is target c's (labels target-major, as the margins).
-    const float y = label[kind == OBJECTIVE_SOFTMAX ? i : (u64)c * n + i];
+    // Output c's labels: the host passes target c's column when there are several targets.
+    const float y = label[i];
     GradPair p;
     if (kind == OBJECTIVE_SOFTMAX) {
         float max = -__int_as_float(0x7f800000);  // -infinity
@@ -73,6 +74,12 @@ __device__ __forceinline__ GradPair objective_gradient(u32 kind, const float* ma
             p.h = (-y * (1.0f - param) * a + (2.0f - param) * b) * w;
             break;
         }
+        case OBJECTIVE_QUANTILE:
+        case OBJECTIVE_ABSOLUTE_ERROR:
+            // Which side of the label: the leaves are refit to quantiles afterwards.
+            p.g = (m >= y ? 1.0f - param : -param) * w;
+            p.h = w;
+            break;
         default:
             p.g = (m - y) * w;
             p.h = w;

@@ -2,7 +2,8 @@
 //! margin updates, evaluation and early stopping.
 
 use crate::backend::cpu::predict::add_tree_binned;
-use crate::backend::cpu::{CpuLearner, LeafRefit};
+use crate::backend::cpu::CpuLearner;
+use crate::backend::refit::LeafRefit;
 use crate::backend::{Backend, Learner};
 use crate::config::TrainConfig;
 use crate::data::cuts::compute_cuts;
@@ -399,14 +400,7 @@ impl<'a> Trainer<'a> {
                     nf,
                 )?;
                 let binned = BinnedMatrix::new(&self.data.features, &self.cuts);
-                // Output c's residuals are against its own target (one label column each with
-                // several targets; the one label for every quantile with several quantiles).
-                let labels: Vec<&[f32]> = self.data.label.chunks(n).cycle().take(self.k).collect();
-                let refit = (0..self.k)
-                    .map(|c| self.loss.leaf_quantile(c))
-                    .collect::<Option<Vec<_>>>()
-                    .map(|alphas| LeafRefit { alphas, labels, weight: self.data.weight.as_deref() });
-                let learner = CpuLearner::new(binned, &self.cuts, self.grow.clone(), margin, refit);
+                let learner = CpuLearner::new(binned, &self.cuts, self.grow.clone(), margin, self.leaf_refit());
                 self.boost(learner, callback)
             }
             Backend::Cuda => {
@@ -420,10 +414,21 @@ impl<'a> Trainer<'a> {
                     self.grow.clone(),
                     self.cfg,
                     &margin,
+                    self.leaf_refit(),
                 )?;
                 self.boost(learner, callback)
             }
         }
+    }
+
+    /// The leaf refits of an L1-type loss (None for the others). Output c's residuals are
+    /// against its own target: one label column each with several targets, the one label for
+    /// every quantile with several quantiles.
+    fn leaf_refit(&self) -> Option<LeafRefit<'a>> {
+        let n = self.data.n_rows();
+        let alphas = (0..self.k).map(|c| self.loss.leaf_quantile(c)).collect::<Option<Vec<_>>>()?;
+        let labels: Vec<&[f32]> = self.data.label.chunks(n).cycle().take(self.k).collect();
+        Some(LeafRefit { alphas, labels, weight: self.data.weight.as_deref() })
     }
 
     fn boost(

@@ -189,6 +189,42 @@ fn objectives_with_an_exp_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
 }
 
 #[test]
+fn leaf_refits_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
+    if !gpu() {
+        return;
+    }
+    // L1-type losses: the sign gradients from the kernel, each leaf refit to its rows'
+    // residual quantile on the host from the rows the device places in it, as on the CPU.
+    let (frame, y) = random_data(40_000, 6, 21);
+    let weighted = Dataset::new(frame.clone(), y.clone())
+        .unwrap()
+        .with_weight((0..40_000).map(|i| 0.5 + (i % 5) as f32 * 0.25).collect())
+        .unwrap();
+    let plain = Dataset::new(frame.clone(), y.clone()).unwrap();
+    let shifted: Vec<f32> =
+        y.iter().chain(y.iter().map(|v| v * 0.5 - 1.0).collect::<Vec<_>>().iter()).copied().collect();
+    let two_targets = Dataset::with_labels(frame.clone(), shifted.into(), 2).unwrap();
+    for (json, data) in [
+        (r#"{"objective": "reg:absoluteerror", "n_estimators": 10, "max_depth": 6}"#, &plain),
+        (r#"{"objective": "reg:quantileerror", "quantile_alpha": 0.8, "n_estimators": 10, "max_depth": 5}"#, &weighted),
+        (
+            r#"{"objective": "reg:quantileerror", "quantile_alpha": [0.1, 0.5, 0.9], "n_estimators": 6,
+                "max_depth": 5, "subsample": 0.7, "seed": 3}"#,
+            &weighted,
+        ),
+        (
+            r#"{"objective": "reg:absoluteerror", "n_estimators": 6, "max_depth": 0, "grow_policy": "lossguide",
+                "max_leaves": 40}"#,
+            &two_targets,
+        ),
+    ] {
+        let (cpu, gpu) = (fit(json, data, "cpu"), fit(json, data, "cuda"));
+        assert_same_trees(&cpu, &gpu, json);
+        assert_gpu_predicts_as_cpu(&gpu, &frame, json);
+    }
+}
+
+#[test]
 fn ranking_fits_the_same_trees_on_the_gpu_as_on_the_cpu() {
     if !gpu() {
         return;
@@ -416,7 +452,7 @@ fn assert_steps_equal_cpu(json: &str, data: &Dataset, rows: Option<&[u32]>, feat
     let mut cpu = setup.cpu_learner(data);
     let rt = cuda::runtime().unwrap();
     let _turn = rt.lock();
-    let mut gpu = cuda::GpuLearner::new(&rt, data, &setup.cuts, setup.grow.clone(), &setup.cfg, &setup.margin)
+    let mut gpu = cuda::GpuLearner::new(&rt, data, &setup.cuts, setup.grow.clone(), &setup.cfg, &setup.margin, None)
         .unwrap_or_else(|e| panic!("{json}: {e}"));
     gpu.compute_gradients(&*setup.loss, &common::lockstep::targets(data)).unwrap();
     let mut first = None;
@@ -462,13 +498,12 @@ fn gpu_partition_histograms_and_split_search_equal_the_cpus_step_by_step() {
 #[test]
 fn cuda_without_support_is_a_clear_error_and_auto_falls_back() {
     let data = categorical_data(300, 7);
-    let mut cfg =
-        TrainConfig::from_json(r#"{"n_estimators": 3, "device": "cuda", "objective": "reg:absoluteerror"}"#).unwrap();
+    let mut cfg = TrainConfig::from_json(r#"{"n_estimators": 3, "device": "cuda", "max_bin": 10000}"#).unwrap();
     match train(&cfg, &data, &[]) {
         Err(Error::Device(msg)) => {
             assert!(msg.contains("device=\"cuda\" cannot be used"), "{msg}");
             if gpu() {
-                assert!(msg.contains("reg:absoluteerror"), "{msg}");
+                assert!(msg.contains("max_bin=10000"), "{msg}");
             }
         }
         other => panic!("expected a device error, got {other:?}"),

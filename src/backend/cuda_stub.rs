@@ -64,6 +64,7 @@ impl GpuLearner {
         _params: GrowParams,
         _cfg: &TrainConfig,
         _start_margin: &[f32],
+        _refit: Option<crate::backend::refit::LeafRefit>,
     ) -> Result<Self> {
         match *rt {}
     }
@@ -80,12 +81,10 @@ impl Learner for GpuLearner {
 }
 
 pub mod learner {
-    use crate::config::Objective;
-
     pub use super::GpuLearner;
 
-    /// Why the CUDA backend cannot train `objective`: in this build, it does not exist.
-    pub fn unsupported(_: Objective, _: usize) -> Option<String> {
+    /// Why the CUDA backend cannot train a configuration: in this build, it does not exist.
+    pub fn unsupported(_: usize) -> Option<String> {
         Some(super::NO_CUDA.into())
     }
 }

@@ -11,6 +11,7 @@
 pub mod cpu;
 #[cfg_attr(not(feature = "cuda"), path = "cuda_stub.rs")]
 pub mod cuda;
+pub mod refit;
 
 use crate::config::{Device, TrainConfig};
 use crate::data::FeatureColumn;
@@ -71,5 +72,5 @@ fn cuda_obstacle(cfg: &TrainConfig) -> Option<String> {
     if let Err(why) = cuda::availability() {
         return Some(why);
     }
-    cuda::learner::unsupported(cfg.objective, cfg.max_bin)
+    cuda::learner::unsupported(cfg.max_bin)
 }

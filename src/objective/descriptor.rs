@@ -99,6 +99,10 @@ pub enum GpuGradient {
     Tweedie = 4,
     Softmax = 5,
     Gamma = 6,
+    /// The pinball loss's sign gradient (`reg:quantileerror`).
+    Quantile = 7,
+    /// The same at the median (`reg:absoluteerror`, whose `quantile_alpha` is always 0.5).
+    AbsoluteError = 8,
 }
 
 /// How many outputs (trees per round) a model of the objective has.
@@ -257,7 +261,7 @@ impl Objective {
                 task: TaskKind::Regression,
                 link: Link::Identity,
                 outputs: Outputs::One,
-                gpu_gradient: None,
+                gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Quantile)),
                 refits_leaves: true,
                 per_target: true,
                 // The pinball loss at the objective's alpha (MAE would track the median).
@@ -271,7 +275,7 @@ impl Objective {
                 task: TaskKind::Regression,
                 link: Link::Identity,
                 outputs: Outputs::One,
-                gpu_gradient: None,
+                gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::AbsoluteError)),
                 refits_leaves: true,
                 per_target: true,
                 default_metric: Metric::Mae,
@@ -528,7 +532,7 @@ impl Link {
 }
 
 impl GpuGradient {
-    pub const ALL: [GpuGradient; 7] = [
+    pub const ALL: [GpuGradient; 9] = [
         GpuGradient::SquaredError,
         GpuGradient::Logistic,
         GpuGradient::PseudoHuber,
@@ -536,6 +540,8 @@ impl GpuGradient {
         GpuGradient::Tweedie,
         GpuGradient::Softmax,
         GpuGradient::Gamma,
+        GpuGradient::Quantile,
+        GpuGradient::AbsoluteError,
     ];
 
     /// The name of the kernel's code in kernels/gradients.cu.
@@ -548,12 +554,18 @@ impl GpuGradient {
             GpuGradient::Tweedie => "OBJECTIVE_TWEEDIE",
             GpuGradient::Softmax => "OBJECTIVE_SOFTMAX",
             GpuGradient::Gamma => "OBJECTIVE_GAMMA",
+            GpuGradient::Quantile => "OBJECTIVE_QUANTILE",
+            GpuGradient::AbsoluteError => "OBJECTIVE_ABSOLUTE_ERROR",
         }
     }
 
-    /// The kernel's `param` argument.
-    pub fn param(self, p: &ObjectiveParams) -> f32 {
+    /// The kernel's `param` argument for output `output`'s tree.
+    pub fn param(self, p: &ObjectiveParams, output: usize) -> f32 {
         match self {
+            // Each quantile's output its own; several targets share one quantile.
+            GpuGradient::Quantile if p.quantile_alpha.len() > 1 => p.quantile_alpha.get(output) as f32,
+            GpuGradient::Quantile => p.quantile_alpha.get(0) as f32,
+            GpuGradient::AbsoluteError => 0.5,
             GpuGradient::PseudoHuber => p.huber_slope as f32,
             GpuGradient::Tweedie => p.tweedie_variance_power as f32,
             GpuGradient::Logistic => p.scale_pos_weight as f32,
@@ -654,7 +666,15 @@ mod tests {
             assert_eq!(d.link == Link::Softmax, d.outputs == Outputs::NumClass, "{}: link", d.name);
             assert!(d.default_metric.applies_to(d.task, o.num_outputs(PARAMS.num_class)), "{}: metric", d.name);
             if d.refits_leaves {
-                assert!(d.gpu_gradient.is_none(), "{}: leaf refits run on the host", d.name);
+                // The refits need the kernel's sign gradients, not the host's.
+                assert!(
+                    matches!(
+                        d.gpu_gradient,
+                        Some(DeviceGradient::Pointwise(GpuGradient::Quantile | GpuGradient::AbsoluteError))
+                    ),
+                    "{}: leaf refits",
+                    d.name
+                );
             }
         }
     }

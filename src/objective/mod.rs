@@ -96,21 +96,55 @@ pub(crate) fn weighted_mean(t: &Targets) -> f64 {
     }
 }
 
-/// The weighted `alpha`-quantile of `values` (lower value at ties).
+/// The weighted `alpha`-quantile of `values`: in ascending order (ties in their given order),
+/// the first value at which the running weight reaches `alpha` of the total.
 pub(crate) fn weighted_quantile(values: &[f32], weights: impl Fn(usize) -> f32, alpha: f64) -> f32 {
     if values.is_empty() {
         return 0.0;
     }
-    let mut idx: Vec<usize> = (0..values.len()).collect();
-    idx.sort_by(|&a, &b| values[a].total_cmp(&values[b]).then(a.cmp(&b)));
-    let total: f64 = idx.iter().map(|&i| weights(i) as f64).sum();
+    let mut pairs: Vec<(f32, f32)> = values.iter().enumerate().map(|(i, &v)| (v, weights(i))).collect();
+    // A stable sort: tied values keep their order, so the running sums are reproducible.
+    pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = pairs.iter().map(|p| p.1 as f64).sum();
     let target = alpha * total;
     let mut acc = 0.0;
-    for &i in &idx {
-        acc += weights(i) as f64;
+    for &(v, w) in &pairs {
+        acc += w as f64;
         if acc >= target && acc > 0.0 {
-            return values[i];
+            return v;
         }
     }
-    values[*idx.last().unwrap()]
+    pairs[pairs.len() - 1].0
+}
+
+/// [`weighted_quantile`] with every weight 1, by selection in linear time instead of a sort:
+/// the running count first reaches `alpha * n` at the `max(1, ceil(alpha * n))`-th smallest
+/// value, which is the same value (reordering `values`).
+pub(crate) fn quantile(values: &mut [f32], alpha: f64) -> f32 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let n = values.len();
+    let k = ((alpha * n as f64).ceil() as usize).clamp(1, n);
+    *values.select_nth_unstable_by(k - 1, |a, b| a.total_cmp(b)).1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::random::Rng;
+
+    #[test]
+    fn selection_gives_the_unit_weight_quantile() {
+        let mut rng = Rng::new(5, 0);
+        for case in 0..400 {
+            let n = 1 + rng.below(60);
+            // Few distinct values: many ties, and signed zeros among them.
+            let values: Vec<f32> = (0..n).map(|_| [-1.5, -0.0, 0.0, 0.25, 2.0, 7.0][rng.below(6)]).collect();
+            let alpha = [0.01, 0.1, 0.25, 0.5, 0.5 + rng.unit() * 0.49, 0.9, 0.99][case % 7];
+            let mut selected = values.clone();
+            let want = weighted_quantile(&values, |_| 1.0, alpha);
+            assert_eq!(quantile(&mut selected, alpha).to_bits(), want.to_bits(), "{values:?} at {alpha}");
+        }
+    }
 }

@@ -145,9 +145,10 @@ def test_constrained_gpu_fits_equal_cpu_fits(train_df):
 
 
 @gpu
-def test_interval_and_multi_target_gpu_fits_grow_the_cpus_trees(train_df):
-    """survival:aft (interval labels, host gradients) and several targets (the pointwise
-    kernel reading each output's own label) through Polars: the CPU's trees on the GPU."""
+def test_interval_multi_target_and_quantile_gpu_fits_grow_the_cpus_trees(train_df):
+    """survival:aft (interval labels, host gradients), several targets (the pointwise kernel
+    reading each output's own label) and several quantiles (leaves refit from the rows the
+    device places in them) through Polars: the CPU's trees on the GPU."""
     df = train_df.head(20_000).with_columns(
         lo=pl.col("f0").abs() + 0.1,
         hi=pl.when(pl.int_range(pl.len()) % 3 == 0).then(float("inf")).otherwise(pl.col("f0").abs() + 0.1),
@@ -158,6 +159,8 @@ def test_interval_and_multi_target_gpu_fits_grow_the_cpus_trees(train_df):
         (pl.concat_arr(pl.col("y").cast(pl.Float64), "y2"), PARAMS),
         (pl.concat_arr((pl.col("y") > 0).cast(pl.Float32), (pl.col("y2") > 0).cast(pl.Float32)),
          dict(PARAMS, objective="binary:logistic")),
+        ("y2", dict(PARAMS, objective="reg:quantileerror", quantile_alpha=[0.2, 0.5, 0.8], subsample=0.8)),
+        ("y2", dict(PARAMS, objective="reg:absoluteerror", weight=pl.col("f3").abs())),
     ]
     for target, params in fits:
         trees = {

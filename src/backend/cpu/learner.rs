@@ -2,23 +2,14 @@
 //! the shared driver over [`CpuSteps`], leaves refit for L1-type losses.
 
 use super::grow::CpuSteps;
-use super::partition::RowPartition;
 use super::predict::add_tree_binned;
+use crate::backend::refit::LeafRefit;
 use crate::backend::Learner;
 use crate::data::{BinnedMatrix, FeatureCuts};
 use crate::error::Result;
-use crate::objective::{weighted_quantile, Loss, Targets};
+use crate::objective::{Loss, Targets};
 use crate::tree::grow::TreeContext;
 use crate::tree::{grow_tree, GradPair, GradSum, GrowParams, Quantiser, Tree};
-
-/// Leaves set to a quantile of their rows' residuals instead of the Newton step.
-pub struct LeafRefit<'a> {
-    /// The quantile of each output.
-    pub alphas: Vec<f64>,
-    /// The labels of each output.
-    pub labels: Vec<&'a [f32]>,
-    pub weight: Option<&'a [f32]>,
-}
 
 pub struct CpuLearner<'a> {
     binned: BinnedMatrix,
@@ -44,32 +35,6 @@ impl<'a> CpuLearner<'a> {
         let n = binned.n_rows;
         let k = margin.len() / n.max(1);
         CpuLearner { binned, cuts, params, n, margin, grads: vec![GradPair::default(); n * k], refit }
-    }
-
-    /// Sets each leaf of output `output`'s tree to its quantile of the leaf rows' residuals
-    /// (times the learning rate).
-    fn refit_leaves(
-        &self,
-        refit: &LeafRefit,
-        output: usize,
-        tree: &mut Tree,
-        partition: &RowPartition,
-        margin: &[f32],
-    ) {
-        for leaf in 0..tree.n_nodes() as u32 {
-            if !tree.is_leaf(leaf) {
-                continue;
-            }
-            let rows = partition.rows_of(leaf);
-            let residuals: Vec<f32> =
-                rows.iter().map(|&r| refit.labels[output][r as usize] - margin[r as usize]).collect();
-            let q = weighted_quantile(
-                &residuals,
-                |i| refit.weight.as_ref().map_or(1.0, |w| w[rows[i] as usize]),
-                refit.alphas[output],
-            );
-            tree.value[leaf as usize] = (q as f64 * self.params.learning_rate) as f32;
-        }
     }
 }
 
@@ -105,7 +70,7 @@ impl Learner for CpuLearner<'_> {
         let mut margin = std::mem::take(&mut self.margin);
         let m = &mut margin[output * n..(output + 1) * n];
         if let Some(refit) = &self.refit {
-            self.refit_leaves(refit, output, &mut tree, &partition, m);
+            refit.apply(output, &mut tree, |leaf| partition.rows_of(leaf), m, self.params.learning_rate);
         }
         if sampled_all {
             let leaves: Vec<u32> = (0..tree.n_nodes() as u32).filter(|&n| tree.is_leaf(n)).collect();

@@ -10,7 +10,7 @@ pub mod predict;
 pub mod shap;
 
 pub use grow::{CpuNode, CpuSteps};
-pub use learner::{CpuLearner, LeafRefit};
+pub use learner::CpuLearner;
 
 /// A hint to load the cache line at `p` soon; it never faults, so any address is fine.
 #[inline(always)]

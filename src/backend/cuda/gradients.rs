@@ -10,15 +10,15 @@ use super::ranking::RankingGradients;
 use crate::config::TrainConfig;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::objective::{DeviceGradient, Loss, Targets};
+use crate::objective::{DeviceGradient, GpuGradient, Loss, ObjectiveParams, Targets};
 use crate::tree::Quantiser;
 
 /// How the round's gradients are computed: row by row by a kernel (its objective code in
-/// kernels/gradients.cu and parameter), over query groups by the ranking kernel, or on the
-/// host (the losses with leaf refits, which the GPU does not train).
+/// kernels/gradients.cu, with the objective's parameters), over query groups by the ranking
+/// kernel, or on the host (objectives without a kernel, and users' objectives).
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum GradientKernel {
-    Device { kind: u32, param: f32 },
+    Device { gradient: GpuGradient },
     Ranking { ndcg: bool },
     Host,
 }
@@ -30,9 +30,7 @@ impl GradientKernel {
             return GradientKernel::Host;
         }
         match cfg.objective.gpu_gradient() {
-            Some(DeviceGradient::Pointwise(g)) => {
-                GradientKernel::Device { kind: g as u32, param: g.param(&cfg.objective_params()) }
-            }
+            Some(DeviceGradient::Pointwise(g)) => GradientKernel::Device { gradient: g },
             Some(DeviceGradient::LambdaRank { ndcg }) => GradientKernel::Ranking { ndcg },
             None => GradientKernel::Host,
         }
@@ -43,7 +41,11 @@ pub(super) struct Gradients {
     n: usize,
     k: usize,
     kernel: GradientKernel,
+    /// What the kernels' parameters come from.
+    params: ObjectiveParams,
+    /// The labels, target-major: `n_targets` columns of `n`.
     label: CudaSlice<f32>,
+    n_targets: usize,
     weight: Option<CudaSlice<f32>>,
     /// The training margins, class-major.
     pub(super) margin: CudaSlice<f32>,
@@ -72,7 +74,9 @@ impl Gradients {
             n,
             k,
             kernel,
+            params: cfg.objective_params(),
             label: dev.upload(&data.label)?,
+            n_targets: data.n_targets(),
             weight: match &data.weight {
                 Some(w) => Some(dev.upload(w)?),
                 None => None,
@@ -175,11 +179,18 @@ impl Gradients {
         // SAFETY (all launches below): arguments match the kernels' signatures in order and
         // type; buffers are at least as long as the counts passed with them.
         match (self.kernel, &self.float_grads) {
-            (GradientKernel::Device { kind, param }, _) => {
+            (GradientKernel::Device { gradient }, _) => {
+                // Output c's parameter: its own quantile with several.
+                let (kind, param) = (gradient as u32, gradient.param(&self.params, c));
                 let (outputs, c32) = (self.k as u32, c as u32);
                 let margin = self.round_margin.as_ref().unwrap_or(&self.margin);
+                // Output c's labels: target c's column with several targets, else the one.
+                let label = match self.n_targets {
+                    1 => self.label.slice(..),
+                    _ => self.label.slice(c * self.n..(c + 1) * self.n),
+                };
                 let mut launch = dev.launcher(&k.objective_max);
-                launch.arg(&kind).arg(&param).arg(margin).arg(&self.label);
+                launch.arg(&kind).arg(&param).arg(margin).arg(&label);
                 match &self.weight {
                     Some(w) => launch.arg(w),
                     None => launch.arg(&null),
@@ -188,7 +199,7 @@ impl Gradients {
                 unsafe { launch.launch(g) }.map_err(device_error)?;
                 finish_quantisation(dev, &mut self.quant)?;
                 let mut launch = dev.launcher(&k.objective_quantise);
-                launch.arg(&kind).arg(&param).arg(margin).arg(&self.label);
+                launch.arg(&kind).arg(&param).arg(margin).arg(&label);
                 match &self.weight {
                     Some(w) => launch.arg(w),
                     None => launch.arg(&null),

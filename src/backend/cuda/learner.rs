@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use cudarc::driver::CudaStream;
+use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::buffers::FitDevice;
 use super::data::DeviceMatrix;
@@ -22,8 +22,9 @@ use super::partition::{MarginUpdate, RowPartitioner};
 use super::runtime::Runtime;
 use super::split::SplitEvaluator;
 use super::DeviceMemory;
+use crate::backend::refit::LeafRefit;
 use crate::backend::Learner;
-use crate::config::{Objective, TrainConfig};
+use crate::config::TrainConfig;
 use crate::data::{Dataset, FeatureCuts};
 use crate::error::{Error, Result};
 use crate::objective::{Loss, Targets};
@@ -70,6 +71,8 @@ pub struct GpuLearner<'r> {
     pub(super) split: SplitEvaluator,
     pub(super) rows: RowPartitioner,
     margins: MarginUpdate,
+    /// L1-type losses: the refits, and a row's leaf of the tree just grown.
+    refit: Option<(LeafRefit<'r>, CudaSlice<f32>)>,
     /// Rows of the tree being grown.
     pub(super) n_active: u32,
     pub(super) profile: Profile,
@@ -80,19 +83,16 @@ pub struct GpuLearner<'r> {
 pub const MAX_BIN: usize = 8192;
 
 /// Why a configuration cannot train on the GPU yet, if it cannot.
-pub fn unsupported(objective: Objective, max_bin: usize) -> Option<String> {
+pub fn unsupported(max_bin: usize) -> Option<String> {
     if max_bin > MAX_BIN {
         return Some(format!("max_bin={max_bin} is above the CUDA backend's limit of {MAX_BIN}"));
-    }
-    if objective.refits_leaves() {
-        return Some(format!("{} (leaf refits) is not supported by the CUDA backend yet", objective.name()));
     }
     None
 }
 
 impl<'r> GpuLearner<'r> {
     /// Moves `data` to the device and prepares a fit of `cfg`'s outputs starting from
-    /// `start_margin` (class-major).
+    /// `start_margin` (class-major), its leaves refit by `refit` (L1-type losses).
     pub fn new(
         rt: &'r Runtime,
         data: &Dataset,
@@ -100,6 +100,7 @@ impl<'r> GpuLearner<'r> {
         params: GrowParams,
         cfg: &TrainConfig,
         start_margin: &[f32],
+        refit: Option<LeafRefit<'r>>,
     ) -> Result<Self> {
         let clock = Instant::now();
         let n = data.n_rows();
@@ -110,7 +111,9 @@ impl<'r> GpuLearner<'r> {
         // Everything the fit will hold, known before the first allocation. The layout is
         // planned once: for mostly-null data that reads every value on the host.
         let layout = DeviceMatrix::plan(&data.features, cuts);
-        let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row();
+        // A refit reads back each row's leaf: 4 bytes a row more.
+        let row_bytes =
+            Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + if refit.is_some() { 4 } else { 0 };
         DeviceMemory::check_fits(&dev.stream, n * (layout.bytes_per_row() + row_bytes))?;
         let matrix = DeviceMatrix::upload(rt, &mut dev.memory, &data.features, cuts, layout)?;
         let mut learner = GpuLearner {
@@ -119,6 +122,10 @@ impl<'r> GpuLearner<'r> {
             split: SplitEvaluator::new(&mut dev, &matrix, cuts, &params.constraints.monotone)?,
             rows: RowPartitioner::new(&mut dev, n)?,
             margins: MarginUpdate::new(&mut dev)?,
+            refit: match refit {
+                Some(r) => Some((r, dev.zeros(n)?)),
+                None => None,
+            },
             dev,
             matrix,
             cuts,
@@ -156,6 +163,21 @@ impl<'r> GpuLearner<'r> {
     }
 }
 
+impl GpuLearner<'_> {
+    /// Sets the leaves of output `output`'s `tree` to their rows' residual quantiles: the
+    /// device finds each row's leaf, and the host computes the quantiles over the rows of
+    /// `rows` (None: all) with the CPU's arithmetic, so that both set the same leaves.
+    fn refit_leaves(&mut self, output: usize, rows: Option<&[u32]>, tree: &mut Tree) -> Result<()> {
+        let n = self.n;
+        let Some((refit, leaves)) = &mut self.refit else { return Ok(()) };
+        let leaf_of = self.margins.leaves_of_rows(&mut self.dev, &self.matrix, tree, leaves)?;
+        let margin = self.dev.download(self.gradients.margin.slice(output * n..(output + 1) * n))?;
+        refit.apply_by_leaf(output, tree, &leaf_of, rows, &margin, self.params.learning_rate);
+        self.profile.lap(&self.dev.stream, Stage::Other);
+        Ok(())
+    }
+}
+
 impl Learner for GpuLearner<'_> {
     fn compute_gradients(&mut self, loss: &dyn Loss, targets: &Targets) -> Result<()> {
         self.gradients.start_round(&mut self.dev, loss, targets)?;
@@ -167,7 +189,10 @@ impl Learner for GpuLearner<'_> {
         let (quantiser, total) = self.begin_tree(output, rows)?;
         let (params, cuts) = (self.params.clone(), self.cuts);
         let ctx = TreeContext { params: &params, quantiser, tree_features: &tree_features, seed };
-        let tree = grow_tree(self, &ctx, cuts, total)?;
+        let mut tree = grow_tree(self, &ctx, cuts, total)?;
+        if self.refit.is_some() {
+            self.refit_leaves(output, rows, &mut tree)?;
+        }
         let n = self.n;
         let margin = self.gradients.margin.slice_mut(output * n..(output + 1) * n);
         self.margins.add_tree(&mut self.dev, &self.matrix, &tree, margin)?;

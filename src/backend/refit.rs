@@ -1,0 +1,157 @@
+//! Leaf refits of the L1-type losses (`reg:absoluteerror`, `reg:quantileerror`): after a tree
+//! grows, each leaf is set to its quantile of the leaf rows' residuals (times the learning
+//! rate), as XGBoost and LightGBM do, since the gradients only say which side of the target a
+//! prediction lies on. Both backends refit through [`LeafRefit::apply`], so that the CPU and
+//! the GPU set the same leaves from the same rows.
+
+use rayon::prelude::*;
+
+use crate::objective::{quantile, weighted_quantile};
+use crate::tree::Tree;
+
+/// Leaves set to a quantile of their rows' residuals instead of the Newton step.
+pub struct LeafRefit<'a> {
+    /// The quantile of each output.
+    pub alphas: Vec<f64>,
+    /// The labels of each output.
+    pub labels: Vec<&'a [f32]>,
+    pub weight: Option<&'a [f32]>,
+}
+
+impl LeafRefit<'_> {
+    /// Sets each leaf of output `output`'s `tree` to its quantile of the residuals of
+    /// `rows_of(leaf)` (in ascending row order, as the CPU's stable partition keeps them)
+    /// against `margin`, the output's margins before the tree, times `learning_rate`.
+    pub fn apply<'r>(
+        &self,
+        output: usize,
+        tree: &mut Tree,
+        rows_of: impl Fn(u32) -> &'r [u32] + Sync,
+        margin: &[f32],
+        learning_rate: f64,
+    ) {
+        let label = self.labels[output];
+        let leaves: Vec<u32> = (0..tree.n_nodes() as u32).filter(|&n| tree.is_leaf(n)).collect();
+        // Each leaf's sort is independent of the others': in parallel, the same values.
+        let values: Vec<f32> = leaves
+            .par_iter()
+            .map(|&leaf| {
+                let rows = rows_of(leaf);
+                let mut residuals: Vec<f32> = rows.iter().map(|&r| label[r as usize] - margin[r as usize]).collect();
+                let alpha = self.alphas[output];
+                let q = match self.weight {
+                    Some(w) => weighted_quantile(&residuals, |i| w[rows[i] as usize], alpha),
+                    // Unit weights: the same value by selection, in linear time.
+                    None => quantile(&mut residuals, alpha),
+                };
+                (q as f64 * learning_rate) as f32
+            })
+            .collect();
+        for (leaf, value) in leaves.into_iter().zip(values) {
+            tree.value[leaf as usize] = value;
+        }
+    }
+
+    /// [`LeafRefit::apply`] for a backend that knows each row's leaf (`leaf_of`) rather than
+    /// each leaf's rows: the rows of `sample` (None: all), split in chunks, bucket their
+    /// residuals (and weights) by leaf in parallel, and each leaf joins its chunks' buckets in
+    /// chunk order, so that its rows stay ascending and it refits to what `apply` gives.
+    pub fn apply_by_leaf(
+        &self,
+        output: usize,
+        tree: &mut Tree,
+        leaf_of: &[u32],
+        sample: Option<&[u32]>,
+        margin: &[f32],
+        learning_rate: f64,
+    ) {
+        let (label, weight, alpha) = (self.labels[output], self.weight, self.alphas[output]);
+        let m = sample.map_or(leaf_of.len(), <[u32]>::len);
+        let row = |j: usize| sample.map_or(j, |s| s[j] as usize);
+        let chunk = m.div_ceil(rayon::current_num_threads() * 4).max(1 << 14);
+        let n_nodes = tree.n_nodes();
+        let buckets: Vec<Vec<Vec<(f32, f32)>>> = (0..m.div_ceil(chunk))
+            .into_par_iter()
+            .map(|c| {
+                let mut mine = vec![Vec::new(); n_nodes];
+                for j in c * chunk..((c + 1) * chunk).min(m) {
+                    let r = row(j);
+                    let w = weight.map_or(1.0, |w| w[r]);
+                    mine[leaf_of[r] as usize].push((label[r] - margin[r], w));
+                }
+                mine
+            })
+            .collect();
+        let leaves: Vec<u32> = (0..n_nodes as u32).filter(|&n| tree.is_leaf(n)).collect();
+        let values: Vec<f32> = leaves
+            .par_iter()
+            .map(|&leaf| {
+                let joined = buckets.iter().flat_map(|b| b[leaf as usize].iter());
+                let q = match weight {
+                    Some(_) => {
+                        let (residuals, weights): (Vec<f32>, Vec<f32>) = joined.copied().unzip();
+                        weighted_quantile(&residuals, |i| weights[i], alpha)
+                    }
+                    None => quantile(&mut joined.map(|p| p.0).collect::<Vec<_>>(), alpha),
+                };
+                (q as f64 * learning_rate) as f32
+            })
+            .collect();
+        for (leaf, value) in leaves.into_iter().zip(values) {
+            tree.value[leaf as usize] = value;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::random::Rng;
+    use crate::tree::model::SplitSpec;
+    use crate::tree::NO_CHILD;
+
+    /// A tree whose root splits into two nodes, each splitting again: four leaves.
+    fn two_level_tree() -> Tree {
+        let spec = |feature| SplitSpec {
+            feature,
+            threshold: 0.0,
+            split_bin: 1,
+            default_left: false,
+            left_categories: &[],
+            gain: 1.0,
+        };
+        let mut t = Tree::leaf(0.0, 0.0);
+        let (l, r) = t.split(0, &spec(0), (0.0, 1.0), (0.0, 1.0));
+        t.split(l, &spec(1), (0.0, 1.0), (0.0, 1.0));
+        t.split(r, &spec(2), (0.0, 1.0), (0.0, 1.0));
+        t
+    }
+
+    #[test]
+    fn refits_from_each_rows_leaf_equal_refits_from_each_leafs_rows() {
+        let mut rng = Rng::new(9, 0);
+        let n = 70_000;
+        let label: Vec<f32> = (0..n).map(|_| (rng.below(50) as f32) * 0.5).collect();
+        let margin: Vec<f32> = (0..n).map(|_| rng.unit() as f32).collect();
+        let weight: Vec<f32> = (0..n).map(|_| 0.25 + rng.below(4) as f32).collect();
+        let base = two_level_tree();
+        let leaves: Vec<u32> = (0..base.n_nodes() as u32).filter(|&i| base.is_leaf(i)).collect();
+        assert_eq!(leaves.len(), 4);
+        let leaf_of: Vec<u32> = (0..n).map(|_| leaves[rng.below(4)]).collect();
+        let sample: Vec<u32> = (0..n as u32).filter(|_| rng.below(3) > 0).collect();
+        for (weighted, sampled) in [(false, false), (true, false), (false, true), (true, true)] {
+            let refit = LeafRefit { alphas: vec![0.3], labels: vec![&label], weight: weighted.then_some(&weight[..]) };
+            let rows: Vec<u32> = if sampled { sample.clone() } else { (0..n as u32).collect() };
+            let of_leaf: Vec<Vec<u32>> = (0..base.n_nodes() as u32)
+                .map(|l| rows.iter().copied().filter(|&r| leaf_of[r as usize] == l).collect())
+                .collect();
+            let (mut by_rows, mut by_leaf) = (base.clone(), base.clone());
+            refit.apply(0, &mut by_rows, |l| &of_leaf[l as usize], &margin, 0.3);
+            refit.apply_by_leaf(0, &mut by_leaf, &leaf_of, sampled.then_some(&sample[..]), &margin, 0.3);
+            assert_eq!(by_rows.value, by_leaf.value, "weighted {weighted}, sampled {sampled}");
+            assert!(leaves.iter().all(|&l| by_rows.value[l as usize] != 0.0));
+            assert_ne!(by_rows.left[0], NO_CHILD);
+        }
+    }
+}
