@@ -194,7 +194,8 @@ fn leaf_refits_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
         return;
     }
     // L1-type losses: the sign gradients from the kernel, each leaf refit to its rows'
-    // residual quantile on the host from the rows the device places in it, as on the CPU.
+    // residual quantile: selected on the device with unit weights, on the host (from the rows
+    // the device places in each leaf) with weights; the CPU's values either way.
     let (frame, y) = random_data(40_000, 6, 21);
     let weighted = Dataset::new(frame.clone(), y.clone())
         .unwrap()
@@ -206,6 +207,11 @@ fn leaf_refits_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
     let two_targets = Dataset::with_labels(frame.clone(), shifted.into(), 2).unwrap();
     for (json, data) in [
         (r#"{"objective": "reg:absoluteerror", "n_estimators": 10, "max_depth": 6}"#, &plain),
+        (
+            r#"{"objective": "reg:quantileerror", "quantile_alpha": [0.05, 0.3, 0.97], "n_estimators": 6,
+                "max_depth": 7, "subsample": 0.6, "seed": 8}"#,
+            &plain,
+        ),
         (r#"{"objective": "reg:quantileerror", "quantile_alpha": 0.8, "n_estimators": 10, "max_depth": 5}"#, &weighted),
         (
             r#"{"objective": "reg:quantileerror", "quantile_alpha": [0.1, 0.5, 0.9], "n_estimators": 6,

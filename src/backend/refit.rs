@@ -44,7 +44,7 @@ impl LeafRefit<'_> {
                     // Unit weights: the same value by selection, in linear time.
                     None => quantile(&mut residuals, alpha),
                 };
-                (q as f64 * learning_rate) as f32
+                leaf_value(q, learning_rate)
             })
             .collect();
         for (leaf, value) in leaves.into_iter().zip(values) {
@@ -94,13 +94,18 @@ impl LeafRefit<'_> {
                     }
                     None => quantile(&mut joined.map(|p| p.0).collect::<Vec<_>>(), alpha),
                 };
-                (q as f64 * learning_rate) as f32
+                leaf_value(q, learning_rate)
             })
             .collect();
         for (leaf, value) in leaves.into_iter().zip(values) {
             tree.value[leaf as usize] = value;
         }
     }
+}
+
+/// A refit leaf's value: its quantile `q` times the learning rate (every backend's arithmetic).
+pub fn leaf_value(q: f32, learning_rate: f64) -> f32 {
+    (q as f64 * learning_rate) as f32
 }
 
 #[cfg(test)]

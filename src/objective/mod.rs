@@ -124,9 +124,13 @@ pub(crate) fn quantile(values: &mut [f32], alpha: f64) -> f32 {
     if values.is_empty() {
         return 0.0;
     }
-    let n = values.len();
-    let k = ((alpha * n as f64).ceil() as usize).clamp(1, n);
+    let k = quantile_rank(values.len(), alpha);
     *values.select_nth_unstable_by(k - 1, |a, b| a.total_cmp(b)).1
+}
+
+/// The 1-based rank of [`quantile`]'s value among `n >= 1` values (the GPU's refit selects it).
+pub fn quantile_rank(n: usize, alpha: f64) -> usize {
+    ((alpha * n as f64).ceil() as usize).clamp(1, n)
 }
 
 #[cfg(test)]

@@ -104,6 +104,11 @@ impl Gradients {
         })
     }
 
+    /// Output `output`'s labels: target `output`'s column with several targets, else the one.
+    pub(super) fn label_of(&self, output: usize) -> CudaView<'_, f32> {
+        label_column(&self.label, self.n, self.n_targets, output)
+    }
+
     /// Device bytes a fit of `n` rows and `k` outputs holds here, for the up-front check.
     pub(super) fn bytes_per_row(cfg: &TrainConfig) -> usize {
         let k = cfg.num_outputs();
@@ -184,11 +189,7 @@ impl Gradients {
                 let (kind, param) = (gradient as u32, gradient.param(&self.params, c));
                 let (outputs, c32) = (self.k as u32, c as u32);
                 let margin = self.round_margin.as_ref().unwrap_or(&self.margin);
-                // Output c's labels: target c's column with several targets, else the one.
-                let label = match self.n_targets {
-                    1 => self.label.slice(..),
-                    _ => self.label.slice(c * self.n..(c + 1) * self.n),
-                };
+                let label = label_column(&self.label, self.n, self.n_targets, c);
                 let mut launch = dev.launcher(&k.objective_max);
                 launch.arg(&kind).arg(&param).arg(margin).arg(&label);
                 match &self.weight {
@@ -231,4 +232,12 @@ fn finish_quantisation(dev: &FitDevice, quant: &mut CudaSlice<Quantisation>) -> 
     unsafe { dev.launcher(&dev.rt.kernels.finish_quantisation).arg(quant).launch(cfg((1, 1), 32, 0)) }
         .map(drop)
         .map_err(device_error)
+}
+
+/// Output `output`'s labels among `n_targets` target-major columns of `n`.
+fn label_column(label: &CudaSlice<f32>, n: usize, n_targets: usize, output: usize) -> CudaView<'_, f32> {
+    match n_targets {
+        1 => label.slice(..),
+        _ => label.slice(output * n..(output + 1) * n),
+    }
 }

@@ -23,6 +23,7 @@ pub const SOURCE: &str = concat!(
     include_str!("../../../kernels/histogram.cu"),
     include_str!("../../../kernels/split.cu"),
     include_str!("../../../kernels/partition.cu"),
+    include_str!("../../../kernels/refit.cu"),
     include_str!("../../../kernels/sparse.cu"),
     include_str!("../../../kernels/predict.cu"),
     include_str!("../../../kernels/shap.cu"),

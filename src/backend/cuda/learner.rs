@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::CudaStream;
 
 use super::buffers::FitDevice;
 use super::data::DeviceMatrix;
@@ -19,10 +19,11 @@ use super::device_error;
 use super::gradients::Gradients;
 use super::histogram::HistogramBuilder;
 use super::partition::{MarginUpdate, RowPartitioner};
+use super::refit::DeviceRefit;
 use super::runtime::Runtime;
 use super::split::SplitEvaluator;
 use super::DeviceMemory;
-use crate::backend::refit::LeafRefit;
+use crate::backend::refit::{leaf_value, LeafRefit};
 use crate::backend::Learner;
 use crate::config::TrainConfig;
 use crate::data::{Dataset, FeatureCuts};
@@ -71,8 +72,8 @@ pub struct GpuLearner<'r> {
     pub(super) split: SplitEvaluator,
     pub(super) rows: RowPartitioner,
     margins: MarginUpdate,
-    /// L1-type losses: the refits, and a row's leaf of the tree just grown.
-    refit: Option<(LeafRefit<'r>, CudaSlice<f32>)>,
+    /// L1-type losses: the refits, and their device buffers.
+    refit: Option<(LeafRefit<'r>, DeviceRefit)>,
     /// Rows of the tree being grown.
     pub(super) n_active: u32,
     pub(super) profile: Profile,
@@ -111,9 +112,8 @@ impl<'r> GpuLearner<'r> {
         // Everything the fit will hold, known before the first allocation. The layout is
         // planned once: for mostly-null data that reads every value on the host.
         let layout = DeviceMatrix::plan(&data.features, cuts);
-        // A refit reads back each row's leaf: 4 bytes a row more.
-        let row_bytes =
-            Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + if refit.is_some() { 4 } else { 0 };
+        let refit_bytes = if refit.is_some() { DeviceRefit::BYTES_PER_ROW } else { 0 };
+        let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit_bytes;
         DeviceMemory::check_fits(&dev.stream, n * (layout.bytes_per_row() + row_bytes))?;
         let matrix = DeviceMatrix::upload(rt, &mut dev.memory, &data.features, cuts, layout)?;
         let mut learner = GpuLearner {
@@ -123,7 +123,7 @@ impl<'r> GpuLearner<'r> {
             rows: RowPartitioner::new(&mut dev, n)?,
             margins: MarginUpdate::new(&mut dev)?,
             refit: match refit {
-                Some(r) => Some((r, dev.zeros(n)?)),
+                Some(r) => Some((r, DeviceRefit::new(&mut dev, n)?)),
                 None => None,
             },
             dev,
@@ -164,15 +164,36 @@ impl<'r> GpuLearner<'r> {
 }
 
 impl GpuLearner<'_> {
-    /// Sets the leaves of output `output`'s `tree` to their rows' residual quantiles: the
-    /// device finds each row's leaf, and the host computes the quantiles over the rows of
-    /// `rows` (None: all) with the CPU's arithmetic, so that both set the same leaves.
+    /// Sets the leaves of output `output`'s `tree` to their rows' residual quantiles, as the
+    /// CPU sets them: with unit weights the device selects them; with weights, each row's leaf
+    /// is read back and the host computes them over the rows of `rows` (None: all).
     fn refit_leaves(&mut self, output: usize, rows: Option<&[u32]>, tree: &mut Tree) -> Result<()> {
         let n = self.n;
-        let Some((refit, leaves)) = &mut self.refit else { return Ok(()) };
-        let leaf_of = self.margins.leaves_of_rows(&mut self.dev, &self.matrix, tree, leaves)?;
-        let margin = self.dev.download(self.gradients.margin.slice(output * n..(output + 1) * n))?;
-        refit.apply_by_leaf(output, tree, &leaf_of, rows, &margin, self.params.learning_rate);
+        let Some((refit, device)) = &mut self.refit else { return Ok(()) };
+        let lr = self.params.learning_rate;
+        let margin = self.gradients.margin.slice(output * n..(output + 1) * n);
+        if refit.weight.is_none() {
+            let q = device.quantiles(
+                &mut self.dev,
+                &self.matrix,
+                &mut self.margins,
+                tree,
+                rows,
+                self.gradients.label_of(output),
+                margin,
+                refit.alphas[output],
+            )?;
+            let leaves: Vec<u32> = (0..tree.n_nodes() as u32).filter(|&l| tree.is_leaf(l)).collect();
+            for leaf in leaves {
+                tree.value[leaf as usize] = leaf_value(q[leaf as usize], lr);
+            }
+        } else {
+            self.margins.mark_leaves(&mut self.dev, &self.matrix, tree, &mut device.leaf_of)?;
+            let leaf_of: Vec<u32> =
+                self.dev.download(device.leaf_of.slice(..))?.into_iter().map(|id| id as u32).collect();
+            let margin = self.dev.download(margin)?;
+            refit.apply_by_leaf(output, tree, &leaf_of, rows, &margin, lr);
+        }
         self.profile.lap(&self.dev.stream, Stage::Other);
         Ok(())
     }

@@ -27,6 +27,7 @@ pub mod learner;
 mod partition;
 pub mod predict;
 mod ranking;
+mod refit;
 pub mod runtime;
 pub mod shap;
 mod split;

@@ -177,22 +177,21 @@ impl MarginUpdate {
         Ok(MarginUpdate { nodes: dev.scratch(256)?, words: dev.scratch(64)? })
     }
 
-    /// Each row's leaf of `tree`: the tree walked with every leaf's value its own node id,
-    /// added to zeros in `scratch` (one float a row; ids below 2^24 are exact), read back.
-    pub(super) fn leaves_of_rows(
+    /// Writes each row's leaf of `tree` into `leaf_of`, as a float (ids below 2^24 are
+    /// exact): the tree walked with every leaf's value its own node id, added to zeros.
+    pub(super) fn mark_leaves(
         &mut self,
         dev: &mut FitDevice,
         matrix: &DeviceMatrix,
         tree: &Tree,
-        scratch: &mut CudaSlice<f32>,
-    ) -> Result<Vec<u32>> {
+        leaf_of: &mut CudaSlice<f32>,
+    ) -> Result<()> {
         let mut ids = tree.clone();
         for (i, v) in ids.value.iter_mut().enumerate() {
             *v = i as f32;
         }
-        dev.stream.memset_zeros(scratch).map_err(device_error)?;
-        self.add_tree(dev, matrix, &ids, scratch.slice_mut(..))?;
-        Ok(dev.download(scratch.slice(..))?.into_iter().map(|id| id as u32).collect())
+        dev.stream.memset_zeros(leaf_of).map_err(device_error)?;
+        self.add_tree(dev, matrix, &ids, leaf_of.slice_mut(..))
     }
 
     /// Adds `tree`'s leaf values to `margin` (one output's, every row of `matrix`).

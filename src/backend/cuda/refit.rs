@@ -1,0 +1,123 @@
+//! Leaf refits of the L1-type losses on the device (kernels/refit.cu), for unit weights: the
+//! tree's rows are counted per leaf, their residuals scattered into one run per leaf, and each
+//! leaf's quantile selected by a block, so that only the leaf values cross to the host. The
+//! rank is the CPU's (`objective::quantile_rank`) and the order f32's total order, so the
+//! values are the CPU's. Weighted refits read the rows' leaves back and refit on the host.
+
+use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
+
+use super::buffers::{cfg, FitDevice, Scratch};
+use super::data::DeviceMatrix;
+use super::device_error;
+use super::partition::MarginUpdate;
+use crate::error::Result;
+use crate::objective::quantile_rank;
+use crate::tree::Tree;
+
+pub(super) struct DeviceRefit {
+    /// Each row's leaf in the tree just grown, as a float (`MarginUpdate::mark_leaves`).
+    pub(super) leaf_of: CudaSlice<f32>,
+    /// The residuals' order keys, one run per leaf.
+    keys: CudaSlice<u32>,
+    /// The tree's rows when it grew on a sample.
+    sample: Scratch<u32>,
+    counts: Scratch<u32>,
+    cursor: Scratch<u32>,
+    start: Scratch<u32>,
+    rank: Scratch<u32>,
+    out: Scratch<f32>,
+}
+
+impl DeviceRefit {
+    /// Device bytes a fit holds here per row.
+    pub(super) const BYTES_PER_ROW: usize = 8;
+
+    pub(super) fn new(dev: &mut FitDevice, n: usize) -> Result<Self> {
+        Ok(DeviceRefit {
+            leaf_of: dev.zeros(n)?,
+            keys: dev.zeros(n)?,
+            sample: dev.scratch(1)?,
+            counts: dev.scratch(256)?,
+            cursor: dev.scratch(256)?,
+            start: dev.scratch(256)?,
+            rank: dev.scratch(256)?,
+            out: dev.scratch(256)?,
+        })
+    }
+
+    /// Each node's `alpha`-quantile of the residuals `label - margin` of its rows among
+    /// `sample` (None: every row) (0 for inner nodes and empty leaves), before the learning
+    /// rate. (The row index of the growth cannot say: it drops the rows of nodes that stopped.)
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn quantiles(
+        &mut self,
+        dev: &mut FitDevice,
+        matrix: &DeviceMatrix,
+        margins: &mut MarginUpdate,
+        tree: &Tree,
+        sample: Option<&[u32]>,
+        label: CudaView<f32>,
+        margin: CudaView<f32>,
+        alpha: f64,
+    ) -> Result<Vec<f32>> {
+        margins.mark_leaves(dev, matrix, tree, &mut self.leaf_of)?;
+        let m = sample.map_or(self.keys.len(), <[u32]>::len) as u32;
+        if let Some(rows) = sample {
+            dev.fill(&mut self.sample, rows)?;
+        }
+        let null = 0u64;
+        let nodes = tree.n_nodes();
+        dev.fill(&mut self.counts, &vec![0u32; nodes])?;
+        let rt = dev.rt;
+        let k = &rt.kernels;
+        let grid = dev.grid(m as u64, 256);
+        // SAFETY (all launches): arguments match the kernels in kernels/refit.cu in order and
+        // type (a null row list: every row); sampled rows are below n; leaf ids are below
+        // `nodes`, the length of every per-node buffer; the runs fit `keys` (their lengths sum
+        // to m <= n).
+        let mut launch = dev.launcher(&k.refit_count);
+        launch.arg(&self.leaf_of);
+        match sample {
+            Some(_) => launch.arg(&self.sample.buf),
+            None => launch.arg(&null),
+        };
+        launch.arg(&m).arg(&mut self.counts.buf);
+        unsafe { launch.launch(grid) }.map_err(device_error)?;
+        let counts = dev.download(self.counts.buf.slice(..nodes))?;
+        let mut start = Vec::with_capacity(nodes);
+        let mut next = 0u32;
+        for &c in &counts {
+            start.push(next);
+            next += c;
+        }
+        let rank: Vec<u32> = (0..nodes)
+            .map(|i| match counts[i] {
+                c if c > 0 && tree.is_leaf(i as u32) => quantile_rank(c as usize, alpha) as u32,
+                _ => 0,
+            })
+            .collect();
+        dev.fill(&mut self.start, &start)?;
+        dev.fill(&mut self.cursor, &start)?;
+        dev.fill(&mut self.rank, &rank)?;
+        dev.fill(&mut self.out, &vec![0f32; nodes])?;
+        let mut launch = dev.launcher(&k.refit_scatter);
+        launch.arg(&self.leaf_of);
+        match sample {
+            Some(_) => launch.arg(&self.sample.buf),
+            None => launch.arg(&null),
+        };
+        launch.arg(&m).arg(&label).arg(&margin).arg(&mut self.cursor.buf).arg(&mut self.keys);
+        unsafe { launch.launch(grid) }.map_err(device_error)?;
+        unsafe {
+            dev.launcher(&k.refit_select)
+                .arg(&self.keys)
+                .arg(&self.start.buf)
+                .arg(&self.counts.buf)
+                .arg(&self.rank.buf)
+                .arg(&mut self.out.buf)
+                .launch(cfg((nodes as u32, 1), 256, 0))
+        }
+        .map_err(device_error)?;
+        dev.download(self.out.buf.slice(..nodes))
+    }
+}
