@@ -228,6 +228,12 @@ fn leaf_refits_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
         assert_same_trees(&cpu, &gpu, json);
         assert_gpu_predicts_as_cpu(&gpu, &frame, json);
     }
+    // Trees too big for per-node counters in shared memory count in global memory.
+    std::env::set_var("POLARS_GBT_REFIT_SHARED_NODES", "0");
+    let json = r#"{"objective": "reg:quantileerror", "quantile_alpha": 0.7, "n_estimators": 4, "max_depth": 6}"#;
+    let (cpu, gpu) = (fit(json, &plain, "cpu"), fit(json, &plain, "cuda"));
+    std::env::remove_var("POLARS_GBT_REFIT_SHARED_NODES");
+    assert_same_trees(&cpu, &gpu, "refit counters in global memory");
 }
 
 #[test]

@@ -14,6 +14,14 @@ use crate::error::Result;
 use crate::objective::quantile_rank;
 use crate::tree::Tree;
 
+/// Trees of at most this many nodes count rows per leaf in shared memory (32 KiB);
+/// POLARS_GBT_REFIT_SHARED_NODES lowers it (tests force the global-memory counters with 0).
+const SHARED_NODES: usize = 8192;
+/// `REFIT_ROWS_PER_THREAD` of kernels/refit.cu: rows each thread of `refit_scatter` ranks.
+pub(super) const ROWS_PER_THREAD: u64 = 8;
+/// `REFIT_SELECT_WARPS` of kernels/refit.cu: warps of a `refit_select` block.
+pub(super) const SELECT_WARPS: u32 = 8;
+
 pub(super) struct DeviceRefit {
     /// Each row's leaf in the tree just grown, as a float (`MarginUpdate::mark_leaves`).
     pub(super) leaf_of: CudaSlice<f32>,
@@ -70,7 +78,14 @@ impl DeviceRefit {
         dev.fill(&mut self.counts, &vec![0u32; nodes])?;
         let rt = dev.rt;
         let k = &rt.kernels;
-        let grid = dev.grid(m as u64, 256);
+        // Per-node counters in shared memory for trees up to `limit` nodes, else in global memory.
+        let limit = super::knob::<usize>("POLARS_GBT_REFIT_SHARED_NODES").map_or(SHARED_NODES, |k| k.min(SHARED_NODES));
+        let (n_nodes, use_shared) = (nodes as u32, u32::from(nodes <= limit));
+        let shared = if use_shared == 1 { 4 * n_nodes } else { 0 };
+        let mut grid = dev.grid(m as u64, 256);
+        grid.shared_mem_bytes = shared;
+        let mut tiles = dev.grid((m as u64).div_ceil(ROWS_PER_THREAD), 256);
+        tiles.shared_mem_bytes = shared;
         // SAFETY (all launches): arguments match the kernels in kernels/refit.cu in order and
         // type (a null row list: every row); sampled rows are below n; leaf ids are below
         // `nodes`, the length of every per-node buffer; the runs fit `keys` (their lengths sum
@@ -81,7 +96,7 @@ impl DeviceRefit {
             Some(_) => launch.arg(&self.sample.buf),
             None => launch.arg(&null),
         };
-        launch.arg(&m).arg(&mut self.counts.buf);
+        launch.arg(&m).arg(&n_nodes).arg(&use_shared).arg(&mut self.counts.buf);
         unsafe { launch.launch(grid) }.map_err(device_error)?;
         let counts = dev.download(self.counts.buf.slice(..nodes))?;
         let mut start = Vec::with_capacity(nodes);
@@ -106,8 +121,9 @@ impl DeviceRefit {
             Some(_) => launch.arg(&self.sample.buf),
             None => launch.arg(&null),
         };
-        launch.arg(&m).arg(&label).arg(&margin).arg(&mut self.cursor.buf).arg(&mut self.keys);
-        unsafe { launch.launch(grid) }.map_err(device_error)?;
+        launch.arg(&m).arg(&label).arg(&margin).arg(&n_nodes).arg(&use_shared);
+        launch.arg(&mut self.cursor.buf).arg(&mut self.keys);
+        unsafe { launch.launch(tiles) }.map_err(device_error)?;
         unsafe {
             dev.launcher(&k.refit_select)
                 .arg(&self.keys)
@@ -115,7 +131,7 @@ impl DeviceRefit {
                 .arg(&self.counts.buf)
                 .arg(&self.rank.buf)
                 .arg(&mut self.out.buf)
-                .launch(cfg((nodes as u32, 1), 256, 0))
+                .launch(cfg((n_nodes, 1), 32 * SELECT_WARPS, 0))
         }
         .map_err(device_error)?;
         dev.download(self.out.buf.slice(..nodes))
