@@ -37,8 +37,8 @@ use crate::tree::{grow_tree, GradSum, GrowParams, Quantiser, Tree};
 pub(super) struct Profile {
     on: bool,
     last: Instant,
-    /// gradients, histograms, split search, partition, other
-    seconds: [f64; 5],
+    /// gradients, histograms, split search, partition, other, leaf refits
+    seconds: [f64; 6],
 }
 
 #[derive(Clone, Copy)]
@@ -48,6 +48,8 @@ pub(super) enum Stage {
     SplitSearch = 2,
     Partition = 3,
     Other = 4,
+    /// The leaf refits of the L1-type losses.
+    Refit = 5,
 }
 
 impl Profile {
@@ -135,7 +137,7 @@ impl<'r> GpuLearner<'r> {
             profile: Profile {
                 on: std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1"),
                 last: Instant::now(),
-                seconds: [0.0; 5],
+                seconds: [0.0; 6],
             },
         };
         if learner.profile.on {
@@ -169,6 +171,7 @@ impl GpuLearner<'_> {
     /// is read back and the host computes them over the rows of `rows` (None: all).
     fn refit_leaves(&mut self, output: usize, rows: Option<&[u32]>, tree: &mut Tree) -> Result<()> {
         let n = self.n;
+        self.profile.lap(&self.dev.stream, Stage::Other);
         let Some((refit, device)) = &mut self.refit else { return Ok(()) };
         let lr = self.params.learning_rate;
         let margin = self.gradients.margin.slice(output * n..(output + 1) * n);
@@ -194,7 +197,7 @@ impl GpuLearner<'_> {
             let margin = self.dev.download(margin)?;
             refit.apply_by_leaf(output, tree, &leaf_of, rows, &margin, lr);
         }
-        self.profile.lap(&self.dev.stream, Stage::Other);
+        self.profile.lap(&self.dev.stream, Stage::Refit);
         Ok(())
     }
 }
@@ -225,10 +228,10 @@ impl Learner for GpuLearner<'_> {
 impl Drop for GpuLearner<'_> {
     fn drop(&mut self) {
         if self.profile.on {
-            let [g, h, sp, p, o] = self.profile.seconds;
+            let [g, h, sp, p, o, r] = self.profile.seconds;
             eprintln!(
                 "polars-gbt profile: gradients {g:.3} s, histograms {h:.3} s, split search {sp:.3} s, \
-                 partition {p:.3} s, other {o:.3} s; peak {:.0} MiB on the device",
+                 partition {p:.3} s, leaf refits {r:.3} s, other {o:.3} s; peak {:.0} MiB on the device",
                 self.dev.memory.peak as f64 / (1024.0 * 1024.0)
             );
         }
