@@ -388,6 +388,10 @@ def test_aft_fits_and_aft_nloglik_match_xgboosts(tmp_path, distribution, scale):
     pred = model2.predict(frame[te]).to_numpy()
     inside = float(np.mean((lower[te] <= pred) & (pred <= upper[te])))
     assert model2.evals_result()["valid-interval-regression-accuracy"][-1] == pytest.approx(inside)
+    back2 = xgb.Booster()
+    back2.load_model(bytearray(model2.to_xgboost_json().encode()))
+    back2.set_param({"eval_metric": "interval-regression-accuracy", **params})
+    assert float(back2.eval(dmatrix(te)).split(":")[1]) == pytest.approx(inside)
     with pytest.raises(polars_gbt.ColumnError, match="label_upper_bound.*only used by survival:aft"):
         polars_gbt.train(frame, target="lo", label_upper_bound="hi", features=feats)
     with pytest.raises(polars_gbt.ColumnError, match="label_upper_bound.*below that row's label"):
