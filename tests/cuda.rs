@@ -83,10 +83,11 @@ fn assert_same_trees(cpu: &Model, gpu: &Model, what: &str) {
     }
 }
 
+/// Predictions as floats (classes and leaf indices too, which are small integers).
 fn values(p: Predictions) -> Vec<f32> {
     match p {
         Predictions::Float { values, .. } => values,
-        other => panic!("expected float predictions, got {other:?}"),
+        Predictions::Index { values, .. } => values.into_iter().map(|v| v as f32).collect(),
     }
 }
 
@@ -136,6 +137,7 @@ fn objectives_with_an_exp_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
     let times: Vec<f32> = positive.iter().enumerate().map(|(i, &v)| if i % 3 == 0 { -v } else { v }).collect();
     for (json, labels) in [
         (r#"{"objective": "multi:softprob", "num_class": 3, "n_estimators": 12, "max_depth": 5}"#, &classes),
+        (r#"{"objective": "multi:softmax", "num_class": 3, "n_estimators": 6, "max_depth": 5}"#, &classes),
         (r#"{"objective": "count:poisson", "n_estimators": 12, "max_depth": 5}"#, &counts),
         (r#"{"objective": "reg:tweedie", "tweedie_variance_power": 1.3, "n_estimators": 12, "max_depth": 5}"#, &counts),
         (r#"{"objective": "reg:gamma", "n_estimators": 12, "max_depth": 5}"#, &positive),
