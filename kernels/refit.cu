@@ -2,7 +2,8 @@
 // after a tree grows, each leaf's value is the k-th smallest residual (label - margin) of its
 // rows, k = max(1, ceil(alpha * count)) as src/objective/mod.rs's `quantile` takes it. Rows are
 // counted per leaf, their residuals scattered into one run per leaf (in any order: a selection
-// does not depend on it), and one block per leaf selects its k-th key eight bits at a time.
+// does not depend on it), and every leaf's k-th key is selected eight bits at a time, each pass
+// over all keys at once.
 
 // f32's total order (Rust's `total_cmp`, which the CPU's selection uses) as unsigned integers:
 // negative values' magnitude bits flipped, then the sign bit flipped.
@@ -46,13 +47,15 @@ extern "C" __global__ void refit_count(const float* leaf_of, const u32* rows, u3
 // memory, reserves each leaf's slots with one global atomic, then writes.
 extern "C" __global__ void refit_scatter(const float* leaf_of, const u32* rows, u32 m, const float* label,
                                          const float* margin, u32 n_nodes, u32 use_shared, u32* cursor,
-                                         u32* keys) {
+                                         u32* keys, u32* key_leaf) {
     extern __shared__ u32 local[];
     if (!use_shared) {
         for (u32 j = blockIdx.x * blockDim.x + threadIdx.x; j < m; j += gridDim.x * blockDim.x) {
             const u32 r = rows ? rows[j] : j;
-            const u32 slot = atomicAdd(&cursor[(u32)leaf_of[r]], 1u);
+            const u32 leaf = (u32)leaf_of[r];
+            const u32 slot = atomicAdd(&cursor[leaf], 1u);
             keys[slot] = order_key(label[r] - margin[r]);
+            key_leaf[slot] = leaf;
         }
         return;
     }
@@ -77,58 +80,55 @@ extern "C" __global__ void refit_scatter(const float* leaf_of, const u32* rows, 
         __syncthreads();
         for (u32 t = 0; t < REFIT_ROWS_PER_THREAD; ++t) {
             const u32 j = base + t * blockDim.x + threadIdx.x;
-            if (j < m) keys[local[leaf[t]] + rank[t]] = key[t];
+            if (j < m) {
+                keys[local[leaf[t]] + rank[t]] = key[t];
+                key_leaf[local[leaf[t]] + rank[t]] = leaf[t];
+            }
         }
         __syncthreads();
     }
 }
 
-#define REFIT_SELECT_WARPS 8
-
-// Block `leaf` (of REFIT_SELECT_WARPS warps) selects the rank[leaf]-th smallest key (1-based; 0:
-// no rows or not a leaf) of the run keys[start[leaf] .. start[leaf] + count[leaf]] into
-// out[leaf]: per pass, a histogram of the next eight bits among the keys that share the bits
-// chosen so far. Keys of one leaf are alike in their high bits, so each warp counts into its
-// own histogram and lanes with the same digit add once.
-extern "C" __global__ void refit_select(const u32* keys, const u32* start, const u32* count, const u32* rank,
-                                        float* out) {
-    __shared__ u32 hist[REFIT_SELECT_WARPS][256];
-    __shared__ u32 chosen, remaining;
-    const u32 leaf = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    u32 k = rank[leaf];
-    if (k == 0) return;
-    const u32* run = keys + start[leaf];
-    const u32 len = count[leaf];
-    u32 prefix = 0, mask = 0;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        for (u32 b = threadIdx.x; b < REFIT_SELECT_WARPS * 256; b += blockDim.x) (&hist[0][0])[b] = 0;
-        __syncthreads();
-        // Every lane runs every round, so that the whole warp takes part in the match.
-        for (u32 round = 0; round < len; round += blockDim.x) {
-            const u32 i = round + threadIdx.x;
-            const u32 key = i < len ? run[i] : 0;
-            const bool hit = i < len && (key & mask) == prefix;
-            const u32 digit = hit ? (key >> shift) & 255u : 256u;
-            const u32 peers = __match_any_sync(0xffffffffu, digit);
-            if (hit && lane == (u32)(__ffs(peers) - 1)) atomicAdd(&hist[warp][digit], (u32)__popc(peers));
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            u32 below = 0, digit = 0;
-            for (;; ++digit) {
-                u32 here = 0;
-                for (u32 w = 0; w < REFIT_SELECT_WARPS; ++w) here += hist[w][digit];
-                if (below + here >= k) break;
-                below += here;
-            }
-            chosen = prefix | (digit << shift);
-            remaining = k - below;
-        }
-        __syncthreads();
-        prefix = chosen;
-        k = remaining;
-        mask |= 255u << shift;
-        __syncthreads();
+// Every leaf's rank-k key, by radix selection over all runs at once: four passes, most
+// significant byte first. Each pass counts, per leaf, the next byte of the keys that share the
+// bytes chosen so far (`refit_radix_count`, over every key, so a large leaf is spread over the
+// whole grid); then a thread per leaf picks the byte that holds its rank (`refit_radix_pick`).
+// `prefix[leaf]` gathers the chosen bytes; `remaining[leaf]` starts at the rank (0: no rows or
+// not a leaf) and becomes the rank within the keys sharing the prefix.
+extern "C" __global__ void refit_radix_count(const u32* keys, const u32* key_leaf, u32 m, const u32* prefix,
+                                             u32 shift, u32* hist) {
+    const u32 lane = threadIdx.x % 32;
+    const u32 mask = shift == 24 ? 0u : 0xffffffffu << (shift + 8);
+    const u32 rounds = (m + blockDim.x - 1) / blockDim.x;
+    // Whole warps take every round, so that all their lanes join the match.
+    for (u32 round = blockIdx.x; round < rounds; round += gridDim.x) {
+        const u32 i = round * blockDim.x + threadIdx.x;
+        const bool in = i < m;
+        const u32 key = in ? keys[i] : 0, leaf = in ? key_leaf[i] : 0;
+        const bool hit = in && (key & mask) == (prefix[leaf] & mask);
+        // (leaf, byte) as one value; lanes with the same one add once.
+        const u32 slot = hit ? leaf * 256u + ((key >> shift) & 255u) : 0xffffffffu;
+        const u32 peers = __match_any_sync(0xffffffffu, slot);
+        if (hit && lane == (u32)(__ffs(peers) - 1)) atomicAdd(&hist[slot], (u32)__popc(peers));
     }
-    if (threadIdx.x == 0) out[leaf] = from_order_key(prefix);
+}
+
+extern "C" __global__ void refit_radix_pick(u32* hist, u32 n_nodes, u32 shift, u32* prefix, u32* remaining) {
+    for (u32 leaf = blockIdx.x * blockDim.x + threadIdx.x; leaf < n_nodes; leaf += gridDim.x * blockDim.x) {
+        u32* h = hist + (u64)leaf * 256u;
+        const u32 k = remaining[leaf];
+        if (k != 0) {
+            u32 below = 0, digit = 0;
+            while (below + h[digit] < k) below += h[digit++];
+            prefix[leaf] |= digit << shift;
+            remaining[leaf] = k - below;
+        }
+        for (u32 d = 0; d < 256; ++d) h[d] = 0;
+    }
+}
+
+// Each leaf's selected value (0 where nothing was selected).
+extern "C" __global__ void refit_values(const u32* prefix, const u32* rank, u32 n_nodes, float* out) {
+    for (u32 leaf = blockIdx.x * blockDim.x + threadIdx.x; leaf < n_nodes; leaf += gridDim.x * blockDim.x)
+        out[leaf] = rank[leaf] ? from_order_key(prefix[leaf]) : 0.0f;
 }

@@ -281,7 +281,6 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
         ("SHAP_NO_FEATURE", super::shap::NO_FEATURE as u64),
         ("SHAP_TAKES_LEFT", super::shap::TAKES_LEFT as u64),
         ("REFIT_ROWS_PER_THREAD", super::refit::ROWS_PER_THREAD),
-        ("REFIT_SELECT_WARPS", super::refit::SELECT_WARPS as u64),
     ]);
     for (name, value) in constants {
         body += &format!("  out[{}] = (unsigned long long)({name});\n", expected.len());

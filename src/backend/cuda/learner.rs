@@ -234,6 +234,12 @@ impl Drop for GpuLearner<'_> {
                  partition {p:.3} s, leaf refits {r:.3} s, other {o:.3} s; peak {:.0} MiB on the device",
                 self.dev.memory.peak as f64 / (1024.0 * 1024.0)
             );
+            if let Some((_, DeviceRefit { steps: Some(([mark, count, plan, scatter, select], _)), .. })) = &self.refit {
+                eprintln!(
+                    "polars-gbt profile: device leaf refits: marking leaves {mark:.3} s, counting {count:.3} s, \
+                     planning runs {plan:.3} s, scattering {scatter:.3} s, selecting {select:.3} s"
+                );
+            }
         }
     }
 }

@@ -1,12 +1,15 @@
 //! Leaf refits of the L1-type losses on the device (kernels/refit.cu), for unit weights: the
-//! tree's rows are counted per leaf, their residuals scattered into one run per leaf, and each
-//! leaf's quantile selected by a block, so that only the leaf values cross to the host. The
+//! tree's rows are counted per leaf, their residuals scattered into one run per leaf, and every
+//! leaf's quantile selected by a radix selection over all keys at once (so one large leaf does
+//! not wait on one block), so that only the leaf values cross to the host. The
 //! rank is the CPU's (`objective::quantile_rank`) and the order f32's total order, so the
 //! values are the CPU's. Weighted refits read the rows' leaves back and refit on the host.
 
+use std::time::Instant;
+
 use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 
-use super::buffers::{cfg, FitDevice, Scratch};
+use super::buffers::{FitDevice, Scratch};
 use super::data::DeviceMatrix;
 use super::device_error;
 use super::partition::MarginUpdate;
@@ -19,38 +22,58 @@ use crate::tree::Tree;
 const SHARED_NODES: usize = 8192;
 /// `REFIT_ROWS_PER_THREAD` of kernels/refit.cu: rows each thread of `refit_scatter` ranks.
 pub(super) const ROWS_PER_THREAD: u64 = 8;
-/// `REFIT_SELECT_WARPS` of kernels/refit.cu: warps of a `refit_select` block.
-pub(super) const SELECT_WARPS: u32 = 8;
 
 pub(super) struct DeviceRefit {
     /// Each row's leaf in the tree just grown, as a float (`MarginUpdate::mark_leaves`).
     pub(super) leaf_of: CudaSlice<f32>,
-    /// The residuals' order keys, one run per leaf.
+    /// The residuals' order keys, one run per leaf, and each key's leaf.
     keys: CudaSlice<u32>,
+    key_leaf: CudaSlice<u32>,
     /// The tree's rows when it grew on a sample.
     sample: Scratch<u32>,
     counts: Scratch<u32>,
     cursor: Scratch<u32>,
-    start: Scratch<u32>,
+    /// Per leaf: its quantile's rank (0: none), the rank left among the keys sharing the bytes
+    /// chosen so far, and those bytes.
     rank: Scratch<u32>,
+    remaining: Scratch<u32>,
+    prefix: Scratch<u32>,
+    /// Per leaf, 256 counts of the next byte.
+    hist: Scratch<u32>,
     out: Scratch<f32>,
+    /// With POLARS_GBT_PROFILE=1: seconds in each step (marking leaves, counting, planning the
+    /// runs, scattering, selecting), each ended by a synchronisation, and when the last ended.
+    pub(super) steps: Option<([f64; 5], Instant)>,
 }
 
 impl DeviceRefit {
     /// Device bytes a fit holds here per row.
-    pub(super) const BYTES_PER_ROW: usize = 8;
+    pub(super) const BYTES_PER_ROW: usize = 12;
 
     pub(super) fn new(dev: &mut FitDevice, n: usize) -> Result<Self> {
         Ok(DeviceRefit {
             leaf_of: dev.zeros(n)?,
             keys: dev.zeros(n)?,
+            key_leaf: dev.zeros(n)?,
             sample: dev.scratch(1)?,
             counts: dev.scratch(256)?,
             cursor: dev.scratch(256)?,
-            start: dev.scratch(256)?,
             rank: dev.scratch(256)?,
+            remaining: dev.scratch(256)?,
+            prefix: dev.scratch(256)?,
+            hist: dev.scratch(256 * 256)?,
             out: dev.scratch(256)?,
+            steps: super::knob::<u8>("POLARS_GBT_PROFILE").is_some_and(|v| v == 1).then(|| ([0.0; 5], Instant::now())),
         })
+    }
+
+    fn lap(&mut self, dev: &FitDevice, step: usize) {
+        if let Some((seconds, last)) = &mut self.steps {
+            let _ = dev.stream.synchronize();
+            let now = Instant::now();
+            seconds[step] += (now - *last).as_secs_f64();
+            *last = now;
+        }
     }
 
     /// Each node's `alpha`-quantile of the residuals `label - margin` of its rows among
@@ -68,11 +91,15 @@ impl DeviceRefit {
         margin: CudaView<f32>,
         alpha: f64,
     ) -> Result<Vec<f32>> {
+        if let Some((_, last)) = &mut self.steps {
+            *last = Instant::now();
+        }
         margins.mark_leaves(dev, matrix, tree, &mut self.leaf_of)?;
         let m = sample.map_or(self.keys.len(), <[u32]>::len) as u32;
         if let Some(rows) = sample {
             dev.fill(&mut self.sample, rows)?;
         }
+        self.lap(dev, 0);
         let null = 0u64;
         let nodes = tree.n_nodes();
         dev.fill(&mut self.counts, &vec![0u32; nodes])?;
@@ -99,6 +126,7 @@ impl DeviceRefit {
         launch.arg(&m).arg(&n_nodes).arg(&use_shared).arg(&mut self.counts.buf);
         unsafe { launch.launch(grid) }.map_err(device_error)?;
         let counts = dev.download(self.counts.buf.slice(..nodes))?;
+        self.lap(dev, 1);
         let mut start = Vec::with_capacity(nodes);
         let mut next = 0u32;
         for &c in &counts {
@@ -111,10 +139,14 @@ impl DeviceRefit {
                 _ => 0,
             })
             .collect();
-        dev.fill(&mut self.start, &start)?;
         dev.fill(&mut self.cursor, &start)?;
         dev.fill(&mut self.rank, &rank)?;
+        dev.fill(&mut self.remaining, &rank)?;
+        dev.fill(&mut self.prefix, &vec![0u32; nodes])?;
         dev.fill(&mut self.out, &vec![0f32; nodes])?;
+        // The byte histograms: zero from their allocation, and zeroed again by each pick.
+        dev.reserve(&mut self.hist, nodes * 256)?;
+        self.lap(dev, 2);
         let mut launch = dev.launcher(&k.refit_scatter);
         launch.arg(&self.leaf_of);
         match sample {
@@ -122,18 +154,45 @@ impl DeviceRefit {
             None => launch.arg(&null),
         };
         launch.arg(&m).arg(&label).arg(&margin).arg(&n_nodes).arg(&use_shared);
-        launch.arg(&mut self.cursor.buf).arg(&mut self.keys);
+        launch.arg(&mut self.cursor.buf).arg(&mut self.keys).arg(&mut self.key_leaf);
         unsafe { launch.launch(tiles) }.map_err(device_error)?;
+        self.lap(dev, 3);
+        // Every key of every leaf counts in each pass, so a large leaf is spread over the grid.
+        let per_node = dev.grid(nodes as u64, 256);
+        for shift in [24u32, 16, 8, 0] {
+            unsafe {
+                dev.launcher(&k.refit_radix_count)
+                    .arg(&self.keys)
+                    .arg(&self.key_leaf)
+                    .arg(&m)
+                    .arg(&self.prefix.buf)
+                    .arg(&shift)
+                    .arg(&mut self.hist.buf)
+                    .launch(dev.grid(m as u64, 256))
+            }
+            .map_err(device_error)?;
+            unsafe {
+                dev.launcher(&k.refit_radix_pick)
+                    .arg(&mut self.hist.buf)
+                    .arg(&n_nodes)
+                    .arg(&shift)
+                    .arg(&mut self.prefix.buf)
+                    .arg(&mut self.remaining.buf)
+                    .launch(per_node)
+            }
+            .map_err(device_error)?;
+        }
         unsafe {
-            dev.launcher(&k.refit_select)
-                .arg(&self.keys)
-                .arg(&self.start.buf)
-                .arg(&self.counts.buf)
+            dev.launcher(&k.refit_values)
+                .arg(&self.prefix.buf)
                 .arg(&self.rank.buf)
+                .arg(&n_nodes)
                 .arg(&mut self.out.buf)
-                .launch(cfg((n_nodes, 1), 32 * SELECT_WARPS, 0))
+                .launch(per_node)
         }
         .map_err(device_error)?;
-        dev.download(self.out.buf.slice(..nodes))
+        let out = dev.download(self.out.buf.slice(..nodes))?;
+        self.lap(dev, 4);
+        Ok(out)
     }
 }
