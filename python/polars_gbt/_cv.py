@@ -42,7 +42,7 @@ _FIRST_ROUNDS = 50
 def cv(
     data: pl.DataFrame | pl.LazyFrame | Any,
     *,
-    target: str,
+    target: str | list[str],
     features: list[str] | None = None,
     folds: pl.Expr | str | pl.Series | None = None,
     nfold: int | None = None,
@@ -66,7 +66,7 @@ def cv(
         The rows: a Polars ``DataFrame`` or ``LazyFrame`` (collected once), a pyarrow table
         or anything with ``__arrow_c_stream__``.
     target
-        The label column.
+        The label column, or several (a list: multi-target regression, as in ``train``).
     features
         The feature columns; by default every column but the target, the columns
         ``weight``, ``group`` and ``base_margin`` name, and the columns ``folds`` reads.
@@ -191,8 +191,14 @@ def cv(
 
     df = _frame(data)
     names = df.columns
-    if target not in names:
-        raise ColumnError(f"target column {target!r} not found")
+    targets = [target] if isinstance(target, str) else list(target)
+    if not targets:
+        raise ColumnError("target names no column")
+    for t in targets:
+        if t not in names:
+            raise ColumnError(f"target column {t!r} not found")
+    if stratified and len(targets) > 1:
+        raise ParameterError("stratified folds are by a row's class; several targets give a row no one class")
     for reserved in (_FOLD, _CODE, _KEY):
         if reserved in names:
             raise ColumnError(f"column {reserved!r} is reserved for cv's own use")
@@ -226,17 +232,18 @@ def cv(
         fold_roots = []
         nfold = 5 if nfold is None else nfold
         shuffle = True if shuffle is None else shuffle
-        df = _assigned_folds(df, target, group, nfold, stratified, shuffle, seed, params.get("objective"))
+        df = _assigned_folds(df, targets[0], group, nfold, stratified, shuffle, seed, params.get("objective"))
 
     if features is None:
-        skip = {target, *input_columns, *input_roots, *fold_roots}
+        skip = {*targets, *input_columns, *input_roots, *fold_roots}
         features = [n for n in names if n not in skip]
     else:
         unknown = [f for f in features if f not in names]
         if unknown:
             raise ColumnError(f"feature columns not found: {', '.join(map(repr, unknown))}")
-        if target in features:
-            raise ColumnError(f"the target {target!r} cannot also be a feature")
+        for t in targets:
+            if t in features:
+                raise ColumnError(f"the target {t!r} cannot also be a feature")
     if not features:
         raise ColumnError("no feature columns: every column is the target, an input or read by folds")
 
@@ -251,7 +258,7 @@ def cv(
             raise DataError(f"folds: query group {spread[group][0]!r} spans several folds; a group must lie in one fold")
 
     frame = df.lazy()
-    columns = [*features, target, *input_columns]
+    columns = [*features, *targets, *input_columns]
 
     def fit(code: int, rounds: int) -> Model:
         held_out = pl.col(_CODE) == code

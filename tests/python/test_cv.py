@@ -265,3 +265,28 @@ def test_a_python_metric_watched_by_early_stopping_goes_by_maximize(train_df):
     flipped = polars_gbt.cv(data, target="y", folds="fold", metrics=["logloss", neg_logloss], maximize=True, **params)
     assert flipped.height == plain.height
     np.testing.assert_allclose(flipped["test-neg_logloss-mean"].to_numpy(), -plain["test-logloss-mean"].to_numpy(), rtol=1e-6)
+
+
+def test_several_targets_cross_validate_as_separate_fits_score_them():
+    """A list of targets (issue 17): each fold is the multi-target fit of the other folds, and
+    the test rmse is the root mean over every (row, target) element of its fold."""
+    rng = np.random.default_rng(4)
+    n = 900
+    data = pl.DataFrame({"x": rng.normal(size=n), "z": rng.normal(size=n)}).with_columns(
+        a=pl.col("x") * 2 + pl.col("z"), b=pl.col("z").abs(), fold=pl.int_range(n) % 3
+    )
+    params = dict(n_estimators=6, max_depth=3)
+    res, models = polars_gbt.cv(data, target=["a", "b"], folds="fold", return_models=True, **params)
+    rmses = []
+    for f, model in models.items():
+        held_out = data.filter(pl.col("fold") == f)
+        alone = polars_gbt.train(data.filter(pl.col("fold") != f).select("x", "z", "a", "b"), target=["a", "b"], **params)
+        pred = np.stack(model.predict(held_out).to_list())
+        np.testing.assert_array_equal(pred, np.stack(alone.predict(held_out).to_list()))
+        truth = held_out.select("a", "b").to_numpy()
+        rmses.append(np.sqrt(np.mean((pred.astype(np.float64) - truth) ** 2)))
+    assert res["test-rmse-mean"][-1] == pytest.approx(np.mean(rmses), rel=1e-5)
+    with pytest.raises(polars_gbt.ParameterError, match="several targets"):
+        polars_gbt.cv(data, target=["a", "b"], stratified=True, objective="binary:logistic", **params)
+    with pytest.raises(polars_gbt.ColumnError, match="'c' not found"):
+        polars_gbt.cv(data, target=["a", "c"], **params)
