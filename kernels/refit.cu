@@ -127,8 +127,9 @@ extern "C" __global__ void refit_radix_pick(u32* hist, u32 n_nodes, u32 shift, u
     }
 }
 
-// Each leaf's selected value (0 where nothing was selected).
-extern "C" __global__ void refit_values(const u32* prefix, const u32* rank, u32 n_nodes, float* out) {
+// Each leaf's selected value (0 where nothing was selected: a selection leaves a rank of at
+// least 1 remaining, and nodes with nothing to select keep 0).
+extern "C" __global__ void refit_values(const u32* prefix, const u32* remaining, u32 n_nodes, float* out) {
     for (u32 leaf = blockIdx.x * blockDim.x + threadIdx.x; leaf < n_nodes; leaf += gridDim.x * blockDim.x)
-        out[leaf] = rank[leaf] ? from_order_key(prefix[leaf]) : 0.0f;
+        out[leaf] = remaining[leaf] ? from_order_key(prefix[leaf]) : 0.0f;
 }

@@ -30,26 +30,16 @@ impl LeafRefit<'_> {
         margin: &[f32],
         learning_rate: f64,
     ) {
-        let label = self.labels[output];
-        let leaves: Vec<u32> = (0..tree.n_nodes() as u32).filter(|&n| tree.is_leaf(n)).collect();
-        // Each leaf's sort is independent of the others': in parallel, the same values.
-        let values: Vec<f32> = leaves
-            .par_iter()
-            .map(|&leaf| {
-                let rows = rows_of(leaf);
-                let mut residuals: Vec<f32> = rows.iter().map(|&r| label[r as usize] - margin[r as usize]).collect();
-                let alpha = self.alphas[output];
-                let q = match self.weight {
-                    Some(w) => weighted_quantile(&residuals, |i| w[rows[i] as usize], alpha),
-                    // Unit weights: the same value by selection, in linear time.
-                    None => quantile(&mut residuals, alpha),
-                };
-                leaf_value(q, learning_rate)
-            })
-            .collect();
-        for (leaf, value) in leaves.into_iter().zip(values) {
-            tree.value[leaf as usize] = value;
-        }
+        let (label, alpha) = (self.labels[output], self.alphas[output]);
+        set_leaves(tree, learning_rate, |leaf| {
+            let rows = rows_of(leaf);
+            let mut residuals: Vec<f32> = rows.iter().map(|&r| label[r as usize] - margin[r as usize]).collect();
+            match self.weight {
+                Some(w) => weighted_quantile(&residuals, |i| w[rows[i] as usize], alpha),
+                // Unit weights: the same value by selection, in linear time.
+                None => quantile(&mut residuals, alpha),
+            }
+        });
     }
 
     /// [`LeafRefit::apply`] for a backend that knows each row's leaf (`leaf_of`) rather than
@@ -82,30 +72,28 @@ impl LeafRefit<'_> {
                 mine
             })
             .collect();
-        let leaves: Vec<u32> = (0..n_nodes as u32).filter(|&n| tree.is_leaf(n)).collect();
-        let values: Vec<f32> = leaves
-            .par_iter()
-            .map(|&leaf| {
-                let joined = buckets.iter().flat_map(|b| b[leaf as usize].iter());
-                let q = match weight {
-                    Some(_) => {
-                        let (residuals, weights): (Vec<f32>, Vec<f32>) = joined.copied().unzip();
-                        weighted_quantile(&residuals, |i| weights[i], alpha)
-                    }
-                    None => quantile(&mut joined.map(|p| p.0).collect::<Vec<_>>(), alpha),
-                };
-                leaf_value(q, learning_rate)
-            })
-            .collect();
-        for (leaf, value) in leaves.into_iter().zip(values) {
-            tree.value[leaf as usize] = value;
-        }
+        set_leaves(tree, learning_rate, |leaf| {
+            let joined = buckets.iter().flat_map(|b| b[leaf as usize].iter());
+            match weight {
+                Some(_) => {
+                    let (residuals, weights): (Vec<f32>, Vec<f32>) = joined.copied().unzip();
+                    weighted_quantile(&residuals, |i| weights[i], alpha)
+                }
+                None => quantile(&mut joined.map(|p| p.0).collect::<Vec<_>>(), alpha),
+            }
+        });
     }
 }
 
-/// A refit leaf's value: its quantile `q` times the learning rate (every backend's arithmetic).
-pub fn leaf_value(q: f32, learning_rate: f64) -> f32 {
-    (q as f64 * learning_rate) as f32
+/// Sets each leaf of `tree` to its quantile `quantile_of(leaf)` times the learning rate (every
+/// backend's arithmetic). The leaves are computed in parallel: each is independent of the
+/// others, so the values are the same.
+pub fn set_leaves(tree: &mut Tree, learning_rate: f64, quantile_of: impl Fn(u32) -> f32 + Sync) {
+    let leaves: Vec<u32> = (0..tree.n_nodes() as u32).filter(|&n| tree.is_leaf(n)).collect();
+    let values: Vec<f32> = leaves.par_iter().map(|&leaf| (quantile_of(leaf) as f64 * learning_rate) as f32).collect();
+    for (leaf, value) in leaves.into_iter().zip(values) {
+        tree.value[leaf as usize] = value;
+    }
 }
 
 #[cfg(test)]

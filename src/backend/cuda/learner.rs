@@ -23,7 +23,7 @@ use super::refit::DeviceRefit;
 use super::runtime::Runtime;
 use super::split::SplitEvaluator;
 use super::DeviceMemory;
-use crate::backend::refit::{leaf_value, LeafRefit};
+use crate::backend::refit::{set_leaves, LeafRefit};
 use crate::backend::Learner;
 use crate::config::TrainConfig;
 use crate::data::{Dataset, FeatureCuts};
@@ -118,6 +118,7 @@ impl<'r> GpuLearner<'r> {
         let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit_bytes;
         DeviceMemory::check_fits(&dev.stream, n * (layout.bytes_per_row() + row_bytes))?;
         let matrix = DeviceMatrix::upload(rt, &mut dev.memory, &data.features, cuts, layout)?;
+        let profile = std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1");
         let mut learner = GpuLearner {
             gradients: Gradients::new(&mut dev, data, cfg, start_margin)?,
             hist: HistogramBuilder::new(&mut dev, &matrix, &params)?,
@@ -125,7 +126,7 @@ impl<'r> GpuLearner<'r> {
             rows: RowPartitioner::new(&mut dev, n)?,
             margins: MarginUpdate::new(&mut dev)?,
             refit: match refit {
-                Some(r) => Some((r, DeviceRefit::new(&mut dev, n)?)),
+                Some(r) => Some((r, DeviceRefit::new(&mut dev, n, profile)?)),
                 None => None,
             },
             dev,
@@ -134,11 +135,7 @@ impl<'r> GpuLearner<'r> {
             params,
             n,
             n_active: 0,
-            profile: Profile {
-                on: std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1"),
-                last: Instant::now(),
-                seconds: [0.0; 6],
-            },
+            profile: Profile { on: profile, last: Instant::now(), seconds: [0.0; 6] },
         };
         if learner.profile.on {
             learner.dev.stream.synchronize().map_err(device_error)?;
@@ -186,10 +183,7 @@ impl GpuLearner<'_> {
                 margin,
                 refit.alphas[output],
             )?;
-            let leaves: Vec<u32> = (0..tree.n_nodes() as u32).filter(|&l| tree.is_leaf(l)).collect();
-            for leaf in leaves {
-                tree.value[leaf as usize] = leaf_value(q[leaf as usize], lr);
-            }
+            set_leaves(tree, lr, |leaf| q[leaf as usize]);
         } else {
             self.margins.mark_leaves(&mut self.dev, &self.matrix, tree, &mut device.leaf_of)?;
             let leaf_of: Vec<u32> =

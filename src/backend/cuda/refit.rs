@@ -33,9 +33,8 @@ pub(super) struct DeviceRefit {
     sample: Scratch<u32>,
     counts: Scratch<u32>,
     cursor: Scratch<u32>,
-    /// Per leaf: its quantile's rank (0: none), the rank left among the keys sharing the bytes
-    /// chosen so far, and those bytes.
-    rank: Scratch<u32>,
+    /// Per leaf: the rank left among the keys sharing the bytes chosen so far (its quantile's
+    /// rank to begin with; 0 throughout for nodes with nothing to select), and those bytes.
     remaining: Scratch<u32>,
     prefix: Scratch<u32>,
     /// Per leaf, 256 counts of the next byte.
@@ -50,7 +49,8 @@ impl DeviceRefit {
     /// Device bytes a fit holds here per row.
     pub(super) const BYTES_PER_ROW: usize = 12;
 
-    pub(super) fn new(dev: &mut FitDevice, n: usize) -> Result<Self> {
+    /// Buffers for `n` rows; `profile`: time the steps (POLARS_GBT_PROFILE=1).
+    pub(super) fn new(dev: &mut FitDevice, n: usize, profile: bool) -> Result<Self> {
         Ok(DeviceRefit {
             leaf_of: dev.zeros(n)?,
             keys: dev.zeros(n)?,
@@ -58,12 +58,11 @@ impl DeviceRefit {
             sample: dev.scratch(1)?,
             counts: dev.scratch(256)?,
             cursor: dev.scratch(256)?,
-            rank: dev.scratch(256)?,
             remaining: dev.scratch(256)?,
             prefix: dev.scratch(256)?,
             hist: dev.scratch(256 * 256)?,
             out: dev.scratch(256)?,
-            steps: super::knob::<u8>("POLARS_GBT_PROFILE").is_some_and(|v| v == 1).then(|| ([0.0; 5], Instant::now())),
+            steps: profile.then(|| ([0.0; 5], Instant::now())),
         })
     }
 
@@ -140,7 +139,6 @@ impl DeviceRefit {
             })
             .collect();
         dev.fill(&mut self.cursor, &start)?;
-        dev.fill(&mut self.rank, &rank)?;
         dev.fill(&mut self.remaining, &rank)?;
         dev.fill(&mut self.prefix, &vec![0u32; nodes])?;
         dev.fill(&mut self.out, &vec![0f32; nodes])?;
@@ -185,7 +183,7 @@ impl DeviceRefit {
         unsafe {
             dev.launcher(&k.refit_values)
                 .arg(&self.prefix.buf)
-                .arg(&self.rank.buf)
+                .arg(&self.remaining.buf)
                 .arg(&n_nodes)
                 .arg(&mut self.out.buf)
                 .launch(per_node)
