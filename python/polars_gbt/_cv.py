@@ -12,7 +12,7 @@ import polars as pl
 
 from polars_gbt import _custom, _internal
 from polars_gbt._errors import ColumnError, DataError, ParameterError, translated
-from polars_gbt._model import Model, _lazy, train
+from polars_gbt._model import Model, _lazy, _target_columns, train
 
 # Columns cv adds beside the data's own.
 _FOLD = "__polars_gbt_cv_fold"  # the fold id as given (or assigned)
@@ -191,12 +191,7 @@ def cv(
 
     df = _frame(data)
     names = df.columns
-    targets = [target] if isinstance(target, str) else list(target)
-    if not targets:
-        raise ColumnError("target names no column")
-    for t in targets:
-        if t not in names:
-            raise ColumnError(f"target column {t!r} not found")
+    targets = _target_columns(target, names)
     if stratified and len(targets) > 1:
         raise ParameterError("stratified folds are by a row's class; several targets give a row no one class")
     for reserved in (_FOLD, _CODE, _KEY):

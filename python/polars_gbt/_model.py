@@ -10,7 +10,7 @@ from typing import Any, Callable, TypeVar
 import polars as pl
 
 from polars_gbt import _internal
-from polars_gbt._errors import translated
+from polars_gbt._errors import ColumnError, translated
 
 
 T = TypeVar("T")
@@ -341,13 +341,7 @@ def train(
 
     frame = _lazy(data)
     names = frame.collect_schema().names()
-    # Several target columns: multi-target regression, one output per target.
-    targets = [target] if isinstance(target, str) else list(target)
-    if not targets:
-        raise ValueError("target names no column")
-    for t in targets:
-        if t not in names:
-            raise ValueError(f"target column {t!r} not found")
+    targets = _target_columns(target, names)
     # Columns that `weight`, `group`, `base_margin` and `label_upper_bound` name or read are
     # inputs of their own, not features (`weight=pl.col("w") * 2` reads `w`).
     inputs: list[str] = []
@@ -390,6 +384,18 @@ def train(
     with translated():
         out = run_interruptibly(query)
     return Model.from_bytes(out["model"][0])
+
+
+def _target_columns(target: str | list[str], names: list[str]) -> list[str]:
+    """The label column, or several (multi-target regression, one output per target), each
+    checked to be among `names` (a ColumnError, which is a ValueError, otherwise)."""
+    targets = [target] if isinstance(target, str) else list(target)
+    if not targets:
+        raise ColumnError("target names no column")
+    for t in targets:
+        if t not in names:
+            raise ColumnError(f"target column {t!r} not found")
+    return targets
 
 
 def _lazy(data: Any) -> pl.LazyFrame:
