@@ -114,7 +114,9 @@ impl RowPartition {
         F: Fn(usize, &[u32], &[u32]) + Sync,
     {
         let mut order: Vec<usize> = (0..jobs.len()).collect();
-        order.sort_by_key(|&i| self.range[jobs[i].node as usize].0);
+        // By start, then end: a node with no rows (a worker of a distributed fit may hold
+        // none of a node's rows) comes before the node that starts where it does.
+        order.sort_by_key(|&i| self.range[jobs[i].node as usize]);
         // Carve disjoint slices of the row array, one per job.
         let mut slices = Vec::with_capacity(jobs.len());
         let mut rest: &mut [u32] = &mut self.rows;
