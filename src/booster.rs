@@ -5,8 +5,9 @@ use crate::backend::cpu::predict::add_tree_binned;
 use crate::backend::cpu::CpuLearner;
 use crate::backend::refit::LeafRefit;
 use crate::backend::{Backend, Learner};
+use crate::collective::{agree, sum_count, Shard};
 use crate::config::TrainConfig;
-use crate::data::cuts::compute_cuts;
+use crate::data::cuts::compute_cuts_sharded;
 use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
 use crate::metric::{CustomMetric, Metric};
@@ -52,7 +53,34 @@ pub fn train_with_callback(
             "names a user's objective: train with train_with_user_functions, given its loss",
         ));
     }
-    fit(cfg, data, evals, UserFunctions::default(), callback)
+    fit(cfg, data, evals, UserFunctions::default(), callback, &Shard::solo(data.n_rows()))
+}
+
+/// Trains as one worker of a distributed fit: `data` holds this worker's rows, `shard` says
+/// where they sit among all the fit's rows and how to reach the other workers. Every worker
+/// calls this with the same parameters, and every worker returns the same model: the one
+/// [`train`] gives on all rows in global order.
+///
+/// Not yet distributed: evaluation sets (and so early stopping), L1-type objectives
+/// (`reg:absoluteerror`, `reg:quantileerror`, whose leaves are refit on their rows), and GPU
+/// fits; each is a clear error.
+pub fn train_sharded(
+    cfg: &TrainConfig,
+    data: &Dataset,
+    shard: &Shard,
+    callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
+) -> Result<Model> {
+    if cfg.custom_objective.is_some() {
+        return Err(Error::param("custom_objective", "a user's objective cannot be trained distributed yet"));
+    }
+    if shard.rows.n_local() != data.n_rows() {
+        return Err(Error::data(format!(
+            "this worker holds {} rows but its row spans count {}",
+            data.n_rows(),
+            shard.rows.n_local()
+        )));
+    }
+    fit(cfg, data, &[], UserFunctions::default(), callback, shard)
 }
 
 /// A user's functions for a fit (Python callables, through the plugin).
@@ -80,7 +108,7 @@ pub fn train_with_user_functions(
             "names the user's objective, and is given exactly when train_with_user_functions is given one",
         ));
     }
-    fit(cfg, data, evals, user, callback)
+    fit(cfg, data, evals, user, callback, &Shard::solo(data.n_rows()))
 }
 
 fn fit(
@@ -89,16 +117,33 @@ fn fit(
     evals: &[(&str, &Dataset)],
     user: UserFunctions,
     callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
+    shard: &Shard,
 ) -> Result<Model> {
     let cfg = &with_targets_of(cfg, data)?;
     cfg.validate()?;
+    if shard.is_distributed() {
+        // Every worker checks the same things, so all fail alike rather than some waiting.
+        agree::check_schema(shard, data)?;
+        if !evals.is_empty() {
+            return Err(Error::param("eval_set", "is not supported in distributed fits yet"));
+        }
+        if loss_for(cfg.objective, &cfg.objective_params()).leaf_quantile(0).is_some() {
+            return Err(Error::param(
+                "objective",
+                format!("{} refits leaves on their rows and cannot be trained distributed yet", cfg.objective.name()),
+            ));
+        }
+        if crate::backend::select(cfg)?.0 == Backend::Cuda {
+            return Err(Error::param("device", "distributed fits run on the CPU for now: pass device=\"cpu\""));
+        }
+    }
     if let Some(m) = cfg.missing {
         // The sentinel reads as missing in the training rows and every evaluation set.
         let data = data.with_missing_value(m as f32);
         let evals_data: Vec<Dataset> = evals.iter().map(|(_, d)| d.with_missing_value(m as f32)).collect();
         let evals: Vec<(&str, &Dataset)> = evals.iter().zip(&evals_data).map(|((name, _), d)| (*name, d)).collect();
         let cfg = TrainConfig { missing: None, ..cfg.clone() };
-        let mut model = fit(&cfg, &data, &evals, user, callback)?;
+        let mut model = fit(&cfg, &data, &evals, user, callback, shard)?;
         model.config.missing = Some(m);
         return Ok(model);
     }
@@ -110,8 +155,9 @@ fn fit(
         ));
     }
     let (backend, _) = crate::backend::select(cfg)?;
+    let data = &agree::unify_categories(shard, data)?;
     let mut user = Some(user);
-    let mut run = || Trainer::new(cfg, data, evals, user.take().unwrap_or_default())?.run(backend, callback);
+    let mut run = || Trainer::new(cfg, data, evals, user.take().unwrap_or_default(), shard)?.run(backend, callback);
     if cfg.n_jobs > 0 {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(cfg.n_jobs)
@@ -187,7 +233,7 @@ pub fn train_continued_with_user_functions(
     let data = from_init(data)?;
     let evals_data = evals.iter().map(|(_, d)| from_init(d)).collect::<Result<Vec<_>>>()?;
     let evals: Vec<(&str, &Dataset)> = evals.iter().zip(&evals_data).map(|((name, _), d)| (*name, d)).collect();
-    let new = fit(cfg, &data, &evals, user, callback)?;
+    let new = fit(cfg, &data, &evals, user, callback, &Shard::solo(data.n_rows()))?;
     Model::continued(init, new)
 }
 
@@ -216,6 +262,7 @@ struct Trainer<'a> {
     base_margin: Vec<f32>,
     evals: Vec<EvalSet<'a>>,
     k: usize,
+    shard: &'a Shard<'a>,
 }
 
 /// Row-major `n x k` margins to class-major.
@@ -244,6 +291,7 @@ impl<'a> Trainer<'a> {
         data: &'a Dataset,
         evals: &[(&str, &'a Dataset)],
         user: UserFunctions,
+        shard: &'a Shard<'a>,
     ) -> Result<Self> {
         let k = cfg.num_outputs();
         let loss = user.objective.unwrap_or_else(|| loss_for(cfg.objective, &cfg.objective_params()));
@@ -330,7 +378,7 @@ impl<'a> Trainer<'a> {
         }
         let frame = &data.features;
         let clock = std::time::Instant::now();
-        let cuts = compute_cuts(frame, data.weight.as_deref(), cfg.max_bin, cfg.seed)?;
+        let cuts = compute_cuts_sharded(frame, data.weight.as_deref(), cfg.max_bin, cfg.seed, shard)?;
         if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
             eprintln!("polars-gbt profile: cut points {:.3} s", clock.elapsed().as_secs_f64());
         }
@@ -352,7 +400,7 @@ impl<'a> Trainer<'a> {
             (Some(b), _) => vec![loss.base_score_to_margin(b); k],
             // Rows start from their own margins; the model adds nothing of its own.
             (None, Some(_)) => vec![0.0; k],
-            (None, None) => loss.estimate_base_margin(&data.targets()),
+            (None, None) => Self::estimate_base_margin(&*loss, data, shard)?,
         };
         let evals = evals
             .iter()
@@ -364,7 +412,29 @@ impl<'a> Trainer<'a> {
                 Ok(EvalSet { name: name.to_string(), data: d, binned, margin, flat })
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Trainer { cfg, data, loss, metrics, custom_metrics, features, cuts, grow, base_margin, evals, k })
+        Ok(Trainer { cfg, data, loss, metrics, custom_metrics, features, cuts, grow, base_margin, evals, k, shard })
+    }
+
+    /// The loss's best constant margin over every worker's rows: their labels gathered in
+    /// global order, so the float sums run as on one worker.
+    fn estimate_base_margin(loss: &dyn Loss, data: &Dataset, shard: &Shard) -> Result<Vec<f32>> {
+        if !shard.is_distributed() {
+            return Ok(loss.estimate_base_margin(&data.targets()));
+        }
+        let n = data.n_rows();
+        let mut label = Vec::new();
+        for t in 0..data.n_targets {
+            label.extend(shard.gather_rows(&data.label[t * n..(t + 1) * n], 1)?);
+        }
+        let weight = data.weight.as_deref().map(|w| shard.gather_rows(w, 1)).transpose()?;
+        let upper = data.label_upper.as_deref().map(|u| shard.gather_rows(u, 1)).transpose()?;
+        let t = crate::data::Targets {
+            label: &label,
+            label_upper: upper.as_deref(),
+            weight: weight.as_deref(),
+            groups: None,
+        };
+        Ok(loss.estimate_base_margin(&t))
     }
 
     fn start_margin(base: &[f32], d: &Dataset, k: usize) -> Vec<f32> {
@@ -376,15 +446,21 @@ impl<'a> Trainer<'a> {
     }
 
     /// Rows used this round: all (None), or a Bernoulli(`subsample`) sample keyed by (seed, round).
-    fn sample_rows(&self, round: usize) -> Option<Vec<u32>> {
-        let n = self.data.n_rows();
+    /// The hash reads a row's global index, so each row is drawn alike on whichever worker
+    /// holds it; whether the sample is empty or whole is judged over all workers.
+    fn sample_rows(&self, round: usize) -> Result<Option<Vec<u32>>> {
         if self.cfg.subsample >= 1.0 {
-            return None;
+            return Ok(None);
         }
         let below = (self.cfg.subsample * u64::MAX as f64) as u64;
         let key = hash64(self.cfg.seed, 0x5ab5_a3b1e ^ round as u64);
-        let rows: Vec<u32> = (0..n as u32).filter(|&r| hash64(key, r as u64) <= below).collect();
-        (!rows.is_empty() && rows.len() < n).then_some(rows)
+        let rows: Vec<u32> = (0u32..)
+            .zip(self.shard.rows.global_rows())
+            .filter(|&(_, g)| hash64(key, g) <= below)
+            .map(|(r, _)| r)
+            .collect();
+        let drawn = sum_count(self.shard.comm, rows.len() as u64)? as usize;
+        Ok((drawn > 0 && drawn < self.shard.rows.n_global()).then_some(rows))
     }
 
     fn run(self, backend: Backend, callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send)) -> Result<Model> {
@@ -400,7 +476,8 @@ impl<'a> Trainer<'a> {
                     nf,
                 )?;
                 let binned = BinnedMatrix::new(&self.data.features, &self.cuts);
-                let learner = CpuLearner::new(binned, &self.cuts, self.grow.clone(), margin, self.leaf_refit());
+                let learner = CpuLearner::new(binned, &self.cuts, self.grow.clone(), margin, self.leaf_refit())
+                    .with_collective(self.shard.comm);
                 self.boost(learner, callback)
             }
             Backend::Cuda => {
@@ -453,7 +530,7 @@ impl<'a> Trainer<'a> {
         let mut evals = self.evals.iter().map(|e| e.margin.clone()).collect::<Vec<_>>();
         for round in 0..self.cfg.n_estimators {
             learner.compute_gradients(&*self.loss, &train_targets)?;
-            let rows = self.sample_rows(round);
+            let rows = self.sample_rows(round)?;
             for c in 0..k {
                 let tree_seed = hash64(self.cfg.seed, (round * k + c) as u64);
                 let tree_features = if self.cfg.colsample_bytree < 1.0 {

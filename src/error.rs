@@ -31,6 +31,11 @@ pub enum Error {
     #[error("device: {0}")]
     Device(String),
 
+    /// The workers of a distributed fit could not work together: one stopped, did not answer
+    /// in time, or could not be reached. The message names the worker.
+    #[error("distributed fit: {0}")]
+    Collective(String),
+
     /// Training was stopped by the user (e.g. a keyboard interrupt).
     #[error("training was interrupted")]
     Interrupted,

@@ -25,6 +25,7 @@
 
 pub mod backend;
 pub mod booster;
+pub mod collective;
 pub mod config;
 pub mod data;
 pub mod error;

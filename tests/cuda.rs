@@ -473,7 +473,7 @@ fn assert_steps_equal_cpu(json: &str, data: &Dataset, rows: Option<&[u32]>, feat
     for repeat in 0..repeats {
         // The CPU quantises a round's gradients in place: each rebuild starts from fresh ones.
         cpu.compute_gradients(&*setup.loss, &common::lockstep::targets(data)).unwrap();
-        let (steps, q, total) = cpu.begin_tree(0, rows);
+        let (steps, q, total) = cpu.begin_tree(0, rows).unwrap();
         let started = gpu.begin_tree(0, rows).unwrap();
         assert_eq!((q, total), started, "{json}, rebuild {repeat}: gradient scales or the root's sum");
         let mut both = Lockstep::new(steps, &mut gpu, &setup.cuts);

@@ -49,8 +49,8 @@ fn two_cpu_learners_agree_at_every_step_and_grow_the_learners_tree() {
         let setup = Setup::new(json, &d);
         let (mut a, mut b, mut reference) = (setup.cpu_learner(&d), setup.cpu_learner(&d), setup.cpu_learner(&d));
         let features: Vec<u32> = (0..5).collect();
-        let (sa, qa, ta) = a.begin_tree(0, None);
-        let (sb, qb, tb) = b.begin_tree(0, None);
+        let (sa, qa, ta) = a.begin_tree(0, None).unwrap();
+        let (sb, qb, tb) = b.begin_tree(0, None).unwrap();
         assert_eq!((qa, ta), (qb, tb));
         let mut both = Lockstep::new(sa, sb, &setup.cuts);
         let tree =
@@ -75,8 +75,8 @@ fn the_lockstep_names_the_step_that_diverged() {
     let mut a = setup.cpu_learner(&d);
     let mut b = setup.cpu_learner(&d);
     b.compute_gradients(&*setup.loss, &targets(&moved)).unwrap();
-    let (sa, qa, ta) = a.begin_tree(0, None);
-    let (sb, qb, _) = b.begin_tree(0, None);
+    let (sa, qa, ta) = a.begin_tree(0, None).unwrap();
+    let (sb, qb, _) = b.begin_tree(0, None).unwrap();
     assert_eq!(qa, qb, "the moved label must keep the gradient scales");
     let mut both = Lockstep::new(sa, sb, &setup.cuts);
     let found = grow_in_lockstep(&mut both, &setup, (qa, ta), &(0..5).collect::<Vec<_>>(), 0).unwrap_err();

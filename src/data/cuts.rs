@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::column::FeatureColumn;
 use super::frame::FeatureFrame;
+use crate::collective::{pack, unpack, Shard};
 use crate::error::{Error, Result};
 use crate::random::hash64;
 
@@ -83,7 +84,29 @@ pub fn compute_cuts(
     max_bin: usize,
     seed: u64,
 ) -> Result<Vec<FeatureCuts>> {
-    let cuts: Vec<FeatureCuts> = frame
+    compute_cuts_sharded(frame, weights, max_bin, seed, &Shard::solo(frame.n_rows()))
+}
+
+/// [`compute_cuts`] for one worker of a distributed fit: every worker samples its rows by
+/// their global index and the samples are gathered, so every worker computes the cuts one
+/// worker holding all rows would.
+pub fn compute_cuts_sharded(
+    frame: &FeatureFrame,
+    weights: Option<&[f32]>,
+    max_bin: usize,
+    seed: u64,
+    shard: &Shard,
+) -> Result<Vec<FeatureCuts>> {
+    let n_global = shard.rows.n_global();
+    // Sample rows with a hash of (seed, global row): the same rows whatever the chunking,
+    // the threads or the workers.
+    let keep_below = if n_global > SKETCH_ROWS {
+        ((SKETCH_ROWS as f64 / n_global as f64) * u64::MAX as f64) as u64
+    } else {
+        u64::MAX
+    };
+    let global_rows: Option<Vec<u64>> = shard.is_distributed().then(|| shard.rows.global_rows().collect());
+    let mut samples: Vec<Samples> = frame
         .columns()
         .par_iter()
         .map(|col| match col.categories() {
@@ -94,16 +117,60 @@ pub fn compute_cuts(
                         format!("has {} categories; at most 65533 are supported", categories.len()),
                     ));
                 }
-                Ok(FeatureCuts::Categorical { n_categories: categories.len() as u32 })
+                Ok(None)
             }
-            None => Ok(numeric_cuts(col, weights, max_bin, seed)),
+            None => Ok(Some(sample_values(col, weights, seed, keep_below, global_rows.as_deref()))),
         })
         .collect::<Result<_>>()?;
-    let any_present = frame.columns().par_iter().any(has_present_value);
-    if !any_present {
+    if shard.is_distributed() {
+        samples = gather_samples(shard, samples)?;
+    }
+    let cuts: Vec<FeatureCuts> = frame
+        .columns()
+        .par_iter()
+        .zip(samples)
+        .map(|(col, s)| match (col.categories(), s) {
+            (Some(categories), _) => FeatureCuts::Categorical { n_categories: categories.len() as u32 },
+            (None, s) => FeatureCuts::Numeric { cuts: weighted_quantile_cuts(s.unwrap_or_default(), max_bin - 1) },
+        })
+        .collect();
+    let mut any_present = [frame.columns().par_iter().any(has_present_value) as i64];
+    shard.comm.all_reduce_max(&mut any_present)?;
+    if any_present[0] == 0 {
         return Err(Error::data("every feature is entirely missing (null or NaN); there is nothing to split on"));
     }
     Ok(cuts)
+}
+
+/// A numeric feature's sampled `(value, weight)` pairs (None for a categorical feature).
+type Samples = Option<Vec<(f32, f32)>>;
+
+/// Every worker's samples of each numeric feature, concatenated (their order does not
+/// matter: the cuts sort them).
+fn gather_samples(shard: &Shard, mine: Vec<Samples>) -> Result<Vec<Samples>> {
+    let bytes: Vec<Vec<u8>> = mine
+        .iter()
+        .map(|s| s.iter().flatten().flat_map(|&(x, w)| [x.to_le_bytes(), w.to_le_bytes()]).flatten().collect())
+        .collect();
+    let gathered = shard.comm.all_gather(&pack(&bytes.iter().map(Vec::as_slice).collect::<Vec<_>>()))?;
+    let mut out = mine;
+    for s in out.iter_mut().flatten() {
+        s.clear();
+    }
+    for block in &gathered {
+        let per_feature = unpack(block)?;
+        if per_feature.len() != out.len() {
+            return Err(Error::Collective("workers disagree on the number of features".into()));
+        }
+        for (s, b) in out.iter_mut().zip(per_feature) {
+            if let Some(s) = s {
+                s.extend(b.chunks_exact(8).map(|c| {
+                    (f32::from_le_bytes(c[..4].try_into().unwrap()), f32::from_le_bytes(c[4..].try_into().unwrap()))
+                }));
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn has_present_value(col: &FeatureColumn) -> bool {
@@ -120,11 +187,17 @@ fn has_present_value(col: &FeatureColumn) -> bool {
     false
 }
 
-fn numeric_cuts(col: &FeatureColumn, weights: Option<&[f32]>, max_bin: usize, seed: u64) -> FeatureCuts {
+/// A column's present values (with their weights) of the sampled rows: rows whose hash of
+/// (seed, global row) is at most `keep_below`. `global_rows` maps local rows to global
+/// ones (None: they are the same).
+fn sample_values(
+    col: &FeatureColumn,
+    weights: Option<&[f32]>,
+    seed: u64,
+    keep_below: u64,
+    global_rows: Option<&[u64]>,
+) -> Vec<(f32, f32)> {
     let n = col.len();
-    // Sample rows with a hash of (seed, row): the same rows whatever the chunking or threads.
-    let keep_below =
-        if n > SKETCH_ROWS { ((SKETCH_ROWS as f64 / n as f64) * u64::MAX as f64) as u64 } else { u64::MAX };
     let mut samples: Vec<(f32, f32)> = Vec::with_capacity(n.min(SKETCH_ROWS * 2));
     let mut buf = vec![0f32; BLOCK];
     let mut start = 0;
@@ -134,17 +207,15 @@ fn numeric_cuts(col: &FeatureColumn, weights: Option<&[f32]>, max_bin: usize, se
         for (i, &x) in buf[..len].iter().enumerate() {
             let row = start + i;
             let w = weights.map_or(1.0, |w| w[row]);
+            let global = global_rows.map_or(row as u64, |g| g[row]);
             // A row of weight zero is as good as absent: it must not place cut points either.
-            if !x.is_nan()
-                && w > 0.0
-                && (keep_below == u64::MAX || hash64(seed ^ 0x5eed_c075, row as u64) <= keep_below)
-            {
+            if !x.is_nan() && w > 0.0 && (keep_below == u64::MAX || hash64(seed ^ 0x5eed_c075, global) <= keep_below) {
                 samples.push((x, w));
             }
         }
         start += len;
     }
-    FeatureCuts::Numeric { cuts: weighted_quantile_cuts(samples, max_bin - 1) }
+    samples
 }
 
 /// Cut points putting about equal weight in each of at most `budget` bins (so at most

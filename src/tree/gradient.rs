@@ -87,11 +87,22 @@ pub struct Quantiser {
 impl Quantiser {
     /// Scales that map the largest magnitude in `pairs` to at most 2^ROW_BITS.
     pub fn fit(pairs: &[GradPair]) -> Self {
+        Self::from_magnitudes(Self::magnitudes(pairs))
+    }
+
+    /// The largest gradient and hessian magnitudes in `pairs` (what [`Quantiser::fit`] scales
+    /// by; a distributed fit takes their maxima over the workers).
+    pub fn magnitudes(pairs: &[GradPair]) -> [f32; 2] {
         let (mut gmax, mut hmax) = (0f32, 0f32);
         for p in pairs {
             gmax = gmax.max(p.g.abs());
             hmax = hmax.max(p.h.abs());
         }
+        [gmax, hmax]
+    }
+
+    /// Scales that map the magnitudes `[g, h]` to at most 2^ROW_BITS.
+    pub fn from_magnitudes([gmax, hmax]: [f32; 2]) -> Self {
         let (g_scale, h_scale) = (scale_for(gmax), scale_for(hmax));
         Quantiser { g_scale, h_scale, g_unit: 1.0 / g_scale, h_unit: 1.0 / h_scale }
     }

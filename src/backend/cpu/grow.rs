@@ -10,6 +10,7 @@ use rayon::prelude::*;
 use super::histogram::{add_histogram, build_histograms, subtract, HistLayout, HistTask};
 use super::partition::{RowPartition, RowRouter, SplitJob};
 use super::prefetch_read;
+use crate::collective::{sum_grads, Collective, Solo};
 use crate::data::binned::BinData;
 use crate::data::BinnedMatrix;
 use crate::data::FeatureCuts;
@@ -19,10 +20,12 @@ use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
 use crate::tree::split::{SplitCandidate, SplitScorer};
 use crate::tree::{GradSum, Tree};
 
-/// A node's handle on the CPU: its id (its rows are the partition's) and its histogram.
+/// A node's handle on the CPU: its id (its rows are the partition's), its histogram and its
+/// row count (both over every worker's rows in a distributed fit).
 pub struct CpuNode {
     node: u32,
     hist: Vec<GradSum>,
+    rows: u64,
 }
 
 /// The rows of one tree and the means to split them.
@@ -31,6 +34,8 @@ pub struct CpuSteps<'a> {
     cuts: &'a [FeatureCuts],
     grads: &'a [QuantGrad],
     layout: HistLayout,
+    /// Sums the histograms and row counts over the workers of a distributed fit.
+    comm: &'a dyn Collective,
     /// The tree's rows by node; the learner reads the leaves' rows from it once the tree is grown.
     pub partition: RowPartition,
 }
@@ -38,7 +43,38 @@ pub struct CpuSteps<'a> {
 impl<'a> CpuSteps<'a> {
     /// Steps over `rows` (sorted) with quantised gradients `grads` (indexed by row).
     pub fn new(binned: &'a BinnedMatrix, cuts: &'a [FeatureCuts], grads: &'a [QuantGrad], rows: Vec<u32>) -> Self {
-        CpuSteps { binned, cuts, grads, layout: HistLayout::new(binned), partition: RowPartition::new(rows) }
+        CpuSteps {
+            binned,
+            cuts,
+            grads,
+            layout: HistLayout::new(binned),
+            comm: &Solo,
+            partition: RowPartition::new(rows),
+        }
+    }
+
+    /// The same steps as one worker of a distributed fit: histograms and counts are summed
+    /// over the workers through `comm` before any decision reads them.
+    pub fn with_collective(self, comm: &'a dyn Collective) -> Self {
+        CpuSteps { comm, ..self }
+    }
+
+    /// Sums `hists` and `counts` over the workers, in one operation.
+    fn reduce(&self, hists: &mut [&mut Vec<GradSum>], counts: &mut [u64]) -> Result<()> {
+        if self.comm.world() == 1 {
+            return Ok(());
+        }
+        let mut flat: Vec<GradSum> = hists.iter().flat_map(|h| h.iter().copied()).collect();
+        flat.extend(counts.iter().map(|&c| GradSum { g: c as i64, h: 0 }));
+        sum_grads(self.comm, &mut flat)?;
+        let mut at = 0;
+        for h in hists.iter_mut() {
+            let len = h.len();
+            h.copy_from_slice(&flat[at..at + len]);
+            at += len;
+        }
+        counts.iter_mut().zip(&flat[at..]).for_each(|(c, s)| *c = s.g as u64);
+        Ok(())
     }
 
     /// The rows' gradient sum: the root's total.
@@ -65,7 +101,9 @@ impl GrowSteps for CpuSteps<'_> {
         let mut hist = self.empty_histogram();
         let task = HistTask { rows: self.partition.rows_of(0), hist: &mut hist };
         build_histograms(self.binned, &self.layout, self.grads, ctx.tree_features, vec![task]);
-        Ok(CpuNode { node: 0, hist })
+        let mut rows = [self.partition.rows_of(0).len() as u64];
+        self.reduce(&mut [&mut hist], &mut rows)?;
+        Ok(CpuNode { node: 0, hist, rows: rows[0] })
     }
 
     /// In parallel over (node, feature).
@@ -80,7 +118,7 @@ impl GrowSteps for CpuSteps<'_> {
             .map(|&(i, f)| {
                 let o = &nodes[i];
                 let hist = self.layout.feature(&o.state.hist, f as usize);
-                let rows = self.partition.rows_of(o.state.node).len() as u32;
+                let rows = o.state.rows as u32;
                 let monotone = &ctx.params.constraints.monotone;
                 let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, o.total, rows, &o.limits, monotone);
                 let best = if self.cuts[f as usize].is_categorical() {
@@ -130,18 +168,38 @@ impl GrowSteps for CpuSteps<'_> {
             BinData::U8 { rows } => split_all(&mut self.partition, tree, self.binned, rows, &jobs, observe),
             BinData::U16 { rows } => split_all(&mut self.partition, tree, self.binned, rows, &jobs, observe),
         }
+        // The smaller children's histograms and rows, summed over the workers (in a
+        // distributed fit) before the siblings are taken from the parents.
+        let mut small_hists: Vec<Option<Vec<GradSum>>> = small_hists
+            .into_iter()
+            .map(|h| h.map(|h| h.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner())))
+            .collect();
+        let mut small_rows: Vec<u64> = expansions
+            .iter()
+            .zip(&small_left)
+            .filter_map(|(e, s)| {
+                s.map(|is_left| self.partition.rows_of(e.children[usize::from(!is_left)]).len() as u64)
+            })
+            .collect();
+        self.reduce(&mut small_hists.iter_mut().flatten().collect::<Vec<_>>(), &mut small_rows)?;
+        let mut small_rows = small_rows.into_iter();
         let mut out = Vec::with_capacity(expansions.len());
         for ((e, small_hist), is_left) in expansions.into_iter().zip(small_hists).zip(small_left) {
             let (Some(is_left), Some(small_hist)) = (is_left, small_hist) else {
                 out.push(None);
                 continue;
             };
-            let small_hist = small_hist.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let small = small_rows.next().expect("one count per small child");
             let mut sibling = self.empty_histogram();
             subtract(&e.state.hist, &small_hist, &mut sibling);
             let (left, right) = if is_left { (small_hist, sibling) } else { (sibling, small_hist) };
+            let (left_rows, right_rows) =
+                if is_left { (small, e.state.rows - small) } else { (e.state.rows - small, small) };
             let [l, r] = e.children;
-            out.push(Some([CpuNode { node: l, hist: left }, CpuNode { node: r, hist: right }]));
+            out.push(Some([
+                CpuNode { node: l, hist: left, rows: left_rows },
+                CpuNode { node: r, hist: right, rows: right_rows },
+            ]));
         }
         Ok(out)
     }

@@ -5,6 +5,7 @@ use super::grow::CpuSteps;
 use super::predict::add_tree_binned;
 use crate::backend::refit::LeafRefit;
 use crate::backend::Learner;
+use crate::collective::{max_magnitudes, sum_grads, Collective, Solo};
 use crate::data::{BinnedMatrix, FeatureCuts};
 use crate::error::Result;
 use crate::objective::{Loss, Targets};
@@ -21,6 +22,8 @@ pub struct CpuLearner<'a> {
     /// tree grows.
     grads: Vec<GradPair>,
     refit: Option<LeafRefit<'a>>,
+    /// The workers of a distributed fit ([`Solo`] for one).
+    comm: &'a dyn Collective,
 }
 
 impl<'a> CpuLearner<'a> {
@@ -34,7 +37,13 @@ impl<'a> CpuLearner<'a> {
     ) -> Self {
         let n = binned.n_rows;
         let k = margin.len() / n.max(1);
-        CpuLearner { binned, cuts, params, n, margin, grads: vec![GradPair::default(); n * k], refit }
+        CpuLearner { binned, cuts, params, n, margin, grads: vec![GradPair::default(); n * k], refit, comm: &Solo }
+    }
+
+    /// The same learner as one worker of a distributed fit: gradient scales, totals and
+    /// histograms are taken over every worker's rows through `comm`.
+    pub fn with_collective(self, comm: &'a dyn Collective) -> Self {
+        CpuLearner { comm, ..self }
     }
 }
 
@@ -42,15 +51,18 @@ impl CpuLearner<'_> {
     /// Quantises output `output`'s gradients (in place: once per round and output) and
     /// readies the steps of its tree over `rows` (None: every row), with the root's total. The
     /// tree then grows through [`GrowSteps`](crate::tree::GrowSteps), as [`Learner::grow`] does.
-    pub fn begin_tree(&mut self, output: usize, rows: Option<&[u32]>) -> (CpuSteps<'_>, Quantiser, GradSum) {
+    pub fn begin_tree(&mut self, output: usize, rows: Option<&[u32]>) -> Result<(CpuSteps<'_>, Quantiser, GradSum)> {
         let n = self.n;
         let g = &mut self.grads[output * n..(output + 1) * n];
-        let quantiser = Quantiser::fit(g);
+        let mut magnitudes = Quantiser::magnitudes(g);
+        max_magnitudes(self.comm, &mut magnitudes)?;
+        let quantiser = Quantiser::from_magnitudes(magnitudes);
         let qgrads = quantiser.quantise_in_place(g);
         let rows = rows.map_or_else(|| (0..n as u32).collect(), <[u32]>::to_vec);
-        let steps = CpuSteps::new(&self.binned, self.cuts, qgrads, rows);
-        let total = steps.total();
-        (steps, quantiser, total)
+        let steps = CpuSteps::new(&self.binned, self.cuts, qgrads, rows).with_collective(self.comm);
+        let mut total = [steps.total()];
+        sum_grads(self.comm, &mut total)?;
+        Ok((steps, quantiser, total[0]))
     }
 }
 
@@ -63,7 +75,7 @@ impl Learner for CpuLearner<'_> {
         let n = self.n;
         let sampled_all = rows.is_none_or(|r| r.len() == n);
         let (params, cuts) = (self.params.clone(), self.cuts);
-        let (mut steps, quantiser, total) = self.begin_tree(output, rows);
+        let (mut steps, quantiser, total) = self.begin_tree(output, rows)?;
         let ctx = TreeContext { params: &params, quantiser, tree_features: &tree_features, seed };
         let mut tree = grow_tree(&mut steps, &ctx, cuts, total)?;
         let partition = steps.partition;

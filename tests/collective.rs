@@ -1,0 +1,309 @@
+//! The TCP ring on localhost threads, and distributed fits through it: every worker's model
+//! must be, byte for byte, the model one worker gives on all rows.
+
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, DictionaryArray, Float32Array, Int32Array, StringArray};
+use polars_gbt::collective::{serve_tracker, Collective, RingConfig, RowSpans, Shard, TcpRing};
+use polars_gbt::random::hash64;
+use polars_gbt::{Dataset, Error, FeatureColumn, FeatureFrame, TrainConfig};
+
+/// Starts a tracker for `world` workers and returns its address.
+fn tracker(world: usize, token: &str, timeout: Duration) -> (String, std::thread::JoinHandle<polars_gbt::Result<()>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let token = token.to_string();
+    (address, std::thread::spawn(move || serve_tracker(listener, world, &token, timeout)))
+}
+
+fn ring_config(rank: usize, world: usize, tracker: &str, token: &str, timeout: Duration) -> RingConfig {
+    RingConfig {
+        rank,
+        world,
+        tracker: tracker.to_string(),
+        token: token.to_string(),
+        host: "127.0.0.1".to_string(),
+        timeout,
+    }
+}
+
+/// Runs `work` on `world` workers joined in one ring, one thread each; results by rank.
+fn on_ring<T: Send + 'static>(
+    world: usize,
+    work: impl Fn(&TcpRing) -> polars_gbt::Result<T> + Send + Sync + 'static,
+) -> Vec<polars_gbt::Result<T>> {
+    let (address, tracker) = tracker(world, "job-1", Duration::from_secs(30));
+    let work = Arc::new(work);
+    let workers: Vec<_> = (0..world)
+        .map(|rank| {
+            let (address, work) = (address.clone(), work.clone());
+            std::thread::spawn(move || {
+                let ring = TcpRing::join(&ring_config(rank, world, &address, "job-1", Duration::from_secs(30)))?;
+                work(&ring)
+            })
+        })
+        .collect();
+    let out = workers.into_iter().map(|w| w.join().unwrap()).collect();
+    tracker.join().unwrap().unwrap();
+    out
+}
+
+#[test]
+fn sums_maxima_gathers_and_broadcasts_agree_with_a_serial_computation() {
+    for world in 1..=4 {
+        for len in [0usize, 1, 3, 1000] {
+            let value = |rank: usize, i: usize| (hash64(rank as u64, i as u64) >> 20) as i64 - (1 << 42);
+            let results = on_ring(world, move |ring| {
+                let r = ring.rank();
+                let mut sum: Vec<i64> = (0..len).map(|i| value(r, i)).collect();
+                let mut max = sum.clone();
+                ring.all_reduce_sum(&mut sum)?;
+                ring.all_reduce_max(&mut max)?;
+                let gathered = ring.all_gather(&vec![r as u8; r * 3])?;
+                let from_last = ring.broadcast(if r == world - 1 { b"last" } else { b"" }, world - 1)?;
+                Ok((sum, max, gathered, from_last))
+            });
+            let want_sum: Vec<i64> = (0..len).map(|i| (0..world).map(|r| value(r, i)).sum()).collect();
+            let want_max: Vec<i64> = (0..len).map(|i| (0..world).map(|r| value(r, i)).max().unwrap()).collect();
+            let want_gathered: Vec<Vec<u8>> = (0..world).map(|r| vec![r as u8; r * 3]).collect();
+            for r in results {
+                let (sum, max, gathered, from_last) = r.unwrap();
+                assert_eq!((&sum, &max), (&want_sum, &want_max), "world {world}, {len} values");
+                assert_eq!(gathered, want_gathered);
+                assert_eq!(from_last, b"last");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_connection_without_the_jobs_token_is_refused() {
+    let (address, tracker) = tracker(2, "right", Duration::from_secs(20));
+    // A stray client speaks first, with another job's token: the tracker drops it and waits on.
+    let stray = ring_config(0, 2, &address, "wrong", Duration::from_secs(2));
+    let stray = std::thread::spawn(move || TcpRing::join(&stray).map(|_| ()));
+    std::thread::sleep(Duration::from_millis(200));
+    let workers: Vec<_> = (0..2)
+        .map(|rank| {
+            let address = address.clone();
+            std::thread::spawn(move || {
+                let ring = TcpRing::join(&ring_config(rank, 2, &address, "right", Duration::from_secs(20)))?;
+                let mut v = [rank as i64 + 1];
+                ring.all_reduce_sum(&mut v)?;
+                Ok::<_, Error>(v[0])
+            })
+        })
+        .collect();
+    for w in workers {
+        assert_eq!(w.join().unwrap().unwrap(), 3);
+    }
+    tracker.join().unwrap().unwrap();
+    let err = stray.join().unwrap().unwrap_err().to_string();
+    assert!(err.contains("tracker"), "{err}");
+    // Junk sent straight to a finished tracker's port finds nothing listening.
+    assert!(TcpStream::connect(&address).is_err());
+}
+
+#[test]
+fn a_worker_that_stops_is_an_error_naming_it_and_no_hang() {
+    let results = on_ring(3, |ring| {
+        if ring.rank() == 1 {
+            // Rank 1 leaves without taking part: its sockets close.
+            return Ok(None);
+        }
+        let start = Instant::now();
+        let mut v = vec![1i64; 100];
+        let err = ring.all_reduce_sum(&mut v).unwrap_err().to_string();
+        // The ring is broken for good afterwards.
+        let again = ring.all_gather(b"x").unwrap_err().to_string();
+        Ok(Some((err, again, start.elapsed())))
+    });
+    let mut named = false;
+    for r in results.into_iter().flatten().flatten() {
+        let (err, again, took) = r;
+        assert!(err.starts_with("distributed fit: rank"), "{err}");
+        assert!(took < Duration::from_secs(10), "took {took:?}");
+        assert!(again.contains("broke"), "{again}");
+        named |= err.contains("rank 1 at 127.0.0.1:");
+    }
+    assert!(named, "some worker's error names rank 1");
+}
+
+#[test]
+fn a_silent_worker_is_an_error_at_the_deadline() {
+    let (address, tracker) = tracker(2, "job", Duration::from_secs(20));
+    let timeout = Duration::from_millis(800);
+    let workers: Vec<_> = (0..2)
+        .map(|rank| {
+            let address = address.clone();
+            std::thread::spawn(move || {
+                let ring = TcpRing::join(&ring_config(rank, 2, &address, "job", timeout))?;
+                if rank == 1 {
+                    // Alive but silent: holds its sockets open past the other's deadline.
+                    std::thread::sleep(Duration::from_secs(3));
+                    return Ok(None);
+                }
+                let start = Instant::now();
+                let err = ring.all_reduce_sum(&mut [1, 2, 3]).unwrap_err().to_string();
+                Ok::<_, Error>(Some((err, start.elapsed())))
+            })
+        })
+        .collect();
+    let results: Vec<_> = workers.into_iter().map(|w| w.join().unwrap().unwrap()).collect();
+    tracker.join().unwrap().unwrap();
+    let (err, took) = results[0].clone().unwrap();
+    assert!(err.contains("within the timeout") && err.contains("rank 1"), "{err}");
+    assert!(took >= timeout && took < Duration::from_secs(3), "took {took:?}");
+}
+
+/// Rows of a small mixed problem: two numeric features with nulls, one categorical feature
+/// (strings), a label and weights.
+struct Rows {
+    x0: Vec<f32>,
+    x1: Vec<f32>,
+    cat: Vec<Option<String>>,
+    label: Vec<f32>,
+    weight: Vec<f32>,
+}
+
+fn rows(n: usize, seed: u64) -> Rows {
+    let u = |k: u64, i: usize| (hash64(seed ^ k, i as u64) >> 11) as f64 / (1u64 << 53) as f64;
+    let x0: Vec<f32> = (0..n).map(|i| if u(1, i) < 0.15 { f32::NAN } else { (u(2, i) * 4.0 - 2.0) as f32 }).collect();
+    let x1: Vec<f32> = (0..n).map(|i| if u(3, i) < 0.3 { f32::NAN } else { (u(4, i) * 10.0) as f32 }).collect();
+    let cat: Vec<Option<String>> =
+        (0..n).map(|i| (u(5, i) >= 0.1).then(|| format!("c{}", (u(6, i) * 12.0) as usize))).collect();
+    let label: Vec<f32> = (0..n)
+        .map(|i| {
+            let c = cat[i].as_ref().map_or(0.0, |c| if c.ends_with('3') || c.ends_with('7') { 1.5 } else { -0.5 });
+            let x = if x0[i].is_nan() { -1.0 } else { x0[i].clamp(-1.0, 1.0) };
+            let s = x + c + if x1[i].is_nan() { 0.7 } else { x1[i] / 10.0 } + u(7, i) as f32;
+            (s > 1.2) as u8 as f32
+        })
+        .collect();
+    let weight = (0..n).map(|i| 0.5 + u(8, i) as f32).collect();
+    Rows { x0, x1, cat, label, weight }
+}
+
+/// The dataset of `rows` (in that order), its categorical column dictionary-coded in order
+/// of first appearance, as a worker holding only those rows would code it.
+fn dataset(all: &Rows, rows: &[usize], weights: bool) -> Dataset {
+    let mut levels: Vec<String> = Vec::new();
+    let codes: Vec<Option<i32>> = rows
+        .iter()
+        .map(|&r| {
+            all.cat[r].as_ref().map(|c| match levels.iter().position(|l| l == c) {
+                Some(p) => p as i32,
+                None => {
+                    levels.push(c.clone());
+                    levels.len() as i32 - 1
+                }
+            })
+        })
+        .collect();
+    let dict =
+        DictionaryArray::<Int32Type>::try_new(Int32Array::from(codes), Arc::new(StringArray::from(levels))).unwrap();
+    let numeric =
+        |v: &[f32]| -> ArrayRef { Arc::new(Float32Array::from(rows.iter().map(|&r| v[r]).collect::<Vec<_>>())) };
+    let frame = FeatureFrame::new(vec![
+        FeatureColumn::new("x0", vec![numeric(&all.x0)]).unwrap(),
+        FeatureColumn::new("x1", vec![numeric(&all.x1)]).unwrap(),
+        FeatureColumn::new("cat", vec![Arc::new(dict) as ArrayRef]).unwrap(),
+    ])
+    .unwrap();
+    let d = Dataset::new(frame, rows.iter().map(|&r| all.label[r]).collect()).unwrap();
+    if weights {
+        d.with_weight(rows.iter().map(|&r| all.weight[r]).collect()).unwrap()
+    } else {
+        d
+    }
+}
+
+/// Trains `cfg` on `shards` (each a list of global row runs), one worker per shard, and
+/// returns each worker's model bytes.
+fn train_distributed(
+    all: Arc<Rows>,
+    n: usize,
+    shards: Vec<Vec<(u64, u64)>>,
+    cfg: TrainConfig,
+    weights: bool,
+) -> Vec<Vec<u8>> {
+    let world = shards.len();
+    let shards = Arc::new(shards);
+    on_ring(world, move |ring| {
+        let spans = shards[ring.rank()].clone();
+        let local: Vec<usize> = spans.iter().flat_map(|&(s, l)| s as usize..(s + l) as usize).collect();
+        let data = dataset(&all, &local, weights);
+        let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)? };
+        Ok(polars_gbt::booster::train_sharded(&cfg, &data, &shard, &mut |_| Ok(true))?.to_bytes())
+    })
+    .into_iter()
+    .map(|r| r.unwrap())
+    .collect()
+}
+
+#[test]
+fn a_distributed_fit_gives_the_bytes_of_one_worker() {
+    let n = 3000;
+    let all = Arc::new(rows(n, 7));
+    let cases = [
+        (r#"{"objective": "binary:logistic", "n_estimators": 8, "max_depth": 4, "seed": 3}"#, true),
+        (
+            r#"{"objective": "binary:logistic", "n_estimators": 8, "max_depth": 5, "subsample": 0.7,
+                "colsample_bynode": 0.7, "max_cat_to_onehot": 1, "seed": 11}"#,
+            true,
+        ),
+        (
+            r#"{"objective": "reg:squarederror", "n_estimators": 6, "grow_policy": "lossguide", "max_leaves": 12}"#,
+            false,
+        ),
+        (r#"{"objective": "multi:softprob", "num_class": 2, "n_estimators": 4, "max_depth": 3}"#, true),
+    ];
+    // Uneven shards, one nearly empty, one holding two runs that are not adjacent.
+    let shards = vec![vec![(0, 1200), (2990, 10)], vec![(1200, 7)], vec![(1207, 1783)]];
+    for (json, weights) in cases {
+        let cfg = TrainConfig::from_json(json).unwrap();
+        let whole = dataset(&all, &(0..n).collect::<Vec<_>>(), weights);
+        let want = polars_gbt::train(&cfg, &whole, &[]).unwrap().to_bytes();
+        for got in train_distributed(all.clone(), n, shards.clone(), cfg.clone(), weights) {
+            assert!(got == want, "a worker's model differs from one worker's for {json}");
+        }
+    }
+}
+
+#[test]
+fn distributed_fits_refuse_what_they_cannot_do_yet_on_every_worker() {
+    let n = 400;
+    let all = Arc::new(rows(n, 9));
+    let shards = [vec![(0, 150)], vec![(150, 250)]];
+    let cfg = TrainConfig::from_json(r#"{"objective": "reg:absoluteerror", "n_estimators": 2}"#).unwrap();
+    let results = on_ring(2, move |ring| {
+        let spans = shards[ring.rank()].clone();
+        let local: Vec<usize> = spans.iter().flat_map(|&(s, l)| s as usize..(s + l) as usize).collect();
+        let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)? };
+        polars_gbt::booster::train_sharded(&cfg, &dataset(&all, &local, false), &shard, &mut |_| Ok(true)).map(|_| ())
+    });
+    for r in results {
+        let err = r.unwrap_err().to_string();
+        assert!(err.contains("cannot be trained distributed yet"), "{err}");
+    }
+}
+
+#[test]
+fn workers_whose_data_differ_are_an_error_naming_the_worker() {
+    let n = 300;
+    let all = Arc::new(rows(n, 5));
+    let cfg = TrainConfig::from_json(r#"{"n_estimators": 2}"#).unwrap();
+    let results = on_ring(2, move |ring| {
+        let (spans, weights) = if ring.rank() == 0 { (vec![(0, 100)], true) } else { (vec![(100, 200)], false) };
+        let local: Vec<usize> = spans.iter().flat_map(|&(s, l)| s as usize..(s + l) as usize).collect();
+        let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)? };
+        polars_gbt::booster::train_sharded(&cfg, &dataset(&all, &local, weights), &shard, &mut |_| Ok(true)).map(|_| ())
+    });
+    for r in results {
+        let err = r.unwrap_err().to_string();
+        assert!(err.contains("worker 1's data has") && err.contains("weight"), "{err}");
+    }
+}
