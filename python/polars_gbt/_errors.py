@@ -54,6 +54,11 @@ class DeviceError(GbtError, RuntimeError):
     """The requested device cannot be used (no GPU, no NVRTC, out of GPU memory, ...)."""
 
 
+class DistributedError(GbtError, RuntimeError):
+    """The workers of a distributed fit could not work together: one stopped, did not answer
+    within the timeout, or could not be reached. The message names the worker."""
+
+
 class FileError(GbtError, OSError):
     """Reading or writing a model file failed."""
 
@@ -71,6 +76,7 @@ _KINDS: list[tuple[str, type[GbtError]]] = [
     ("invalid model: ", ModelError),
     ("model format version ", ModelVersionError),
     ("device: ", DeviceError),
+    ("distributed fit: ", DistributedError),
     ("i/o: ", FileError),
     ("internal error (a bug in polars-gbt", InternalError),
 ]
@@ -82,7 +88,9 @@ def _classify(message: str) -> tuple[type[GbtError], str] | None:
     if not found:
         return None
     at, cls = min(found, key=lambda f: f[0])
-    return cls, message[at:].strip()
+    # Polars may also append the failing expression, which names our plugin's internals.
+    ours = message[at:].split("\nThis error occurred in the following expression")[0]
+    return cls, ours.strip()
 
 
 @contextlib.contextmanager

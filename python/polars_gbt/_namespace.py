@@ -189,6 +189,10 @@ class GbtNamespace:
         if missing is None or (isinstance(missing, float) and math.isnan(missing)):
             # NaN (XGBoost's default) and nulls are always missing: nothing to record.
             params.pop("missing", None)
+        # polars_gbt.dask's workers: each one's place in the fit (not a training parameter).
+        distributed = params.pop("_distributed", None)
+        if distributed is not None and (by is not None or eval_set is not None or init_model is not None):
+            raise ValueError("distributed fits take no by, eval_set or init_model yet")
         # Python callables (objective, metrics) stay here; the plugin gets their numbers.
         user_functions = _custom.take_user_functions(params, has_eval_set=eval_set is not None)
         params_json = json.dumps(params)
@@ -203,6 +207,8 @@ class GbtNamespace:
         kwargs.update({f"has_{name}": value is not None for name, value in optional.items()})
         kwargs["has_eval_set"] = eval_set is not None
         kwargs["eval_names"] = eval_names
+        if distributed is not None:
+            kwargs["distributed"] = distributed
         if by is not None:
             return register_plugin_function(
                 plugin_path=PLUGIN_PATH,

@@ -50,7 +50,49 @@ struct FitKwargs {
     /// `maximize`).
     #[serde(default)]
     maximize: bool,
+    /// This worker's place in a distributed fit (`polars_gbt.dask` passes it).
+    #[serde(default)]
+    distributed: Option<DistributedKwargs>,
 }
+
+/// How one worker of a distributed fit joins the others: its ring and where its rows sit
+/// among the fit's rows (`(first global row, length)` runs, in its row order).
+#[derive(Deserialize)]
+struct DistributedKwargs {
+    rank: usize,
+    world: usize,
+    tracker: String,
+    token: String,
+    host: String,
+    timeout: f64,
+    spans: Vec<(u64, u64)>,
+    n_rows: u64,
+}
+
+impl DistributedKwargs {
+    fn train(&self, cfg: &TrainConfig, data: &Dataset, log: &mut LogFn) -> crate::Result<crate::Model> {
+        use crate::collective::{RingConfig, RowSpans, Shard, TcpRing};
+        if !(self.timeout.is_finite() && self.timeout > 0.0) {
+            return Err(crate::Error::param(
+                "timeout",
+                format!("must be a positive number of seconds, not {}", self.timeout),
+            ));
+        }
+        let rows = RowSpans::new(self.spans.clone(), self.n_rows)?;
+        let ring = TcpRing::join(&RingConfig {
+            rank: self.rank,
+            world: self.world,
+            tracker: self.tracker.clone(),
+            token: self.token.clone(),
+            host: self.host.clone(),
+            timeout: std::time::Duration::from_secs_f64(self.timeout),
+        })?;
+        crate::booster::train_sharded(cfg, data, &Shard { comm: &ring, rows }, log)
+    }
+}
+
+/// The per-round callback of a fit.
+type LogFn<'a> = dyn FnMut(&RoundLog) -> crate::Result<bool> + Send + 'a;
 
 fn binary_output(_: &[Field]) -> PolarsResult<Field> {
     Ok(Field::new(PlSmallStr::from_static("model"), DataType::Binary))
@@ -270,7 +312,19 @@ fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
             eprintln!("polars-gbt: {note}");
         }
     }
-    let model = fit.train(&cfg, None, &mut log)?;
+    let model = match &kwargs.distributed {
+        Some(d) => {
+            if !fit.eval_sets.is_empty() || fit.init.is_some() || fit.objective_id.is_some() || !fit.metrics.is_empty()
+            {
+                return Err(to_polars(crate::Error::param(
+                    "distributed",
+                    "fits take no eval_set, init_model or Python objective or metric yet",
+                )));
+            }
+            d.train(&cfg, &fit.dataset(None)?, &mut log).map_err(to_polars)?
+        }
+        None => fit.train(&cfg, None, &mut log)?,
+    };
     Ok(Series::new(PlSmallStr::from_static("model"), [model.to_bytes().as_slice()]))
 }
 

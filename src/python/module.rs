@@ -9,6 +9,12 @@ use pyo3::types::PyDict;
 use crate::model::TreeTable;
 use crate::{ImportanceType, Model, PredictOutput};
 
+/// The crate's error as a Python ValueError carrying its message (`polars_gbt` maps the
+/// message's prefix to its exception class).
+fn py_error(e: crate::Error) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
 fn model(bytes: &[u8]) -> PyResult<Model> {
     Model::from_bytes(bytes).map_err(|e| PyValueError::new_err(e.to_string()))
 }
@@ -167,6 +173,27 @@ fn cuda_unavailable_reason() -> PyResult<Option<String>> {
     super::catch_panics_py(|| Ok(crate::backend::cuda::availability().err()))
 }
 
+/// Starts the rendezvous of a distributed fit's `world` workers on `host` (a background
+/// thread that ends once every worker has the others' addresses, or at `timeout_s`), and
+/// returns its `host:port`.
+#[pyfunction]
+fn start_tracker(host: &str, world: usize, token: &str, timeout_s: f64) -> PyResult<String> {
+    super::catch_panics_py(|| {
+        if !(timeout_s.is_finite() && timeout_s > 0.0) {
+            let reason = format!("must be a positive number of seconds, not {timeout_s}");
+            return Err(py_error(crate::Error::param("timeout", reason)));
+        }
+        let listener = std::net::TcpListener::bind((host, 0))
+            .map_err(|e| py_error(crate::Error::Collective(format!("the tracker cannot listen on {host}: {e}"))))?;
+        let port = listener.local_addr().map_err(|e| py_error(crate::Error::Io(e)))?.port();
+        let token = token.to_string();
+        let timeout = std::time::Duration::from_secs_f64(timeout_s);
+        // The workers report a failed rendezvous themselves, naming what they waited for.
+        std::thread::spawn(move || crate::collective::serve_tracker(listener, world, &token, timeout));
+        Ok(format!("{host}:{port}"))
+    })
+}
+
 #[pymodule]
 fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_to_json, m)?)?;
@@ -183,6 +210,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(interrupt_fits, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_unavailable_reason, m)?)?;
     m.add_function(wrap_pyfunction!(trees_table, m)?)?;
+    m.add_function(wrap_pyfunction!(start_tracker, m)?)?;
     // The names `output=` takes, from the one list (`gbt.predict` checks against it).
     m.add("PREDICT_OUTPUTS", PredictOutput::ALL.map(PredictOutput::name).to_vec())?;
     Ok(())
