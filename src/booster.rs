@@ -5,7 +5,7 @@ use crate::backend::cpu::predict::add_tree_binned;
 use crate::backend::cpu::CpuLearner;
 use crate::backend::refit::LeafRefit;
 use crate::backend::{Backend, Learner};
-use crate::collective::{agree, sum_count, Shard};
+use crate::collective::{agree, sum_count, RowSpans, Shard};
 use crate::config::TrainConfig;
 use crate::data::cuts::compute_cuts_sharded;
 use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
@@ -61,12 +61,17 @@ pub fn train_with_callback(
 /// calls this with the same parameters, and every worker returns the same model: the one
 /// [`train`] gives on all rows in global order.
 ///
-/// Not yet distributed: evaluation sets (and so early stopping), L1-type objectives
+/// `evals` are this worker's rows of each evaluation set (possibly none), placed by
+/// `shard.evals`; metrics are computed over every worker's rows, so the log and early
+/// stopping are one worker's too.
+///
+/// Not yet distributed: L1-type objectives
 /// (`reg:absoluteerror`, `reg:quantileerror`, whose leaves are refit on their rows), and GPU
 /// fits; each is a clear error.
 pub fn train_sharded(
     cfg: &TrainConfig,
     data: &Dataset,
+    evals: &[(&str, &Dataset)],
     shard: &Shard,
     callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
 ) -> Result<Model> {
@@ -80,7 +85,19 @@ pub fn train_sharded(
             shard.rows.n_local()
         )));
     }
-    fit(cfg, data, &[], UserFunctions::default(), callback, shard)
+    if shard.evals.len() != evals.len() {
+        return Err(Error::data(format!("{} evaluation sets but row spans for {}", evals.len(), shard.evals.len())));
+    }
+    for ((name, d), rows) in evals.iter().zip(&shard.evals) {
+        if rows.n_local() != d.n_rows() {
+            return Err(Error::data(format!(
+                "this worker holds {} rows of eval set `{name}` but its row spans count {}",
+                d.n_rows(),
+                rows.n_local()
+            )));
+        }
+    }
+    fit(cfg, data, evals, UserFunctions::default(), callback, shard)
 }
 
 /// A user's functions for a fit (Python callables, through the plugin).
@@ -121,11 +138,19 @@ fn fit(
 ) -> Result<Model> {
     let cfg = &with_targets_of(cfg, data)?;
     cfg.validate()?;
+    // `Dataset::with_labels_or_empty` allows no rows, for a worker's share of an evaluation
+    // set only.
+    if data.n_rows() == 0 {
+        return Err(Error::data("the data has no rows"));
+    }
+    if let Some((name, _)) = evals.iter().find(|(_, d)| d.n_rows() == 0 && !shard.is_distributed()) {
+        return Err(Error::data(format!("eval set `{name}` has no rows")));
+    }
     if shard.is_distributed() {
         // Every worker checks the same things, so all fail alike rather than some waiting.
         agree::check_schema(shard, data)?;
-        if !evals.is_empty() {
-            return Err(Error::param("eval_set", "is not supported in distributed fits yet"));
+        for (_, d) in evals {
+            agree::check_schema(shard, d)?;
         }
         if loss_for(cfg.objective, &cfg.objective_params()).leaf_quantile(0).is_some() {
             return Err(Error::param(
@@ -246,6 +271,45 @@ struct EvalSet<'a> {
     /// With several targets: the labels row-major and the weights repeated per target, for
     /// metrics scored element by element.
     flat: Option<(Vec<f32>, Option<Vec<f32>>)>,
+    /// Where this worker's rows sit among the set's rows.
+    rows: RowSpans,
+    /// In a distributed fit: the labels, weights and groups of every worker's rows.
+    global: Option<GlobalTargets>,
+}
+
+/// An evaluation set's targets over every worker's rows, in global row order.
+struct GlobalTargets {
+    /// Target-major, as a dataset's.
+    label: Vec<f32>,
+    label_upper: Option<Vec<f32>>,
+    weight: Option<Vec<f32>>,
+    groups: Option<Vec<usize>>,
+}
+
+impl GlobalTargets {
+    fn gather(shard: &Shard, rows: &RowSpans, d: &Dataset) -> Result<Self> {
+        let n = d.n_rows();
+        let mut label = Vec::new();
+        for t in 0..d.n_targets {
+            label.extend(shard.gather_rows_of(rows, &d.label[t * n..(t + 1) * n], 1)?);
+        }
+        let gather = |v: Option<&[f32]>| v.map(|v| shard.gather_rows_of(rows, v, 1)).transpose();
+        Ok(GlobalTargets {
+            label,
+            label_upper: gather(d.label_upper.as_deref())?,
+            weight: gather(d.weight.as_deref())?,
+            groups: d.group_offsets.as_deref().map(|g| shard.gather_groups(rows, g)).transpose()?,
+        })
+    }
+
+    fn targets(&self) -> crate::data::Targets<'_> {
+        crate::data::Targets {
+            label: &self.label,
+            label_upper: self.label_upper.as_deref(),
+            weight: self.weight.as_deref(),
+            groups: self.groups.as_deref(),
+        }
+    }
 }
 
 struct Trainer<'a> {
@@ -277,10 +341,10 @@ fn class_major(row_major: &[f32], n: usize, k: usize) -> Vec<f32> {
 }
 
 /// `d`'s labels row-major (row `i`'s targets together) and its weights repeated per target.
-fn flatten_targets(d: &Dataset) -> (Vec<f32>, Option<Vec<f32>>) {
-    let (n, k) = (d.n_rows(), d.n_targets());
-    let label = (0..n * k).map(|j| d.label[(j % k) * n + j / k]).collect();
-    let weight = d.weight.as_ref().map(|w| w.iter().flat_map(|&w| std::iter::repeat_n(w, k)).collect());
+fn flatten_targets(t: &crate::data::Targets, k: usize) -> (Vec<f32>, Option<Vec<f32>>) {
+    let n = t.label.len() / k;
+    let label = (0..n * k).map(|j| t.label[(j % k) * n + j / k]).collect();
+    let weight = t.weight.map(|w| w.iter().flat_map(|&w| std::iter::repeat_n(w, k)).collect());
     (label, weight)
 }
 
@@ -404,12 +468,16 @@ impl<'a> Trainer<'a> {
         };
         let evals = evals
             .iter()
-            .map(|&(name, d)| {
+            .enumerate()
+            .map(|(i, &(name, d))| {
                 let columns = bind_columns(&features, &d.features)?;
                 let binned = BinnedMatrix::new(&FeatureFrame::new(columns)?, &cuts);
                 let margin = Self::start_margin(&base_margin, d, k);
-                let flat = (d.n_targets() > 1).then(|| flatten_targets(d));
-                Ok(EvalSet { name: name.to_string(), data: d, binned, margin, flat })
+                let rows = shard.evals.get(i).cloned().unwrap_or_else(|| RowSpans::whole(d.n_rows()));
+                let global = if shard.is_distributed() { Some(GlobalTargets::gather(shard, &rows, d)?) } else { None };
+                let targets = global.as_ref().map_or_else(|| d.targets(), GlobalTargets::targets);
+                let flat = (d.n_targets() > 1).then(|| flatten_targets(&targets, d.n_targets()));
+                Ok(EvalSet { name: name.to_string(), data: d, binned, margin, flat, rows, global })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Trainer { cfg, data, loss, metrics, custom_metrics, features, cuts, grow, base_margin, evals, k, shard })
@@ -606,6 +674,9 @@ impl<'a> Trainer<'a> {
                 }
             }
             pred.chunks_mut(k).for_each(|row| transform_row(self.cfg.objective, row));
+            // A distributed fit scores every worker's rows, in global order.
+            let pred = self.shard.gather_rows_of(&e.rows, &pred, k)?;
+            let targets = e.global.as_ref().map_or_else(|| e.data.targets(), GlobalTargets::targets);
             if self.cfg.num_target > 1 {
                 // Element by element: the labels row-major as the predictions, the weights
                 // repeated for each target.
@@ -617,10 +688,10 @@ impl<'a> Trainer<'a> {
                 continue;
             }
             for m in &self.metrics {
-                values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &e.data.targets(), &params)));
+                values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &targets, &params)));
             }
             for m in &self.custom_metrics {
-                values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &e.data.targets())?));
+                values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &targets)?));
             }
         }
         Ok(RoundLog { round, values })

@@ -213,7 +213,8 @@ fn dataset(all: &Rows, rows: &[usize], weights: bool) -> Dataset {
         FeatureColumn::new("cat", vec![Arc::new(dict) as ArrayRef]).unwrap(),
     ])
     .unwrap();
-    let d = Dataset::new(frame, rows.iter().map(|&r| all.label[r]).collect()).unwrap();
+    let label: Vec<f32> = rows.iter().map(|&r| all.label[r]).collect();
+    let d = Dataset::with_labels_or_empty(frame, label.into(), 1).unwrap();
     if weights {
         d.with_weight(rows.iter().map(|&r| all.weight[r]).collect()).unwrap()
     } else {
@@ -236,8 +237,8 @@ fn train_distributed(
         let spans = shards[ring.rank()].clone();
         let local: Vec<usize> = spans.iter().flat_map(|&(s, l)| s as usize..(s + l) as usize).collect();
         let data = dataset(&all, &local, weights);
-        let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)? };
-        Ok(polars_gbt::booster::train_sharded(&cfg, &data, &shard, &mut |_| Ok(true))?.to_bytes())
+        let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)?, evals: Vec::new() };
+        Ok(polars_gbt::booster::train_sharded(&cfg, &data, &[], &shard, &mut |_| Ok(true))?.to_bytes())
     })
     .into_iter()
     .map(|r| r.unwrap())
@@ -282,8 +283,9 @@ fn distributed_fits_refuse_what_they_cannot_do_yet_on_every_worker() {
     let results = on_ring(2, move |ring| {
         let spans = shards[ring.rank()].clone();
         let local: Vec<usize> = spans.iter().flat_map(|&(s, l)| s as usize..(s + l) as usize).collect();
-        let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)? };
-        polars_gbt::booster::train_sharded(&cfg, &dataset(&all, &local, false), &shard, &mut |_| Ok(true)).map(|_| ())
+        let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)?, evals: Vec::new() };
+        polars_gbt::booster::train_sharded(&cfg, &dataset(&all, &local, false), &[], &shard, &mut |_| Ok(true))
+            .map(|_| ())
     });
     for r in results {
         let err = r.unwrap_err().to_string();
@@ -299,11 +301,79 @@ fn workers_whose_data_differ_are_an_error_naming_the_worker() {
     let results = on_ring(2, move |ring| {
         let (spans, weights) = if ring.rank() == 0 { (vec![(0, 100)], true) } else { (vec![(100, 200)], false) };
         let local: Vec<usize> = spans.iter().flat_map(|&(s, l)| s as usize..(s + l) as usize).collect();
-        let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)? };
-        polars_gbt::booster::train_sharded(&cfg, &dataset(&all, &local, weights), &shard, &mut |_| Ok(true)).map(|_| ())
+        let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)?, evals: Vec::new() };
+        polars_gbt::booster::train_sharded(&cfg, &dataset(&all, &local, weights), &[], &shard, &mut |_| Ok(true))
+            .map(|_| ())
     });
     for r in results {
         let err = r.unwrap_err().to_string();
         assert!(err.contains("worker 1's data has") && err.contains("weight"), "{err}");
     }
+}
+
+/// `rows` as a dataset with query groups of 10 consecutive global rows (rows must hold whole
+/// groups).
+fn ranked(all: &Rows, rows: &[usize]) -> Dataset {
+    let ids: Vec<i64> = rows.iter().map(|&r| (r / 10) as i64).collect();
+    dataset(all, rows, false).with_group_ids(&ids).unwrap()
+}
+
+#[test]
+fn distributed_evaluation_sets_and_early_stopping_match_one_worker() {
+    let (n, n_eval) = (2000, 600);
+    let all = Arc::new(rows(n + n_eval, 13));
+    let range = |a: usize, b: usize| (a..b).collect::<Vec<_>>();
+    let cases = [
+        (
+            r#"{"objective": "binary:logistic", "n_estimators": 60, "max_depth": 5, "learning_rate": 0.5,
+             "eval_metric": ["logloss", "auc"], "early_stopping_rounds": 3, "seed": 1}"#,
+            false,
+        ),
+        (r#"{"objective": "rank:ndcg", "n_estimators": 6, "max_depth": 3, "eval_metric": ["ndcg@5", "map"]}"#, true),
+    ];
+    for (json, ranking) in cases {
+        let cfg = TrainConfig::from_json(json).unwrap();
+        let make =
+            move |all: &Rows, rows: &[usize]| if ranking { ranked(all, rows) } else { dataset(all, rows, false) };
+        let whole = make(&all, &range(0, n));
+        let valid = make(&all, &range(n, n + n_eval));
+        let want = polars_gbt::train(&cfg, &whole, &[("valid", &valid)]).unwrap();
+        // Training rows on three workers; the evaluation rows on two of them, none on the third.
+        let train_spans = [vec![(0, 700), (1900, 100)], vec![(700, 500)], vec![(1200, 700)]];
+        let eval_spans = [vec![(400, 200)], vec![], vec![(0, 400)]];
+        let all = all.clone();
+        let models = on_ring(3, move |ring| {
+            let r = ring.rank();
+            let local = |spans: &[(u64, u64)], base: usize| -> Vec<usize> {
+                spans.iter().flat_map(|&(s, l)| base + s as usize..base + (s + l) as usize).collect()
+            };
+            let data = make(&all, &local(&train_spans[r], 0));
+            let valid = make(&all, &local(&eval_spans[r], n));
+            let shard = Shard {
+                comm: ring,
+                rows: RowSpans::new(train_spans[r].clone(), n as u64)?,
+                evals: vec![RowSpans::new(eval_spans[r].clone(), n_eval as u64)?],
+            };
+            polars_gbt::booster::train_sharded(&cfg, &data, &[("valid", &valid)], &shard, &mut |_| Ok(true))
+        });
+        for m in models {
+            let m = m.unwrap();
+            if !ranking {
+                assert!(m.best_iteration().is_some() && m.num_trees() < 60, "early stopping took effect");
+            }
+            assert!(m.to_bytes() == want.to_bytes(), "a worker's model (its log included) differs for {json}");
+        }
+    }
+}
+
+#[test]
+fn no_rows_is_an_error_outside_a_workers_share_of_an_evaluation_set() {
+    let all = rows(50, 3);
+    let empty = dataset(&all, &[], false);
+    let full = dataset(&all, &(0..50).collect::<Vec<_>>(), false);
+    let cfg = TrainConfig::from_json(r#"{"n_estimators": 2}"#).unwrap();
+    let err = polars_gbt::train(&cfg, &empty, &[]).unwrap_err().to_string();
+    assert!(err.contains("the data has no rows"), "{err}");
+    let err = polars_gbt::train(&cfg, &full, &[("valid", &empty)]).unwrap_err().to_string();
+    assert!(err.contains("eval set `valid` has no rows"), "{err}");
 }

@@ -191,8 +191,8 @@ class GbtNamespace:
             params.pop("missing", None)
         # polars_gbt.dask's workers: each one's place in the fit (not a training parameter).
         distributed = params.pop("_distributed", None)
-        if distributed is not None and (by is not None or eval_set is not None or init_model is not None):
-            raise ValueError("distributed fits take no by, eval_set or init_model yet")
+        if distributed is not None and (by is not None or init_model is not None):
+            raise ValueError("distributed fits take no by or init_model yet")
         # Python callables (objective, metrics) stay here; the plugin gets their numbers.
         user_functions = _custom.take_user_functions(params, has_eval_set=eval_set is not None)
         params_json = json.dumps(params)

@@ -10,8 +10,8 @@ partitions' sizes or placement. ``predict`` scores partitions where they live.
 A Polars user needs no pandas: partitions may be Dask futures or delayed objects yielding
 Polars DataFrames or pyarrow Tables; a Dask DataFrame works too.
 
-Not yet distributed (each a clear error): evaluation sets and early stopping, the L1-type
-objectives (``reg:absoluteerror``, ``reg:quantileerror``), Python objectives and metrics,
+Evaluation sets and early stopping are distributed too. Not yet distributed (each a clear
+error): the L1-type objectives (``reg:absoluteerror``, ``reg:quantileerror``), Python objectives and metrics,
 ``init_model``, and GPU workers: fits run on the workers' CPUs (``device="cpu"``).
 
 Examples
@@ -48,6 +48,7 @@ def train(
     *,
     target: str | list[str],
     features: list[str] | None = None,
+    eval_sets: dict[str, Any] | None = None,
     timeout: float = 300.0,
     tracker_host: str | None = None,
     **params: Any,
@@ -66,6 +67,11 @@ def train(
         As in ``polars_gbt.train``: the label column (or several), the feature columns (all
         others when None), and the training parameters (``weight="w"`` names a column of
         the partitions). ``device`` defaults to ``"cpu"``.
+    eval_sets
+        Evaluation sets by name, each given as ``parts`` is (same columns): evaluated after
+        every round over all their rows, early stopping watching the last, as in
+        ``polars_gbt.train``. Each part is evaluated on a training worker that holds it,
+        else moved to the training worker with the fewest rows.
     timeout
         Seconds any one exchange between the workers may take, and the start-up: a worker
         that dies or stops answering is an error (``polars_gbt.DistributedError``, naming
@@ -81,21 +87,34 @@ def train(
     """
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
-    for name in ("eval_df", "eval_sets", "eval_set", "init_model"):
+    for name in ("eval_df", "eval_set", "init_model"):
         if name in params:
-            raise ValueError(f"{name} is not supported by polars_gbt.dask.train yet")
+            raise ValueError(f"{name} is not supported by polars_gbt.dask.train (eval_sets= is)")
     params.setdefault("device", "cpu")
     futures = _futures(client, parts)
-    lengths = client.gather(client.map(_num_rows, futures, pure=False))
-    holders = client.who_has(futures)
+    sets = {name: _futures(client, p) for name, p in (eval_sets or {}).items()}
+    every = futures + [f for fs in sets.values() for f in fs]
+    all_lengths = client.gather(client.map(_num_rows, every, pure=False))
+    holders = client.who_has(every)
+    lengths = all_lengths[: len(futures)]
     # Each partition is trained on by one worker that holds it; workers in a stable order.
     owner = [sorted(holders[f.key])[0] for f in futures]
     workers = sorted({w for w, n in zip(owner, lengths) if n > 0})
     if not workers:
         raise ValueError("the partitions hold no rows")
-    offsets = [0]
-    for n in lengths:
-        offsets.append(offsets[-1] + n)
+    offsets = _offsets(lengths)
+    # Evaluation parts: on a training worker that holds them, else the least loaded one.
+    load = {w: sum(n for o, n in zip(owner, lengths) if o == w) for w in workers}
+    evals = []
+    at = len(futures)
+    for fs in sets.values():
+        ls = all_lengths[at : at + len(fs)]
+        at += len(fs)
+        where = []
+        for f, n in zip(fs, ls):
+            held = sorted(w for w in holders[f.key] if w in load)
+            where.append(held[0] if held else min(load, key=lambda w: (load[w], w)))
+        evals.append((fs, ls, _offsets(ls), where))
     token = secrets.token_hex(16)
     host = tracker_host or _reachable_host(client)
     with translated():
@@ -103,6 +122,12 @@ def train(
     tasks = []
     for rank, worker in enumerate(workers):
         mine = [i for i in range(len(futures)) if owner[i] == worker and lengths[i] > 0]
+        eval_args, layout, eval_spans = [], [len(mine)], []
+        for fs, ls, offs, where in evals:
+            ours = [i for i in range(len(fs)) if where[i] == worker and ls[i] > 0]
+            eval_args += [fs[i] for i in ours]
+            layout.append(len(ours))
+            eval_spans.append(([(offs[i], ls[i]) for i in ours], offs[-1]))
         distributed = {
             "rank": rank,
             "world": len(workers),
@@ -111,11 +136,15 @@ def train(
             "timeout": float(timeout),
             "spans": [(offsets[i], lengths[i]) for i in mine],
             "n_rows": offsets[-1],
+            "evals": eval_spans,
         }
         tasks.append(
             client.submit(
                 _fit_on_worker,
                 *[futures[i] for i in mine],
+                *eval_args,
+                layout=layout,
+                eval_names=list(sets),
                 distributed=distributed,
                 target=target,
                 features=features,
@@ -202,17 +231,40 @@ def _reachable_host(client: Any) -> str:
         return host
 
 
+def _offsets(lengths: list[int]) -> list[int]:
+    out = [0]
+    for n in lengths:
+        out.append(out[-1] + n)
+    return out
+
+
 def _fit_on_worker(
-    *parts: Any, distributed: dict[str, Any], target: Any, features: Any, params: dict[str, Any]
+    *parts: Any,
+    layout: list[int],
+    eval_names: list[str],
+    distributed: dict[str, Any],
+    target: Any,
+    features: Any,
+    params: dict[str, Any],
 ) -> bytes:
+    """One worker's task: its training parts (the first ``layout[0]`` of ``parts``), then its
+    parts of each evaluation set (``layout[1:]`` of them each, maybe none)."""
     from distributed import get_worker
 
     import polars_gbt
 
-    frame = pl.concat([_as_polars(p) for p in parts], how="vertical_relaxed")
+    frames = [_as_polars(p) for p in parts]
+    frame = pl.concat(frames[: layout[0]], how="vertical_relaxed")
+    sets, at = {}, layout[0]
+    for name, count in zip(eval_names, layout[1:]):
+        mine = frames[at : at + count]
+        at += count
+        sets[name] = pl.concat(mine, how="vertical_relaxed") if mine else frame.clear()
     host = urlsplit(get_worker().address).hostname or "127.0.0.1"
     shard = dict(distributed, host=host)
-    model = polars_gbt.train(frame, target=target, features=features, _distributed=shard, **params)
+    model = polars_gbt.train(
+        frame, target=target, features=features, eval_sets=sets or None, _distributed=shard, **params
+    )
     return model.to_bytes()
 
 

@@ -59,16 +59,19 @@ impl RowSpans {
     }
 }
 
-/// A worker's share of a fit.
+/// A worker's share of a fit: of its training rows, and of each evaluation set's rows.
 pub struct Shard<'a> {
     pub comm: &'a dyn Collective,
     pub rows: RowSpans,
+    /// Where this worker's rows of each evaluation set sit among that set's rows, in the
+    /// order of the fit's evaluation sets (empty on one worker: each set is whole).
+    pub evals: Vec<RowSpans>,
 }
 
 impl Shard<'static> {
     /// A fit on one worker holding all `n` rows.
     pub fn solo(n: usize) -> Self {
-        Shard { comm: &Solo, rows: RowSpans::whole(n) }
+        Shard { comm: &Solo, rows: RowSpans::whole(n), evals: Vec::new() }
     }
 }
 
@@ -80,14 +83,19 @@ impl Shard<'_> {
     /// `values` (`per_row` numbers a row, row-major) of every worker's rows, in global row
     /// order: what one worker holding all rows would see.
     pub fn gather_rows(&self, values: &[f32], per_row: usize) -> Result<Vec<f32>> {
+        self.gather_rows_of(&self.rows, values, per_row)
+    }
+
+    /// [`Shard::gather_rows`] for rows placed by `rows` (an evaluation set's).
+    pub fn gather_rows_of(&self, rows: &RowSpans, values: &[f32], per_row: usize) -> Result<Vec<f32>> {
         if !self.is_distributed() {
             return Ok(values.to_vec());
         }
         let spans: Vec<u8> =
-            self.rows.spans.iter().flat_map(|&(s, l)| [s.to_le_bytes(), l.to_le_bytes()]).flatten().collect();
+            rows.spans.iter().flat_map(|&(s, l)| [s.to_le_bytes(), l.to_le_bytes()]).flatten().collect();
         let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let mine = super::pack(&[&spans, &data]);
-        let mut out = vec![0f32; self.rows.n_global() * per_row];
+        let mut out = vec![0f32; rows.n_global() * per_row];
         for block in self.comm.all_gather(&mine)? {
             let parts = super::unpack(&block)?;
             let [spans, data] = parts[..] else { return Err(malformed()) };
@@ -101,6 +109,45 @@ impl Shard<'_> {
                 dest.copy_from_slice(data.get(from..to).ok_or_else(malformed)?);
                 at += len;
             }
+        }
+        Ok(out)
+    }
+
+    /// Every worker's query groups (`offsets` over its rows placed by `rows`) as offsets over
+    /// the global rows. A group must be consecutive global rows, and the groups must cover
+    /// every row.
+    pub fn gather_groups(&self, rows: &RowSpans, offsets: &[usize]) -> Result<Vec<usize>> {
+        if !self.is_distributed() {
+            return Ok(offsets.to_vec());
+        }
+        let global: Vec<u64> = rows.global_rows().collect();
+        let mut mine = Vec::new();
+        for w in offsets.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            if b > a {
+                if global[b - 1] - global[a] != (b - a - 1) as u64 {
+                    return Err(Error::column("group", "a query group spans two partitions; keep each group in one"));
+                }
+                mine.extend_from_slice(&global[a].to_le_bytes());
+                mine.extend_from_slice(&((b - a) as u64).to_le_bytes());
+            }
+        }
+        let mut groups: Vec<(u64, u64)> = Vec::new();
+        for block in self.comm.all_gather(&mine)? {
+            groups.extend(block.chunks_exact(16).map(|c| {
+                (u64::from_le_bytes(c[..8].try_into().unwrap()), u64::from_le_bytes(c[8..].try_into().unwrap()))
+            }));
+        }
+        groups.sort_unstable();
+        let mut out = vec![0usize];
+        for (start, len) in groups {
+            if start as usize != *out.last().unwrap() {
+                return Err(Error::column("group", "the workers' query groups do not follow one another"));
+            }
+            out.push((start + len) as usize);
+        }
+        if *out.last().unwrap() != rows.n_global() {
+            return Err(Error::column("group", "the workers' query groups do not cover every row"));
         }
         Ok(out)
     }

@@ -186,10 +186,16 @@ impl Dataset {
     /// Features and `n_targets` labels per row (multi-target regression: one output, and one
     /// tree per round, per target), target-major: target `t` of row `i` at `t * n_rows + i`.
     pub fn with_labels(features: FeatureFrame, label: ScalarBuffer<f32>, n_targets: usize) -> Result<Self> {
-        let n = features.n_rows();
-        if n == 0 {
+        if features.n_rows() == 0 {
             return Err(Error::data("the data has no rows"));
         }
+        Self::with_labels_or_empty(features, label, n_targets)
+    }
+
+    /// [`Dataset::with_labels`], with no rows allowed: a worker's share of a distributed
+    /// fit's evaluation set may be empty (`booster::train_sharded`).
+    pub fn with_labels_or_empty(features: FeatureFrame, label: ScalarBuffer<f32>, n_targets: usize) -> Result<Self> {
+        let n = features.n_rows();
         if n_targets == 0 || label.len() != n * n_targets {
             return Err(Error::data(match n_targets {
                 1 => format!("the label has {} rows but the features have {n}", label.len()),
@@ -258,7 +264,7 @@ impl Dataset {
                 format!("value at row {i} is {} (weights must be finite and >= 0)", weight[i]),
             ));
         }
-        if weight.iter().all(|w| *w == 0.0) {
+        if !weight.is_empty() && weight.iter().all(|w| *w == 0.0) {
             return Err(Error::column("weight", "all weights are zero"));
         }
         self.weight = Some(weight);
@@ -313,7 +319,8 @@ impl Dataset {
 
     /// A starting margin per row (row-major `n_rows x n_outputs`), used instead of the base score.
     pub fn with_base_margin(mut self, margin: Vec<f32>) -> Result<Self> {
-        if margin.is_empty() || margin.len() % self.n_rows() != 0 {
+        let n = self.n_rows();
+        if (n == 0 && !margin.is_empty()) || (n > 0 && (margin.is_empty() || margin.len() % n != 0)) {
             return Err(Error::column(
                 "base_margin",
                 format!("has {} values for {} rows", margin.len(), self.n_rows()),

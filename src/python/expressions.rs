@@ -67,10 +67,19 @@ struct DistributedKwargs {
     timeout: f64,
     spans: Vec<(u64, u64)>,
     n_rows: u64,
+    /// Each evaluation set's spans and rows, in the order of the fit's eval sets.
+    #[serde(default)]
+    evals: Vec<(Vec<(u64, u64)>, u64)>,
 }
 
 impl DistributedKwargs {
-    fn train(&self, cfg: &TrainConfig, data: &Dataset, log: &mut LogFn) -> crate::Result<crate::Model> {
+    fn train(
+        &self,
+        cfg: &TrainConfig,
+        data: &Dataset,
+        evals: &[(&str, &Dataset)],
+        log: &mut LogFn,
+    ) -> crate::Result<crate::Model> {
         use crate::collective::{RingConfig, RowSpans, Shard, TcpRing};
         if !(self.timeout.is_finite() && self.timeout > 0.0) {
             return Err(crate::Error::param(
@@ -87,7 +96,9 @@ impl DistributedKwargs {
             host: self.host.clone(),
             timeout: std::time::Duration::from_secs_f64(self.timeout),
         })?;
-        crate::booster::train_sharded(cfg, data, &Shard { comm: &ring, rows }, log)
+        let eval_rows =
+            self.evals.iter().map(|(spans, n)| RowSpans::new(spans.clone(), *n)).collect::<crate::Result<Vec<_>>>()?;
+        crate::booster::train_sharded(cfg, data, evals, &Shard { comm: &ring, rows, evals: eval_rows }, log)
     }
 }
 
@@ -163,6 +174,16 @@ impl<'a> FitInputs<'a> {
 
     /// The dataset of `rows` (all of them when None).
     fn dataset(&self, rows: Option<&IdxCa>) -> PolarsResult<Dataset> {
+        self.dataset_or_empty(rows, false)
+    }
+
+    /// [`FitInputs::dataset`]; `empty_ok`: no rows is allowed (a worker's share of a
+    /// distributed fit's evaluation set).
+    fn dataset_or_empty(&self, rows: Option<&IdxCa>, empty_ok: bool) -> PolarsResult<Dataset> {
+        let labelled = |frame, label, k| match empty_ok {
+            true => Dataset::with_labels_or_empty(frame, label, k),
+            false => Dataset::with_labels(frame, label, k),
+        };
         let pick = |s: &Series| match rows {
             Some(idx) => s.take(idx),
             None => Ok(s.clone()),
@@ -181,9 +202,9 @@ impl<'a> FitInputs<'a> {
                 let (values, k) = margin_values(&label, "target")?;
                 let n = label.len();
                 let target_major: Vec<f32> = (0..n * k).map(|j| values[(j % n) * k + j / n]).collect();
-                Dataset::with_labels(frame, target_major.into(), k)
+                labelled(frame, target_major.into(), k)
             }
-            _ => Dataset::with_label(frame, f32_column(&label, "target")?),
+            _ => labelled(frame, f32_column(&label, "target")?, 1),
         }
         .map_err(to_polars)?;
         if let Some(w) = self.weight {
@@ -210,9 +231,18 @@ impl<'a> FitInputs<'a> {
         rows: Option<&[IdxSize]>,
         log: &mut (dyn FnMut(&RoundLog) -> crate::Result<bool> + Send),
     ) -> PolarsResult<crate::Model> {
+        let (fit, valid) = self.split(rows, false)?;
+        let evals: Vec<(&str, &Dataset)> =
+            self.eval_sets.iter().zip(&valid).map(|((name, _), d)| (name.as_str(), d)).collect();
+        self.run(cfg, &fit, &evals, log)
+    }
+
+    /// The training rows (`rows`, all when None, less those an eval_set mask marks) and each
+    /// evaluation set's rows, in `eval_sets`' order. `empty_evals`: a set may have no rows.
+    fn split(&self, rows: Option<&[IdxSize]>, empty_evals: bool) -> PolarsResult<(Dataset, Vec<Dataset>)> {
         if self.eval_sets.is_empty() {
             let rows = rows.map(|r| IdxCa::from_vec(PlSmallStr::EMPTY, r.to_vec()));
-            return self.run(cfg, &self.dataset(rows.as_ref())?, &[], log);
+            return Ok((self.dataset(rows.as_ref())?, Vec::new()));
         }
         let mut masks = Vec::with_capacity(self.eval_sets.len());
         for (name, mask) in &self.eval_sets {
@@ -240,12 +270,10 @@ impl<'a> FitInputs<'a> {
             .iter()
             .map(|m| {
                 let rows: Vec<IdxSize> = all.iter().copied().filter(|&i| marked(m, i)).collect();
-                self.dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, rows)))
+                self.dataset_or_empty(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, rows)), empty_evals)
             })
             .collect::<PolarsResult<Vec<_>>>()?;
-        let evals: Vec<(&str, &Dataset)> =
-            self.eval_sets.iter().zip(&valid).map(|((name, _), d)| (name.as_str(), d)).collect();
-        self.run(cfg, &fit, &evals, log)
+        Ok((fit, valid))
     }
 
     /// A fit from scratch, or continued from `init`.
@@ -314,14 +342,16 @@ fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
     }
     let model = match &kwargs.distributed {
         Some(d) => {
-            if !fit.eval_sets.is_empty() || fit.init.is_some() || fit.objective_id.is_some() || !fit.metrics.is_empty()
-            {
+            if fit.init.is_some() || fit.objective_id.is_some() || !fit.metrics.is_empty() {
                 return Err(to_polars(crate::Error::param(
                     "distributed",
-                    "fits take no eval_set, init_model or Python objective or metric yet",
+                    "fits take no init_model or Python objective or metric yet",
                 )));
             }
-            d.train(&cfg, &fit.dataset(None)?, &mut log).map_err(to_polars)?
+            let (data, valid) = fit.split(None, true)?;
+            let evals: Vec<(&str, &Dataset)> =
+                fit.eval_sets.iter().zip(&valid).map(|((name, _), d)| (name.as_str(), d)).collect();
+            d.train(&cfg, &data, &evals, &mut log).map_err(to_polars)?
         }
         None => fit.train(&cfg, None, &mut log)?,
     };

@@ -120,6 +120,30 @@ def test_a_dask_dataframe_and_scoring_where_the_parts_live(client):
     np.testing.assert_array_equal(pl.concat(pieces).to_numpy(), model.predict(df, output="margin").to_numpy())
 
 
+def test_evaluation_sets_and_early_stopping_give_one_process_log_and_model(client):
+    df, valid, test = _frame(3000, 8), _frame(900, 9), _frame(300, 10)
+    params = dict(
+        objective="binary:logistic",
+        n_estimators=200,
+        max_depth=4,
+        learning_rate=0.6,
+        eval_metric=["logloss", "auc"],
+        early_stopping_rounds=3,
+        device="cpu",
+    )
+    futures = _scatter(client, _split(df, [1000, 1000, 1000]), [0, 1, 2])
+    # "valid" only on worker 2 (the others evaluate none of it); "test" on workers 0 and 1.
+    sets = {
+        "test": _scatter(client, _split(test, [100, 200]), [1, 0]),
+        "valid": _scatter(client, _split(valid, [500, 400]), [2, 2]),
+    }
+    got = polars_gbt.dask.train(client, futures, target="y", eval_sets=sets, **params)
+    want = polars_gbt.train(df, target="y", eval_sets={"test": test, "valid": valid}, **params)
+    assert got.best_iteration is not None and got.num_trees < 200
+    assert got.evals_result().equals(want.evals_result())
+    assert got.to_bytes() == want.to_bytes()
+
+
 def test_one_workers_bad_rows_are_its_own_error(client):
     df = _frame(900, 4)
     parts = _split(df, [300, 300, 300])
@@ -137,6 +161,8 @@ def test_what_distributed_fits_cannot_do_yet_is_a_clear_error(client):
         polars_gbt.dask.train(client, futures, target="y", objective="reg:absoluteerror")
     with pytest.raises(ValueError, match="eval_df"):
         polars_gbt.dask.train(client, futures, target="y", eval_df=_frame(10, 6))
+    with pytest.raises(ValueError, match="init_model"):
+        polars_gbt.dask.train(client, futures, target="y", init_model=b"")
     with pytest.raises(TypeError, match="Dask future"):
         polars_gbt.dask.train(client, [_frame(10, 7)], target="y")
 
