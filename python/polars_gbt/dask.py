@@ -107,9 +107,11 @@ def train(
     load = {w: sum(n for o, n in zip(owner, lengths) if o == w) for w in workers}
     evals = []
     at = len(futures)
-    for fs in sets.values():
+    for name, fs in sets.items():
         ls = all_lengths[at : at + len(fs)]
         at += len(fs)
+        if sum(ls) == 0:
+            raise ValueError(f"eval set {name!r} has no rows")
         where = []
         for f, n in zip(fs, ls):
             held = sorted(w for w in holders[f.key] if w in load)

@@ -13,6 +13,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -51,6 +52,9 @@ pub struct TcpRing {
     timeout: Duration,
     /// None once an operation failed: the ring is broken for good.
     links: Mutex<Option<Links>>,
+    /// Time spent in operations (ns) and bytes sent, for benchmarks.
+    busy_ns: AtomicU64,
+    sent: AtomicU64,
 }
 
 impl TcpRing {
@@ -73,6 +77,8 @@ impl TcpRing {
             addresses: addresses.clone(),
             timeout: cfg.timeout,
             links: Mutex::new(links),
+            busy_ns: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
         };
         if cfg.world == 1 {
             return Ok(ring(None));
@@ -103,6 +109,12 @@ impl TcpRing {
         Ok(ring(Some(Links { next, prev })))
     }
 
+    /// Seconds this worker has spent in operations (waiting for the others included), and
+    /// the bytes it has sent: what a benchmark reports as the collective's share.
+    pub fn usage(&self) -> (f64, u64) {
+        (self.busy_ns.load(Ordering::Relaxed) as f64 * 1e-9, self.sent.load(Ordering::Relaxed))
+    }
+
     fn next_rank(&self) -> usize {
         (self.rank + 1) % self.world
     }
@@ -118,7 +130,9 @@ impl TcpRing {
         let Some(links) = guard.as_mut() else {
             return Err(Error::Collective(format!("rank {}: the ring broke in an earlier operation", self.rank)));
         };
-        let out = op(links, Instant::now() + self.timeout);
+        let start = Instant::now();
+        let out = op(links, start + self.timeout);
+        self.busy_ns.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
         if out.is_err() {
             if let Some(l) = guard.take() {
                 let _ = l.next.shutdown(Shutdown::Both);
@@ -130,6 +144,7 @@ impl TcpRing {
 
     /// Sends `out` to the next worker while receiving the previous worker's message.
     fn step(&self, links: &mut Links, out: &[u8], deadline: Instant) -> Result<Vec<u8>> {
+        self.sent.fetch_add(out.len() as u64 + 8, Ordering::Relaxed);
         let Links { next, prev } = links;
         let (sent, received) = std::thread::scope(|s| {
             let sender = s.spawn(|| write_message(next, out, deadline));
@@ -229,6 +244,7 @@ impl Collective for TcpRing {
                     .map_err(|e| self.peer_error(self.prev_rank(), "receiving from", e))?
             };
             if self.next_rank() != root {
+                self.sent.fetch_add(bytes.len() as u64 + 8, Ordering::Relaxed);
                 write_message(&mut links.next, &bytes, deadline)
                     .map_err(|e| self.peer_error(self.next_rank(), "sending to", e))?;
             }

@@ -161,6 +161,8 @@ def test_what_distributed_fits_cannot_do_yet_is_a_clear_error(client):
         polars_gbt.dask.train(client, futures, target="y", objective="reg:absoluteerror")
     with pytest.raises(ValueError, match="eval_df"):
         polars_gbt.dask.train(client, futures, target="y", eval_df=_frame(10, 6))
+    with pytest.raises(ValueError, match="eval set 'valid' has no rows"):
+        polars_gbt.dask.train(client, futures, target="y", eval_sets={"valid": _scatter(client, [_frame(0, 1)], [0])})
     with pytest.raises(ValueError, match="init_model"):
         polars_gbt.dask.train(client, futures, target="y", init_model=b"")
     with pytest.raises(TypeError, match="Dask future"):

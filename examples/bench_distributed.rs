@@ -1,0 +1,128 @@
+//! Distributed CPU fits on one machine, a benchmark (not a test; see docs/benchmarks.md): one
+//! worker with all the threads against W workers (threads of this process joined by the TCP
+//! ring on localhost), the threads shared out among them. Prints a table: seconds per tree,
+//! the ring's share of the fit's time, the bytes each worker sends per tree, and whether
+//! every worker's model is the one worker's, byte for byte.
+//!
+//! Usage: bench_distributed [--rows N] [--features F] [--rounds R] [--max-depth D]
+//!                          [--threads T] [--workers 2,4]
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{Array, ArrayRef, Float32Array};
+use polars_gbt::collective::{serve_tracker, RingConfig, RowSpans, Shard, TcpRing};
+use polars_gbt::random::hash64;
+use polars_gbt::{Dataset, FeatureColumn, FeatureFrame, TrainConfig};
+
+#[path = "common/bench_data.rs"]
+#[allow(dead_code)]
+mod bench_data;
+use bench_data::option;
+
+/// Higgs-like columns: `f` features, some nonlinear in the label, and a label drawn from a
+/// logistic of them.
+fn columns(n: usize, f: usize) -> (Vec<ArrayRef>, Vec<f32>) {
+    let u = |k: u64, i: usize| (hash64(k, i as u64) >> 11) as f64 / (1u64 << 53) as f64;
+    let cols: Vec<Vec<f32>> = (0..f as u64)
+        .map(|j| (0..n).map(|i| ((u(j, i) + u(j + 1000, i) + u(j + 2000, i)) * 2.0 - 3.0) as f32).collect())
+        .collect();
+    let label = (0..n)
+        .map(|i| {
+            let z = cols[0][i] as f64 * 1.5 - (cols[1][i] as f64).powi(2) + (cols[2][i] * cols[3 % f][i]) as f64;
+            (u(99_999, i) < 1.0 / (1.0 + (-z).exp())) as u8 as f32
+        })
+        .collect();
+    (cols.into_iter().map(|c| Arc::new(Float32Array::from(c)) as ArrayRef).collect(), label)
+}
+
+fn dataset(cols: &[ArrayRef], label: &[f32], start: usize, len: usize) -> Dataset {
+    let frame = FeatureFrame::new(
+        cols.iter()
+            .enumerate()
+            .map(|(j, c)| FeatureColumn::new(format!("f{j}"), vec![c.slice(start, len)]).unwrap())
+            .collect(),
+    )
+    .unwrap();
+    Dataset::new(frame, label[start..start + len].to_vec()).unwrap()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let opt = |name: &str, default: &str| option(&args, name, default);
+    let n: usize = opt("--rows", "1000000").parse().unwrap();
+    let f: usize = opt("--features", "28").parse().unwrap();
+    let rounds: usize = opt("--rounds", "20").parse().unwrap();
+    let threads: usize = opt("--threads", "2").parse().unwrap();
+    let worker_counts: Vec<usize> = opt("--workers", "2").split(',').map(|w| w.parse().unwrap()).collect();
+    let cfg = TrainConfig::from_json(&format!(
+        r#"{{"objective": "binary:logistic", "n_estimators": {rounds}, "max_depth": {}}}"#,
+        opt("--max-depth", "8")
+    ))
+    .unwrap();
+    let (cols, label) = columns(n, f);
+    let pool = |t: usize| rayon::ThreadPoolBuilder::new().num_threads(t.max(1)).build().unwrap();
+
+    let clock = Instant::now();
+    let whole = dataset(&cols, &label, 0, n);
+    let want = pool(threads).install(|| polars_gbt::train(&cfg, &whole, &[])).unwrap().to_bytes();
+    let one = clock.elapsed().as_secs_f64();
+    println!("{n} rows x {f} features, depth {}, {rounds} trees, {threads} threads in all", cfg.max_depth);
+    println!(
+        "| workers | threads each | s per tree | vs 1 worker | ring share | MB sent per tree, each | same bytes |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    println!("| 1 | {threads} | {:.4} | 1.00 | - | - | - |", one / rounds as f64);
+    for &w in &worker_counts {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let tracker = listener.local_addr().unwrap().to_string();
+        let serve = std::thread::spawn(move || serve_tracker(listener, w, "bench", Duration::from_secs(60)));
+        let clock = Instant::now();
+        let results: Vec<_> = (0..w)
+            .map(|rank| {
+                let (cols, label, cfg, tracker) = (cols.clone(), label.clone(), cfg.clone(), tracker.clone());
+                let each = threads / w;
+                std::thread::spawn(move || {
+                    let (start, end) = (rank * n / w, (rank + 1) * n / w);
+                    let data = dataset(&cols, &label, start, end - start);
+                    let ring = TcpRing::join(&RingConfig {
+                        rank,
+                        world: w,
+                        tracker,
+                        token: "bench".into(),
+                        host: "127.0.0.1".into(),
+                        timeout: Duration::from_secs(600),
+                    })
+                    .unwrap();
+                    let shard = Shard {
+                        comm: &ring,
+                        rows: RowSpans::new(vec![(start as u64, data.n_rows() as u64)], n as u64).unwrap(),
+                        evals: Vec::new(),
+                    };
+                    let model = pool(each)
+                        .install(|| polars_gbt::booster::train_sharded(&cfg, &data, &[], &shard, &mut |_| Ok(true)))
+                        .unwrap();
+                    (model.to_bytes(), ring.usage())
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect();
+        let took = clock.elapsed().as_secs_f64();
+        serve.join().unwrap().unwrap();
+        let busy = results.iter().map(|r| r.1 .0).fold(0.0, f64::max);
+        let sent = results.iter().map(|r| r.1 .1).max().unwrap();
+        let same = results.iter().all(|r| r.0 == want);
+        println!(
+            "| {w} | {} | {:.4} | {:.2} | {:.1}% | {:.2} | {} |",
+            threads / w,
+            took / rounds as f64,
+            one / took,
+            100.0 * busy / took,
+            sent as f64 / rounds as f64 / 1e6,
+            if same { "yes" } else { "NO" }
+        );
+    }
+}
