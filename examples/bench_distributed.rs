@@ -5,7 +5,10 @@
 //! every worker's model is the one worker's, byte for byte.
 //!
 //! Usage: bench_distributed [--rows N] [--features F] [--rounds R] [--max-depth D]
-//!                          [--threads T] [--workers 2,4]
+//!                          [--threads T] [--workers 2,4] [--device cpu|cuda]
+//!
+//! With `--device cuda` every worker trains on this machine's one GPU (their histograms
+//! summed through the host and the ring): a measure of that exchange, not of speed-up.
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -57,8 +60,9 @@ fn main() {
     let threads: usize = opt("--threads", "2").parse().unwrap();
     let worker_counts: Vec<usize> = opt("--workers", "2").split(',').map(|w| w.parse().unwrap()).collect();
     let cfg = TrainConfig::from_json(&format!(
-        r#"{{"objective": "binary:logistic", "n_estimators": {rounds}, "max_depth": {}}}"#,
-        opt("--max-depth", "8")
+        r#"{{"objective": "binary:logistic", "n_estimators": {rounds}, "max_depth": {}, "device": "{}"}}"#,
+        opt("--max-depth", "8"),
+        opt("--device", "cpu")
     ))
     .unwrap();
     let (cols, label) = columns(n, f);
@@ -68,7 +72,10 @@ fn main() {
     let whole = dataset(&cols, &label, 0, n);
     let want = pool(threads).install(|| polars_gbt::train(&cfg, &whole, &[])).unwrap().to_bytes();
     let one = clock.elapsed().as_secs_f64();
-    println!("{n} rows x {f} features, depth {}, {rounds} trees, {threads} threads in all", cfg.max_depth);
+    println!(
+        "{n} rows x {f} features, depth {}, {rounds} trees, {threads} threads in all, device {:?}",
+        cfg.max_depth, cfg.device
+    );
     println!(
         "| workers | threads each | s per tree | vs 1 worker | ring share | MB sent per tree, each | same bytes |"
     );

@@ -65,9 +65,11 @@ pub fn train_with_callback(
 /// `shard.evals`; metrics are computed over every worker's rows, so the log and early
 /// stopping are one worker's too.
 ///
-/// Not yet distributed: L1-type objectives
-/// (`reg:absoluteerror`, `reg:quantileerror`, whose leaves are refit on their rows), and GPU
-/// fits; each is a clear error.
+/// On the GPU (`device="cuda"`), each worker's histograms are summed through the host and
+/// `shard.comm`, one exchange a level.
+///
+/// Not yet distributed: L1-type objectives (`reg:absoluteerror`, `reg:quantileerror`, whose
+/// leaves are refit on their rows), a clear error.
 pub fn train_sharded(
     cfg: &TrainConfig,
     data: &Dataset,
@@ -157,9 +159,6 @@ fn fit(
                 "objective",
                 format!("{} refits leaves on their rows and cannot be trained distributed yet", cfg.objective.name()),
             ));
-        }
-        if crate::backend::select(cfg)?.0 == Backend::Cuda {
-            return Err(Error::param("device", "distributed fits run on the CPU for now: pass device=\"cpu\""));
         }
     }
     if let Some(m) = cfg.missing {
@@ -550,9 +549,10 @@ impl<'a> Trainer<'a> {
             }
             Backend::Cuda => {
                 let rt = crate::backend::cuda::runtime()?;
-                // One fit at a time on the GPU; others queue here.
-                let _turn = rt.lock();
-                let learner = crate::backend::cuda::GpuLearner::new(
+                // One fit at a time on the GPU; others queue here. Not a distributed fit's
+                // worker: its fit waits on the other workers, which may share this GPU.
+                let _turn = (!self.shard.is_distributed()).then(|| rt.lock());
+                let learner = crate::backend::cuda::GpuLearner::new_sharded(
                     &rt,
                     self.data,
                     &self.cuts,
@@ -560,6 +560,7 @@ impl<'a> Trainer<'a> {
                     self.cfg,
                     &margin,
                     self.leaf_refit(),
+                    self.shard.comm,
                 )?;
                 self.boost(learner, callback)
             }

@@ -795,3 +795,77 @@ fn shap_values_of_imported_models_equal_their_libraries_on_the_cpu_and_the_gpu()
         }
     }
 }
+
+/// Rows `rows` of a wide, mostly-null problem (the GPU lays it out as compressed rows):
+/// 40 features, each present in 1 row in 12, the label from the first few.
+fn mostly_null(rows: &[usize]) -> Dataset {
+    let value = |f: usize, r: usize| {
+        let h = polars_gbt::random::hash64(f as u64, r as u64);
+        (h % 12 == 0).then(|| ((h >> 20) % 1000) as f32 / 100.0)
+    };
+    let columns = (0..40)
+        .map(|f| {
+            let values: Vec<Option<f32>> = rows.iter().map(|&r| value(f, r)).collect();
+            FeatureColumn::new(format!("f{f}"), vec![Arc::new(Float32Array::from(values)) as ArrayRef]).unwrap()
+        })
+        .collect();
+    let label = rows
+        .iter()
+        .map(|&r| {
+            let s: f32 = (0..4).map(|f| value(f, r).unwrap_or(-2.0)).sum();
+            (s > 0.0) as u8 as f32
+        })
+        .collect();
+    Dataset::new(FeatureFrame::new(columns).unwrap(), label).unwrap()
+}
+
+/// GPU workers of a distributed fit (threads sharing this GPU, joined by the TCP ring on
+/// localhost) give, every one of them, the model of one GPU fit on all rows, byte for byte.
+#[test]
+fn distributed_gpu_fits_give_one_gpus_bytes() {
+    use common::distributed::{dataset, on_ring, rows};
+    use polars_gbt::collective::{Collective, RowSpans, Shard};
+
+    if !gpu() {
+        return;
+    }
+    let n = 6000;
+    let all = Arc::new(rows(n, 21));
+    let cases = [
+        (r#"{"objective": "binary:logistic", "n_estimators": 6, "max_depth": 5, "seed": 2}"#, false),
+        (
+            r#"{"objective": "binary:logistic", "n_estimators": 6, "max_depth": 6, "subsample": 0.7,
+                "colsample_bynode": 0.7, "max_cat_to_onehot": 1, "seed": 4}"#,
+            false,
+        ),
+        (
+            r#"{"objective": "reg:squarederror", "n_estimators": 5, "grow_policy": "lossguide", "max_leaves": 16}"#,
+            false,
+        ),
+        (r#"{"objective": "multi:softprob", "num_class": 2, "n_estimators": 3, "max_depth": 4}"#, false),
+        (r#"{"objective": "binary:logistic", "n_estimators": 5, "max_depth": 6}"#, true),
+    ];
+    // Uneven shards: one of 13 rows, one worker holding two runs that are not adjacent.
+    let shards = vec![vec![(0u64, 2500u64), (5990, 10)], vec![(2500, 13)], vec![(2513, 3477)]];
+    for (json, sparse) in cases {
+        let mut cfg = TrainConfig::from_json(json).unwrap();
+        cfg.device = polars_gbt::Device::Cuda;
+        let make = {
+            let all = all.clone();
+            move |rows: &[usize]| if sparse { mostly_null(rows) } else { dataset(&all, rows, true) }
+        };
+        let want = train(&cfg, &make(&(0..n).collect::<Vec<_>>()), &[]).unwrap().to_bytes();
+        let (shards, cfg2) = (shards.clone(), cfg.clone());
+        let models = on_ring(3, move |ring| {
+            let spans = shards[ring.rank()].clone();
+            let local: Vec<usize> = spans.iter().flat_map(|&(s, l)| s as usize..(s + l) as usize).collect();
+            let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)?, evals: Vec::new() };
+            polars_gbt::booster::train_sharded(&cfg2, &make(&local), &[], &shard, &mut |_| Ok(true))
+        });
+        let errors: Vec<String> = models.iter().filter_map(|m| m.as_ref().err().map(|e| e.to_string())).collect();
+        assert!(errors.is_empty(), "{json}: {errors:?}");
+        for m in models {
+            assert!(m.unwrap().to_bytes() == want, "a GPU worker's model differs from one GPU's for {json}");
+        }
+    }
+}

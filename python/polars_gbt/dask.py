@@ -10,9 +10,10 @@ partitions' sizes or placement. ``predict`` scores partitions where they live.
 A Polars user needs no pandas: partitions may be Dask futures or delayed objects yielding
 Polars DataFrames or pyarrow Tables; a Dask DataFrame works too.
 
-Evaluation sets and early stopping are distributed too. Not yet distributed (each a clear
-error): the L1-type objectives (``reg:absoluteerror``, ``reg:quantileerror``), Python objectives and metrics,
-``init_model``, and GPU workers: fits run on the workers' CPUs (``device="cpu"``).
+Evaluation sets and early stopping are distributed too, and GPU workers
+(``device="cuda"``): their histograms are summed through the host and the ring. Not yet
+distributed (each a clear error): the L1-type objectives (``reg:absoluteerror``,
+``reg:quantileerror``), Python objectives and metrics, and ``init_model``.
 
 Examples
 --------
@@ -66,7 +67,8 @@ def train(
     target, features, **params
         As in ``polars_gbt.train``: the label column (or several), the feature columns (all
         others when None), and the training parameters (``weight="w"`` names a column of
-        the partitions). ``device`` defaults to ``"cpu"``.
+        the partitions). With ``device="cuda"`` each worker trains on its GPU (one worker
+        per GPU, as a dask-cuda cluster starts them).
     eval_sets
         Evaluation sets by name, each given as ``parts`` is (same columns): evaluated after
         every round over all their rows, early stopping watching the last, as in
@@ -90,7 +92,6 @@ def train(
     for name in ("eval_df", "eval_set", "init_model"):
         if name in params:
             raise ValueError(f"{name} is not supported by polars_gbt.dask.train (eval_sets= is)")
-    params.setdefault("device", "cpu")
     futures = _futures(client, parts)
     sets = {name: _futures(client, p) for name, p in (eval_sets or {}).items()}
     every = futures + [f for fs in sets.values() for f in fs]

@@ -68,6 +68,21 @@ impl GpuLearner {
     ) -> Result<Self> {
         match *rt {}
     }
+
+    /// Mirrors the CUDA learner's constructor; unreachable, as no [`Runtime`] exists.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new_sharded(
+        rt: &Runtime,
+        _data: &Dataset,
+        _cuts: &[FeatureCuts],
+        _params: GrowParams,
+        _cfg: &TrainConfig,
+        _start_margin: &[f32],
+        _refit: Option<crate::backend::refit::LeafRefit>,
+        _comm: &dyn crate::collective::Collective,
+    ) -> Result<Self> {
+        match *rt {}
+    }
 }
 
 impl Learner for GpuLearner {

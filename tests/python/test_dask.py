@@ -109,7 +109,7 @@ def test_a_dask_dataframe_and_scoring_where_the_parts_live(client):
 
     df = _frame(1200, 3).with_columns(pl.col("city").cast(pl.String))
     ddf = dd.from_pandas(df.to_pandas(), npartitions=3)
-    model = polars_gbt.dask.train(client, ddf, target="y", n_estimators=6, max_depth=3)
+    model = polars_gbt.dask.train(client, ddf, target="y", device="cpu", n_estimators=6, max_depth=3)
     want = polars_gbt.train(df, target="y", device="cpu", n_estimators=6, max_depth=3)
     assert model.to_bytes() == want.to_bytes()
     scored = polars_gbt.dask.predict(client, ddf, model).compute()

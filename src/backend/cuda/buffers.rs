@@ -214,4 +214,10 @@ impl HistPool {
         let start = slot as usize * self.total_slots;
         self.buf.slice(start..start + self.total_slots)
     }
+
+    /// Writes `hist` (one histogram) into `slot`.
+    pub(super) fn write(&mut self, stream: &Arc<CudaStream>, slot: u32, hist: &[GradSum]) -> Result<()> {
+        let start = slot as usize * self.total_slots;
+        stream.memcpy_htod(hist, &mut self.buf.slice_mut(start..start + self.total_slots)).map_err(device_error)
+    }
 }

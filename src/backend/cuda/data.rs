@@ -72,12 +72,17 @@ impl DeviceMatrix {
         };
     }
 
+    /// The dense layout for `frame`: one bin per value, 8 or 16 bits as `cuts` need.
+    pub fn dense(frame: &FeatureFrame, cuts: &[FeatureCuts]) -> Layout {
+        let width = if cuts.iter().all(|c| c.n_bins() < 256) { 1 } else { 2 };
+        Layout::Dense { width, stride: frame.n_features().next_multiple_of(4 / width) }
+    }
+
     /// The layout for `frame`: compressed rows when most values are null and that takes less
     /// memory than the dense bins (decided from Arrow's null counts, then the longest row).
     pub fn plan(frame: &FeatureFrame, cuts: &[FeatureCuts]) -> Layout {
         let (n, nf) = (frame.n_rows(), frame.n_features());
-        let width = if cuts.iter().all(|c| c.n_bins() < 256) { 1 } else { 2 };
-        let dense = Layout::Dense { width, stride: nf.next_multiple_of(4 / width) };
+        let dense = Self::dense(frame, cuts);
         let nulls: usize = frame.columns().iter().flat_map(|c| c.chunks()).map(|a| a.null_count()).sum();
         if nf >= 1 << 16 || n == 0 || nulls * 2 < n * nf {
             return dense;

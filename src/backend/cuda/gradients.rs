@@ -7,6 +7,7 @@ use super::buffers::{cfg, FitDevice};
 use super::device_error;
 use super::layout::{GradPair, GradSum, QuantGrad, Quantisation};
 use super::ranking::RankingGradients;
+use crate::collective::{sum_grads, Collective};
 use crate::config::TrainConfig;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
@@ -151,8 +152,9 @@ impl Gradients {
         c: usize,
         ridx: &CudaSlice<u32>,
         n_active: u32,
+        comm: &dyn Collective,
     ) -> Result<(Quantiser, GradSum)> {
-        self.quantise(dev, c)?;
+        self.quantise(dev, c, comm)?;
         let s = dev.stream.clone();
         s.memset_zeros(&mut self.root_sum).map_err(device_error)?;
         // SAFETY: ridx holds at least n_active rows, each below the gradients' length.
@@ -166,7 +168,9 @@ impl Gradients {
         }
         .map_err(device_error)?;
         let scales = dev.download(self.quant.slice(..))?[0];
-        let total = dev.download(self.root_sum.slice(..))?[0];
+        let mut total = dev.download(self.root_sum.slice(..))?;
+        sum_grads(comm, &mut total)?;
+        let total = total[0];
         if scales.negative_hessian != 0 {
             return Err(Error::Data("the objective produced a negative hessian, which training cannot use".into()));
         }
@@ -174,7 +178,7 @@ impl Gradients {
     }
 
     /// Queues the fixed-point gradients of output `c` into `quantised` (the scales into `quant`).
-    fn quantise(&mut self, dev: &mut FitDevice, c: usize) -> Result<()> {
+    fn quantise(&mut self, dev: &mut FitDevice, c: usize, comm: &dyn Collective) -> Result<()> {
         let n = self.n as u32;
         let s = dev.stream.clone();
         s.memset_zeros(&mut self.quant).map_err(device_error)?;
@@ -198,6 +202,7 @@ impl Gradients {
                 };
                 launch.arg(&n).arg(&outputs).arg(&c32).arg(&mut self.quant);
                 unsafe { launch.launch(g) }.map_err(device_error)?;
+                share_maxima(dev, &mut self.quant, comm)?;
                 finish_quantisation(dev, &mut self.quant)?;
                 let mut launch = dev.launcher(&k.objective_quantise);
                 launch.arg(&kind).arg(&param).arg(margin).arg(&label);
@@ -212,6 +217,7 @@ impl Gradients {
                 let grads: CudaView<GradPair> = all.slice(c * self.n..(c + 1) * self.n);
                 unsafe { dev.launcher(&k.gradient_max).arg(&grads).arg(&n).arg(&mut self.quant).launch(g) }
                     .map_err(device_error)?;
+                share_maxima(dev, &mut self.quant, comm)?;
                 finish_quantisation(dev, &mut self.quant)?;
                 unsafe {
                     dev.launcher(&k.quantise).arg(&grads).arg(&n).arg(&self.quant).arg(&mut self.quantised).launch(g)
@@ -227,6 +233,19 @@ impl Gradients {
 }
 
 /// The scales from the maxima in `quant`.
+/// In a distributed fit, the gradients' magnitudes (and the negative-hessian flag) of every
+/// worker's rows, so every worker scales alike: one round trip a tree.
+fn share_maxima(dev: &mut FitDevice, quant: &mut CudaSlice<Quantisation>, comm: &dyn Collective) -> Result<()> {
+    if comm.world() == 1 {
+        return Ok(());
+    }
+    let mut q = dev.download(quant.slice(..))?;
+    let mut m = [q[0].g_max_bits as i64, q[0].h_max_bits as i64, q[0].negative_hessian as i64];
+    comm.all_reduce_max(&mut m)?;
+    (q[0].g_max_bits, q[0].h_max_bits, q[0].negative_hessian) = (m[0] as u32, m[1] as u32, m[2] as u32);
+    dev.stream.memcpy_htod(&q, quant).map_err(device_error)
+}
+
 fn finish_quantisation(dev: &FitDevice, quant: &mut CudaSlice<Quantisation>) -> Result<()> {
     // SAFETY: one Quantisation, as the kernel expects.
     unsafe { dev.launcher(&dev.rt.kernels.finish_quantisation).arg(quant).launch(cfg((1, 1), 32, 0)) }

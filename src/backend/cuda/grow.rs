@@ -2,10 +2,17 @@
 //! from the learner's components: each node is a histogram slot and a run of the row index.
 //! The host reads back, per level, only each node's best split and left-going row count, in
 //! one synchronisation: the counts of a partition are read when the children's splits are.
+//!
+//! In a distributed fit each worker's slots hold its own rows' histograms, so the smaller
+//! child (chosen by local counts) and the subtraction stay exact locally; before a level is
+//! evaluated, its nodes' histograms and row counts are summed over the workers into slots of
+//! their own (`share`), which the split search reads. The sums travel through the host and
+//! the collective, one exchange a level.
 
 use super::layout::{ChildSlots, GradSum, RowTask, SplitRule};
 use super::learner::{GpuLearner, Stage};
 use super::split::EvalNode;
+use crate::collective::sum_grads;
 use crate::error::Result;
 use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
 use crate::tree::{GrowPolicy, Tree};
@@ -15,6 +22,15 @@ pub struct GpuNode {
     slot: u32,
     start: u32,
     len: RowCount,
+    /// In a distributed fit, once shared: the histogram and rows over every worker.
+    shared: Option<Shared>,
+}
+
+/// A node's histogram (in a slot of its own) and rows, summed over the workers.
+#[derive(Clone, Copy)]
+struct Shared {
+    slot: u32,
+    rows: u32,
 }
 
 /// A run's length, known once the partition that made it has been read back.
@@ -51,6 +67,32 @@ impl GpuLearner<'_> {
         Ok(())
     }
 
+    /// Sums the histograms and row counts of `nodes` over the workers, into slots of their own.
+    fn share(&mut self, nodes: Vec<&mut GpuNode>) -> Result<()> {
+        let width = self.hist.pool.total_slots;
+        let mut flat = Vec::with_capacity(nodes.len() * (width + 1));
+        for n in &nodes {
+            flat.extend(self.hist.download(&mut self.dev, n.slot)?);
+        }
+        let counts_at = flat.len();
+        flat.extend(nodes.iter().map(|n| GradSum { g: Self::known_len(n) as i64, h: 0 }));
+        sum_grads(self.comm, &mut flat)?;
+        for (i, n) in nodes.into_iter().enumerate() {
+            let slot = self.hist.alloc(&mut self.dev)?;
+            self.hist.pool.write(&self.dev.stream, slot, &flat[i * width..(i + 1) * width])?;
+            n.shared = Some(Shared { slot, rows: flat[counts_at + i].g as u32 });
+        }
+        Ok(())
+    }
+
+    /// Gives back a node's slots.
+    fn release_node(&mut self, node: &GpuNode) {
+        self.hist.release(node.slot);
+        if let Some(s) = node.shared {
+            self.hist.release(s.slot);
+        }
+    }
+
     fn known_len(node: &GpuNode) -> u32 {
         match node.len {
             RowCount::Known(len) => len,
@@ -67,11 +109,14 @@ impl GrowSteps for GpuLearner<'_> {
         let (grads, ridx) = (&self.gradients.quantised, &self.rows.ridx);
         self.hist.build_root(&mut self.dev, &self.matrix, grads, ridx, self.n_active, slot)?;
         self.profile.lap(&self.dev.stream, Stage::Histograms);
-        Ok(GpuNode { slot, start: 0, len: RowCount::Known(self.n_active) })
+        Ok(GpuNode { slot, start: 0, len: RowCount::Known(self.n_active), shared: None })
     }
 
     fn evaluate(&mut self, nodes: &mut [Open<GpuNode>], ctx: &TreeContext) -> Result<()> {
-        if self.split.needs_row_counts() {
+        if self.comm.world() > 1 {
+            self.resolve_counts(nodes.iter_mut().map(|o| &mut o.state).collect())?;
+            self.share(nodes.iter_mut().map(|o| &mut o.state).collect())?;
+        } else if self.split.needs_row_counts() {
             // One synchronisation more per level, only with categorical features.
             self.resolve_counts(nodes.iter_mut().map(|o| &mut o.state).collect())?;
         }
@@ -82,10 +127,11 @@ impl GrowSteps for GpuLearner<'_> {
                 depth: o.depth,
                 total: o.total,
                 limits: o.limits.clone(),
-                slot: o.state.slot,
-                rows: match o.state.len {
-                    RowCount::Known(len) => Some(len),
-                    RowCount::Pending { .. } => None,
+                slot: o.state.shared.map_or(o.state.slot, |s| s.slot),
+                rows: match (o.state.shared, o.state.len) {
+                    (Some(s), _) => Some(s.rows),
+                    (None, RowCount::Known(len)) => Some(len),
+                    (None, RowCount::Pending { .. }) => None,
                 },
             })
             .collect();
@@ -107,7 +153,7 @@ impl GrowSteps for GpuLearner<'_> {
     ) -> Result<Vec<Option<[GpuNode; 2]>>> {
         // Children that cannot split need no rows: the margins are updated by walking the tree.
         if !expansions.iter().any(|e| e.grow_children) {
-            return Ok(expansions.into_iter().map(|e| self.hist.release(e.state.slot)).map(|()| None).collect());
+            return Ok(expansions.into_iter().map(|e| self.release_node(&e.state)).map(|()| None).collect());
         }
         let mut tasks = Vec::with_capacity(expansions.len());
         let mut rules = Vec::with_capacity(expansions.len());
@@ -140,7 +186,7 @@ impl GrowSteps for GpuLearner<'_> {
         let mut out = Vec::with_capacity(expansions.len());
         for (i, e) in expansions.iter().enumerate() {
             if !e.grow_children {
-                self.hist.release(e.state.slot);
+                self.release_node(&e.state);
                 out.push(None);
                 continue;
             }
@@ -157,8 +203,12 @@ impl GrowSteps for GpuLearner<'_> {
                 right_slot,
                 pad: 0,
             });
-            let child =
-                |slot, right| GpuNode { slot, start, len: RowCount::Pending { task: i as u32, parent_len, right } };
+            let child = |slot, right| GpuNode {
+                slot,
+                start,
+                len: RowCount::Pending { task: i as u32, parent_len, right },
+                shared: None,
+            };
             out.push(Some([child(left_slot, false), child(right_slot, true)]));
         }
         let (grads, ridx) = (&self.gradients.quantised, &self.rows.ridx);
@@ -166,7 +216,7 @@ impl GrowSteps for GpuLearner<'_> {
         for e in &expansions {
             if e.grow_children {
                 // Later launches on the stream may reuse the slot: the subtraction is queued first.
-                self.hist.release(e.state.slot);
+                self.release_node(&e.state);
             }
         }
         self.profile.lap(&self.dev.stream, Stage::Histograms);
@@ -174,17 +224,17 @@ impl GrowSteps for GpuLearner<'_> {
     }
 
     fn discard(&mut self, node: GpuNode) {
-        self.hist.release(node.slot);
+        self.release_node(&node);
     }
 
     /// For layouts that leave missing values out, the missing slots are filled in by
     /// `evaluate`: read a node's histogram after its evaluation.
     fn histogram(&mut self, node: &GpuNode) -> Result<Vec<GradSum>> {
-        self.hist.download(&mut self.dev, node.slot)
+        self.hist.download(&mut self.dev, node.shared.map_or(node.slot, |s| s.slot))
     }
 
     fn rows(&mut self, node: &GpuNode) -> Result<Vec<u32>> {
-        let mut node_now = GpuNode { slot: node.slot, start: node.start, len: node.len };
+        let mut node_now = GpuNode { slot: node.slot, start: node.start, len: node.len, shared: None };
         self.resolve_counts(vec![&mut node_now])?;
         let mut rows = self.rows.rows(&mut self.dev, node_now.start, Self::known_len(&node_now))?;
         rows.sort_unstable();

@@ -14,7 +14,7 @@ use std::time::Instant;
 use cudarc::driver::CudaStream;
 
 use super::buffers::FitDevice;
-use super::data::DeviceMatrix;
+use super::data::{DeviceMatrix, Layout};
 use super::device_error;
 use super::gradients::Gradients;
 use super::histogram::HistogramBuilder;
@@ -25,6 +25,7 @@ use super::split::SplitEvaluator;
 use super::DeviceMemory;
 use crate::backend::refit::{set_leaves, LeafRefit};
 use crate::backend::Learner;
+use crate::collective::{Collective, Solo};
 use crate::config::TrainConfig;
 use crate::data::{Dataset, FeatureCuts};
 use crate::error::{Error, Result};
@@ -79,6 +80,9 @@ pub struct GpuLearner<'r> {
     /// Rows of the tree being grown.
     pub(super) n_active: u32,
     pub(super) profile: Profile,
+    /// The workers of a distributed fit ([`Solo`] for one): gradient scales, totals,
+    /// histograms and row counts are summed over them (`grow.rs`).
+    pub(super) comm: &'r dyn Collective,
 }
 
 /// The largest `max_bin` the GPU histograms take: two features of 8193 slots in one block's
@@ -105,6 +109,22 @@ impl<'r> GpuLearner<'r> {
         start_margin: &[f32],
         refit: Option<LeafRefit<'r>>,
     ) -> Result<Self> {
+        Self::new_sharded(rt, data, cuts, params, cfg, start_margin, refit, &Solo)
+    }
+
+    /// [`GpuLearner::new`] as one worker of a distributed fit: gradient scales, totals,
+    /// histograms and row counts are summed over the workers through `comm` (`grow.rs`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new_sharded(
+        rt: &'r Runtime,
+        data: &Dataset,
+        cuts: &'r [FeatureCuts],
+        params: GrowParams,
+        cfg: &TrainConfig,
+        start_margin: &[f32],
+        refit: Option<LeafRefit<'r>>,
+        comm: &'r dyn Collective,
+    ) -> Result<Self> {
         let clock = Instant::now();
         let n = data.n_rows();
         if n >= u32::MAX as usize / 2 {
@@ -113,7 +133,15 @@ impl<'r> GpuLearner<'r> {
         let mut dev = FitDevice::new(rt)?;
         // Everything the fit will hold, known before the first allocation. The layout is
         // planned once: for mostly-null data that reads every value on the host.
-        let layout = DeviceMatrix::plan(&data.features, cuts);
+        let mut layout = DeviceMatrix::plan(&data.features, cuts);
+        if comm.world() > 1 {
+            // Histogram slots follow the layout: every worker takes compressed rows, or none.
+            let mut sparse = [matches!(layout, Layout::Sparse { .. }) as i64];
+            comm.all_reduce_sum(&mut sparse)?;
+            if sparse[0] != comm.world() as i64 {
+                layout = DeviceMatrix::dense(&data.features, cuts);
+            }
+        }
         let refit_bytes = if refit.is_some() { DeviceRefit::BYTES_PER_ROW } else { 0 };
         let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit_bytes;
         DeviceMemory::check_fits(&dev.stream, n * (layout.bytes_per_row() + row_bytes))?;
@@ -136,6 +164,7 @@ impl<'r> GpuLearner<'r> {
             n,
             n_active: 0,
             profile: Profile { on: profile, last: Instant::now(), seconds: [0.0; 6] },
+            comm,
         };
         if learner.profile.on {
             learner.dev.stream.synchronize().map_err(device_error)?;
@@ -156,7 +185,7 @@ impl<'r> GpuLearner<'r> {
     /// [`GrowSteps`](crate::tree::GrowSteps), as [`Learner::grow`] does.
     pub fn begin_tree(&mut self, output: usize, rows: Option<&[u32]>) -> Result<(Quantiser, GradSum)> {
         self.n_active = self.rows.reset(&mut self.dev, rows, self.n)?;
-        let started = self.gradients.quantise_tree(&mut self.dev, output, &self.rows.ridx, self.n_active)?;
+        let started = self.gradients.quantise_tree(&mut self.dev, output, &self.rows.ridx, self.n_active, self.comm)?;
         self.profile.lap(&self.dev.stream, Stage::Gradients);
         Ok(started)
     }
