@@ -232,7 +232,6 @@ impl Gradients {
     }
 }
 
-/// The scales from the maxima in `quant`.
 /// In a distributed fit, the gradients' magnitudes (and the negative-hessian flag) of every
 /// worker's rows, so every worker scales alike: one round trip a tree.
 fn share_maxima(dev: &mut FitDevice, quant: &mut CudaSlice<Quantisation>, comm: &dyn Collective) -> Result<()> {
@@ -246,6 +245,7 @@ fn share_maxima(dev: &mut FitDevice, quant: &mut CudaSlice<Quantisation>, comm: 
     dev.stream.memcpy_htod(&q, quant).map_err(device_error)
 }
 
+/// The scales from the maxima in `quant`.
 fn finish_quantisation(dev: &FitDevice, quant: &mut CudaSlice<Quantisation>) -> Result<()> {
     // SAFETY: one Quantisation, as the kernel expects.
     unsafe { dev.launcher(&dev.rt.kernels.finish_quantisation).arg(quant).launch(cfg((1, 1), 32, 0)) }
