@@ -291,40 +291,25 @@ fn register(cfg: &RingConfig, me: &str, deadline: Instant) -> Result<Vec<String>
 /// error at `timeout`.
 pub fn serve_tracker(listener: TcpListener, world: usize, token: &str, timeout: Duration) -> Result<()> {
     let deadline = Instant::now() + timeout;
-    listener.set_nonblocking(true)?;
     let mut workers: Vec<Option<(TcpStream, String)>> = (0..world).map(|_| None).collect();
     while workers.iter().any(Option::is_none) {
-        match listener.accept() {
-            Ok((mut stream, _)) => {
-                stream.set_nonblocking(false)?;
-                // A bad or slow greeting is a stray connection: drop it and keep listening.
-                let Ok(hello) = read_message(&mut stream, (Instant::now() + Duration::from_secs(5)).min(deadline))
-                else {
-                    continue;
-                };
-                let Ok(parts) = unpack(&hello) else { continue };
-                if parts.len() != 5 || parts[0] != MAGIC || parts[1] != token.as_bytes() {
-                    continue;
-                }
-                let (Ok(rank), Ok(n)) = (le_u64(parts[2]), le_u64(parts[3])) else { continue };
-                if n as usize != world || rank as usize >= world {
-                    continue;
-                }
-                // A worker that registers again (a retried task) replaces its first registration.
-                workers[rank as usize] = Some((stream, String::from_utf8_lossy(parts[4]).into_owned()));
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    let missing: Vec<usize> = (0..world).filter(|&r| workers[r].is_none()).collect();
-                    return Err(Error::Collective(format!(
-                        "the tracker timed out after {:.0} s waiting for ranks {missing:?} to register",
-                        timeout.as_secs_f64()
-                    )));
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => return Err(e.into()),
+        let Some((stream, hello)) = next_greeting(&listener, deadline)? else {
+            let missing: Vec<usize> = (0..world).filter(|&r| workers[r].is_none()).collect();
+            return Err(Error::Collective(format!(
+                "the tracker timed out after {:.0} s waiting for ranks {missing:?} to register",
+                timeout.as_secs_f64()
+            )));
+        };
+        let Ok(parts) = unpack(&hello) else { continue };
+        if parts.len() != 5 || parts[0] != MAGIC || parts[1] != token.as_bytes() {
+            continue;
         }
+        let (Ok(rank), Ok(n)) = (le_u64(parts[2]), le_u64(parts[3])) else { continue };
+        if n as usize != world || rank as usize >= world {
+            continue;
+        }
+        // A worker that registers again (a retried task) replaces its first registration.
+        workers[rank as usize] = Some((stream, String::from_utf8_lossy(parts[4]).into_owned()));
     }
     let addresses: Vec<&[u8]> = workers.iter().map(|w| w.as_ref().unwrap().1.as_bytes()).collect();
     let answer = pack(&addresses);
@@ -336,30 +321,36 @@ pub fn serve_tracker(listener: TcpListener, world: usize, token: &str, timeout: 
 
 /// Accepts the previous worker's connection, refusing any other.
 fn accept_peer(listener: &TcpListener, cfg: &RingConfig, prev: usize, deadline: Instant) -> Result<TcpStream> {
+    loop {
+        let Some((mut stream, hello)) = next_greeting(listener, deadline)? else {
+            return Err(Error::Collective(format!("rank {} timed out waiting for rank {prev} to connect", cfg.rank)));
+        };
+        let ok = unpack(&hello).is_ok_and(|p| {
+            p.len() == 3 && p[0] == MAGIC && p[1] == cfg.token.as_bytes() && le_u64(p[2]) == Ok(prev as u64)
+        });
+        if ok {
+            set_deadline(&stream, deadline)?;
+            stream.write_all(&[1])?;
+            return Ok(stream);
+        }
+    }
+}
+
+/// The next connection on `listener` with its greeting, or None once `deadline` passes. A
+/// connection whose greeting does not arrive whole within 5 s is a stray one: dropped.
+fn next_greeting(listener: &TcpListener, deadline: Instant) -> Result<Option<(TcpStream, Vec<u8>)>> {
     listener.set_nonblocking(true)?;
     loop {
         match listener.accept() {
             Ok((mut stream, _)) => {
                 stream.set_nonblocking(false)?;
-                let Ok(hello) = read_message(&mut stream, (Instant::now() + Duration::from_secs(5)).min(deadline))
-                else {
-                    continue;
-                };
-                let ok = unpack(&hello).is_ok_and(|p| {
-                    p.len() == 3 && p[0] == MAGIC && p[1] == cfg.token.as_bytes() && le_u64(p[2]) == Ok(prev as u64)
-                });
-                if ok {
-                    set_deadline(&stream, deadline)?;
-                    stream.write_all(&[1])?;
-                    return Ok(stream);
+                if let Ok(hello) = read_message(&mut stream, (Instant::now() + Duration::from_secs(5)).min(deadline)) {
+                    return Ok(Some((stream, hello)));
                 }
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
                 if Instant::now() >= deadline {
-                    return Err(Error::Collective(format!(
-                        "rank {} timed out waiting for rank {prev} to connect",
-                        cfg.rank
-                    )));
+                    return Ok(None);
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
