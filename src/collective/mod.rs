@@ -16,7 +16,7 @@ pub mod shard;
 pub use ring::{serve_tracker, RingConfig, TcpRing};
 pub use shard::{RowSpans, Shard};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::tree::GradSum;
 
 /// What the workers of one fit do together. Every worker calls the same operations in the
@@ -67,6 +67,16 @@ impl Collective for Solo {
     }
 }
 
+/// A collective's deadline from a number of seconds, which must be positive and finite (and
+/// not so large that it cannot be a `Duration`).
+pub fn timeout_from_secs(seconds: f64) -> Result<std::time::Duration> {
+    let bad = || Error::param("timeout", format!("must be a positive number of seconds, not {seconds}"));
+    if seconds.is_nan() || seconds <= 0.0 {
+        return Err(bad());
+    }
+    std::time::Duration::try_from_secs_f64(seconds).map_err(|_| bad())
+}
+
 /// Sums gradient sums (histograms, node totals) over the workers, in place.
 pub fn sum_grads(comm: &dyn Collective, sums: &mut [GradSum]) -> Result<()> {
     if comm.world() == 1 {
@@ -110,7 +120,7 @@ pub(crate) fn pack(items: &[&[u8]]) -> Vec<u8> {
 
 /// The byte strings [`pack`] joined; a malformed pack (a peer's bug) is an error.
 pub(crate) fn unpack(mut bytes: &[u8]) -> Result<Vec<&[u8]>> {
-    let bad = || crate::error::Error::Collective("a worker sent a malformed message".into());
+    let bad = || Error::Collective("a worker sent a malformed message".into());
     let mut out = Vec::new();
     while !bytes.is_empty() {
         let len = u64::from_le_bytes(bytes.get(..8).ok_or_else(bad)?.try_into().unwrap()) as usize;
@@ -124,6 +134,14 @@ pub(crate) fn unpack(mut bytes: &[u8]) -> Result<Vec<&[u8]>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timeouts_are_positive_finite_durations() {
+        assert_eq!(timeout_from_secs(2.5).unwrap(), std::time::Duration::from_millis(2500));
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e30] {
+            assert!(timeout_from_secs(bad).unwrap_err().to_string().contains("positive number of seconds"), "{bad}");
+        }
+    }
 
     #[test]
     fn packs_round_trip() {

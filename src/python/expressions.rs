@@ -80,13 +80,8 @@ impl DistributedKwargs {
         evals: &[(&str, &Dataset)],
         log: &mut LogFn,
     ) -> crate::Result<crate::Model> {
-        use crate::collective::{RingConfig, RowSpans, Shard, TcpRing};
-        if !(self.timeout.is_finite() && self.timeout > 0.0) {
-            return Err(crate::Error::param(
-                "timeout",
-                format!("must be a positive number of seconds, not {}", self.timeout),
-            ));
-        }
+        use crate::collective::{timeout_from_secs, RingConfig, RowSpans, Shard, TcpRing};
+        let timeout = timeout_from_secs(self.timeout)?;
         let rows = RowSpans::new(self.spans.clone(), self.n_rows)?;
         let ring = TcpRing::join(&RingConfig {
             rank: self.rank,
@@ -94,7 +89,7 @@ impl DistributedKwargs {
             tracker: self.tracker.clone(),
             token: self.token.clone(),
             host: self.host.clone(),
-            timeout: std::time::Duration::from_secs_f64(self.timeout),
+            timeout,
         })?;
         let eval_rows =
             self.evals.iter().map(|(spans, n)| RowSpans::new(spans.clone(), *n)).collect::<crate::Result<Vec<_>>>()?;

@@ -179,15 +179,11 @@ fn cuda_unavailable_reason() -> PyResult<Option<String>> {
 #[pyfunction]
 fn start_tracker(host: &str, world: usize, token: &str, timeout_s: f64) -> PyResult<String> {
     super::catch_panics_py(|| {
-        if !(timeout_s.is_finite() && timeout_s > 0.0) {
-            let reason = format!("must be a positive number of seconds, not {timeout_s}");
-            return Err(py_error(crate::Error::param("timeout", reason)));
-        }
+        let timeout = crate::collective::timeout_from_secs(timeout_s).map_err(py_error)?;
         let listener = std::net::TcpListener::bind((host, 0))
             .map_err(|e| py_error(crate::Error::Collective(format!("the tracker cannot listen on {host}: {e}"))))?;
         let port = listener.local_addr().map_err(|e| py_error(crate::Error::Io(e)))?.port();
         let token = token.to_string();
-        let timeout = std::time::Duration::from_secs_f64(timeout_s);
         // The workers report a failed rendezvous themselves, naming what they waited for.
         std::thread::spawn(move || crate::collective::serve_tracker(listener, world, &token, timeout));
         Ok(format!("{host}:{port}"))
