@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::distributed::{dataset, on_ring, ranked, ring_config, rows, tracker, Rows};
+use common::distributed::{dataset, on_ring, ranked, ring_config, rows, rows_of, tracker, train_shards, Rows};
 use polars_gbt::collective::{Collective, RowSpans, Shard, TcpRing};
 use polars_gbt::random::hash64;
 use polars_gbt::{Error, TrainConfig};
@@ -120,29 +120,6 @@ fn a_silent_worker_is_an_error_at_the_deadline() {
     assert!(took >= timeout && took < Duration::from_secs(3), "took {took:?}");
 }
 
-/// Trains `cfg` on `shards` (each a list of global row runs), one worker per shard, and
-/// returns each worker's model bytes.
-fn train_distributed(
-    all: Arc<Rows>,
-    n: usize,
-    shards: Vec<Vec<(u64, u64)>>,
-    cfg: TrainConfig,
-    weights: bool,
-) -> Vec<Vec<u8>> {
-    let world = shards.len();
-    let shards = Arc::new(shards);
-    on_ring(world, move |ring| {
-        let spans = shards[ring.rank()].clone();
-        let local: Vec<usize> = spans.iter().flat_map(|&(s, l)| s as usize..(s + l) as usize).collect();
-        let data = dataset(&all, &local, weights);
-        let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)?, evals: Vec::new() };
-        Ok(polars_gbt::booster::train_sharded(&cfg, &data, &[], &shard, &mut |_| Ok(true))?.to_bytes())
-    })
-    .into_iter()
-    .map(|r| r.unwrap())
-    .collect()
-}
-
 #[test]
 fn a_distributed_fit_gives_the_bytes_of_one_worker() {
     let n = 3000;
@@ -166,8 +143,9 @@ fn a_distributed_fit_gives_the_bytes_of_one_worker() {
         let cfg = TrainConfig::from_json(json).unwrap();
         let whole = dataset(&all, &(0..n).collect::<Vec<_>>(), weights);
         let want = polars_gbt::train(&cfg, &whole, &[]).unwrap().to_bytes();
-        for got in train_distributed(all.clone(), n, shards.clone(), cfg.clone(), weights) {
-            assert!(got == want, "a worker's model differs from one worker's for {json}");
+        let all = all.clone();
+        for got in train_shards(n, shards.clone(), cfg, move |rows| dataset(&all, rows, weights)) {
+            assert!(got.unwrap().to_bytes() == want, "a worker's model differs from one worker's for {json}");
         }
     }
 }
@@ -176,15 +154,8 @@ fn a_distributed_fit_gives_the_bytes_of_one_worker() {
 fn distributed_fits_refuse_what_they_cannot_do_yet_on_every_worker() {
     let n = 400;
     let all = Arc::new(rows(n, 9));
-    let shards = [vec![(0, 150)], vec![(150, 250)]];
     let cfg = TrainConfig::from_json(r#"{"objective": "reg:absoluteerror", "n_estimators": 2}"#).unwrap();
-    let results = on_ring(2, move |ring| {
-        let spans = shards[ring.rank()].clone();
-        let local: Vec<usize> = spans.iter().flat_map(|&(s, l)| s as usize..(s + l) as usize).collect();
-        let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)?, evals: Vec::new() };
-        polars_gbt::booster::train_sharded(&cfg, &dataset(&all, &local, false), &[], &shard, &mut |_| Ok(true))
-            .map(|_| ())
-    });
+    let results = train_shards(n, vec![vec![(0, 150)], vec![(150, 250)]], cfg, move |rows| dataset(&all, rows, false));
     for r in results {
         let err = r.unwrap_err().to_string();
         assert!(err.contains("cannot be trained distributed yet"), "{err}");
@@ -196,13 +167,9 @@ fn workers_whose_data_differ_are_an_error_naming_the_worker() {
     let n = 300;
     let all = Arc::new(rows(n, 5));
     let cfg = TrainConfig::from_json(r#"{"n_estimators": 2}"#).unwrap();
-    let results = on_ring(2, move |ring| {
-        let (spans, weights) = if ring.rank() == 0 { (vec![(0, 100)], true) } else { (vec![(100, 200)], false) };
-        let local: Vec<usize> = spans.iter().flat_map(|&(s, l)| s as usize..(s + l) as usize).collect();
-        let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)?, evals: Vec::new() };
-        polars_gbt::booster::train_sharded(&cfg, &dataset(&all, &local, weights), &[], &shard, &mut |_| Ok(true))
-            .map(|_| ())
-    });
+    // Worker 0 (rows from 0) has weights; worker 1 has none.
+    let results =
+        train_shards(n, vec![vec![(0, 100)], vec![(100, 200)]], cfg, move |rows| dataset(&all, rows, rows[0] == 0));
     for r in results {
         let err = r.unwrap_err().to_string();
         assert!(err.contains("worker 1's data has") && err.contains("weight"), "{err}");
@@ -235,11 +202,8 @@ fn distributed_evaluation_sets_and_early_stopping_match_one_worker() {
         let all = all.clone();
         let models = on_ring(3, move |ring| {
             let r = ring.rank();
-            let local = |spans: &[(u64, u64)], base: usize| -> Vec<usize> {
-                spans.iter().flat_map(|&(s, l)| base + s as usize..base + (s + l) as usize).collect()
-            };
-            let data = make(&all, &local(&train_spans[r], 0));
-            let valid = make(&all, &local(&eval_spans[r], n));
+            let data = make(&all, &rows_of(&train_spans[r]));
+            let valid = make(&all, &rows_of(&eval_spans[r]).iter().map(|i| n + i).collect::<Vec<_>>());
             let shard = Shard {
                 comm: ring,
                 rows: RowSpans::new(train_spans[r].clone(), n as u64)?,

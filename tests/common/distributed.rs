@@ -124,3 +124,27 @@ pub fn ranked(all: &Rows, rows: &[usize]) -> Dataset {
     let ids: Vec<i64> = rows.iter().map(|&r| (r / 10) as i64).collect();
     dataset(all, rows, false).with_group_ids(&ids).unwrap()
 }
+
+/// The global rows of `spans` (runs of `(first row, length)`), in order.
+pub fn rows_of(spans: &[(u64, u64)]) -> Vec<usize> {
+    spans.iter().flat_map(|&(s, l)| s as usize..(s + l) as usize).collect()
+}
+
+/// Trains `cfg` with one worker per entry of `shards` (the worker's runs of global rows, out
+/// of `n`), each on the dataset `make` builds from its rows; every worker's result, by rank.
+pub fn train_shards(
+    n: usize,
+    shards: Vec<Vec<(u64, u64)>>,
+    cfg: polars_gbt::TrainConfig,
+    make: impl Fn(&[usize]) -> Dataset + Send + Sync + 'static,
+) -> Vec<polars_gbt::Result<polars_gbt::Model>> {
+    use polars_gbt::collective::{Collective, RowSpans, Shard};
+
+    let world = shards.len();
+    on_ring(world, move |ring| {
+        let spans = shards[ring.rank()].clone();
+        let data = make(&rows_of(&spans));
+        let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)?, evals: Vec::new() };
+        polars_gbt::booster::train_sharded(&cfg, &data, &[], &shard, &mut |_| Ok(true))
+    })
+}
