@@ -286,18 +286,23 @@ struct GlobalTargets {
 }
 
 impl GlobalTargets {
-    fn gather(shard: &Shard, rows: &RowSpans, d: &Dataset) -> Result<Self> {
+    /// `d`'s targets on every worker, its rows placed by `rows`; query groups only when
+    /// `groups` (the metrics read them, the base score does not).
+    fn gather(shard: &Shard, rows: &RowSpans, d: &Dataset, groups: bool) -> Result<Self> {
         let n = d.n_rows();
         let mut label = Vec::new();
         for t in 0..d.n_targets {
-            label.extend(shard.gather_rows_of(rows, &d.label[t * n..(t + 1) * n], 1)?);
+            label.extend(shard.gather_rows(rows, &d.label[t * n..(t + 1) * n], 1)?);
         }
-        let gather = |v: Option<&[f32]>| v.map(|v| shard.gather_rows_of(rows, v, 1)).transpose();
+        let gather = |v: Option<&[f32]>| v.map(|v| shard.gather_rows(rows, v, 1)).transpose();
         Ok(GlobalTargets {
             label,
             label_upper: gather(d.label_upper.as_deref())?,
             weight: gather(d.weight.as_deref())?,
-            groups: d.group_offsets.as_deref().map(|g| shard.gather_groups(rows, g)).transpose()?,
+            groups: match (groups, d.group_offsets.as_deref()) {
+                (true, Some(g)) => Some(shard.gather_groups(rows, g)?),
+                _ => None,
+            },
         })
     }
 
@@ -473,7 +478,8 @@ impl<'a> Trainer<'a> {
                 let binned = BinnedMatrix::new(&FeatureFrame::new(columns)?, &cuts);
                 let margin = Self::start_margin(&base_margin, d, k);
                 let rows = shard.evals.get(i).cloned().unwrap_or_else(|| RowSpans::whole(d.n_rows()));
-                let global = if shard.is_distributed() { Some(GlobalTargets::gather(shard, &rows, d)?) } else { None };
+                let global =
+                    if shard.is_distributed() { Some(GlobalTargets::gather(shard, &rows, d, true)?) } else { None };
                 let targets = global.as_ref().map_or_else(|| d.targets(), GlobalTargets::targets);
                 let flat = (d.n_targets() > 1).then(|| flatten_targets(&targets, d.n_targets()));
                 Ok(EvalSet { name: name.to_string(), data: d, binned, margin, flat, rows, global })
@@ -488,20 +494,8 @@ impl<'a> Trainer<'a> {
         if !shard.is_distributed() {
             return Ok(loss.estimate_base_margin(&data.targets()));
         }
-        let n = data.n_rows();
-        let mut label = Vec::new();
-        for t in 0..data.n_targets {
-            label.extend(shard.gather_rows(&data.label[t * n..(t + 1) * n], 1)?);
-        }
-        let weight = data.weight.as_deref().map(|w| shard.gather_rows(w, 1)).transpose()?;
-        let upper = data.label_upper.as_deref().map(|u| shard.gather_rows(u, 1)).transpose()?;
-        let t = crate::data::Targets {
-            label: &label,
-            label_upper: upper.as_deref(),
-            weight: weight.as_deref(),
-            groups: None,
-        };
-        Ok(loss.estimate_base_margin(&t))
+        let all = GlobalTargets::gather(shard, &shard.rows, data, false)?;
+        Ok(loss.estimate_base_margin(&all.targets()))
     }
 
     fn start_margin(base: &[f32], d: &Dataset, k: usize) -> Vec<f32> {
@@ -552,7 +546,7 @@ impl<'a> Trainer<'a> {
                 // One fit at a time on the GPU; others queue here. Not a distributed fit's
                 // worker: its fit waits on the other workers, which may share this GPU.
                 let _turn = (!self.shard.is_distributed()).then(|| rt.lock());
-                let learner = crate::backend::cuda::GpuLearner::new_sharded(
+                let learner = crate::backend::cuda::GpuLearner::new(
                     &rt,
                     self.data,
                     &self.cuts,
@@ -676,8 +670,10 @@ impl<'a> Trainer<'a> {
             }
             pred.chunks_mut(k).for_each(|row| transform_row(self.cfg.objective, row));
             // A distributed fit scores every worker's rows, in global order.
-            let pred = self.shard.gather_rows_of(&e.rows, &pred, k)?;
-            let targets = e.global.as_ref().map_or_else(|| e.data.targets(), GlobalTargets::targets);
+            let (pred, targets) = match &e.global {
+                Some(global) => (self.shard.gather_rows(&e.rows, &pred, k)?, global.targets()),
+                None => (pred, e.data.targets()),
+            };
             if self.cfg.num_target > 1 {
                 // Element by element: the labels row-major as the predictions, the weights
                 // repeated for each target.

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Float32Array};
 use polars_gbt::backend::cuda;
+use polars_gbt::collective::Solo;
 use polars_gbt::random::Rng;
 use polars_gbt::{train, Dataset, Error, FeatureColumn, FeatureFrame, Model, PredictOutput, Predictions, TrainConfig};
 
@@ -466,8 +467,9 @@ fn assert_steps_equal_cpu(json: &str, data: &Dataset, rows: Option<&[u32]>, feat
     let mut cpu = setup.cpu_learner(data);
     let rt = cuda::runtime().unwrap();
     let _turn = rt.lock();
-    let mut gpu = cuda::GpuLearner::new(&rt, data, &setup.cuts, setup.grow.clone(), &setup.cfg, &setup.margin, None)
-        .unwrap_or_else(|e| panic!("{json}: {e}"));
+    let mut gpu =
+        cuda::GpuLearner::new(&rt, data, &setup.cuts, setup.grow.clone(), &setup.cfg, &setup.margin, None, &Solo)
+            .unwrap_or_else(|e| panic!("{json}: {e}"));
     gpu.compute_gradients(&*setup.loss, &common::lockstep::targets(data)).unwrap();
     let mut first = None;
     for repeat in 0..repeats {
@@ -823,8 +825,7 @@ fn mostly_null(rows: &[usize]) -> Dataset {
 /// localhost) give, every one of them, the model of one GPU fit on all rows, byte for byte.
 #[test]
 fn distributed_gpu_fits_give_one_gpus_bytes() {
-    use common::distributed::{dataset, on_ring, rows};
-    use polars_gbt::collective::{Collective, RowSpans, Shard};
+    use common::distributed::{dataset, rows, train_shards};
 
     if !gpu() {
         return;
@@ -855,13 +856,7 @@ fn distributed_gpu_fits_give_one_gpus_bytes() {
             move |rows: &[usize]| if sparse { mostly_null(rows) } else { dataset(&all, rows, true) }
         };
         let want = train(&cfg, &make(&(0..n).collect::<Vec<_>>()), &[]).unwrap().to_bytes();
-        let (shards, cfg2) = (shards.clone(), cfg.clone());
-        let models = on_ring(3, move |ring| {
-            let spans = shards[ring.rank()].clone();
-            let local: Vec<usize> = spans.iter().flat_map(|&(s, l)| s as usize..(s + l) as usize).collect();
-            let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)?, evals: Vec::new() };
-            polars_gbt::booster::train_sharded(&cfg2, &make(&local), &[], &shard, &mut |_| Ok(true))
-        });
+        let models = train_shards(n, shards.clone(), cfg, make);
         let errors: Vec<String> = models.iter().filter_map(|m| m.as_ref().err().map(|e| e.to_string())).collect();
         assert!(errors.is_empty(), "{json}: {errors:?}");
         for m in models {

@@ -57,21 +57,8 @@ pub enum GpuLearner {}
 
 impl GpuLearner {
     /// Mirrors the CUDA learner's constructor; unreachable, as no [`Runtime`] exists.
-    pub fn new(
-        rt: &Runtime,
-        _data: &Dataset,
-        _cuts: &[FeatureCuts],
-        _params: GrowParams,
-        _cfg: &TrainConfig,
-        _start_margin: &[f32],
-        _refit: Option<crate::backend::refit::LeafRefit>,
-    ) -> Result<Self> {
-        match *rt {}
-    }
-
-    /// Mirrors the CUDA learner's constructor; unreachable, as no [`Runtime`] exists.
     #[allow(clippy::too_many_arguments)]
-    pub fn new_sharded(
+    pub fn new(
         rt: &Runtime,
         _data: &Dataset,
         _cuts: &[FeatureCuts],

@@ -55,8 +55,8 @@ pub fn unify_categories(shard: &Shard, data: &Dataset) -> Result<Dataset> {
     if categorical.is_empty() || !shard.is_distributed() {
         return Ok(data.clone());
     }
-    // One gather for every column: per column, its names joined with a NUL (which Polars
-    // strings may hold, so names travel length-prefixed instead).
+    // One gather for every column: per column, its names packed length-prefixed (a name may
+    // hold any byte, so no separator would do).
     let mine: Vec<Vec<u8>> = categorical
         .iter()
         .map(|&i| {

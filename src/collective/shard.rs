@@ -80,14 +80,10 @@ impl Shard<'_> {
         self.comm.world() > 1
     }
 
-    /// `values` (`per_row` numbers a row, row-major) of every worker's rows, in global row
-    /// order: what one worker holding all rows would see.
-    pub fn gather_rows(&self, values: &[f32], per_row: usize) -> Result<Vec<f32>> {
-        self.gather_rows_of(&self.rows, values, per_row)
-    }
-
-    /// [`Shard::gather_rows`] for rows placed by `rows` (an evaluation set's).
-    pub fn gather_rows_of(&self, rows: &RowSpans, values: &[f32], per_row: usize) -> Result<Vec<f32>> {
+    /// `values` (`per_row` numbers a row, row-major) of every worker's rows placed by `rows`
+    /// (the training rows, or an evaluation set's), in global row order: what one worker
+    /// holding all rows would see.
+    pub fn gather_rows(&self, rows: &RowSpans, values: &[f32], per_row: usize) -> Result<Vec<f32>> {
         if !self.is_distributed() {
             return Ok(values.to_vec());
         }

@@ -25,7 +25,7 @@ use super::split::SplitEvaluator;
 use super::DeviceMemory;
 use crate::backend::refit::{set_leaves, LeafRefit};
 use crate::backend::Learner;
-use crate::collective::{Collective, Solo};
+use crate::collective::Collective;
 use crate::config::TrainConfig;
 use crate::data::{Dataset, FeatureCuts};
 use crate::error::{Error, Result};
@@ -80,7 +80,7 @@ pub struct GpuLearner<'r> {
     /// Rows of the tree being grown.
     pub(super) n_active: u32,
     pub(super) profile: Profile,
-    /// The workers of a distributed fit ([`Solo`] for one): gradient scales, totals,
+    /// The workers of a distributed fit ([`Solo`](crate::collective::Solo) for one): gradient scales, totals,
     /// histograms and row counts are summed over them (`grow.rs`).
     pub(super) comm: &'r dyn Collective,
 }
@@ -99,23 +99,11 @@ pub fn unsupported(max_bin: usize) -> Option<String> {
 
 impl<'r> GpuLearner<'r> {
     /// Moves `data` to the device and prepares a fit of `cfg`'s outputs starting from
-    /// `start_margin` (class-major), its leaves refit by `refit` (L1-type losses).
-    pub fn new(
-        rt: &'r Runtime,
-        data: &Dataset,
-        cuts: &'r [FeatureCuts],
-        params: GrowParams,
-        cfg: &TrainConfig,
-        start_margin: &[f32],
-        refit: Option<LeafRefit<'r>>,
-    ) -> Result<Self> {
-        Self::new_sharded(rt, data, cuts, params, cfg, start_margin, refit, &Solo)
-    }
-
-    /// [`GpuLearner::new`] as one worker of a distributed fit: gradient scales, totals,
-    /// histograms and row counts are summed over the workers through `comm` (`grow.rs`).
+    /// `start_margin` (class-major), its leaves refit by `refit` (L1-type losses). `comm`:
+    /// the workers of a distributed fit ([`Solo`](crate::collective::Solo) for one), over which gradient scales,
+    /// totals, histograms and row counts are summed (`grow.rs`).
     #[allow(clippy::too_many_arguments)]
-    pub fn new_sharded(
+    pub fn new(
         rt: &'r Runtime,
         data: &Dataset,
         cuts: &'r [FeatureCuts],
