@@ -9,11 +9,50 @@
 // Integer addition is associative, so the result is the same in any order: bitwise equal to
 // the CPU's histogram.
 
-// The shared-memory histogram of one feature group: every feature of the group gets the same
-// number of slots (the group's largest), so a bin's slot is j * stride + bin with no
+// The histogram of one feature group. In shared memory, every feature of the group gets the
+// same number of slots (the group's largest), so a bin's slot is j * stride + bin with no
 // per-feature offset to look up; g and h sums sit in separate arrays (interleaved, a warp's
-// g atomics could reach only the even banks). Zeroes it and returns the stride.
-__device__ u32 start_group_histogram(const u32* slot_offsets, u32 f0, u32 f1, int* shared) {
+// g atomics could reach only the even banks). A group wider than the block's shared memory
+// (a feature of thousands of categories) sums straight into the node's histogram in global
+// memory with 64-bit atomics, still exact. The host makes such a group one word of features.
+struct GroupHistogram {
+    int* acc_g;
+    int* acc_h;
+    u32 stride;    // slots per feature in shared memory
+    u32 n_shared;  // slots in shared memory (0 for a global group)
+    GradSum* out;  // the node's histogram
+    const u32* slot_offsets;
+    u32 f0;
+
+    __device__ __forceinline__ void add_shared(u32 j, u32 bin, QuantGrad q) const {
+        const u32 slot = j * stride + bin;
+        atomicAdd(&acc_g[slot], q.g);
+        atomicAdd(&acc_h[slot], q.h);
+    }
+
+    __device__ __forceinline__ void add_global(u32 j, u32 bin, QuantGrad q) const {
+        GradSum* s = out + slot_offsets[f0 + j] + bin;
+        atomicAdd((u64*)&s->g, (u64)(i64)q.g);
+        atomicAdd((u64*)&s->h, (u64)(i64)q.h);
+    }
+
+    // Adds the block's non-zero shared sums to the node's histogram (after a __syncthreads).
+    __device__ void flush() const {
+        for (u32 i = threadIdx.x; i < n_shared; i += blockDim.x) {
+            const u32 j = i / stride, b = i - j * stride;
+            const u32 first = slot_offsets[f0 + j];
+            if (b >= slot_offsets[f0 + j + 1] - first) continue;
+            const int g = acc_g[i], h = acc_h[i];
+            if (g != 0) atomicAdd((u64*)&out[first + b].g, (u64)(i64)g);
+            if (h != 0) atomicAdd((u64*)&out[first + b].h, (u64)(i64)h);
+        }
+    }
+};
+
+// Sets up features f0..f1's histogram for a block whose shared memory holds `shared_slots`
+// slots (g and h), zeroing it when the group fits there.
+__device__ GroupHistogram start_group_histogram(const u32* slot_offsets, u32 f0, u32 f1, u32 shared_slots,
+                                                int* shared, GradSum* out) {
     __shared__ u32 group_stride;
     if (threadIdx.x < 32) {
         u32 widest = 0;
@@ -22,48 +61,29 @@ __device__ u32 start_group_histogram(const u32* slot_offsets, u32 f0, u32 f1, in
         if (threadIdx.x == 0) group_stride = widest;
     }
     __syncthreads();
-    const u32 stride = group_stride;
-    for (u32 i = threadIdx.x; i < 2 * (f1 - f0) * stride; i += blockDim.x) shared[i] = 0;
+    GroupHistogram hg;
+    hg.stride = group_stride;
+    hg.n_shared = (f1 - f0) * hg.stride <= shared_slots ? (f1 - f0) * hg.stride : 0;
+    hg.acc_g = shared;
+    hg.acc_h = shared + hg.n_shared;
+    hg.out = out;
+    hg.slot_offsets = slot_offsets;
+    hg.f0 = f0;
+    for (u32 i = threadIdx.x; i < 2 * hg.n_shared; i += blockDim.x) shared[i] = 0;
     __syncthreads();
-    return stride;
+    return hg;
 }
 
-// Adds a block's non-zero shared sums to the node's histogram (after a __syncthreads).
-__device__ void flush_group_histogram(const int* shared, u32 n_shared, u32 stride, const u32* slot_offsets, u32 f0,
-                                      GradSum* out) {
-    for (u32 i = threadIdx.x; i < n_shared; i += blockDim.x) {
-        const u32 j = i / stride, b = i - j * stride;
-        const u32 first = slot_offsets[f0 + j];
-        if (b >= slot_offsets[f0 + j + 1] - first) continue;
-        const int g = shared[i], h = shared[n_shared + i];
-        if (g != 0) atomicAdd((u64*)&out[first + b].g, (u64)(i64)g);
-        if (h != 0) atomicAdd((u64*)&out[first + b].h, (u64)(i64)h);
-    }
-}
-
-template <typename Bin>
-__device__ void build_histograms(const Bin* bins, u32 stride, const QuantGrad* grads, const u32* ridx,
-                                 const RowTask* tasks, u32 n_tasks, const u32* slot_offsets,
-                                 const u32* group_first_feature, u32 total_slots, u32 rows_per_block,
-                                 GradSum* hist) {
-    extern __shared__ int shared[];
-    const u32 f0 = group_first_feature[blockIdx.y], f1 = group_first_feature[blockIdx.y + 1];
-    const u32 slots_per_feature = start_group_histogram(slot_offsets, f0, f1, shared);
-    const u32 n_shared = (f1 - f0) * slots_per_feature;
-    int* acc_g = shared;
-    int* acc_h = shared + n_shared;
-
-    const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
-    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
-    const u32 end = min(begin + rows_per_block, task.len);
-    const u32 width = f1 - f0;
+template <typename Bin, bool GLOBAL>
+__device__ void sum_rows_into(const Bin* bins, u32 stride, const QuantGrad* grads, const u32* ridx, RowTask task,
+                              u32 begin, u32 end, u32 width, const GroupHistogram& hg) {
     constexpr u32 PER_WORD = 4 / sizeof(Bin), BITS = 8 * sizeof(Bin);
     for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
         const u32 row = ridx[task.start + p];
         const QuantGrad q = grads[row];
         if (q.g == 0 && q.h == 0) continue;
         // Rows and groups start on 32-bit words: read the bins a word at a time.
-        const u32* r = (const u32*)(bins + (u64)row * stride + f0);
+        const u32* r = (const u32*)(bins + (u64)row * stride + hg.f0);
         for (u32 w = 0; w * PER_WORD < width; ++w) {
             const u32 word = r[w];
 #pragma unroll
@@ -71,25 +91,42 @@ __device__ void build_histograms(const Bin* bins, u32 stride, const QuantGrad* g
                 const u32 j = w * PER_WORD + b;
                 if (j < width) {
                     const u32 bin = (word >> (BITS * b)) & ((1u << BITS) - 1);
-                    const u32 slot = j * slots_per_feature + bin;
-                    atomicAdd(&acc_g[slot], q.g);
-                    atomicAdd(&acc_h[slot], q.h);
+                    if (GLOBAL) hg.add_global(j, bin, q);
+                    else hg.add_shared(j, bin, q);
                 }
             }
         }
     }
-    __syncthreads();
+}
 
-    flush_group_histogram(shared, n_shared, slots_per_feature, slot_offsets, f0, hist + (u64)task.slot * total_slots);
+template <typename Bin>
+__device__ void build_histograms(const Bin* bins, u32 stride, const QuantGrad* grads, const u32* ridx,
+                                 const RowTask* tasks, u32 n_tasks, const u32* slot_offsets,
+                                 const u32* group_first_feature, u32 shared_slots, u32 total_slots,
+                                 u32 rows_per_block, GradSum* hist) {
+    extern __shared__ int shared[];
+    const u32 f0 = group_first_feature[blockIdx.y], f1 = group_first_feature[blockIdx.y + 1];
+    const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
+    const GroupHistogram hg =
+        start_group_histogram(slot_offsets, f0, f1, shared_slots, shared, hist + (u64)task.slot * total_slots);
+    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
+    const u32 end = min(begin + rows_per_block, task.len);
+    if (hg.n_shared == 0) {
+        sum_rows_into<Bin, true>(bins, stride, grads, ridx, task, begin, end, f1 - f0, hg);
+        return;
+    }
+    sum_rows_into<Bin, false>(bins, stride, grads, ridx, task, begin, end, f1 - f0, hg);
+    __syncthreads();
+    hg.flush();
 }
 
 #define HISTOGRAM_KERNEL(BIN)                                                                                  \
     extern "C" __global__ void histogram_##BIN(const BIN* bins, u32 stride, const QuantGrad* grads, const u32* ridx, \
                                                const RowTask* tasks, u32 n_tasks, const u32* slot_offsets,         \
-                                               const u32* group_first_feature, u32 total_slots,                    \
-                                               u32 rows_per_block, GradSum* hist) {                                \
+                                               const u32* group_first_feature, u32 shared_slots,                   \
+                                               u32 total_slots, u32 rows_per_block, GradSum* hist) {               \
         build_histograms<BIN>(bins, stride, grads, ridx, tasks, n_tasks, slot_offsets, group_first_feature,         \
-                              total_slots, rows_per_block, hist);                                                  \
+                              shared_slots, total_slots, rows_per_block, hist);                                    \
     }
 
 HISTOGRAM_KERNEL(u8)

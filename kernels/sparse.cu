@@ -33,19 +33,16 @@ __device__ __forceinline__ u32 sparse_bin(const u32* row, u32 row_stride, u32 f,
     return missing;
 }
 
-// As histogram.cu's build_histograms, over compressed rows (the same shared-memory layout).
+// As histogram.cu's build_histograms, over compressed rows (the same histogram layouts).
 extern "C" __global__ void histogram_sparse(const u32* entries, u32 row_stride, const QuantGrad* grads,
                                             const u32* ridx, const RowTask* tasks, u32 n_tasks,
                                             const u32* slot_offsets, const u32* group_first_feature,
-                                            u32 total_slots, u32 rows_per_block, GradSum* hist) {
+                                            u32 shared_slots, u32 total_slots, u32 rows_per_block, GradSum* hist) {
     extern __shared__ int sparse_shared[];
     const u32 f0 = group_first_feature[blockIdx.y], f1 = group_first_feature[blockIdx.y + 1];
-    const u32 slots_per_feature = start_group_histogram(slot_offsets, f0, f1, sparse_shared);
-    const u32 n_shared = (f1 - f0) * slots_per_feature;
-    int* acc_g = sparse_shared;
-    int* acc_h = sparse_shared + n_shared;
-
     const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
+    const GroupHistogram hg = start_group_histogram(slot_offsets, f0, f1, shared_slots, sparse_shared,
+                                                    hist + (u64)task.slot * total_slots);
     const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
     const u32 end = min(begin + rows_per_block, task.len);
     for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
@@ -58,15 +55,13 @@ extern "C" __global__ void histogram_sparse(const u32* entries, u32 row_stride, 
             if (e == NO_ENTRY) break;
             const u32 f = e >> 16;
             if (f < f0 || f >= f1) continue;
-            const u32 slot = (f - f0) * slots_per_feature + (e & 0xffffu);
-            atomicAdd(&acc_g[slot], q.g);
-            atomicAdd(&acc_h[slot], q.h);
+            if (hg.n_shared == 0) hg.add_global(f - f0, e & 0xffffu, q);
+            else hg.add_shared(f - f0, e & 0xffffu, q);
         }
     }
+    if (hg.n_shared == 0) return;
     __syncthreads();
-
-    flush_group_histogram(sparse_shared, n_shared, slots_per_feature, slot_offsets, f0,
-                          hist + (u64)task.slot * total_slots);
+    hg.flush();
 }
 
 // Grid (n_features, n_tasks): each feature's missing slot = node total - its present bins.

@@ -8,7 +8,7 @@ use super::buffers::{cfg, FitDevice, HistPool, Scratch};
 use super::data::DeviceMatrix;
 use super::device_error;
 use super::layout::{ChildSlots, GradSum, QuantGrad, RowTask};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::tree::{GrowParams, GrowPolicy};
 
 /// Rows one histogram block sums: at most 2^15, so its 32-bit shared sums are exact; at
@@ -57,7 +57,7 @@ pub(super) struct HistogramBuilder {
 
 impl HistogramBuilder {
     pub(super) fn new(dev: &mut FitDevice, matrix: &DeviceMatrix, params: &GrowParams) -> Result<Self> {
-        let groups = feature_groups(matrix, dev.rt.hist_shared_budget as usize)?;
+        let groups = feature_groups(matrix, dev.rt.hist_shared_budget as usize);
         let total_slots = matrix.total_slots();
         let mut builder = HistogramBuilder {
             pool: HistPool { buf: dev.zeros(1)?, capacity: 0, free: Vec::new(), total_slots },
@@ -201,6 +201,8 @@ impl HistogramBuilder {
         }
         let total = self.pool.total_slots as u32;
         let stride = matrix.stride as u32;
+        // Groups wider than this sum in global memory (see `feature_groups`).
+        let shared_slots = self.group_shared_bytes / 8;
         let k = &dev.rt.kernels;
         let mut launch = dev.launcher(matrix.kernel_for([&k.histogram_u8, &k.histogram_u16, &k.histogram_sparse]));
         matrix.bins_arg(&mut launch);
@@ -212,6 +214,7 @@ impl HistogramBuilder {
             .arg(&n_tasks)
             .arg(&matrix.slot_offsets_dev)
             .arg(&self.groups_dev)
+            .arg(&shared_slots)
             .arg(&total)
             .arg(&rpb)
             .arg(&mut self.pool.buf);
@@ -230,35 +233,38 @@ struct FeatureGroups {
 
 /// Packs features into groups whose shared histograms (2 x i32 per slot) fit `budget` bytes
 /// of a block's shared memory. Groups start on a word of bins, as the kernel reads them; in
-/// shared memory each feature of a group takes as many slots as the group's widest.
-fn feature_groups(matrix: &DeviceMatrix, budget: usize) -> Result<FeatureGroups> {
+/// shared memory each feature of a group takes as many slots as the group's widest. A word
+/// too wide for the budget (a feature of thousands of categories) is a group of its own,
+/// which the kernel sums in global memory.
+fn feature_groups(matrix: &DeviceMatrix, budget: usize) -> FeatureGroups {
     let nf = matrix.n_features;
     let per_word = matrix.per_word();
     let bytes_with = |features: usize, widest: usize| features * widest * 8;
     let mut starts = vec![0u32];
-    let (mut group_features, mut group_widest, mut widest_bytes) = (0usize, 0usize, 0usize);
+    let mut widest_bytes = 0usize;
+    // The open group's features and widest feature.
+    let (mut features, mut widest) = (0usize, 0usize);
     for first in (0..nf).step_by(per_word) {
         let word = first..(first + per_word).min(nf);
-        let widest = word.clone().map(|f| matrix.n_bins[f] as usize + 1).max().unwrap_or(0);
-        if bytes_with(word.len(), widest) > budget {
-            return Err(Error::param(
-                "max_bin",
-                format!(
-                    "the histograms of features {first}.. need {} bytes, more than the GPU's {budget} bytes of shared memory per block",
-                    bytes_with(word.len(), widest)
-                ),
-            ));
-        }
-        let merged = group_widest.max(widest);
-        if group_features > 0 && bytes_with(group_features + word.len(), merged) > budget {
+        let word_widest = word.clone().map(|f| matrix.n_bins[f] as usize + 1).max().unwrap_or(0);
+        let alone = bytes_with(word.len(), word_widest) > budget;
+        let fits = bytes_with(features + word.len(), widest.max(word_widest)) <= budget;
+        if features > 0 && (alone || !fits) {
             starts.push(first as u32);
-            widest_bytes = widest_bytes.max(bytes_with(group_features, group_widest));
-            (group_features, group_widest) = (0, 0);
+            widest_bytes = widest_bytes.max(bytes_with(features, widest));
+            (features, widest) = (0, 0);
         }
-        group_features += word.len();
-        group_widest = group_widest.max(widest);
+        if alone {
+            // A group of its own, summed in global memory.
+            if word.end < nf {
+                starts.push(word.end as u32);
+            }
+            continue;
+        }
+        features += word.len();
+        widest = widest.max(word_widest);
     }
-    widest_bytes = widest_bytes.max(bytes_with(group_features, group_widest));
+    widest_bytes = widest_bytes.max(bytes_with(features, widest));
     starts.push(nf as u32);
-    Ok(FeatureGroups { starts, widest_bytes })
+    FeatureGroups { starts, widest_bytes }
 }
