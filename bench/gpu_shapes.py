@@ -6,6 +6,9 @@
   held-out queries, computed here the same way for both.
 * ``categorical``: binary, 2M rows of ten categorical columns (cardinalities 8 to 5,000, Polars
   ``Enum`` for us, codes with ``feature_types="c"`` for XGBoost) and ten floats; held-out AUC.
+* ``categorical-wide``: the issue's shape, 10M rows of six categorical columns of 10 to 60,000
+  categories and twenty floats (the issue asks 100,000; a column holds at most 65,533 today);
+  held-out AUC.
 * ``nulls``: binary, 1M rows of 200 float columns, about 90% null (Polars nulls for us, NaN for
   XGBoost); held-out AUC.
 * ``l1``: ``reg:absoluteerror``, 2M rows of 28 float32 features, heavy-tailed noise; held-out
@@ -19,7 +22,7 @@ alone, its ``QuantileDMatrix`` already built from host numpy ("ingest", reported
 GPU memory is NVML's peak above idle during each fit.
 
 Usage (device machine, Polars and XGBoost packs and our wheel installed, see
-docs/benchmarks.md): PYTHONPATH=.peers/site:.peers/ours python3 bench/gpu_shapes.py ranking|categorical|nulls|l1|quantiles
+docs/benchmarks.md): PYTHONPATH=.peers/site:.peers/ours python3 bench/gpu_shapes.py ranking|categorical|categorical-wide|nulls|l1|quantiles
 Prints a markdown table; asserts nothing.
 """
 from __future__ import annotations
@@ -155,35 +158,36 @@ def ranking(a):
 
 
 CARDINALITIES = [8, 16, 50, 100, 300, 1000, 2000, 5000, 5000, 500]
+# A column holds at most 65,533 categories (bins are 16-bit), short of the issue's 100,000.
+WIDE_CARDINALITIES = [10, 100, 1000, 10_000, 30_000, 60_000]
 
 
-def categorical(a):
-    """Ten categorical columns of cardinalities 8 to 5,000 (Zipf-like frequencies, a per-category
-    effect) beside ten floats; binary target. Ours reads Polars Enum columns; XGBoost reads the
+def categorical(a, cardinalities=CARDINALITIES, n_floats=10):
+    """Categorical columns of the given cardinalities (Zipf-like frequencies, a per-category
+    effect) beside floats; binary target. Ours reads Polars Enum columns; XGBoost reads the
     same codes with feature_types "c"."""
     t = time.perf_counter()
     rng = np.random.default_rng(1)
     n = int(a.rows * 1.2)
     codes, effect = [], np.zeros(n)
-    for card in CARDINALITIES:
+    for card in cardinalities:
         freq = 1.0 / np.arange(1, card + 1) ** 0.8
         c = rng.choice(card, size=n, p=freq / freq.sum()).astype(np.int32)
         effect += rng.normal(scale=0.5, size=card)[c]
         codes.append(c)
-    floats = rng.normal(size=(n, 10)).astype(np.float32)
+    floats = rng.normal(size=(n, n_floats)).astype(np.float32)
     logit = effect + floats[:, 0] - 0.5 * floats[:, 1] * floats[:, 2] + rng.logistic(size=n)
     y = (logit > np.median(logit)).astype(np.float32)
     cut = a.rows
-    cat_names = [f"c{j}" for j in range(len(CARDINALITIES))]
-    num_names = [f"x{j}" for j in range(10)]
+    cat_names = [f"c{j}" for j in range(len(cardinalities))]
+    num_names = [f"x{j}" for j in range(n_floats)]
     features = cat_names + num_names
 
     def frame(lo, hi):
         cols = {}
-        for name, card, c in zip(cat_names, CARDINALITIES, codes):
-            enum = pl.Enum([f"v{k}" for k in range(card)])
-            labels = np.array([f"v{k}" for k in range(card)])
-            cols[name] = pl.Series(name, labels[c[lo:hi]]).cast(enum)
+        for name, card, c in zip(cat_names, cardinalities, codes):
+            labels = [f"v{k}" for k in range(card)]
+            cols[name] = pl.Series(name, labels, dtype=pl.Enum(labels)).gather(c[lo:hi])
         cols |= {f: floats[lo:hi, j] for j, f in enumerate(num_names)}
         return pl.DataFrame(cols)
 
@@ -192,7 +196,7 @@ def categorical(a):
     print(f"data: {cut} train rows, {n - cut} test rows; made in {time.perf_counter() - t:.1f} s", flush=True)
     params = dict(objective="binary:logistic", n_estimators=a.rounds, max_depth=8, learning_rate=0.1, max_bin=256)
     xparams = dict(objective="binary:logistic", max_depth=8, eta=0.1, max_bin=256)
-    extra = {"feature_types": ["c"] * len(cat_names) + ["q"] * 10, "enable_categorical": True}
+    extra = {"feature_types": ["c"] * len(cat_names) + ["q"] * n_floats, "enable_categorical": True}
     from sklearn.metrics import roc_auc_score
 
     run_both(a, train, features, "y", params, test, (X[:cut], y[:cut], extra), xparams, X[cut:],
@@ -261,8 +265,9 @@ def leaf_refits(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["ranking", "categorical", "nulls", "l1", "quantiles"])
-    ap.add_argument("--rows", type=int, default=None, help="default: 5M ranking, 2M categorical and L1, 1M nulls")
+    ap.add_argument("case", choices=["ranking", "categorical", "categorical-wide", "nulls", "l1", "quantiles"])
+    ap.add_argument("--rows", type=int, default=None,
+                    help="default: 5M ranking, 2M categorical and L1, 10M wide categorical, 1M nulls")
     ap.add_argument("--queries", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=2)
@@ -271,8 +276,12 @@ def main():
     ap.add_argument("--skip-xgb", action="store_true")
     a = ap.parse_args()
     if a.rows is None:
-        a.rows = {"ranking": 5_000_000, "categorical": 2_000_000, "nulls": 1_000_000}.get(a.case, 2_000_000)
-    {"ranking": ranking, "categorical": categorical, "nulls": nulls, "l1": leaf_refits, "quantiles": leaf_refits}[a.case](a)
+        a.rows = {"ranking": 5_000_000, "categorical": 2_000_000, "categorical-wide": 10_000_000,
+                  "nulls": 1_000_000}.get(a.case, 2_000_000)
+    cases = {"ranking": ranking, "categorical": categorical,
+             "categorical-wide": lambda a: categorical(a, WIDE_CARDINALITIES, 20),
+             "nulls": nulls, "l1": leaf_refits, "quantiles": leaf_refits}
+    cases[a.case](a)
 
 
 if __name__ == "__main__":

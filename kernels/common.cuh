@@ -103,7 +103,27 @@ struct EvalTask {
     double upper;
 };
 
-// The best split of a node (or of one feature of a node).
+// Where a node's row count is, for the categorical search: known (`pending` 0: `rows`), or
+// the left or right child (`right`) of task `task` of the last partition, whose parent had
+// `rows` rows (node_left[task] holds the left count, unwritten when the parent had none).
+struct TaskRows {
+    u32 rows;
+    u32 task;
+    u32 pending;
+    u32 right;
+};
+
+// The regularisation of categorical splits (src/tree/split.rs: best_categorical).
+struct CategoricalParams {
+    double cat_smooth;
+    double cat_l2;
+    double min_data_per_group;
+    u32 max_cat_to_onehot;
+    u32 max_cat_threshold;
+};
+
+// The best split of a node (or of one feature of a node). For a categorical split,
+// `split_bin` is how many categories go left: the first ones of the search's order.
 struct SplitResult {
     GradSum left;
     double gain;

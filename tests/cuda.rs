@@ -379,6 +379,56 @@ fn categorical_gpu_trees_equal_cpu_trees() {
     }
 }
 
+/// Two high-cardinality categorical columns: 60,000 categories of skewed frequency (many
+/// rare, so `cat_smooth` leaves some out of the order) and 3,000 with nulls, whose orders are
+/// longer than the search's shared-memory chunk; plus a numeric column.
+fn wide_categorical_data(n: usize, seed: u64) -> Dataset {
+    let mut rng = Rng::new(seed, 9);
+    let skewed = |rng: &mut Rng, k: usize| (rng.below(k) * rng.below(k) / k) as i32;
+    let wide: Vec<Option<i32>> = (0..n).map(|_| Some(skewed(&mut rng, 60_000))).collect();
+    let mid: Vec<Option<i32>> = (0..n).map(|_| (rng.below(10) != 0).then(|| rng.below(3_000) as i32)).collect();
+    let x: Vec<f32> = (0..n).map(|_| rng.below(1000) as f32 / 100.0).collect();
+    let effect = |c: i32, salt: i32| ((c.wrapping_mul(2_654_435_761u32 as i32) ^ salt) % 7) as f32 / 3.0 - 1.0;
+    let y: Vec<f32> = (0..n)
+        .map(|i| {
+            effect(wide[i].unwrap(), 11)
+                + mid[i].map_or(0.8, |c| effect(c, 5))
+                + 0.1 * x[i]
+                + (rng.below(100) as f32 - 50.0) / 100.0
+        })
+        .collect();
+    let dict = |keys: Vec<Option<i32>>, k: usize| -> ArrayRef {
+        let values: Vec<String> = (0..k).map(|c| format!("v{c}")).collect();
+        Arc::new(
+            DictionaryArray::<Int32Type>::try_new(keys.into(), Arc::new(arrow_array::StringArray::from(values)))
+                .unwrap(),
+        )
+    };
+    let frame = FeatureFrame::new(vec![
+        FeatureColumn::new("wide", vec![dict(wide, 60_000)]).unwrap(),
+        FeatureColumn::new("mid", vec![dict(mid, 3_000)]).unwrap(),
+        column("x", x),
+    ])
+    .unwrap();
+    Dataset::new(frame, y).unwrap()
+}
+
+#[test]
+fn high_cardinality_categorical_gpu_trees_equal_cpu_trees() {
+    if !gpu() {
+        return;
+    }
+    let data = wide_categorical_data(400_000, 12);
+    for json in [
+        r#"{"n_estimators": 4, "max_depth": 6}"#,
+        r#"{"n_estimators": 4, "max_depth": 6, "cat_smooth": 10, "cat_l2": 10, "min_data_per_group": 100}"#,
+        r#"{"n_estimators": 4, "max_depth": 5, "max_cat_threshold": 16, "reg_alpha": 1, "max_delta_step": 0.7}"#,
+        r#"{"n_estimators": 3, "grow_policy": "lossguide", "max_leaves": 24, "max_depth": 0, "subsample": 0.6}"#,
+    ] {
+        assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), json);
+    }
+}
+
 #[test]
 fn constrained_gpu_trees_equal_cpu_trees() {
     if !gpu() {
@@ -400,7 +450,7 @@ fn constrained_gpu_trees_equal_cpu_trees() {
     ] {
         assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), json);
     }
-    // Categorical splits in bounded nodes are scored on the host with the CPU's code.
+    // Categorical splits in bounded nodes: the device search clamps weights as the CPU does.
     let json = r#"{"n_estimators": 6, "max_depth": 5, "monotone_constraints": {"x": 1},
                    "interaction_constraints": [["big", "x"], ["small", "x"]]}"#;
     let cat = categorical_data(20_000, 8);

@@ -9,7 +9,7 @@
 //! their own (`share`), which the split search reads. The sums travel through the host and
 //! the collective, one exchange a level.
 
-use super::layout::{ChildSlots, GradSum, RowTask, SplitRule};
+use super::layout::{ChildSlots, GradSum, RowTask, SplitRule, TaskRows};
 use super::learner::{GpuLearner, Stage};
 use super::split::EvalNode;
 use crate::collective::sum_grads;
@@ -116,9 +116,6 @@ impl GrowSteps for GpuLearner<'_> {
         if self.comm.world() > 1 {
             self.resolve_counts(nodes.iter_mut().map(|o| &mut o.state).collect())?;
             self.share(nodes.iter_mut().map(|o| &mut o.state).collect())?;
-        } else if self.split.needs_row_counts() {
-            // One synchronisation more per level, only with categorical features.
-            self.resolve_counts(nodes.iter_mut().map(|o| &mut o.state).collect())?;
         }
         let eval: Vec<EvalNode> = nodes
             .iter()
@@ -128,14 +125,18 @@ impl GrowSteps for GpuLearner<'_> {
                 total: o.total,
                 limits: o.limits.clone(),
                 slot: o.state.shared.map_or(o.state.slot, |s| s.slot),
+                // Pending counts are read on the device, from the partition's counts.
                 rows: match (o.state.shared, o.state.len) {
-                    (Some(s), _) => Some(s.rows),
-                    (None, RowCount::Known(len)) => Some(len),
-                    (None, RowCount::Pending { .. }) => None,
+                    (Some(s), _) => TaskRows { rows: s.rows, ..TaskRows::default() },
+                    (None, RowCount::Known(len)) => TaskRows { rows: len, ..TaskRows::default() },
+                    (None, RowCount::Pending { task, parent_len, right }) => {
+                        TaskRows { rows: parent_len, task, pending: 1, right: right as u32 }
+                    }
                 },
             })
             .collect();
-        let found = self.split.evaluate(&mut self.dev, &self.matrix, &mut self.hist.pool, &eval, ctx)?;
+        let node_left = self.rows.node_left.buf.as_view();
+        let found = self.split.evaluate(&mut self.dev, &self.matrix, &mut self.hist.pool, &eval, node_left, ctx)?;
         for (o, best) in nodes.iter_mut().zip(found) {
             o.best = best;
         }

@@ -88,7 +88,33 @@ pub struct EvalTask {
 
 pub const NO_MASK: u32 = u32::MAX;
 
-/// The best split of a node.
+/// Where a node's row count is, for the categorical search: known, or a child's count in the
+/// last partition's `node_left`, which the kernel reads (no download before the search).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct TaskRows {
+    /// The count when known; the parent's rows when pending.
+    pub rows: u32,
+    /// The partition task whose left count decides it, when pending.
+    pub task: u32,
+    pub pending: u32,
+    /// Pending: the right child (the parent's rows less the left count).
+    pub right: u32,
+}
+
+/// The regularisation of categorical splits (see `SplitScorer::best_categorical`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct CategoricalParams {
+    pub cat_smooth: f64,
+    pub cat_l2: f64,
+    pub min_data_per_group: f64,
+    pub max_cat_to_onehot: u32,
+    pub max_cat_threshold: u32,
+}
+
+/// The best split of a node. For a categorical split `split_bin` is how many categories go
+/// left: the first ones of the search's order for the node and feature.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]
 pub struct SplitResult {
@@ -208,6 +234,8 @@ device_types!(
     SplitRule,
     ChildSlots,
     EvalTask,
+    TaskRows,
+    CategoricalParams,
     SplitResult,
     TreeNode,
     PredNode,
@@ -254,6 +282,12 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
     probe!(SplitRule, "SplitRule", [feature, split_bin, missing_bin, default_left, category_start, category_len]);
     probe!(ChildSlots, "ChildSlots", [start, len, first_block, task, parent_slot, left_slot, right_slot, pad]);
     probe!(EvalTask, "EvalTask", [total, slot, mask_row, lower, upper]);
+    probe!(TaskRows, "TaskRows", [rows, task, pending, right]);
+    probe!(
+        CategoricalParams,
+        "CategoricalParams",
+        [cat_smooth, cat_l2, min_data_per_group, max_cat_to_onehot, max_cat_threshold]
+    );
     probe!(SplitResult, "SplitResult", [left, gain, feature, split_bin, default_left, found]);
     probe!(
         TreeNode,

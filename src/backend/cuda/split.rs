@@ -1,34 +1,55 @@
 //! Split search on the device (`kernels/split.cu`): every (node, numeric feature) scanned in
-//! one launch with the CPU's double-precision arithmetic, then the best feature per node.
-//! Categorical features' histograms are gathered and searched on the host by the CPU's own
-//! code (they are small).
+//! one launch, every (node, categorical feature) searched in another (categories ordered and
+//! sorted on the device), both with the CPU's double-precision arithmetic, then the best
+//! feature per node. The host reads back each node's best split and, for categorical winners,
+//! the categories sent left.
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
-use rayon::prelude::*;
+use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 
 use super::buffers::{cfg, FitDevice, HistPool, Scratch};
 use super::data::{DeviceBins, DeviceMatrix};
 use super::device_error;
-use super::layout::{EvalTask, GradSum, SplitParamsDev, SplitResult, NO_MASK};
+use super::layout::{CategoricalParams, EvalTask, GradSum, SplitParamsDev, SplitResult, TaskRows, NO_MASK};
 use crate::data::FeatureCuts;
 use crate::error::Result;
 use crate::tree::grow::TreeContext;
-use crate::tree::split::{SplitCandidate, SplitScorer};
+use crate::tree::split::SplitCandidate;
 use crate::tree::NodeLimits;
 
-/// Threads of a block scanning one (node, feature).
+/// Threads of a block scanning one (node, feature); the categorical search's too.
 const SCAN_THREADS: u32 = 256;
 
 /// A node whose best split is wanted: its place in the tree, its sum, its limits, its
-/// histogram slot and its rows (counted when categorical features need them, see
-/// `needs_row_counts`).
+/// histogram slot and where its row count is (the categorical search estimates rows per
+/// category from it).
 pub(super) struct EvalNode {
     pub(super) node: u32,
     pub(super) depth: usize,
     pub(super) total: GradSum,
     pub(super) limits: NodeLimits,
     pub(super) slot: u32,
-    pub(super) rows: Option<u32>,
+    pub(super) rows: TaskRows,
+}
+
+/// The categorical features and the device buffers of their search.
+struct CategoricalSearch {
+    /// Feature index of each categorical feature.
+    features: CudaSlice<u32>,
+    /// Each categorical feature's first element in a task's run of the sort buffers: its
+    /// categories rounded up to a power of two (the bitonic sort's length).
+    regions: CudaSlice<u32>,
+    regions_host: Vec<u32>,
+    region_per_task: usize,
+    n: u32,
+    /// Per task, every categorical feature's (weight key, category) order.
+    sort_keys: Scratch<u64>,
+    sort_tags: Scratch<u32>,
+    task_rows: Scratch<TaskRows>,
+    /// The winners' (first element, length) pairs in `sort_tags`, their offsets in `gathered`,
+    /// and their categories.
+    runs: Scratch<u32>,
+    offsets: Scratch<u32>,
+    gathered: Scratch<u32>,
 }
 
 pub(super) struct SplitEvaluator {
@@ -38,36 +59,44 @@ pub(super) struct SplitEvaluator {
     monotone: CudaSlice<i8>,
     per_feature: Scratch<SplitResult>,
     best: Scratch<SplitResult>,
-    /// Categorical features: (feature, first histogram slot, slots), and all their slots
-    /// listed, for gathering their histograms to the host.
-    categorical: Vec<(u32, u32, u32)>,
-    categorical_slots: CudaSlice<u32>,
-    gathered: Scratch<GradSum>,
+    /// None without categorical features.
+    categorical: Option<CategoricalSearch>,
+    /// Whether each feature is categorical.
+    is_categorical: Vec<bool>,
 }
 
 impl SplitEvaluator {
-    /// Whether evaluation needs each node's row count: the categorical search estimates rows
-    /// per category from it. Numeric features do not, and then the counts stay on the device
-    /// until the evaluation's own download (one synchronisation per level).
-    pub(super) fn needs_row_counts(&self) -> bool {
-        !self.categorical.is_empty()
-    }
-
     pub(super) fn new(
         dev: &mut FitDevice,
         matrix: &DeviceMatrix,
         cuts: &[FeatureCuts],
         monotone: &[i8],
     ) -> Result<Self> {
-        let mut categorical = Vec::new();
-        let mut categorical_slots: Vec<u32> = Vec::new();
-        for (f, c) in cuts.iter().enumerate() {
-            if c.is_categorical() {
-                let (first, end) = (matrix.slot_offsets[f], matrix.slot_offsets[f + 1]);
-                categorical.push((f as u32, categorical_slots.len() as u32, end - first));
-                categorical_slots.extend(first..end);
-            }
+        let is_categorical: Vec<bool> = cuts.iter().map(FeatureCuts::is_categorical).collect();
+        let (mut features, mut regions, mut region_per_task) = (Vec::new(), Vec::new(), 0usize);
+        for (f, _) in is_categorical.iter().enumerate().filter(|(_, &c)| c) {
+            let n_categories = (matrix.slot_offsets[f + 1] - matrix.slot_offsets[f] - 1) as usize;
+            features.push(f as u32);
+            regions.push(region_per_task as u32);
+            region_per_task += n_categories.max(1).next_power_of_two();
         }
+        let categorical = if features.is_empty() {
+            None
+        } else {
+            Some(CategoricalSearch {
+                n: features.len() as u32,
+                features: dev.upload(&features)?,
+                regions: dev.upload(&regions)?,
+                regions_host: regions,
+                region_per_task,
+                sort_keys: dev.scratch(region_per_task)?,
+                sort_tags: dev.scratch(region_per_task)?,
+                task_rows: dev.scratch(64)?,
+                runs: dev.scratch(128)?,
+                offsets: dev.scratch(64)?,
+                gathered: dev.scratch(64)?,
+            })
+        };
         Ok(SplitEvaluator {
             tasks: dev.scratch(64)?,
             masks: dev.scratch(64)?,
@@ -75,20 +104,21 @@ impl SplitEvaluator {
                 .upload(&(0..matrix.n_features).map(|f| monotone.get(f).copied().unwrap_or(0)).collect::<Vec<i8>>())?,
             per_feature: dev.scratch(64 * matrix.n_features)?,
             best: dev.scratch(64)?,
-            categorical_slots: dev.upload(&categorical_slots)?,
             categorical,
-            gathered: dev.scratch(64)?,
+            is_categorical,
         })
     }
 
     /// The best split of each node (None where none qualifies), over the features
     /// `ctx.node_features` allows it; ties go to the lowest feature, as on the CPU.
+    /// `node_left` holds the last partition's left counts, which pending row counts read.
     pub(super) fn evaluate(
         &mut self,
         dev: &mut FitDevice,
         matrix: &DeviceMatrix,
         pool: &mut HistPool,
         nodes: &[EvalNode],
+        node_left: CudaView<'_, u32>,
         ctx: &TreeContext,
     ) -> Result<Vec<Option<SplitCandidate>>> {
         if nodes.is_empty() {
@@ -116,44 +146,9 @@ impl SplitEvaluator {
                 upper: o.limits.upper,
             })
             .collect();
-        let found = self.evaluate_numeric(dev, matrix, pool, &tasks, &masks, ctx)?;
-        let mut best: Vec<(SplitResult, Vec<u32>)> = found.into_iter().map(|b| (b, Vec::new())).collect();
-        if !self.categorical.is_empty() {
-            let rows: Vec<u32> =
-                nodes.iter().map(|o| o.rows.expect("row counts are resolved before a categorical search")).collect();
-            self.evaluate_categorical(dev, pool, &tasks, nodes, &rows, &masks, nf, &mut best, ctx)?;
-        }
-        Ok(best
-            .into_iter()
-            .zip(nodes)
-            .map(|((b, left_categories), o)| {
-                (b.found != 0).then(|| SplitCandidate {
-                    feature: b.feature,
-                    gain: b.gain,
-                    split_bin: b.split_bin,
-                    left_categories,
-                    default_left: b.default_left != 0,
-                    left: b.left,
-                    right: o.total - b.left,
-                })
-            })
-            .collect())
-    }
-
-    /// The best numeric split of each task (found or not).
-    fn evaluate_numeric(
-        &mut self,
-        dev: &mut FitDevice,
-        matrix: &DeviceMatrix,
-        pool: &mut HistPool,
-        tasks: &[EvalTask],
-        masks: &[u8],
-        ctx: &TreeContext,
-    ) -> Result<Vec<SplitResult>> {
-        let nf = matrix.n_features as u32;
-        dev.fill(&mut self.tasks, tasks)?;
-        dev.fill(&mut self.masks, masks)?;
-        dev.reserve(&mut self.per_feature, tasks.len() * nf as usize)?;
+        dev.fill(&mut self.tasks, &tasks)?;
+        dev.fill(&mut self.masks, &masks)?;
+        dev.reserve(&mut self.per_feature, tasks.len() * nf)?;
         dev.reserve(&mut self.best, tasks.len())?;
         let p = &ctx.params.split;
         let (g_unit, h_unit) = ctx.quantiser.units();
@@ -166,11 +161,56 @@ impl SplitEvaluator {
             g_unit,
             h_unit,
         };
+        self.launch_numeric(dev, matrix, pool, tasks.len() as u32, &params)?;
+        if self.categorical.is_some() {
+            let rows: Vec<TaskRows> = nodes.iter().map(|o| o.rows).collect();
+            self.launch_categorical(dev, matrix, pool, &rows, node_left, &params, ctx)?;
+        }
+        let (nf32, n_tasks) = (nf as u32, tasks.len() as u32);
+        // SAFETY: per_feature holds n_tasks x nf results, best n_tasks.
+        unsafe {
+            dev.launcher(&dev.rt.kernels.best_feature)
+                .arg(&self.per_feature.buf)
+                .arg(&nf32)
+                .arg(&n_tasks)
+                .arg(&mut self.best.buf)
+                .launch(cfg((n_tasks, 1), 32, 0))
+        }
+        .map_err(device_error)?;
+        let best = dev.download(self.best.buf.slice(..tasks.len()))?;
+        let mut left_categories = self.categories_of_winners(dev, &best)?;
+        Ok(best
+            .into_iter()
+            .zip(nodes)
+            .enumerate()
+            .map(|(t, (b, o))| {
+                (b.found != 0).then(|| SplitCandidate {
+                    feature: b.feature,
+                    gain: b.gain,
+                    split_bin: if self.is_categorical[b.feature as usize] { 0 } else { b.split_bin },
+                    left_categories: std::mem::take(&mut left_categories[t]),
+                    default_left: b.default_left != 0,
+                    left: b.left,
+                    right: o.total - b.left,
+                })
+            })
+            .collect())
+    }
+
+    /// Queues the best numeric split of each (task, feature) into `per_feature`.
+    fn launch_numeric(
+        &mut self,
+        dev: &mut FitDevice,
+        matrix: &DeviceMatrix,
+        pool: &mut HistPool,
+        n_tasks: u32,
+        params: &SplitParamsDev,
+    ) -> Result<()> {
+        let nf = matrix.n_features as u32;
         let total = pool.total_slots as u32;
-        let n_tasks = tasks.len() as u32;
         let k = &dev.rt.kernels;
-        // SAFETY (all launches): arguments follow the kernels' signatures; every task's slot
-        // lies in the pool, and the outputs hold n_tasks x nf results.
+        // SAFETY (both launches): arguments follow the kernels' signatures; every task's slot
+        // lies in the pool, and per_feature holds n_tasks x nf results.
         if matches!(matrix.bins, DeviceBins::Sparse(_)) {
             // Compressed rows leave missing values out: their sums are the totals' remainder.
             unsafe {
@@ -193,81 +233,109 @@ impl SplitEvaluator {
                 .arg(&self.masks.buf)
                 .arg(&self.monotone)
                 .arg(&nf)
-                .arg(&params)
+                .arg(params)
                 .arg(&mut self.per_feature.buf)
                 .launch(cfg((nf, n_tasks), SCAN_THREADS, 0))
         }
         .map_err(device_error)?;
-        unsafe {
-            dev.launcher(&k.best_feature)
-                .arg(&self.per_feature.buf)
-                .arg(&nf)
-                .arg(&n_tasks)
-                .arg(&mut self.best.buf)
-                .launch(cfg((n_tasks, 1), 32, 0))
-        }
-        .map_err(device_error)?;
-        dev.download(self.best.buf.slice(..tasks.len()))
+        Ok(())
     }
 
-    /// Categorical splits, searched on the host by the CPU's own code over the categorical
-    /// features' histograms (gathered in one copy). Each node's best split is then the best
-    /// over all features, ties to the lower feature, as on the CPU.
+    /// Queues the best categorical split of each (task, categorical feature) into
+    /// `per_feature` (after `launch_numeric`, which leaves those entries unfound).
     #[allow(clippy::too_many_arguments)]
-    fn evaluate_categorical(
+    fn launch_categorical(
         &mut self,
         dev: &mut FitDevice,
+        matrix: &DeviceMatrix,
         pool: &HistPool,
-        tasks: &[EvalTask],
-        nodes: &[EvalNode],
-        rows: &[u32],
-        masks: &[u8],
-        nf: usize,
-        best: &mut [(SplitResult, Vec<u32>)],
+        rows: &[TaskRows],
+        node_left: CudaView<'_, u32>,
+        params: &SplitParamsDev,
         ctx: &TreeContext,
     ) -> Result<()> {
-        let n_slots = self.categorical_slots.len();
-        dev.reserve(&mut self.gathered, tasks.len() * n_slots)?;
-        let (total, n32) = (pool.total_slots as u32, n_slots as u32);
-        // SAFETY: the gathered buffer holds n_slots per task; every slot lies in the pool.
+        let Some(cat) = self.categorical.as_mut() else { return Ok(()) };
+        let n_tasks = rows.len();
+        dev.fill(&mut cat.task_rows, rows)?;
+        dev.reserve(&mut cat.sort_keys, n_tasks * cat.region_per_task)?;
+        dev.reserve(&mut cat.sort_tags, n_tasks * cat.region_per_task)?;
+        let p = &ctx.params.split;
+        let saturate = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+        let cp = CategoricalParams {
+            cat_smooth: p.cat_smooth,
+            cat_l2: p.cat_l2,
+            min_data_per_group: p.min_data_per_group,
+            max_cat_to_onehot: saturate(p.max_cat_to_onehot),
+            max_cat_threshold: saturate(p.max_cat_threshold),
+        };
+        let (total, nf, per_task) = (pool.total_slots as u32, matrix.n_features as u32, cat.region_per_task as u32);
+        // SAFETY: arguments follow the kernel's signature; every task's slot lies in the pool,
+        // the sort buffers hold n_tasks runs of region_per_task, per_feature n_tasks x nf.
         unsafe {
-            dev.launcher(&dev.rt.kernels.gather_slots)
+            dev.launcher(&dev.rt.kernels.evaluate_categorical)
                 .arg(&pool.buf)
                 .arg(&total)
+                .arg(&matrix.slot_offsets_dev)
+                .arg(&cat.features)
+                .arg(&cat.regions)
+                .arg(&per_task)
                 .arg(&self.tasks.buf)
-                .arg(&self.categorical_slots)
-                .arg(&n32)
-                .arg(&mut self.gathered.buf)
-                .launch(cfg((tasks.len() as u32, 1), 256, 0))
+                .arg(&cat.task_rows.buf)
+                .arg(&node_left)
+                .arg(&self.masks.buf)
+                .arg(&nf)
+                .arg(params)
+                .arg(&cp)
+                .arg(&mut cat.sort_keys.buf)
+                .arg(&mut cat.sort_tags.buf)
+                .arg(&mut self.per_feature.buf)
+                .launch(cfg((cat.n, n_tasks as u32), SCAN_THREADS, 0))
         }
         .map_err(device_error)?;
-        let hists = dev.download(self.gathered.buf.slice(..tasks.len() * n_slots))?;
-        // Nodes in parallel: sorting thousands of categories per node and feature is the
-        // level's longest step.
-        let categorical = &self.categorical;
-        best.par_iter_mut().enumerate().for_each(|(t, (b, categories))| {
-            let limits = &nodes[t].limits;
-            let monotone = &ctx.params.constraints.monotone;
-            let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, tasks[t].total, rows[t], limits, monotone);
-            for &(f, first, len) in categorical {
-                if tasks[t].mask_row != NO_MASK && masks[t * nf + f as usize] == 0 {
-                    continue;
-                }
-                let h = &hists[t * n_slots + first as usize..t * n_slots + (first + len) as usize];
-                let Some(c) = scorer.best_categorical(f, h) else { continue };
-                if b.found == 0 || c.gain > b.gain || (c.gain == b.gain && f < b.feature) {
-                    *b = SplitResult {
-                        left: c.left,
-                        gain: c.gain,
-                        feature: f,
-                        split_bin: 0,
-                        default_left: c.default_left as u32,
-                        found: 1,
-                    };
-                    *categories = c.left_categories;
-                }
-            }
-        });
         Ok(())
+    }
+
+    /// The categories each task's split sends left (sorted; empty unless categorical), read
+    /// from the search's order in one gather and one download.
+    fn categories_of_winners(&mut self, dev: &mut FitDevice, best: &[SplitResult]) -> Result<Vec<Vec<u32>>> {
+        let mut out = vec![Vec::new(); best.len()];
+        let Some(cat) = self.categorical.as_mut() else { return Ok(out) };
+        let (mut runs, mut offsets, mut winners) = (Vec::new(), Vec::new(), Vec::new());
+        let mut n_gathered = 0u32;
+        for (t, b) in best.iter().enumerate() {
+            if b.found == 0 || !self.is_categorical[b.feature as usize] {
+                continue;
+            }
+            let x = self.is_categorical[..b.feature as usize].iter().filter(|&&c| c).count();
+            let region = cat.region_per_task * t + cat.regions_host[x] as usize;
+            runs.extend([region as u32, b.split_bin]);
+            offsets.push(n_gathered);
+            winners.push((t, n_gathered as usize, b.split_bin as usize));
+            n_gathered += b.split_bin;
+        }
+        if winners.is_empty() {
+            return Ok(out);
+        }
+        dev.fill(&mut cat.runs, &runs)?;
+        dev.fill(&mut cat.offsets, &offsets)?;
+        dev.reserve(&mut cat.gathered, n_gathered as usize)?;
+        // SAFETY: every run lies in sort_tags (a region of a task of this evaluation), and
+        // gathered holds the runs' total length.
+        unsafe {
+            dev.launcher(&dev.rt.kernels.gather_runs)
+                .arg(&cat.sort_tags.buf)
+                .arg(&cat.runs.buf)
+                .arg(&cat.offsets.buf)
+                .arg(&mut cat.gathered.buf)
+                .launch(cfg((winners.len() as u32, 1), 256, 0))
+        }
+        .map_err(device_error)?;
+        let gathered = dev.download(cat.gathered.buf.slice(..n_gathered as usize))?;
+        for (t, at, len) in winners {
+            let mut set = gathered[at..at + len].to_vec();
+            set.sort_unstable();
+            out[t] = set;
+        }
+        Ok(out)
     }
 }
