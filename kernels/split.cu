@@ -230,9 +230,6 @@ extern "C" __global__ void best_feature(const SplitResult* per_feature, u32 n_fe
 // leaf weight. The order is sorted on the device (a bitonic sort, in shared memory a chunk at a
 // time) and kept in the sort buffers, so that the host reads only the winners' categories.
 
-#define CAT_THREADS 256
-#define SORT_CHUNK 2048
-
 // The order of f64::total_cmp, as an unsigned key.
 __device__ __forceinline__ u64 total_order(double w) {
     const u64 b = (u64)__double_as_longlong(w);
@@ -291,9 +288,9 @@ __device__ void chunk_steps(u64* keys, u32* tags, u32 n, u32 chunk, u32 size, u6
 }
 
 // Sorts n (a power of two) (key, tag) pairs ascending, one block: distances of a chunk or more
-// step through global memory, shorter ones through shared memory.
-__device__ void block_sort(u64* keys, u32* tags, u32 n, u64* sk, u32* st) {
-    const u32 chunk = min(n, (u32)SORT_CHUNK);
+// step through global memory, shorter ones through shared memory (sk, st: max_chunk pairs).
+__device__ void block_sort(u64* keys, u32* tags, u32 n, u32 max_chunk, u64* sk, u32* st) {
+    const u32 chunk = min(n, max_chunk);
     chunk_steps(keys, tags, n, chunk, 0, sk, st);
     for (u32 size = 2 * chunk; size <= n; size <<= 1) {
         for (u32 d = size / 2; d >= chunk; d >>= 1) {
@@ -347,7 +344,43 @@ struct CategoricalNode {
     }
 };
 
-// Grid (categorical features, tasks), CAT_THREADS threads. features[x] is the feature;
+// The best of each thread's (gain, key, left): better() over the block, into thread 0's
+// arguments (every thread must call it; blockDim.x a multiple of 32).
+__device__ void block_best(double* gain, u32* key, GradSum* left) {
+    __shared__ double w_gain[32];
+    __shared__ u32 w_key[32];
+    __shared__ GradSum w_left[32];
+    for (int o = 16; o > 0; o /= 2) {
+        const double og = __shfl_down_sync(0xffffffffu, *gain, o);
+        const u32 ok = __shfl_down_sync(0xffffffffu, *key, o);
+        const i64 olg = __shfl_down_sync(0xffffffffu, left->g, o), olh = __shfl_down_sync(0xffffffffu, left->h, o);
+        if (better(og, ok, *gain, *key)) {
+            *gain = og;
+            *key = ok;
+            left->g = olg;
+            left->h = olh;
+        }
+    }
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        w_gain[warp] = *gain;
+        w_key[warp] = *key;
+        w_left[warp] = *left;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (u32 w = 1; w < blockDim.x / 32; ++w) {
+            if (better(w_gain[w], w_key[w], *gain, *key)) {
+                *gain = w_gain[w];
+                *key = w_key[w];
+                *left = w_left[w];
+            }
+        }
+    }
+}
+
+// Grid (categorical features, tasks); any multiple of 32 threads; dynamic shared memory for
+// sort_chunk (a power of two) pairs of the sort. features[x] is the feature;
 // regions[x] its first element in a task's run of the sort buffers (task t's run starts at
 // t * region_per_task; a feature's region holds its categories rounded up to a power of two).
 // Writes out[t][feature] (which evaluate_features left unfound) and, for a found split, the
@@ -356,14 +389,12 @@ extern "C" __global__ void evaluate_categorical(const GradSum* hist, u32 total_s
                                                 const u32* features, const u32* regions, u32 region_per_task,
                                                 const EvalTask* tasks, const TaskRows* task_rows,
                                                 const u32* node_left, const u8* masks, u32 n_features,
-                                                SplitParams p, CategoricalParams cp, u64* sort_keys, u32* sort_tags,
-                                                SplitResult* out) {
+                                                SplitParams p, CategoricalParams cp, u32 sort_chunk, u64* sort_keys,
+                                                u32* sort_tags, SplitResult* out) {
     __shared__ i64 warp_g[32], warp_h[32];
-    __shared__ u64 sk[SORT_CHUNK];
-    __shared__ u32 st[SORT_CHUNK];
-    __shared__ double red_gain[CAT_THREADS];
-    __shared__ u32 red_key[CAT_THREADS];
-    __shared__ GradSum red_left[CAT_THREADS];
+    extern __shared__ u64 sort_shared[];
+    u64* sk = sort_shared;
+    u32* st = (u32*)(sort_shared + sort_chunk);
     const u32 f = features[blockIdx.x], t = blockIdx.y;
     const EvalTask task = tasks[t];
     SplitResult* result = out + (u64)t * n_features + f;
@@ -455,7 +486,7 @@ extern "C" __global__ void evaluate_categorical(const GradSum* hist, u32 total_s
                 tags[i] = 0xffffffffu;
             }
             __syncthreads();
-            block_sort(keys, tags, n, sk, st);
+            block_sort(keys, tags, n, sort_chunk, sk, st);
             // Prefixes of the order, the side sent left holding at most max_cat_threshold
             // categories (either side may be the small one).
             i64 carry_g = 0, carry_h = 0;
@@ -479,33 +510,21 @@ extern "C" __global__ void evaluate_categorical(const GradSum* hist, u32 total_s
             }
         }
     }
-    red_gain[threadIdx.x] = best_gain;
-    red_key[threadIdx.x] = best_key;
-    red_left[threadIdx.x] = best_left;
-    __syncthreads();
-    for (u32 s = blockDim.x / 2; s > 0; s /= 2) {
-        if (threadIdx.x < s && better(red_gain[threadIdx.x + s], red_key[threadIdx.x + s], red_gain[threadIdx.x],
-                                      red_key[threadIdx.x])) {
-            red_gain[threadIdx.x] = red_gain[threadIdx.x + s];
-            red_key[threadIdx.x] = red_key[threadIdx.x + s];
-            red_left[threadIdx.x] = red_left[threadIdx.x + s];
-        }
-        __syncthreads();
-    }
+    block_best(&best_gain, &best_key, &best_left);
     if (threadIdx.x != 0) return;
-    const u32 key = red_key[0];
+    const u32 key = best_key;
     if (key == 0xffffffffu) {
         result->found = 0;
         return;
     }
-    const GradSum left = red_left[0];
+    const GradSum left = best_left;
     u32 n_left = key / 2;
     if (one_hot) {
         tags[0] = key / 2;  // the one category sent left
         n_left = 1;
     }
     result->left = left;
-    result->gain = red_gain[0];
+    result->gain = best_gain;
     result->feature = f;
     result->split_bin = n_left;
     // Unseen missing values follow the heavier child when the node saw none.

@@ -119,6 +119,8 @@ pub struct Runtime {
     pub hist_shared_budget: u32,
     /// Dynamic shared memory a SHAP block may use.
     pub shap_shared_budget: u32,
+    /// Dynamic shared memory a categorical split search block may use (its sort's chunk).
+    pub categorical_shared_budget: u32,
     turn: Mutex<()>,
 }
 
@@ -171,6 +173,8 @@ impl Runtime {
             max_shared_per_block,
             "histogram",
         )?;
+        let categorical_shared_budget =
+            opt_in_shared(&[&kernels.evaluate_categorical], max_shared_per_block, "categorical split search")?;
         // The prediction kernels may take all of a block's shared memory (rows and a tile of trees).
         for f in [
             &kernels.predict_complete,
@@ -217,6 +221,7 @@ impl Runtime {
             max_shared_per_sm,
             hist_shared_budget,
             shap_shared_budget,
+            categorical_shared_budget,
             turn: Mutex::new(()),
         })
     }

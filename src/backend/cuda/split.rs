@@ -16,8 +16,17 @@ use crate::tree::grow::TreeContext;
 use crate::tree::split::SplitCandidate;
 use crate::tree::NodeLimits;
 
-/// Threads of a block scanning one (node, feature); the categorical search's too.
+/// Threads of a block scanning one (node, numeric feature).
 const SCAN_THREADS: u32 = 256;
+/// Threads of a block searching one (node, categorical feature): its bitonic steps in global
+/// memory wait on memory, and more threads hide more of it.
+const CATEGORICAL_THREADS: u32 = 512;
+/// The most (key, category) pairs a categorical search block sorts in shared memory at once:
+/// 96 KiB, two blocks an SM. Orders up to this long never touch global memory in the sort;
+/// longer ones take fewer passes through it the larger the chunk.
+const MAX_SORT_CHUNK: usize = 8192;
+/// Shared bytes of one sorted pair.
+const SORT_PAIR_BYTES: usize = 12;
 
 /// A node whose best split is wanted: its place in the tree, its sum, its limits, its
 /// histogram slot and where its row count is (the categorical search estimates rows per
@@ -41,6 +50,8 @@ struct CategoricalSearch {
     regions_host: Vec<u32>,
     region_per_task: usize,
     n: u32,
+    /// Pairs the search sorts in shared memory at once (a power of two).
+    sort_chunk: u32,
     /// Per task, every categorical feature's (weight key, category) order.
     sort_keys: Scratch<u64>,
     sort_tags: Scratch<u32>,
@@ -73,18 +84,24 @@ impl SplitEvaluator {
         monotone: &[i8],
     ) -> Result<Self> {
         let is_categorical: Vec<bool> = cuts.iter().map(FeatureCuts::is_categorical).collect();
-        let (mut features, mut regions, mut region_per_task) = (Vec::new(), Vec::new(), 0usize);
+        let (mut features, mut regions, mut region_per_task, mut longest) = (Vec::new(), Vec::new(), 0usize, 1usize);
         for (f, _) in is_categorical.iter().enumerate().filter(|(_, &c)| c) {
             let n_categories = (matrix.slot_offsets[f + 1] - matrix.slot_offsets[f] - 1) as usize;
+            let region = n_categories.max(1).next_power_of_two();
             features.push(f as u32);
             regions.push(region_per_task as u32);
-            region_per_task += n_categories.max(1).next_power_of_two();
+            region_per_task += region;
+            longest = longest.max(region);
         }
+        // The chunk: no longer than the longest order, within the block's shared memory.
+        let fits = dev.rt.categorical_shared_budget as usize / SORT_PAIR_BYTES;
+        let sort_chunk = longest.min(MAX_SORT_CHUNK).min(1 << fits.max(1).ilog2()) as u32;
         let categorical = if features.is_empty() {
             None
         } else {
             Some(CategoricalSearch {
                 n: features.len() as u32,
+                sort_chunk,
                 features: dev.upload(&features)?,
                 regions: dev.upload(&regions)?,
                 regions_host: regions,
@@ -286,10 +303,11 @@ impl SplitEvaluator {
                 .arg(&nf)
                 .arg(params)
                 .arg(&cp)
+                .arg(&cat.sort_chunk)
                 .arg(&mut cat.sort_keys.buf)
                 .arg(&mut cat.sort_tags.buf)
                 .arg(&mut self.per_feature.buf)
-                .launch(cfg((cat.n, n_tasks as u32), SCAN_THREADS, 0))
+                .launch(cfg((cat.n, n_tasks as u32), CATEGORICAL_THREADS, cat.sort_chunk * SORT_PAIR_BYTES as u32))
         }
         .map_err(device_error)?;
         Ok(())
