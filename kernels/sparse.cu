@@ -6,7 +6,8 @@
 
 #define NO_ENTRY 0xffffffffu
 
-// One thread per row of a staged block (values column-major, as from the Arrow columns).
+// One thread per row of a staged block (values column-major, as from the Arrow columns). The
+// row stride is a multiple of four (see entries_at).
 extern "C" __global__ void bin_sparse_block(const float* values, u32 block_rows, u32 row0, u32 n_features,
                                             const float* cuts, const u32* cut_offsets, const u32* categorical,
                                             u32 row_stride, u32* entries) {
@@ -23,12 +24,22 @@ extern "C" __global__ void bin_sparse_block(const float* values, u32 block_rows,
     }
 }
 
-// The bin of feature `f` in a compressed row, or `missing` when the row has no value for it.
+// A compressed row's entries four at a time (rows are padded to a multiple of four entries,
+// 16-byte aligned): one load instead of four, and a warp's loads touch a quarter as many
+// sectors per entry.
+__device__ __forceinline__ uint4 entries_at(const u32* row, u32 k) { return ((const uint4*)row)[k]; }
+
+// The bin of feature `f` in a compressed row, or `missing` when the row has no value for it
+// (entries are sorted by feature, and NO_ENTRY sorts after every feature).
 __device__ __forceinline__ u32 sparse_bin(const u32* row, u32 row_stride, u32 f, u32 missing) {
-    for (u32 k = 0; k < row_stride; ++k) {
-        const u32 e = row[k];
-        if (e == NO_ENTRY || (e >> 16) > f) break;
-        if ((e >> 16) == f) return e & 0xffffu;
+    for (u32 k = 0; k < row_stride / 4; ++k) {
+        const uint4 v = entries_at(row, k);
+        const u32 e[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            if ((e[i] >> 16) > f) return missing;
+            if ((e[i] >> 16) == f) return e[i] & 0xffffu;
+        }
     }
     return missing;
 }
@@ -50,13 +61,19 @@ extern "C" __global__ void histogram_sparse(const u32* entries, u32 row_stride, 
         const QuantGrad q = grads[row];
         if (q.g == 0 && q.h == 0) continue;
         const u32* r = entries + (u64)row * row_stride;
-        for (u32 k = 0; k < row_stride; ++k) {
-            const u32 e = r[k];
-            if (e == NO_ENTRY) break;
-            const u32 f = e >> 16;
-            if (f < f0 || f >= f1) continue;
-            if (hg.n_shared == 0) hg.add_global(f - f0, e & 0xffffu, q);
-            else hg.add_shared(f - f0, e & 0xffffu, q);
+        // Entries are sorted by feature: stop at the first past the group (or NO_ENTRY).
+        bool past = false;
+        for (u32 k = 0; k < row_stride / 4 && !past; ++k) {
+            const uint4 v = entries_at(r, k);
+            const u32 e[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const u32 f = e[i] >> 16;
+                past = past || f >= f1;
+                if (past || f < f0) continue;
+                if (hg.n_shared == 0) hg.add_global(f - f0, e[i] & 0xffffu, q);
+                else hg.add_shared(f - f0, e[i] & 0xffffu, q);
+            }
         }
     }
     if (hg.n_shared == 0) return;

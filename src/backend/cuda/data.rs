@@ -87,9 +87,10 @@ impl DeviceMatrix {
         if nf >= 1 << 16 || n == 0 || nulls * 2 < n * nf {
             return dense;
         }
-        let longest = longest_row(frame);
-        if longest * 4 < dense.bytes_per_row() {
-            Layout::Sparse { stride: longest.max(1) }
+        // Rows padded to whole 16-byte words: the kernels read four entries a load.
+        let stride = longest_row(frame).max(1).next_multiple_of(SPARSE_ENTRIES_PER_LOAD);
+        if stride * 4 < dense.bytes_per_row() {
+            Layout::Sparse { stride }
         } else {
             dense
         }
@@ -210,6 +211,9 @@ impl DeviceMatrix {
         })
     }
 }
+
+/// Entries of a compressed row the kernels read at once (one 16-byte load).
+const SPARSE_ENTRIES_PER_LOAD: usize = 4;
 
 /// How the bins are stored on the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
