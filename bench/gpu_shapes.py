@@ -10,7 +10,16 @@
   categories and twenty floats (the issue asks 100,000; a column holds at most 65,533 today);
   held-out AUC.
 * ``nulls``: binary, 1M rows of 200 float columns, about 90% null (Polars nulls for us, NaN for
-  XGBoost); held-out AUC.
+  XGBoost); held-out AUC. ``nulls-wide``: the issue's shape, 500 columns about 95% null
+  (default 5M rows).
+* ``libsvm``: XGBoost's agaricus LibSVM set (6,513 rows x 126 one-hot features, absent entries
+  missing) tiled to 6.5M rows, a per-copy jitter on the label's noise-free structure; held-out
+  AUC on the real test file, tiled as well. Needs ``--data DIR`` holding ``agaricus.txt.train``
+  and ``agaricus.txt.test`` (../shared/data/xgboost/agaricus).
+* ``dense``: the Higgs-like 10M x 28 (bench/higgs_like.py), depth 8, 500 rounds by default.
+* ``multiclass``: 2M rows x 28 floats, 10 classes (``multi:softprob``); held-out mlogloss.
+* ``lossguide``: regression on 2M rows x 28 floats, ``grow_policy="lossguide"``, 255 leaves,
+  no depth limit; held-out RMSE.
 * ``l1``: ``reg:absoluteerror``, 2M rows of 28 float32 features, heavy-tailed noise; held-out
   mean absolute error.
 * ``quantiles``: ``reg:quantileerror`` at ``quantile_alpha=[0.1, 0.5, 0.9]`` (three outputs, three
@@ -22,7 +31,7 @@ alone, its ``QuantileDMatrix`` already built from host numpy ("ingest", reported
 GPU memory is NVML's peak above idle during each fit.
 
 Usage (device machine, Polars and XGBoost packs and our wheel installed, see
-docs/benchmarks.md): PYTHONPATH=.peers/site:.peers/ours python3 bench/gpu_shapes.py ranking|categorical|categorical-wide|nulls|l1|quantiles
+docs/benchmarks.md): PYTHONPATH=.peers/site:.peers/ours python3 bench/gpu_shapes.py CASE (see --help)
 Prints a markdown table; asserts nothing.
 """
 from __future__ import annotations
@@ -203,14 +212,14 @@ def categorical(a, cardinalities=CARDINALITIES, n_floats=10):
              lambda s: roc_auc_score(y[cut:], s), "AUC")
 
 
-def nulls(a):
-    """200 float columns, 90% null (each column its own density, 2% to 20%), binary target.
-    Ours reads Polars nulls; XGBoost reads NaN."""
+def nulls(a, width=200, densities=(0.02, 0.18)):
+    """Float columns mostly null (each column its own density, uniform in `densities`), binary
+    target. Ours reads Polars nulls; XGBoost reads NaN."""
     t = time.perf_counter()
     rng = np.random.default_rng(2)
-    n, width = int(a.rows * 1.2), 200
+    n = int(a.rows * 1.2)
     X = rng.normal(size=(n, width)).astype(np.float32)
-    density = rng.uniform(0.02, 0.18, size=width)
+    density = rng.uniform(*densities, size=width)
     present = rng.random(size=(n, width)) < density
     logit = (np.where(present[:, :20], X[:, :20], 0.0) @ rng.normal(size=20)) + 0.8 * present[:, 20]
     y = (logit + rng.logistic(size=n) > 0).astype(np.float32)
@@ -230,6 +239,99 @@ def nulls(a):
 
     run_both(a, train, features, "y", params, test, (X[:cut], y[:cut], {}), xparams, X[cut:],
              lambda s: roc_auc_score(y[cut:], s), "AUC")
+
+
+def read_libsvm(path, n_features):
+    """A LibSVM file as a float32 matrix with NaN for absent entries, and its labels."""
+    rows, labels = [], []
+    for line in Path(path).read_text().splitlines():
+        label, *pairs = line.split()
+        x = np.full(n_features, np.nan, dtype=np.float32)
+        for pair in pairs:
+            j, v = pair.split(":")
+            x[int(j)] = float(v)
+        rows.append(x)
+        labels.append(float(label))
+    return np.stack(rows), np.array(labels, dtype=np.float32)
+
+
+def libsvm(a):
+    """agaricus tiled: the real set's sparsity pattern and label structure, many copies. Each
+    copy flips 5% of its labels so that copies are not identical (and the task not trivial)."""
+    t = time.perf_counter()
+    rng = np.random.default_rng(4)
+    data = Path(a.data)
+    Xtr, ytr = read_libsvm(data / "agaricus.txt.train", 127)
+    Xte, yte = read_libsvm(data / "agaricus.txt.test", 127)
+    copies = max(1, a.rows // len(ytr))
+    X = np.tile(Xtr, (copies, 1))
+    y = np.tile(ytr, copies)
+    flip = rng.random(len(y)) < 0.05
+    y[flip] = 1 - y[flip]
+    features = [f"f{j}" for j in range(X.shape[1])]
+
+    def frame(M):
+        return pl.DataFrame({f: M[:, j] for j, f in enumerate(features)}).fill_nan(None)
+
+    train, test = frame(X).with_columns(y=y), frame(Xte)
+    print(f"data: {len(y)} train rows ({copies} copies of agaricus) x {X.shape[1]} "
+          f"({np.isfinite(X).mean():.1%} present), {len(yte)} test rows; made in {time.perf_counter() - t:.1f} s",
+          flush=True)
+    params = dict(objective="binary:logistic", n_estimators=a.rounds, max_depth=8, learning_rate=0.1, max_bin=256)
+    xparams = dict(objective="binary:logistic", max_depth=8, eta=0.1, max_bin=256)
+    from sklearn.metrics import roc_auc_score
+
+    run_both(a, train, features, "y", params, test, (X, y, {}), xparams, Xte,
+             lambda s: roc_auc_score(yte, s), "AUC")
+
+
+def dense_floats(a, n_features=28):
+    """Float32 features without nulls but a few NaN (bench/higgs_like.py) for three cases:
+    binary (Higgs-like), 10-class and loss-guided regression, all on the same generator."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from higgs_like import make
+
+    t = time.perf_counter()
+    n = int(a.rows * 1.1)
+    X, y_binary = make(n, n_features, seed=0)
+    cut = a.rows
+    features = [f"f{j}" for j in range(n_features)]
+    common = dict(n_estimators=a.rounds, learning_rate=0.1, max_bin=256)
+    xcommon = dict(eta=0.1, max_bin=256)
+    if a.case == "dense":
+        y, objective, extra = y_binary, "binary:logistic", dict(max_depth=8)
+        from sklearn.metrics import roc_auc_score
+
+        metric, name = (lambda s: roc_auc_score(y[cut:], s)), "AUC"
+    elif a.case == "multiclass":
+        rng = np.random.default_rng(5)
+        W = rng.normal(size=(n_features, 10)).astype(np.float32)
+        scores = np.nan_to_num(X) @ W + np.sin(np.nan_to_num(X[:, :10]) * 2) + rng.gumbel(size=(n, 10))
+        y = scores.argmax(axis=1).astype(np.float32)
+        objective, extra = "multi:softprob", dict(max_depth=8, num_class=10)
+
+        def metric(s):
+            p = s.reshape(len(y) - cut, 10)
+            p = np.exp(p - p.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            return float(-np.mean(np.log(np.maximum(p[np.arange(len(p)), y[cut:].astype(int)], 1e-15))))
+
+        name = "mlogloss"
+    else:
+        rng = np.random.default_rng(6)
+        Z = np.nan_to_num(X)
+        y = (Z[:, 0] * Z[:, 1] + np.sin(3 * Z[:, 2]) + np.abs(Z[:, 3]) * Z[:, 4] + 0.3 * rng.normal(size=n))
+        y = y.astype(np.float32)
+        objective = "reg:squarederror"
+        extra = dict(grow_policy="lossguide", max_leaves=255, max_depth=0)
+        metric, name = (lambda s: float(np.sqrt(np.mean((s.reshape(-1) - y[cut:]) ** 2)))), "RMSE"
+    train = pl.DataFrame({f: X[:cut, j] for j, f in enumerate(features)}).fill_nan(None).with_columns(y=y[:cut])
+    test = pl.DataFrame({f: X[cut:, j] for j, f in enumerate(features)}).fill_nan(None)
+    print(f"data: {cut} train rows x {n_features}, {n - cut} test rows; made in {time.perf_counter() - t:.1f} s",
+          flush=True)
+    params = dict(common, objective=objective, **extra)
+    xparams = dict(xcommon, objective=objective, **extra)
+    run_both(a, train, features, "y", params, test, (X[:cut], y[:cut], {}), xparams, X[cut:], metric, name)
 
 
 def leaf_refits(a):
@@ -265,11 +367,13 @@ def leaf_refits(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("case", choices=["ranking", "categorical", "categorical-wide", "nulls", "l1", "quantiles"])
+    ap.add_argument("case", choices=["ranking", "categorical", "categorical-wide", "nulls", "nulls-wide", "libsvm",
+                                     "dense", "multiclass", "lossguide", "l1", "quantiles"])
     ap.add_argument("--rows", type=int, default=None,
                     help="default: 5M ranking, 2M categorical and L1, 10M wide categorical, 1M nulls")
     ap.add_argument("--queries", type=int, default=100_000)
-    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=None, help="default: 500 dense, 200 otherwise")
+    ap.add_argument("--data", default="../shared/data/xgboost/agaricus", help="libsvm: agaricus's folder")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--device", default="cuda", help="cpu: a smoke test of the script without a GPU")
     ap.add_argument("--skip-ours", action="store_true")
@@ -277,10 +381,15 @@ def main():
     a = ap.parse_args()
     if a.rows is None:
         a.rows = {"ranking": 5_000_000, "categorical": 2_000_000, "categorical-wide": 10_000_000,
-                  "nulls": 1_000_000}.get(a.case, 2_000_000)
+                  "nulls": 1_000_000, "nulls-wide": 5_000_000, "libsvm": 6_500_000,
+                  "dense": 10_000_000}.get(a.case, 2_000_000)
+    if a.rounds is None:
+        a.rounds = 500 if a.case == "dense" else 200
     cases = {"ranking": ranking, "categorical": categorical,
              "categorical-wide": lambda a: categorical(a, WIDE_CARDINALITIES, 20),
-             "nulls": nulls, "l1": leaf_refits, "quantiles": leaf_refits}
+             "nulls": nulls, "nulls-wide": lambda a: nulls(a, 500, (0.01, 0.09)), "libsvm": libsvm,
+             "dense": dense_floats, "multiclass": dense_floats, "lossguide": dense_floats,
+             "l1": leaf_refits, "quantiles": leaf_refits}
     cases[a.case](a)
 
 
