@@ -68,8 +68,9 @@ pub fn train_with_callback(
 /// On the GPU (`device="cuda"`), each worker's histograms are summed through the host and
 /// `shard.comm`, one exchange a level.
 ///
-/// Not yet distributed: L1-type objectives (`reg:absoluteerror`, `reg:quantileerror`, whose
-/// leaves are refit on their rows), a clear error.
+/// Not yet distributed: L1-type objectives (`reg:absoluteerror`, `reg:quantileerror`) with
+/// sample weights, whose leaves' weighted quantiles follow one worker's row order; a clear
+/// error. With unit weights their leaves are refit over every worker's rows.
 pub fn train_sharded(
     cfg: &TrainConfig,
     data: &Dataset,
@@ -154,10 +155,14 @@ fn fit(
         for (_, d) in evals {
             agree::check_schema(shard, d)?;
         }
-        if loss_for(cfg.objective, &cfg.objective_params()).leaf_quantile(0).is_some() {
+        if data.weight.is_some() && loss_for(cfg.objective, &cfg.objective_params()).leaf_quantile(0).is_some() {
+            // A weighted quantile's running sum follows one worker's row order.
             return Err(Error::param(
                 "objective",
-                format!("{} refits leaves on their rows and cannot be trained distributed yet", cfg.objective.name()),
+                format!(
+                    "{} with sample weights refits leaves in row order and cannot be trained distributed yet",
+                    cfg.objective.name()
+                ),
             ));
         }
     }
@@ -568,7 +573,7 @@ impl<'a> Trainer<'a> {
         let n = self.data.n_rows();
         let alphas = (0..self.k).map(|c| self.loss.leaf_quantile(c)).collect::<Option<Vec<_>>>()?;
         let labels: Vec<&[f32]> = self.data.label.chunks(n).cycle().take(self.k).collect();
-        Some(LeafRefit { alphas, labels, weight: self.data.weight.as_deref() })
+        Some(LeafRefit { alphas, labels, weight: self.data.weight.as_deref(), comm: self.shard.comm })
     }
 
     fn boost(

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::distributed::{dataset, on_ring, ranked, ring_config, rows, rows_of, tracker, train_shards, Rows};
+use polars_gbt::backend::refit::select_over_workers;
 use polars_gbt::collective::{Collective, RowSpans, Shard, TcpRing};
+use polars_gbt::objective::quantile;
 use polars_gbt::random::hash64;
 use polars_gbt::{Error, TrainConfig};
 
@@ -136,6 +138,9 @@ fn a_distributed_fit_gives_the_bytes_of_one_worker() {
             false,
         ),
         (r#"{"objective": "multi:softprob", "num_class": 2, "n_estimators": 4, "max_depth": 3}"#, true),
+        // Leaves refit to quantiles of every worker's residuals (unit weights).
+        (r#"{"objective": "reg:absoluteerror", "n_estimators": 6, "max_depth": 4, "subsample": 0.8}"#, false),
+        (r#"{"objective": "reg:quantileerror", "quantile_alpha": [0.1, 0.5, 0.93], "n_estimators": 4}"#, false),
     ];
     // Uneven shards, one nearly empty, one holding two runs that are not adjacent.
     let shards = vec![vec![(0, 1200), (2990, 10)], vec![(1200, 7)], vec![(1207, 1783)]];
@@ -151,11 +156,53 @@ fn a_distributed_fit_gives_the_bytes_of_one_worker() {
 }
 
 #[test]
+fn quantiles_over_workers_equal_the_quantile_of_all_values() {
+    // Groups of every size from none to many, ties and signed zeros among them, spread over
+    // three workers unevenly; each group's selection equals one worker's over all its values.
+    let n_groups = 40;
+    let values_of = |g: usize| -> Vec<f32> {
+        (0..(g * g) % 97)
+            .map(|i| match hash64(g as u64, i as u64) % 7 {
+                0 => 0.0,
+                1 => -0.0,
+                2 => f32::MIN_POSITIVE,
+                k => (hash64(i as u64, k) % 1000) as f32 / 8.0 - 60.0,
+            })
+            .collect()
+    };
+    for alpha in [0.0, 0.1, 0.5, 0.93, 1.0] {
+        let results = on_ring(3, move |ring| {
+            // Worker r holds the values whose index modulo 5 maps to it (0, 1, 1, 2, 2).
+            let mine: Vec<Vec<f32>> = (0..n_groups)
+                .map(|g| {
+                    let all = values_of(g);
+                    all.into_iter()
+                        .enumerate()
+                        .filter(|(i, _)| [0, 1, 1, 2, 2][i % 5] == ring.rank())
+                        .map(|p| p.1)
+                        .collect()
+                })
+                .collect();
+            select_over_workers(ring, &mine, alpha)
+        });
+        for got in results {
+            let got = got.unwrap();
+            for (g, q) in got.iter().enumerate() {
+                let mut all = values_of(g);
+                let want = if all.is_empty() { 0.0 } else { quantile(&mut all, alpha) };
+                assert_eq!(q.to_bits(), want.to_bits(), "group {g} at alpha {alpha}");
+            }
+        }
+    }
+}
+
+#[test]
 fn distributed_fits_refuse_what_they_cannot_do_yet_on_every_worker() {
     let n = 400;
     let all = Arc::new(rows(n, 9));
+    // A weighted quantile's running sum follows one worker's row order.
     let cfg = TrainConfig::from_json(r#"{"objective": "reg:absoluteerror", "n_estimators": 2}"#).unwrap();
-    let results = train_shards(n, vec![vec![(0, 150)], vec![(150, 250)]], cfg, move |rows| dataset(&all, rows, false));
+    let results = train_shards(n, vec![vec![(0, 150)], vec![(150, 250)]], cfg, move |rows| dataset(&all, rows, true));
     for r in results {
         let err = r.unwrap_err().to_string();
         assert!(err.contains("cannot be trained distributed yet"), "{err}");

@@ -883,27 +883,33 @@ fn distributed_gpu_fits_give_one_gpus_bytes() {
     let n = 6000;
     let all = Arc::new(rows(n, 21));
     let cases = [
-        (r#"{"objective": "binary:logistic", "n_estimators": 6, "max_depth": 5, "seed": 2}"#, false),
+        // (parameters, mostly-null data, sample weights)
+        (r#"{"objective": "binary:logistic", "n_estimators": 6, "max_depth": 5, "seed": 2}"#, false, true),
         (
             r#"{"objective": "binary:logistic", "n_estimators": 6, "max_depth": 6, "subsample": 0.7,
                 "colsample_bynode": 0.7, "max_cat_to_onehot": 1, "seed": 4}"#,
             false,
+            true,
         ),
         (
             r#"{"objective": "reg:squarederror", "n_estimators": 5, "grow_policy": "lossguide", "max_leaves": 16}"#,
             false,
+            true,
         ),
-        (r#"{"objective": "multi:softprob", "num_class": 2, "n_estimators": 3, "max_depth": 4}"#, false),
-        (r#"{"objective": "binary:logistic", "n_estimators": 5, "max_depth": 6}"#, true),
+        (r#"{"objective": "multi:softprob", "num_class": 2, "n_estimators": 3, "max_depth": 4}"#, false, true),
+        (r#"{"objective": "binary:logistic", "n_estimators": 5, "max_depth": 6}"#, true, true),
+        // Leaves refit to quantiles of every worker's residuals (read back from each GPU).
+        (r#"{"objective": "reg:absoluteerror", "n_estimators": 4, "max_depth": 5, "subsample": 0.8}"#, false, false),
+        (r#"{"objective": "reg:quantileerror", "quantile_alpha": [0.3, 0.8], "n_estimators": 3}"#, false, false),
     ];
     // Uneven shards: one of 13 rows, one worker holding two runs that are not adjacent.
     let shards = vec![vec![(0u64, 2500u64), (5990, 10)], vec![(2500, 13)], vec![(2513, 3477)]];
-    for (json, sparse) in cases {
+    for (json, sparse, weighted) in cases {
         let mut cfg = TrainConfig::from_json(json).unwrap();
         cfg.device = polars_gbt::Device::Cuda;
         let make = {
             let all = all.clone();
-            move |rows: &[usize]| if sparse { mostly_null(rows) } else { dataset(&all, rows, true) }
+            move |rows: &[usize]| if sparse { mostly_null(rows) } else { dataset(&all, rows, weighted) }
         };
         let want = train(&cfg, &make(&(0..n).collect::<Vec<_>>()), &[]).unwrap().to_bytes();
         let models = train_shards(n, shards.clone(), cfg, make);

@@ -11,9 +11,10 @@ A Polars user needs no pandas: partitions may be Dask futures or delayed objects
 Polars DataFrames or pyarrow Tables; a Dask DataFrame works too.
 
 Evaluation sets and early stopping are distributed too, and GPU workers
-(``device="cuda"``): their histograms are summed through the host and the ring. Not yet
-distributed (each a clear error): the L1-type objectives (``reg:absoluteerror``,
-``reg:quantileerror``), Python objectives and metrics, and ``init_model``.
+(``device="cuda"``): their histograms are summed through the host and the ring. The L1-type
+objectives (``reg:absoluteerror``, ``reg:quantileerror``) refit their leaves to quantiles of
+every worker's residuals. Not yet distributed (each a clear error): those objectives with
+sample weights, Python objectives and metrics, and ``init_model``.
 
 Examples
 --------

@@ -3,10 +3,16 @@
 //! rate), as XGBoost and LightGBM do, since the gradients only say which side of the target a
 //! prediction lies on. Both backends refit through [`LeafRefit::apply`], so that the CPU and
 //! the GPU set the same leaves from the same rows.
+//!
+//! In a distributed fit a leaf's rows lie on every worker: with unit weights its quantile is
+//! selected over all of them by the bytes of the residuals' order keys ([`select_over_workers`]),
+//! the value one worker holding every row would select.
 
 use rayon::prelude::*;
 
-use crate::objective::{quantile, weighted_quantile};
+use crate::collective::Collective;
+use crate::error::Result;
+use crate::objective::{quantile, quantile_rank, weighted_quantile};
 use crate::tree::Tree;
 
 /// Leaves set to a quantile of their rows' residuals instead of the Newton step.
@@ -16,6 +22,8 @@ pub struct LeafRefit<'a> {
     /// The labels of each output.
     pub labels: Vec<&'a [f32]>,
     pub weight: Option<&'a [f32]>,
+    /// The fit's workers (weighted refits are not distributed: the fit refuses them).
+    pub comm: &'a dyn Collective,
 }
 
 impl LeafRefit<'_> {
@@ -29,17 +37,31 @@ impl LeafRefit<'_> {
         rows_of: impl Fn(u32) -> &'r [u32] + Sync,
         margin: &[f32],
         learning_rate: f64,
-    ) {
+    ) -> Result<()> {
         let (label, alpha) = (self.labels[output], self.alphas[output]);
+        let residuals_of =
+            |leaf: u32| -> Vec<f32> { rows_of(leaf).iter().map(|&r| label[r as usize] - margin[r as usize]).collect() };
+        if self.comm.world() > 1 {
+            let residuals: Vec<Vec<f32>> = (0..tree.n_nodes() as u32)
+                .into_par_iter()
+                .map(|n| if tree.is_leaf(n) { residuals_of(n) } else { Vec::new() })
+                .collect();
+            let q = select_over_workers(self.comm, &residuals, alpha)?;
+            set_leaves(tree, learning_rate, |leaf| q[leaf as usize]);
+            return Ok(());
+        }
         set_leaves(tree, learning_rate, |leaf| {
-            let rows = rows_of(leaf);
-            let mut residuals: Vec<f32> = rows.iter().map(|&r| label[r as usize] - margin[r as usize]).collect();
+            let mut residuals = residuals_of(leaf);
             match self.weight {
-                Some(w) => weighted_quantile(&residuals, |i| w[rows[i] as usize], alpha),
+                Some(w) => {
+                    let rows = rows_of(leaf);
+                    weighted_quantile(&residuals, |i| w[rows[i] as usize], alpha)
+                }
                 // Unit weights: the same value by selection, in linear time.
                 None => quantile(&mut residuals, alpha),
             }
         });
+        Ok(())
     }
 
     /// [`LeafRefit::apply`] for a backend that knows each row's leaf (`leaf_of`) rather than
@@ -54,7 +76,7 @@ impl LeafRefit<'_> {
         sample: Option<&[u32]>,
         margin: &[f32],
         learning_rate: f64,
-    ) {
+    ) -> Result<()> {
         let (label, weight, alpha) = (self.labels[output], self.weight, self.alphas[output]);
         let m = sample.map_or(leaf_of.len(), <[u32]>::len);
         let row = |j: usize| sample.map_or(j, |s| s[j] as usize);
@@ -72,6 +94,15 @@ impl LeafRefit<'_> {
                 mine
             })
             .collect();
+        if self.comm.world() > 1 {
+            let residuals: Vec<Vec<f32>> = (0..n_nodes)
+                .into_par_iter()
+                .map(|leaf| buckets.iter().flat_map(|b| b[leaf].iter().map(|p| p.0)).collect())
+                .collect();
+            let q = select_over_workers(self.comm, &residuals, alpha)?;
+            set_leaves(tree, learning_rate, |leaf| q[leaf as usize]);
+            return Ok(());
+        }
         set_leaves(tree, learning_rate, |leaf| {
             let joined = buckets.iter().flat_map(|b| b[leaf as usize].iter());
             match weight {
@@ -82,7 +113,67 @@ impl LeafRefit<'_> {
                 None => quantile(&mut joined.map(|p| p.0).collect::<Vec<_>>(), alpha),
             }
         });
+        Ok(())
     }
+}
+
+/// The `f32::total_cmp` order of `x` as an unsigned key (what the selection counts bytes of).
+fn order_key(x: f32) -> u32 {
+    let b = x.to_bits();
+    if b >> 31 == 1 {
+        !b
+    } else {
+        b | 0x8000_0000
+    }
+}
+
+fn from_order_key(k: u32) -> f32 {
+    f32::from_bits(if k >> 31 == 1 { k & 0x7fff_ffff } else { !k })
+}
+
+/// Each group's unit-weight `alpha`-quantile over every worker's values of it (`values[g]`:
+/// this worker's values of group g; 0.0 for a group empty everywhere): the value [`quantile`]
+/// gives on all of them together. The rank comes from the summed counts; then the rank's
+/// order key is found a byte at a time, most significant first, each worker counting its keys
+/// under the prefix found so far by their next byte, and the counts summed: five exchanges.
+pub fn select_over_workers(comm: &dyn Collective, values: &[Vec<f32>], alpha: f64) -> Result<Vec<f32>> {
+    let keys: Vec<Vec<u32>> = values.par_iter().map(|v| v.iter().map(|&x| order_key(x)).collect()).collect();
+    let mut counts: Vec<i64> = keys.iter().map(|k| k.len() as i64).collect();
+    comm.all_reduce_sum(&mut counts)?;
+    // Per group: the rank still to find within the prefix (1-based), the prefix, its mask.
+    let mut rank: Vec<u64> =
+        counts.iter().map(|&n| if n > 0 { quantile_rank(n as usize, alpha) as u64 } else { 0 }).collect();
+    let (mut prefix, mut mask) = (vec![0u32; keys.len()], 0u32);
+    for shift in [24u32, 16, 8, 0] {
+        let mut bytes: Vec<i64> = keys
+            .par_iter()
+            .zip(&prefix)
+            .flat_map_iter(|(k, &p)| {
+                let mut c = [0i64; 256];
+                for &key in k.iter().filter(|&&key| key & mask == p) {
+                    c[((key >> shift) & 0xff) as usize] += 1;
+                }
+                c
+            })
+            .collect();
+        comm.all_reduce_sum(&mut bytes)?;
+        for (g, c) in bytes.chunks(256).enumerate() {
+            if rank[g] == 0 {
+                continue;
+            }
+            let mut below = 0u64;
+            for (byte, &n) in c.iter().enumerate() {
+                if below + n as u64 >= rank[g] {
+                    prefix[g] |= (byte as u32) << shift;
+                    rank[g] -= below;
+                    break;
+                }
+                below += n as u64;
+            }
+        }
+        mask |= 0xff << shift;
+    }
+    Ok(prefix.iter().zip(&counts).map(|(&k, &n)| if n > 0 { from_order_key(k) } else { 0.0 }).collect())
 }
 
 /// Sets each leaf of `tree` to its quantile `quantile_of(leaf)` times the learning rate (every
@@ -100,6 +191,7 @@ pub fn set_leaves(tree: &mut Tree, learning_rate: f64, quantile_of: impl Fn(u32)
 mod tests {
     use super::*;
 
+    use crate::collective::Solo;
     use crate::random::Rng;
     use crate::tree::model::SplitSpec;
     use crate::tree::NO_CHILD;
@@ -134,14 +226,19 @@ mod tests {
         let leaf_of: Vec<u32> = (0..n).map(|_| leaves[rng.below(4)]).collect();
         let sample: Vec<u32> = (0..n as u32).filter(|_| rng.below(3) > 0).collect();
         for (weighted, sampled) in [(false, false), (true, false), (false, true), (true, true)] {
-            let refit = LeafRefit { alphas: vec![0.3], labels: vec![&label], weight: weighted.then_some(&weight[..]) };
+            let refit = LeafRefit {
+                alphas: vec![0.3],
+                labels: vec![&label],
+                weight: weighted.then_some(&weight[..]),
+                comm: &Solo,
+            };
             let rows: Vec<u32> = if sampled { sample.clone() } else { (0..n as u32).collect() };
             let of_leaf: Vec<Vec<u32>> = (0..base.n_nodes() as u32)
                 .map(|l| rows.iter().copied().filter(|&r| leaf_of[r as usize] == l).collect())
                 .collect();
             let (mut by_rows, mut by_leaf) = (base.clone(), base.clone());
-            refit.apply(0, &mut by_rows, |l| &of_leaf[l as usize], &margin, 0.3);
-            refit.apply_by_leaf(0, &mut by_leaf, &leaf_of, sampled.then_some(&sample[..]), &margin, 0.3);
+            refit.apply(0, &mut by_rows, |l| &of_leaf[l as usize], &margin, 0.3).unwrap();
+            refit.apply_by_leaf(0, &mut by_leaf, &leaf_of, sampled.then_some(&sample[..]), &margin, 0.3).unwrap();
             assert_eq!(by_rows.value, by_leaf.value, "weighted {weighted}, sampled {sampled}");
             assert!(leaves.iter().all(|&l| by_rows.value[l as usize] != 0.0));
             assert_ne!(by_rows.left[0], NO_CHILD);

@@ -120,7 +120,7 @@ pub(crate) fn weighted_quantile(values: &[f32], weights: impl Fn(usize) -> f32, 
 /// [`weighted_quantile`] with every weight 1, by selection in linear time instead of a sort:
 /// the running count first reaches `alpha * n` at the `max(1, ceil(alpha * n))`-th smallest
 /// value, which is the same value (reordering `values`).
-pub(crate) fn quantile(values: &mut [f32], alpha: f64) -> f32 {
+pub fn quantile(values: &mut [f32], alpha: f64) -> f32 {
     if values.is_empty() {
         return 0.0;
     }

@@ -80,10 +80,12 @@ PARAMS = [
         seed=9,
     ),
     dict(objective="reg:squarederror", n_estimators=8, grow_policy="lossguide", max_leaves=10),
+    # Leaves refit to quantiles of every worker's residuals.
+    dict(objective="reg:quantileerror", quantile_alpha=[0.2, 0.5, 0.9], n_estimators=5, max_depth=4),
 ]
 
 
-@pytest.mark.parametrize("params", PARAMS, ids=["logistic", "sampled", "lossguide"])
+@pytest.mark.parametrize("params", PARAMS, ids=["logistic", "sampled", "lossguide", "quantiles"])
 def test_a_dask_fit_gives_the_bytes_of_one_process(client, params):
     df = _frame(3000, 1)
     # Uneven partitions, one nearly empty; worker 0 holds two that are not adjacent.
@@ -158,7 +160,7 @@ def test_one_workers_bad_rows_are_its_own_error(client):
 def test_what_distributed_fits_cannot_do_yet_is_a_clear_error(client):
     futures = _scatter(client, _split(_frame(200, 5), [100, 100]), [0, 1])
     with pytest.raises(polars_gbt.ParameterError, match="cannot be trained distributed yet"):
-        polars_gbt.dask.train(client, futures, target="y", objective="reg:absoluteerror")
+        polars_gbt.dask.train(client, futures, target="y", objective="reg:absoluteerror", weight="w")
     with pytest.raises(ValueError, match="eval_df"):
         polars_gbt.dask.train(client, futures, target="y", eval_df=_frame(10, 6))
     with pytest.raises(ValueError, match="eval set 'valid' has no rows"):

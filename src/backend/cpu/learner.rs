@@ -82,7 +82,7 @@ impl Learner for CpuLearner<'_> {
         let mut margin = std::mem::take(&mut self.margin);
         let m = &mut margin[output * n..(output + 1) * n];
         if let Some(refit) = &self.refit {
-            refit.apply(output, &mut tree, |leaf| partition.rows_of(leaf), m, self.params.learning_rate);
+            refit.apply(output, &mut tree, |leaf| partition.rows_of(leaf), m, self.params.learning_rate)?;
         }
         if sampled_all {
             let leaves: Vec<u32> = (0..tree.n_nodes() as u32).filter(|&n| tree.is_leaf(n)).collect();

@@ -181,15 +181,16 @@ impl<'r> GpuLearner<'r> {
 
 impl GpuLearner<'_> {
     /// Sets the leaves of output `output`'s `tree` to their rows' residual quantiles, as the
-    /// CPU sets them: with unit weights the device selects them; with weights, each row's leaf
-    /// is read back and the host computes them over the rows of `rows` (None: all).
+    /// CPU sets them: with unit weights the device selects them; with weights, or in a
+    /// distributed fit (the selection then runs over every worker's rows), each row's leaf is
+    /// read back and the host computes them over the rows of `rows` (None: all).
     fn refit_leaves(&mut self, output: usize, rows: Option<&[u32]>, tree: &mut Tree) -> Result<()> {
         let n = self.n;
         self.profile.lap(&self.dev.stream, Stage::Other);
         let Some((refit, device)) = &mut self.refit else { return Ok(()) };
         let lr = self.params.learning_rate;
         let margin = self.gradients.margin.slice(output * n..(output + 1) * n);
-        if refit.weight.is_none() {
+        if refit.weight.is_none() && refit.comm.world() == 1 {
             let q = device.quantiles(
                 &mut self.dev,
                 &self.matrix,
@@ -206,7 +207,7 @@ impl GpuLearner<'_> {
             let leaf_of: Vec<u32> =
                 self.dev.download(device.leaf_of.slice(..))?.into_iter().map(|id| id as u32).collect();
             let margin = self.dev.download(margin)?;
-            refit.apply_by_leaf(output, tree, &leaf_of, rows, &margin, lr);
+            refit.apply_by_leaf(output, tree, &leaf_of, rows, &margin, lr)?;
         }
         self.profile.lap(&self.dev.stream, Stage::Refit);
         Ok(())
