@@ -532,9 +532,12 @@ extern "C" __global__ void evaluate_categorical(const GradSum* hist, u32 total_s
     result->found = 1;
 }
 
-// Block i copies the run of `src` at runs[2i] of length runs[2i + 1] to out[offsets[i]..]: the
-// winning categorical splits' categories, for one download.
-extern "C" __global__ void gather_runs(const u32* src, const u32* runs, const u32* offsets, u32* out) {
-    const u32 first = runs[2 * blockIdx.x], len = runs[2 * blockIdx.x + 1];
-    for (u32 i = threadIdx.x; i < len; i += blockDim.x) out[offsets[blockIdx.x] + i] = src[first + i];
+// Block i copies the first runs[3i + 2] elements of task runs[3i]'s region runs[3i + 1] of
+// `src` (a task's regions span region_per_task elements) to out[offsets[i]..]: the winning
+// categorical splits' categories, for one download.
+extern "C" __global__ void gather_runs(const u32* src, u32 region_per_task, const u32* runs, const u32* offsets,
+                                       u32* out) {
+    const u32* run = runs + 3 * blockIdx.x;
+    const u32* from = src + (u64)run[0] * region_per_task + run[1];
+    for (u32 i = threadIdx.x; i < run[2]; i += blockDim.x) out[offsets[blockIdx.x] + i] = from[i];
 }

@@ -56,8 +56,8 @@ struct CategoricalSearch {
     sort_keys: Scratch<u64>,
     sort_tags: Scratch<u32>,
     task_rows: Scratch<TaskRows>,
-    /// The winners' (first element, length) pairs in `sort_tags`, their offsets in `gathered`,
-    /// and their categories.
+    /// The winners' (task, region, length) triples in `sort_tags`, their offsets in
+    /// `gathered`, and their categories.
     runs: Scratch<u32>,
     offsets: Scratch<u32>,
     gathered: Scratch<u32>,
@@ -109,7 +109,7 @@ impl SplitEvaluator {
                 sort_keys: dev.scratch(region_per_task)?,
                 sort_tags: dev.scratch(region_per_task)?,
                 task_rows: dev.scratch(64)?,
-                runs: dev.scratch(128)?,
+                runs: dev.scratch(192)?,
                 offsets: dev.scratch(64)?,
                 gathered: dev.scratch(64)?,
             })
@@ -325,8 +325,7 @@ impl SplitEvaluator {
                 continue;
             }
             let x = self.is_categorical[..b.feature as usize].iter().filter(|&&c| c).count();
-            let region = cat.region_per_task * t + cat.regions_host[x] as usize;
-            runs.extend([region as u32, b.split_bin]);
+            runs.extend([t as u32, cat.regions_host[x], b.split_bin]);
             offsets.push(n_gathered);
             winners.push((t, n_gathered as usize, b.split_bin as usize));
             n_gathered += b.split_bin;
@@ -337,11 +336,13 @@ impl SplitEvaluator {
         dev.fill(&mut cat.runs, &runs)?;
         dev.fill(&mut cat.offsets, &offsets)?;
         dev.reserve(&mut cat.gathered, n_gathered as usize)?;
+        let per_task = cat.region_per_task as u32;
         // SAFETY: every run lies in sort_tags (a region of a task of this evaluation), and
         // gathered holds the runs' total length.
         unsafe {
             dev.launcher(&dev.rt.kernels.gather_runs)
                 .arg(&cat.sort_tags.buf)
+                .arg(&per_task)
                 .arg(&cat.runs.buf)
                 .arg(&cat.offsets.buf)
                 .arg(&mut cat.gathered.buf)
