@@ -322,6 +322,13 @@ fn concurrent_gpu_fits_match_sequential_ones() {
     }
 }
 
+/// A categorical column: codes (None: null) into `values`.
+fn dictionary(keys: Vec<Option<i32>>, values: Vec<String>) -> ArrayRef {
+    Arc::new(
+        DictionaryArray::<Int32Type>::try_new(keys.into(), Arc::new(arrow_array::StringArray::from(values))).unwrap(),
+    )
+}
+
 /// Two categorical columns (40 categories with nulls, and 3) and a numeric one; the label
 /// depends on category groups, so both split kinds (sorted partition, one-vs-rest) win.
 fn categorical_data(n: usize, seed: u64) -> Dataset {
@@ -344,17 +351,11 @@ fn categorical_data(n: usize, seed: u64) -> Dataset {
             b + small[i] as f32 * 0.7 + 0.2 * x[i] + (rng.below(100) as f32 - 50.0) / 100.0
         })
         .collect();
-    let dict = |keys: Vec<Option<i32>>, values: Vec<String>| -> ArrayRef {
-        Arc::new(
-            DictionaryArray::<Int32Type>::try_new(keys.into(), Arc::new(arrow_array::StringArray::from(values)))
-                .unwrap(),
-        )
-    };
     let frame = FeatureFrame::new(vec![
-        FeatureColumn::new("big", vec![dict(big, names)]).unwrap(),
+        FeatureColumn::new("big", vec![dictionary(big, names)]).unwrap(),
         FeatureColumn::new(
             "small",
-            vec![dict(small.into_iter().map(Some).collect(), vec!["a".into(), "b".into(), "c".into()])],
+            vec![dictionary(small.into_iter().map(Some).collect(), vec!["a".into(), "b".into(), "c".into()])],
         )
         .unwrap(),
         column("x", x),
@@ -397,13 +398,7 @@ fn wide_categorical_data(n: usize, seed: u64) -> Dataset {
                 + (rng.below(100) as f32 - 50.0) / 100.0
         })
         .collect();
-    let dict = |keys: Vec<Option<i32>>, k: usize| -> ArrayRef {
-        let values: Vec<String> = (0..k).map(|c| format!("v{c}")).collect();
-        Arc::new(
-            DictionaryArray::<Int32Type>::try_new(keys.into(), Arc::new(arrow_array::StringArray::from(values)))
-                .unwrap(),
-        )
-    };
+    let dict = |keys: Vec<Option<i32>>, k: usize| dictionary(keys, (0..k).map(|c| format!("v{c}")).collect());
     let frame = FeatureFrame::new(vec![
         FeatureColumn::new("wide", vec![dict(wide, 60_000)]).unwrap(),
         FeatureColumn::new("mid", vec![dict(mid, 3_000)]).unwrap(),
