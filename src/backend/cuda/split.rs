@@ -47,7 +47,8 @@ struct CategoricalSearch {
     /// Each categorical feature's first element in a task's run of the sort buffers: its
     /// categories rounded up to a power of two (the bitonic sort's length).
     regions: CudaSlice<u32>,
-    regions_host: Vec<u32>,
+    /// Per feature (index), its region (categorical features only).
+    region_of: Vec<u32>,
     region_per_task: usize,
     n: u32,
     /// Pairs the search sorts in shared memory at once (a power of two).
@@ -85,11 +86,13 @@ impl SplitEvaluator {
     ) -> Result<Self> {
         let is_categorical: Vec<bool> = cuts.iter().map(FeatureCuts::is_categorical).collect();
         let (mut features, mut regions, mut region_per_task, mut longest) = (Vec::new(), Vec::new(), 0usize, 1usize);
+        let mut region_of = vec![u32::MAX; cuts.len()];
         for (f, _) in is_categorical.iter().enumerate().filter(|(_, &c)| c) {
             let n_categories = (matrix.slot_offsets[f + 1] - matrix.slot_offsets[f] - 1) as usize;
             let region = n_categories.max(1).next_power_of_two();
             features.push(f as u32);
             regions.push(region_per_task as u32);
+            region_of[f] = region_per_task as u32;
             region_per_task += region;
             longest = longest.max(region);
         }
@@ -104,7 +107,7 @@ impl SplitEvaluator {
                 sort_chunk,
                 features: dev.upload(&features)?,
                 regions: dev.upload(&regions)?,
-                regions_host: regions,
+                region_of,
                 region_per_task,
                 sort_keys: dev.scratch(region_per_task)?,
                 sort_tags: dev.scratch(region_per_task)?,
@@ -324,8 +327,7 @@ impl SplitEvaluator {
             if b.found == 0 || !self.is_categorical[b.feature as usize] {
                 continue;
             }
-            let x = self.is_categorical[..b.feature as usize].iter().filter(|&&c| c).count();
-            runs.extend([t as u32, cat.regions_host[x], b.split_bin]);
+            runs.extend([t as u32, cat.region_of[b.feature as usize], b.split_bin]);
             offsets.push(n_gathered);
             winners.push((t, n_gathered as usize, b.split_bin as usize));
             n_gathered += b.split_bin;
