@@ -176,6 +176,16 @@ fn fit(
         model.config.missing = Some(m);
         return Ok(model);
     }
+    if cfg.scale_pos_weight != 1.0 {
+        // A weight like any other: the positives' weights are multiplied by it, so that a fit
+        // with it is exactly the fit with those weights.
+        let spw = cfg.scale_pos_weight;
+        let data = data.with_positive_weight(spw as f32);
+        let cfg = TrainConfig { scale_pos_weight: 1.0, ..cfg.clone() };
+        let mut model = fit(&cfg, &data, evals, user, callback, shard)?;
+        model.config.scale_pos_weight = spw;
+        return Ok(model);
+    }
     if cfg.early_stopping_rounds.is_some() && evals.is_empty() {
         // XGBoost raises here too: with nothing to watch, the setting would be ignored silently.
         return Err(Error::param(

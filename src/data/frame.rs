@@ -173,6 +173,22 @@ impl Dataset {
         Dataset { features: self.features.with_missing_value(value), ..self.clone() }
     }
 
+    /// The same dataset with the weight of each row labelled 1 multiplied by `factor` (rows
+    /// without weights weigh 1): XGBoost's `scale_pos_weight`, as the weight it is.
+    pub fn with_positive_weight(&self, factor: f32) -> Dataset {
+        let weight = (0..self.n_rows())
+            .map(|i| {
+                let w = self.weight.as_ref().map_or(1.0, |w| w[i]);
+                if self.label[i] == 1.0 {
+                    w * factor
+                } else {
+                    w
+                }
+            })
+            .collect();
+        Dataset { weight: Some(weight), ..self.clone() }
+    }
+
     /// Features and one label per row.
     pub fn new(features: FeatureFrame, label: Vec<f32>) -> Result<Self> {
         Self::with_label(features, label.into())
