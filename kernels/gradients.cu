@@ -100,14 +100,20 @@ __device__ __forceinline__ void max_into(Quantisation* q, float gm, float hm, bo
     }
 }
 
+// Whole sample weights applied after rounding (src/tree/gradient.rs: Weighting::Repeats):
+// `repeats` holds them, and the objective then sees no weights. Null: the objective applied
+// the weights (or there are none). A row of weight 0 takes no part in the scale.
+
 // The objectives with a kernel never store float gradients: one pass finds the largest
 // magnitudes, a second recomputes each gradient and quantises it (a few flops per row are
 // cheaper than 8 bytes per row of device memory, written and read back).
 extern "C" __global__ void objective_max(u32 kind, float param, const float* margin, const float* label,
-                                         const float* weight, u32 n, u32 k, u32 c, Quantisation* q) {
+                                         const float* weight, const float* repeats, u32 n, u32 k, u32 c,
+                                         Quantisation* q) {
     float gm = 0.0f, hm = 0.0f;
     bool negative = false;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        if (repeats && repeats[i] == 0.0f) continue;
         GradPair p = objective_gradient(kind, margin, label, weight, i, n, k, c, param);
         gm = fmaxf(gm, fabsf(p.g));
         hm = fmaxf(hm, fabsf(p.h));
@@ -117,10 +123,11 @@ extern "C" __global__ void objective_max(u32 kind, float param, const float* mar
 }
 
 // Largest |g| and |h|, into q (zeroed before the launch).
-extern "C" __global__ void gradient_max(const GradPair* grads, u32 n, Quantisation* q) {
+extern "C" __global__ void gradient_max(const GradPair* grads, const float* repeats, u32 n, Quantisation* q) {
     float gm = 0.0f, hm = 0.0f;
     bool negative = false;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        if (repeats && repeats[i] == 0.0f) continue;
         GradPair p = grads[i];
         gm = fmaxf(gm, fabsf(p.g));
         hm = fmaxf(hm, fabsf(p.h));
@@ -138,32 +145,42 @@ __device__ double scale_for(float max_abs) {
     return ldexp(1.0, 15 - ceil_log2);
 }
 
-extern "C" __global__ void finish_quantisation(Quantisation* q) {
+// The scales, lowered `shrink_bits` halvings (Weighting::shrink_bits: exact, powers of two).
+extern "C" __global__ void finish_quantisation(Quantisation* q, u32 shrink_bits) {
     if (threadIdx.x == 0 && blockIdx.x == 0) {
-        q->g_scale = scale_for(__uint_as_float(q->g_max_bits));
-        q->h_scale = scale_for(__uint_as_float(q->h_max_bits));
+        q->g_scale = ldexp(scale_for(__uint_as_float(q->g_max_bits)), -(int)shrink_bits);
+        q->h_scale = ldexp(scale_for(__uint_as_float(q->h_max_bits)), -(int)shrink_bits);
     }
 }
 
-__device__ __forceinline__ QuantGrad quantise_pair(GradPair p, double gs, double hs) {
+// Row i's pair rounded to fixed point, then times its whole weight when there are repeats.
+__device__ __forceinline__ QuantGrad quantise_pair(GradPair p, double gs, double hs, const float* repeats, u32 i) {
     QuantGrad r;
-    r.g = (int)round((double)p.g * gs);
-    r.h = (int)round((double)p.h * hs);
+    // A row of weight 0 took no part in the scale: its pair may not fit; it adds nothing.
+    const int w = repeats ? (int)repeats[i] : 1;
+    if (w == 0) {
+        r.g = 0;
+        r.h = 0;
+        return r;
+    }
+    r.g = (int)round((double)p.g * gs) * w;
+    r.h = (int)round((double)p.h * hs) * w;
     return r;
 }
 
-extern "C" __global__ void quantise(const GradPair* grads, u32 n, const Quantisation* q, QuantGrad* out) {
+extern "C" __global__ void quantise(const GradPair* grads, const float* repeats, u32 n, const Quantisation* q,
+                                    QuantGrad* out) {
     double gs = q->g_scale, hs = q->h_scale;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        out[i] = quantise_pair(grads[i], gs, hs);
+        out[i] = quantise_pair(grads[i], gs, hs, repeats, i);
 }
 
 extern "C" __global__ void objective_quantise(u32 kind, float param, const float* margin, const float* label,
-                                              const float* weight, u32 n, u32 k, u32 c, const Quantisation* q,
-                                              QuantGrad* out) {
+                                              const float* weight, const float* repeats, u32 n, u32 k, u32 c,
+                                              const Quantisation* q, QuantGrad* out) {
     double gs = q->g_scale, hs = q->h_scale;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        out[i] = quantise_pair(objective_gradient(kind, margin, label, weight, i, n, k, c, param), gs, hs);
+        out[i] = quantise_pair(objective_gradient(kind, margin, label, weight, i, n, k, c, param), gs, hs, repeats, i);
 }
 
 // Sum of the quantised pairs of rows ridx[0..n] (the root's total), into out (zeroed).

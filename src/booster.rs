@@ -5,7 +5,7 @@ use crate::backend::cpu::predict::add_tree_binned;
 use crate::backend::cpu::CpuLearner;
 use crate::backend::refit::LeafRefit;
 use crate::backend::{Backend, Learner};
-use crate::collective::{agree, sum_count, RowSpans, Shard};
+use crate::collective::{agree, max_magnitudes, sum_count, RowSpans, Shard};
 use crate::config::TrainConfig;
 use crate::data::cuts::compute_cuts_sharded;
 use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
@@ -14,7 +14,7 @@ use crate::metric::{CustomMetric, Metric};
 use crate::model::{bind_columns, EvalSeries, FeatureInfo, Model, PredictOutput, Predictions};
 use crate::objective::{loss_for, transform_row, Loss};
 use crate::random::{hash64, Rng};
-use crate::tree::{GrowParams, Tree};
+use crate::tree::{GrowParams, Tree, Weighting};
 
 /// One round's evaluation results, as `(dataset, metric, value)`.
 #[derive(Clone, Debug, PartialEq)]
@@ -178,7 +178,7 @@ fn fit(
     }
     if cfg.scale_pos_weight != 1.0 {
         // A weight like any other: the positives' weights are multiplied by it, so that a fit
-        // with it is exactly the fit with those weights.
+        // with it is exactly the fit with those weights (whole ones applied after rounding).
         let spw = cfg.scale_pos_weight;
         let data = data.with_positive_weight(spw as f32);
         let cfg = TrainConfig { scale_pos_weight: 1.0, ..cfg.clone() };
@@ -478,7 +478,8 @@ impl<'a> Trainer<'a> {
             .collect();
         let names: Vec<String> = features.iter().map(|f| f.name.clone()).collect();
         let categorical: Vec<bool> = cuts.iter().map(FeatureCuts::is_categorical).collect();
-        let grow = cfg.grow_params(&names, &categorical)?;
+        let mut grow = cfg.grow_params(&names, &categorical)?;
+        grow.weighting = Self::weighting(data, shard)?;
         let base_margin = match (cfg.base_score, &data.base_margin) {
             (Some(b), _) => vec![loss.base_score_to_margin(b); k],
             // Rows start from their own margins; the model adds nothing of its own.
@@ -501,6 +502,15 @@ impl<'a> Trainer<'a> {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Trainer { cfg, data, loss, metrics, custom_metrics, features, cuts, grow, base_margin, evals, k, shard })
+    }
+
+    /// How the sample weights enter the gradients: decided over every worker's weights, so
+    /// that all round alike (a worker without weights counts as unit weights).
+    fn weighting(data: &Dataset, shard: &Shard) -> Result<Weighting> {
+        let [largest, fractional] = data.weight.as_deref().map_or([1.0, 0.0], Weighting::summary);
+        let mut summary = [largest, fractional, if data.weight.is_some() { 1.0 } else { 0.0 }];
+        max_magnitudes(shard.comm, &mut summary)?;
+        Ok(Weighting::from_summary((summary[2] > 0.0).then_some([summary[0], summary[1]])))
     }
 
     /// The loss's best constant margin over every worker's rows: their labels gathered in
@@ -552,8 +562,10 @@ impl<'a> Trainer<'a> {
                     nf,
                 )?;
                 let binned = BinnedMatrix::new(&self.data.features, &self.cuts);
-                let learner = CpuLearner::new(binned, &self.cuts, self.grow.clone(), margin, self.leaf_refit())
-                    .with_collective(self.shard.comm);
+                let weights = self.data.weight.as_deref();
+                let learner =
+                    CpuLearner::new(binned, &self.cuts, self.grow.clone(), margin, weights, self.leaf_refit())
+                        .with_collective(self.shard.comm);
                 self.boost(learner, callback)
             }
             Backend::Cuda => {

@@ -192,6 +192,46 @@ fn objectives_with_an_exp_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
 }
 
 #[test]
+fn whole_weights_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
+    if !gpu() {
+        return;
+    }
+    // Whole weights multiply the rounded pairs (Weighting::Repeats) in every gradient path:
+    // the objective kernels, host-computed gradients (reg:squaredlogerror), the ranking
+    // kernel and the L1 refit; weights up to 32 shrink the histogram blocks to 1,024 rows.
+    let n = 60_000;
+    let (frame, y) = random_data(n, 7, 31);
+    let w: Vec<f32> = (0..n).map(|i| if i % 101 == 0 { 32.0 } else { ((i * 7) % 5) as f32 }).collect();
+    let weighted = |label: Vec<f32>| Dataset::new(frame.clone(), label).unwrap().with_weight(w.clone()).unwrap();
+    let binary = weighted(y.iter().map(|&v| (v > 1.5) as u8 as f32).collect());
+    let classes = weighted(y.iter().map(|&v| v.clamp(0.0, 3.0).floor()).collect());
+    let positive = weighted(y.iter().map(|&v| v.abs() + 1.0).collect());
+    let plain = weighted(y.clone());
+    let sizes: Vec<usize> = std::iter::repeat_n(60, n / 60).collect();
+    let per_query: Vec<f32> = (0..n).map(|i| ((i / 60) % 4) as f32).collect();
+    let ranked = Dataset::new(frame.clone(), y.iter().map(|v| v.clamp(0.0, 4.0).floor()).collect())
+        .unwrap()
+        .with_group_sizes(&sizes)
+        .unwrap()
+        .with_weight(per_query)
+        .unwrap();
+    for (json, data) in [
+        (r#"{"objective": "binary:logistic", "n_estimators": 8, "max_depth": 6}"#, &binary),
+        (r#"{"objective": "multi:softprob", "num_class": 4, "n_estimators": 4, "max_depth": 5}"#, &classes),
+        (r#"{"objective": "reg:squaredlogerror", "n_estimators": 6, "max_depth": 5, "learning_rate": 0.1}"#, &positive),
+        (r#"{"objective": "reg:absoluteerror", "n_estimators": 6, "max_depth": 5}"#, &plain),
+        (r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5}"#, &ranked),
+        (
+            r#"{"n_estimators": 6, "max_depth": 0, "grow_policy": "lossguide", "max_leaves": 40, "subsample": 0.8,
+                "seed": 2}"#,
+            &plain,
+        ),
+    ] {
+        assert_same_trees(&fit(json, data, "cpu"), &fit(json, data, "cuda"), json);
+    }
+}
+
+#[test]
 fn leaf_refits_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
     if !gpu() {
         return;

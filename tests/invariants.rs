@@ -86,6 +86,51 @@ fn one_split_computed_by_hand() {
 }
 
 #[test]
+fn whole_sample_weights_give_the_trees_of_repeated_rows() {
+    // Integer weights from 0 to 32 (scikit-learn's sample-weight equivalence, at a size where
+    // the heaviest weights shrink histogram chunks to 1,024 rows): a fit with the weights, on
+    // the rows in another order, grows the trees of a fit on each row repeated that often.
+    let (n, nf) = (2_500, 5);
+    let mut rng = Rng::new(17, 3);
+    let mut cols = vec![vec![0f32; n]; nf];
+    for (j, col) in cols.iter_mut().enumerate() {
+        for v in col.iter_mut() {
+            *v = if j == nf - 1 && rng.below(8) == 0 { f32::NAN } else { rng.below(2_000) as f32 / 100.0 - 10.0 };
+        }
+    }
+    let y: Vec<f32> =
+        (0..n).map(|i| ((cols[0][i] + cols[1][i] * 0.3 + rng.below(300) as f32 / 100.0) > 1.0) as u8 as f32).collect();
+    let classes: Vec<f32> = (0..n).map(|i| ((cols[2][i] + 10.0) / 7.0).floor().min(2.0)).collect();
+    let w: Vec<f32> = (0..n).map(|i| if i % 97 == 0 { 32.0 } else { rng.below(5) as f32 }).collect();
+    let frame = |rows: &[usize]| {
+        FeatureFrame::new(
+            (0..nf).map(|j| float_column(&format!("x{j}"), rows.iter().map(|&i| cols[j][i]).collect())).collect(),
+        )
+        .unwrap()
+    };
+    let reversed: Vec<usize> = (0..n).rev().collect();
+    let repeated: Vec<usize> = (0..n).flat_map(|i| std::iter::repeat_n(i, w[i] as usize)).collect();
+    for (objective, extra, label) in [
+        ("binary:logistic", "", &y),
+        ("reg:squarederror", "", &cols[3]),
+        ("multi:softprob", r#", "num_class": 3"#, &classes),
+        ("reg:absoluteerror", "", &cols[3]),
+    ] {
+        let cfg = config(&format!(
+            r#"{{"objective": "{objective}", "n_estimators": 12, "max_depth": 5, "learning_rate": 0.3{extra}}}"#
+        ));
+        let weighted = Dataset::new(frame(&reversed), reversed.iter().map(|&i| label[i]).collect())
+            .unwrap()
+            .with_weight(reversed.iter().map(|&i| w[i]).collect())
+            .unwrap();
+        let copies = Dataset::new(frame(&repeated), repeated.iter().map(|&i| label[i]).collect()).unwrap();
+        let (a, b) = (train(&cfg, &weighted, &[]).unwrap(), train(&cfg, &copies, &[]).unwrap());
+        assert_eq!(a.base_margin(), b.base_margin(), "{objective}");
+        assert_eq!(a.trees(), b.trees(), "{objective}: the weighted fit's trees are not the repeated rows'");
+    }
+}
+
+#[test]
 fn histogram_subtraction_equals_direct_construction() {
     let (frame, _) = random_data(5_000, 6, 1);
     let cuts = compute_cuts(&frame, None, 64, 0).unwrap();

@@ -17,7 +17,7 @@ pub use crate::metric::aft::AftDistribution;
 use crate::metric::aft::AftParams;
 use crate::metric::{Metric, MetricParams};
 pub use crate::tree::GrowPolicy;
-use crate::tree::{GrowParams, SplitParams};
+use crate::tree::{GrowParams, SplitParams, Weighting};
 // The objective lives with its descriptor in `objective`, and is re-exported where it was.
 pub use crate::objective::Objective;
 use crate::objective::{ObjectiveParams, RankingParams};
@@ -342,6 +342,8 @@ impl TrainConfig {
             colsample_bynode: self.colsample_bynode,
             constraints,
             feature_weights,
+            // The trainer sets it from the weights (Trainer::new).
+            weighting: Weighting::InLoss,
         })
     }
 

@@ -5,6 +5,10 @@
 //! Histogram sums are then exact integer sums: the same whatever the summation order, the
 //! thread count, or the device, which makes training bitwise deterministic and lets the
 //! GPU histograms equal the CPU ones exactly.
+//!
+//! Whole-number sample weights are applied after rounding ([`Weighting::Repeats`]): a row of
+//! weight 3 then sums exactly as three copies of it, so a weighted fit gives the trees of a
+//! fit on the repeated rows (scikit-learn's sample-weight equivalence).
 
 use std::ops::{Add, AddAssign, Sub};
 
@@ -74,6 +78,86 @@ pub const ROW_BITS: i32 = 15;
 /// Rows whose quantised values may be summed in `i32`: 2^15 x 2^15 = 2^30 < 2^31.
 pub const I32_SUM_ROWS: usize = 1 << 15;
 
+/// Whole weights up to 2^REPEAT_BITS keep the unweighted rows' resolution: a row's
+/// quantised pair then reaches 2^20 in magnitude, and histogram chunks hold 2^10 rows.
+pub const REPEAT_BITS: u32 = 5;
+
+/// The largest whole weight applied after rounding; heavier weights are applied in the loss.
+const MAX_REPEAT_WEIGHT: f32 = (1u32 << 20) as f32;
+
+/// How sample weights enter the fixed-point gradients: one rule for a whole fit, on every
+/// backend and worker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Weighting {
+    /// The loss multiplies each row's pair by its weight, and the product is rounded: no
+    /// weights, or some weight is not a whole number.
+    #[default]
+    InLoss,
+    /// Every weight is a whole number: the loss gives unweighted pairs, each is rounded with a
+    /// scale set by the rows of non-zero weight, then multiplied by its weight, exactly.
+    /// `extra_bits` (at most [`REPEAT_BITS`]): how far above 2^15 a weighted pair may reach;
+    /// `shrink_bits`: how far the scale is lowered for weights above 2^REPEAT_BITS (those fits
+    /// lose the exact equivalence with repeated rows, not their correctness).
+    Repeats { extra_bits: u32, shrink_bits: u32 },
+}
+
+impl Weighting {
+    /// `[the largest weight, 1 if some weight is not whole]`: what [`Weighting::from_summary`]
+    /// decides by (a distributed fit takes their maxima over the workers first).
+    pub fn summary(weights: &[f32]) -> [f32; 2] {
+        let largest = weights.iter().copied().fold(0f32, f32::max);
+        let fractional = weights.iter().any(|w| w.fract() != 0.0);
+        [largest, if fractional { 1.0 } else { 0.0 }]
+    }
+
+    /// The rule for weights summarised by [`Weighting::summary`] (None: a fit without weights).
+    pub fn from_summary(summary: Option<[f32; 2]>) -> Self {
+        match summary {
+            // Up to 2^20: a rounded pair times its weight stays far inside i32.
+            Some([largest, fractional]) if fractional == 0.0 && largest <= MAX_REPEAT_WEIGHT => {
+                // ceil(log2(largest)): the bits a whole weight adds to a pair's magnitude.
+                let bits = if largest <= 1.0 { 0 } else { (largest as f64).log2().ceil() as u32 };
+                let extra_bits = bits.min(REPEAT_BITS);
+                Weighting::Repeats { extra_bits, shrink_bits: bits - extra_bits }
+            }
+            _ => Weighting::InLoss,
+        }
+    }
+
+    /// Rows a histogram chunk may sum in `i32`: 2^15 unweighted, fewer when whole weights
+    /// make a row's pair larger than 2^15.
+    pub fn chunk_rows(self) -> usize {
+        match self {
+            Weighting::InLoss => I32_SUM_ROWS,
+            Weighting::Repeats { extra_bits, .. } => I32_SUM_ROWS >> extra_bits,
+        }
+    }
+
+    /// The weights a loss should see: all of them, or none when they are applied after rounding.
+    pub fn loss_weights(self, weights: Option<&[f32]>) -> Option<&[f32]> {
+        match self {
+            Weighting::InLoss => weights,
+            Weighting::Repeats { .. } => None,
+        }
+    }
+
+    /// The weights that multiply the rounded pairs (None: the loss applied them).
+    pub fn repeats(self, weights: Option<&[f32]>) -> Option<&[f32]> {
+        match self {
+            Weighting::InLoss => None,
+            Weighting::Repeats { .. } => weights,
+        }
+    }
+
+    /// How many halvings lower the scale below the one the magnitudes give.
+    pub fn shrink_bits(self) -> u32 {
+        match self {
+            Weighting::InLoss => 0,
+            Weighting::Repeats { shrink_bits, .. } => shrink_bits,
+        }
+    }
+}
+
 /// Power-of-two scales from floats to fixed point, one for gradients and one for hessians.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Quantiser {
@@ -87,23 +171,30 @@ pub struct Quantiser {
 impl Quantiser {
     /// Scales that map the largest magnitude in `pairs` to at most 2^ROW_BITS.
     pub fn fit(pairs: &[GradPair]) -> Self {
-        Self::from_magnitudes(Self::magnitudes(pairs))
+        Self::from_magnitudes(Self::magnitudes(pairs, None), 0)
     }
 
     /// The largest gradient and hessian magnitudes in `pairs` (what [`Quantiser::fit`] scales
-    /// by; a distributed fit takes their maxima over the workers).
-    pub fn magnitudes(pairs: &[GradPair]) -> [f32; 2] {
+    /// by; a distributed fit takes their maxima over the workers). With `repeats` (whole
+    /// weights applied after rounding), over the rows of non-zero weight only: a row of
+    /// weight 0 is as absent as it is from a fit on repeated rows.
+    pub fn magnitudes(pairs: &[GradPair], repeats: Option<&[f32]>) -> [f32; 2] {
         let (mut gmax, mut hmax) = (0f32, 0f32);
-        for p in pairs {
+        for (i, p) in pairs.iter().enumerate() {
+            if repeats.is_some_and(|w| w[i] == 0.0) {
+                continue;
+            }
             gmax = gmax.max(p.g.abs());
             hmax = hmax.max(p.h.abs());
         }
         [gmax, hmax]
     }
 
-    /// Scales that map the magnitudes `[g, h]` to at most 2^ROW_BITS.
-    pub fn from_magnitudes([gmax, hmax]: [f32; 2]) -> Self {
-        let (g_scale, h_scale) = (scale_for(gmax), scale_for(hmax));
+    /// Scales that map the magnitudes `[g, h]` to at most 2^ROW_BITS, lowered `shrink_bits`
+    /// halvings more ([`Weighting::shrink_bits`]).
+    pub fn from_magnitudes([gmax, hmax]: [f32; 2], shrink_bits: u32) -> Self {
+        let lower = 2f64.powi(-(shrink_bits as i32));
+        let (g_scale, h_scale) = (scale_for(gmax) * lower, scale_for(hmax) * lower);
         Quantiser { g_scale, h_scale, g_unit: 1.0 / g_scale, h_unit: 1.0 / h_scale }
     }
 
@@ -125,7 +216,8 @@ impl Quantiser {
     /// Quantises `pairs` in place and returns them as quantised pairs. An output's float pairs
     /// are dead once its tree starts growing, and reusing their 8 bytes per row instead of a
     /// second buffer keeps a fit's peak memory down (issue 6 bounds it).
-    pub fn quantise_in_place<'a>(&self, pairs: &'a mut [GradPair]) -> &'a [QuantGrad] {
+    /// With `repeats`, each rounded pair is then multiplied by its row's whole weight.
+    pub fn quantise_in_place<'a>(&self, pairs: &'a mut [GradPair], repeats: Option<&[f32]>) -> &'a [QuantGrad] {
         const _: () = assert!(
             std::mem::size_of::<GradPair>() == std::mem::size_of::<QuantGrad>()
                 && std::mem::align_of::<GradPair>() == std::mem::align_of::<QuantGrad>()
@@ -135,10 +227,20 @@ impl Quantiser {
         // borrows `pairs` mutably for as long as it lives.
         let view: &'a mut [QuantGrad] =
             unsafe { std::slice::from_raw_parts_mut(pairs.as_mut_ptr().cast::<QuantGrad>(), pairs.len()) };
-        view.par_iter_mut().for_each(|slot| {
+        view.par_iter_mut().enumerate().for_each(|(i, slot)| {
             // The slot still holds the float pair's bits.
             let p = GradPair { g: f32::from_bits(slot.g as u32), h: f32::from_bits(slot.h as u32) };
-            *slot = self.quantise(p);
+            *slot = match repeats {
+                // A row of weight 0 took no part in the scale: its pair may not fit; it adds nothing.
+                Some(w) if w[i] == 0.0 => QuantGrad::default(),
+                // Whole weights of at most 2^(REPEAT_BITS + shrink) times a rounded value of at
+                // most 2^(15 - shrink): within 2^20, no overflow.
+                Some(w) => {
+                    let q = self.quantise(p);
+                    QuantGrad { g: q.g * w[i] as i32, h: q.h * w[i] as i32 }
+                }
+                None => self.quantise(p),
+            };
         });
         view
     }
@@ -172,7 +274,70 @@ mod tests {
         let q = Quantiser::fit(&pairs);
         let want: Vec<QuantGrad> = pairs.iter().map(|&p| q.quantise(p)).collect();
         let mut buffer = pairs.clone();
-        assert_eq!(q.quantise_in_place(&mut buffer), want.as_slice());
+        assert_eq!(q.quantise_in_place(&mut buffer, None), want.as_slice());
+    }
+
+    #[test]
+    fn whole_weights_are_repeats_and_others_enter_the_loss() {
+        let rule = |w: &[f32]| Weighting::from_summary(Some(Weighting::summary(w)));
+        assert_eq!(Weighting::from_summary(None), Weighting::InLoss);
+        assert_eq!(rule(&[0.0, 1.0, 1.0]), Weighting::Repeats { extra_bits: 0, shrink_bits: 0 });
+        assert_eq!(rule(&[0.0, 3.0, 4.0]), Weighting::Repeats { extra_bits: 2, shrink_bits: 0 });
+        assert_eq!(rule(&[5.0, 1.0]), Weighting::Repeats { extra_bits: 3, shrink_bits: 0 });
+        assert_eq!(rule(&[32.0]), Weighting::Repeats { extra_bits: 5, shrink_bits: 0 });
+        assert_eq!(rule(&[33.0, 2.0]), Weighting::Repeats { extra_bits: 5, shrink_bits: 1 });
+        assert_eq!(rule(&[1.0, 0.5]), Weighting::InLoss);
+        assert_eq!(rule(&[2.0e6]), Weighting::InLoss);
+        assert_eq!(rule(&[3.0]).chunk_rows(), 1 << 13);
+        assert_eq!(Weighting::InLoss.chunk_rows(), I32_SUM_ROWS);
+    }
+
+    #[test]
+    fn a_whole_weight_sums_exactly_as_its_repeated_rows() {
+        let pairs: Vec<GradPair> = (0..300)
+            .map(|i| GradPair { g: ((i * 53) % 211) as f32 / 17.0 - 6.0, h: ((i * 7) % 31) as f32 / 9.0 })
+            .collect();
+        // Weights from 0 to 32; the row of weight 0 has the largest gradient, which must not
+        // set the scale (repeated rows leave it out).
+        let mut weights: Vec<f32> = (0..300).map(|i| ((i * 13) % 33) as f32).collect();
+        let mut pairs_w = pairs.clone();
+        pairs_w[0] = GradPair { g: 1000.0, h: 50.0 };
+        weights[0] = 0.0;
+        let weighting = Weighting::from_summary(Some(Weighting::summary(&weights)));
+        let repeats = weighting.repeats(Some(&weights));
+        let q = Quantiser::from_magnitudes(Quantiser::magnitudes(&pairs_w, repeats), weighting.shrink_bits());
+        let mut buffer = pairs_w.clone();
+        let weighted = q.quantise_in_place(&mut buffer, repeats).to_vec();
+
+        let repeated: Vec<GradPair> =
+            (0..300).flat_map(|i| std::iter::repeat_n(pairs[i], weights[i] as usize)).collect();
+        let q_rep = Quantiser::fit(&repeated);
+        assert_eq!(q, q_rep, "the scale depends on the weights");
+        let mut buffer = repeated.clone();
+        let want = q_rep.quantise_in_place(&mut buffer, None).iter().fold(GradSum::default(), |mut s, &v| {
+            s += v;
+            s
+        });
+        let got = weighted.iter().fold(GradSum::default(), |mut s, &v| {
+            s += v;
+            s
+        });
+        assert_eq!(got, want);
+        assert!(weighted.iter().all(|v| v.g.unsigned_abs() <= 1 << 20 && v.h.unsigned_abs() <= 1 << 20));
+    }
+
+    #[test]
+    fn heavy_whole_weights_stay_within_the_chunk_bound() {
+        // 2^20 is the heaviest weight applied after rounding: the scale is lowered so that a
+        // weighted pair stays within 2^20, and a chunk of chunk_rows() pairs within i32.
+        let weights = [1.0f32, 1048576.0, 70000.0];
+        let weighting = Weighting::from_summary(Some(Weighting::summary(&weights)));
+        assert_eq!(weighting, Weighting::Repeats { extra_bits: 5, shrink_bits: 15 });
+        let mut pairs = vec![GradPair { g: -3.0, h: 0.75 }; 3];
+        let q = Quantiser::from_magnitudes(Quantiser::magnitudes(&pairs, Some(&weights)), weighting.shrink_bits());
+        let out = q.quantise_in_place(&mut pairs, Some(&weights));
+        assert!(out.iter().all(|v| v.g.unsigned_abs() <= 1 << 20 && v.h.unsigned_abs() <= 1 << 20), "{out:?}");
+        assert!((weighting.chunk_rows() as u64) << 20 <= 1 << 30);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::constraints::{Constraints, NodeLimits};
-use super::gradient::{GradSum, Quantiser};
+use super::gradient::{GradSum, Quantiser, Weighting};
 use super::model::SplitSpec;
 use super::split::{SplitCandidate, SplitParams};
 use super::Tree;
@@ -52,6 +52,8 @@ pub struct GrowParams {
     pub constraints: Constraints,
     /// Each feature's chance in column sampling; empty: all alike.
     pub feature_weights: Vec<f64>,
+    /// How sample weights enter the fixed-point gradients (set by the trainer from the weights).
+    pub weighting: Weighting,
 }
 
 impl GrowParams {

@@ -9,7 +9,7 @@ pub mod model;
 pub mod split;
 
 pub use constraints::{Constraints, NodeLimits};
-pub use gradient::{GradPair, GradSum, Quantiser};
+pub use gradient::{GradPair, GradSum, Quantiser, Weighting};
 pub use grow::{grow_tree, GrowParams, GrowPolicy, GrowSteps};
 pub use model::{category_code, Tree, NO_CHILD};
 pub use split::SplitParams;

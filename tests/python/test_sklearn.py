@@ -16,29 +16,11 @@ from polars_gbt import ColumnError, Model
 from polars_gbt.sklearn import GBTClassifier, GBTRanker, GBTRegressor
 
 
-# Integer weights are not exactly repeated rows, for a reason in the Rust trainer, not here.
-# The objectives multiply each row's gradient pair by its weight in f32 (src/objective/*.rs:
-# g = (margin - label) * w, h = w), and `Quantiser::fit` (src/tree/gradient.rs) then rounds
-# every pair to an integer with a power-of-two scale set by the largest |w * g|. A fit on
-# repeated rows rounds the unweighted pair once per copy, with a scale set by the largest |g|:
-# round(w * g * s_w) is not w * round(g * s_r). On the check's 15 rows x 30 features this has
-# two effects. Leaf values differ by a few 1e-6, where the check asks for rtol 1e-7. And in the
-# first round every row has the same margin, so splits whose sides hold the same weighted count
-# of each label tie exactly: the repeated fit's integer sums tie too and the lowest feature
-# wins, but the weighted fit's sums of differently rounded w * g do not (its first multiclass
-# tree splits on f14, rows of weights 3, 2, 1, where the repeated fit takes f1, rows of weights
-# 3, 3), and the other rows then go elsewhere.
-# Passing needs each row quantised before its weight is applied, with a scale from the rows of
-# non-zero weight that does not depend on the weights, and histogram chunks sized for the
-# weighted magnitudes: a change to the trainer, CPU and GPU alike.
-EXPECTED_FAILURES = {
-    "check_sample_weight_equivalence_on_dense_data": "weighted gradients are quantised after weighting: weights and repeats round differently",
-}
-
-
 @pytest.mark.parametrize("estimator", [GBTClassifier(n_estimators=20), GBTRegressor(n_estimators=20)])
 def test_passes_scikit_learns_estimator_checks(estimator):
-    check_estimator(estimator, expected_failed_checks=EXPECTED_FAILURES)
+    # Every check passes, check_sample_weight_equivalence_on_dense_data too: whole weights
+    # are applied after the gradients are rounded, exactly as repeated rows (src/tree/gradient.rs).
+    check_estimator(estimator)
 
 
 def test_pipeline_grid_search_and_cross_validation():

@@ -41,13 +41,20 @@ pub struct CpuSteps<'a> {
 }
 
 impl<'a> CpuSteps<'a> {
-    /// Steps over `rows` (sorted) with quantised gradients `grads` (indexed by row).
-    pub fn new(binned: &'a BinnedMatrix, cuts: &'a [FeatureCuts], grads: &'a [QuantGrad], rows: Vec<u32>) -> Self {
+    /// Steps over `rows` (sorted) with quantised gradients `grads` (indexed by row), whose
+    /// histograms sum `chunk_rows` rows a chunk in `i32` ([`Weighting::chunk_rows`](crate::tree::gradient::Weighting::chunk_rows)).
+    pub fn new(
+        binned: &'a BinnedMatrix,
+        cuts: &'a [FeatureCuts],
+        grads: &'a [QuantGrad],
+        rows: Vec<u32>,
+        chunk_rows: usize,
+    ) -> Self {
         CpuSteps {
             binned,
             cuts,
             grads,
-            layout: HistLayout::new(binned),
+            layout: HistLayout::new(binned).with_chunk_rows(chunk_rows),
             comm: &Solo,
             partition: RowPartition::new(rows),
         }

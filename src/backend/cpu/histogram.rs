@@ -2,8 +2,8 @@
 //! node's rows in each bin, the last slot of each feature holding the missing values.
 //!
 //! Rows are visited once each and add their gradient to every feature (the bin matrix is
-//! row-major). Rows are accumulated in chunks of at most 2^15 into 8-byte `i32` slots (exact:
-//! see `tree::gradient`), half the size of the `i64` node histograms, so the working set
+//! row-major). Rows are accumulated in chunks of at most 2^15 (fewer under whole sample
+//! weights) into 8-byte `i32` slots (exact: see `tree::gradient`), half the size of the `i64` node histograms, so the working set
 //! stays near L1; chunks of a large node run in parallel and are summed into `i64`. Integer
 //! sums make the result independent of the chunking.
 
@@ -14,9 +14,6 @@ use crate::data::binned::BinData;
 use crate::data::BinnedMatrix;
 use crate::tree::gradient::{QuantGrad, I32_SUM_ROWS};
 use crate::tree::GradSum;
-
-/// Rows per chunk: as many as sum exactly in `i32`.
-const CHUNK: usize = I32_SUM_ROWS;
 
 /// A chunk's exact sum of quantised gradients.
 #[derive(Clone, Copy, Debug, Default)]
@@ -33,10 +30,12 @@ impl ChunkSum {
     }
 }
 
-/// Where each feature's slots start in a node's histogram.
+/// Where each feature's slots start in a node's histogram, and how many rows a chunk sums.
 #[derive(Clone, Debug)]
 pub struct HistLayout {
     pub offsets: Vec<usize>,
+    /// Rows per chunk: as many as sum exactly in `i32` ([`Weighting::chunk_rows`](crate::tree::gradient::Weighting::chunk_rows)).
+    chunk_rows: usize,
 }
 
 impl HistLayout {
@@ -46,7 +45,12 @@ impl HistLayout {
         for f in 0..binned.n_features() {
             offsets.push(offsets[f] + binned.slots(f));
         }
-        HistLayout { offsets }
+        HistLayout { offsets, chunk_rows: I32_SUM_ROWS }
+    }
+
+    /// The same layout summing `rows` rows a chunk (at most 2^15).
+    pub fn with_chunk_rows(self, rows: usize) -> Self {
+        HistLayout { chunk_rows: rows.clamp(1, I32_SUM_ROWS), ..self }
     }
 
     pub fn total_slots(&self) -> usize {
@@ -73,7 +77,8 @@ pub fn build_histograms(
     features: &[u32],
     tasks: Vec<HistTask>,
 ) {
-    let (small, large): (Vec<HistTask>, Vec<HistTask>) = tasks.into_iter().partition(|t| t.rows.len() <= CHUNK);
+    let chunk = layout.chunk_rows;
+    let (small, large): (Vec<HistTask>, Vec<HistTask>) = tasks.into_iter().partition(|t| t.rows.len() <= chunk);
     small.into_par_iter().for_each(|t| {
         for (out, s) in t.hist.iter_mut().zip(chunk_sums(binned, layout, grads, features, t.rows)) {
             *out = s.widen();
@@ -85,7 +90,7 @@ pub fn build_histograms(
         let zero = || vec![GradSum::default(); layout.total_slots()];
         let total = t
             .rows
-            .par_chunks(CHUNK)
+            .par_chunks(chunk)
             .fold(zero, |mut acc, rows| {
                 add_histogram(binned, layout, grads, features, rows, &mut acc);
                 acc
@@ -98,7 +103,7 @@ pub fn build_histograms(
     }
 }
 
-/// One chunk (at most CHUNK rows) into a fresh `i32` histogram.
+/// One chunk (at most `layout.chunk_rows` rows) into a fresh `i32` histogram.
 fn chunk_sums(
     binned: &BinnedMatrix,
     layout: &HistLayout,
@@ -118,7 +123,7 @@ fn chunk_sums(
     acc
 }
 
-/// Adds the histogram of `rows` (any number, in chunks of at most CHUNK) to `hist`, on the
+/// Adds the histogram of `rows` (any number, in chunks of at most `layout.chunk_rows`) to `hist`, on the
 /// calling thread: for rows whose bins were just read (by the partition) and are in cache.
 pub fn add_histogram(
     binned: &BinnedMatrix,
@@ -128,7 +133,7 @@ pub fn add_histogram(
     rows: &[u32],
     hist: &mut [GradSum],
 ) {
-    for part in rows.chunks(CHUNK) {
+    for part in rows.chunks(layout.chunk_rows) {
         for (out, s) in hist.iter_mut().zip(chunk_sums(binned, layout, grads, features, part)) {
             *out += s.widen();
         }
@@ -145,7 +150,7 @@ fn accumulate<B: Copy + Into<u32>>(
     offsets: &[usize],
     hist: &mut [ChunkSum],
 ) {
-    debug_assert!(rows.len() <= CHUNK, "more rows than sum exactly in i32");
+    debug_assert!(rows.len() <= I32_SUM_ROWS, "more rows than sum exactly in i32");
     // A deep node's rows are scattered over the matrix: fetch rows a little ahead, since the
     // hardware prefetcher cannot guess them.
     let prefetch = |i: usize| {

@@ -22,22 +22,29 @@ pub struct CpuLearner<'a> {
     /// tree grows.
     grads: Vec<GradPair>,
     refit: Option<LeafRefit<'a>>,
+    /// Whole sample weights that multiply the rounded gradients (`params.weighting` says
+    /// whether they do; None when the loss applies them).
+    repeats: Option<&'a [f32]>,
     /// The workers of a distributed fit ([`Solo`] for one).
     comm: &'a dyn Collective,
 }
 
 impl<'a> CpuLearner<'a> {
-    /// A learner over `binned` whose margins start at `margin` (class-major, `k` outputs).
+    /// A learner over `binned` whose margins start at `margin` (class-major, `k` outputs), for
+    /// rows of sample weights `weights`.
     pub fn new(
         binned: BinnedMatrix,
         cuts: &'a [FeatureCuts],
         params: GrowParams,
         margin: Vec<f32>,
+        weights: Option<&'a [f32]>,
         refit: Option<LeafRefit<'a>>,
     ) -> Self {
         let n = binned.n_rows;
         let k = margin.len() / n.max(1);
-        CpuLearner { binned, cuts, params, n, margin, grads: vec![GradPair::default(); n * k], refit, comm: &Solo }
+        let repeats = params.weighting.repeats(weights);
+        let grads = vec![GradPair::default(); n * k];
+        CpuLearner { binned, cuts, params, n, margin, grads, refit, repeats, comm: &Solo }
     }
 
     /// The same learner as one worker of a distributed fit: gradient scales, totals and
@@ -54,12 +61,14 @@ impl CpuLearner<'_> {
     pub fn begin_tree(&mut self, output: usize, rows: Option<&[u32]>) -> Result<(CpuSteps<'_>, Quantiser, GradSum)> {
         let n = self.n;
         let g = &mut self.grads[output * n..(output + 1) * n];
-        let mut magnitudes = Quantiser::magnitudes(g);
+        let mut magnitudes = Quantiser::magnitudes(g, self.repeats);
         max_magnitudes(self.comm, &mut magnitudes)?;
-        let quantiser = Quantiser::from_magnitudes(magnitudes);
-        let qgrads = quantiser.quantise_in_place(g);
+        let weighting = self.params.weighting;
+        let quantiser = Quantiser::from_magnitudes(magnitudes, weighting.shrink_bits());
+        let qgrads = quantiser.quantise_in_place(g, self.repeats);
         let rows = rows.map_or_else(|| (0..n as u32).collect(), <[u32]>::to_vec);
-        let steps = CpuSteps::new(&self.binned, self.cuts, qgrads, rows).with_collective(self.comm);
+        let steps =
+            CpuSteps::new(&self.binned, self.cuts, qgrads, rows, weighting.chunk_rows()).with_collective(self.comm);
         let mut total = [steps.total()];
         sum_grads(self.comm, &mut total)?;
         Ok((steps, quantiser, total[0]))
@@ -68,7 +77,8 @@ impl CpuLearner<'_> {
 
 impl Learner for CpuLearner<'_> {
     fn compute_gradients(&mut self, loss: &dyn Loss, targets: &Targets) -> Result<()> {
-        loss.gradients(&self.margin, targets, &mut self.grads)
+        let t = Targets { weight: self.params.weighting.loss_weights(targets.weight), ..*targets };
+        loss.gradients(&self.margin, &t, &mut self.grads)
     }
 
     fn grow(&mut self, output: usize, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Tree> {

@@ -1,7 +1,7 @@
 //! A fit's labels, margins and gradients on the device (`kernels/gradients.cu`): each round's
 //! gradients, quantised to fixed point per tree, and the sum of a tree's rows.
 
-use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaView, LaunchArgs, PushKernelArg};
 
 use super::buffers::{cfg, FitDevice};
 use super::device_error;
@@ -12,7 +12,7 @@ use crate::config::TrainConfig;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::objective::{DeviceGradient, GpuGradient, Loss, ObjectiveParams, Targets};
-use crate::tree::Quantiser;
+use crate::tree::{Quantiser, Weighting};
 
 /// How the round's gradients are computed: row by row by a kernel (its objective code in
 /// kernels/gradients.cu, with the objective's parameters), over query groups by the ranking
@@ -48,6 +48,8 @@ pub(super) struct Gradients {
     label: CudaSlice<f32>,
     n_targets: usize,
     weight: Option<CudaSlice<f32>>,
+    /// Whether `weight` enters the loss or multiplies the rounded pairs.
+    weighting: Weighting,
     /// The training margins, class-major.
     pub(super) margin: CudaSlice<f32>,
     /// Float gradients of every output, for objectives whose gradients are not computed as
@@ -67,8 +69,14 @@ pub(super) struct Gradients {
 
 impl Gradients {
     /// The labels and weights of `data` on the device, margins starting at `start_margin`
-    /// (class-major, `cfg.num_outputs()` outputs).
-    pub(super) fn new(dev: &mut FitDevice, data: &Dataset, cfg: &TrainConfig, start_margin: &[f32]) -> Result<Self> {
+    /// (class-major, `cfg.num_outputs()` outputs), the weights applied as `weighting` says.
+    pub(super) fn new(
+        dev: &mut FitDevice,
+        data: &Dataset,
+        cfg: &TrainConfig,
+        start_margin: &[f32],
+        weighting: Weighting,
+    ) -> Result<Self> {
         let (n, k) = (data.n_rows(), cfg.num_outputs());
         let kernel = GradientKernel::of(cfg);
         Ok(Gradients {
@@ -82,6 +90,7 @@ impl Gradients {
                 Some(w) => Some(dev.upload(w)?),
                 None => None,
             },
+            weighting,
             margin: dev.upload(start_margin)?,
             float_grads: match kernel {
                 GradientKernel::Host | GradientKernel::Ranking { .. } => Some(dev.zeros(n * k)?),
@@ -128,14 +137,17 @@ impl Gradients {
     /// gradients per tree, as they quantise them.
     pub(super) fn start_round(&mut self, dev: &mut FitDevice, loss: &dyn Loss, targets: &Targets) -> Result<()> {
         let s = dev.stream.clone();
+        let in_loss = self.weighting == Weighting::InLoss;
         if let (Some(ranking), Some(grads)) = (&mut self.ranking, &mut self.float_grads) {
-            ranking.compute(dev, &self.margin, &self.label, self.weight.as_ref(), grads)?;
+            let weight = self.weight.as_ref().filter(|_| in_loss);
+            ranking.compute(dev, &self.margin, &self.label, weight, grads)?;
         } else if let Some(grads) = &mut self.float_grads {
             self.host_margin.resize(self.n * self.k, 0.0);
             self.host_grads.resize(self.n * self.k, GradPair::default());
             s.memcpy_dtoh(&self.margin, &mut self.host_margin).map_err(device_error)?;
             dev.arena.drained();
-            loss.gradients(&self.host_margin, targets, &mut self.host_grads)?;
+            let t = Targets { weight: self.weighting.loss_weights(targets.weight), ..*targets };
+            loss.gradients(&self.host_margin, &t, &mut self.host_grads)?;
             s.memcpy_htod(&self.host_grads, grads).map_err(device_error)?;
         }
         if let Some(round) = &mut self.round_margin {
@@ -185,6 +197,12 @@ impl Gradients {
         let g = dev.grid(self.n as u64, 256);
         let null = 0u64;
         let k = &dev.rt.kernels;
+        let shrink = self.weighting.shrink_bits();
+        // The weights go to the loss, or multiply the rounded pairs (kernels/gradients.cu).
+        let (in_loss, repeats) = match self.weighting {
+            Weighting::InLoss => (self.weight.as_ref(), None),
+            Weighting::Repeats { .. } => (None, self.weight.as_ref()),
+        };
         // SAFETY (all launches below): arguments match the kernels' signatures in order and
         // type; buffers are at least as long as the counts passed with them.
         match (self.kernel, &self.float_grads) {
@@ -196,33 +214,34 @@ impl Gradients {
                 let label = label_column(&self.label, self.n, self.n_targets, c);
                 let mut launch = dev.launcher(&k.objective_max);
                 launch.arg(&kind).arg(&param).arg(margin).arg(&label);
-                match &self.weight {
-                    Some(w) => launch.arg(w),
-                    None => launch.arg(&null),
-                };
+                weights_arg(&mut launch, in_loss, &null);
+                weights_arg(&mut launch, repeats, &null);
                 launch.arg(&n).arg(&outputs).arg(&c32).arg(&mut self.quant);
                 unsafe { launch.launch(g) }.map_err(device_error)?;
                 share_maxima(dev, &mut self.quant, comm)?;
-                finish_quantisation(dev, &mut self.quant)?;
+                finish_quantisation(dev, &mut self.quant, shrink)?;
                 let mut launch = dev.launcher(&k.objective_quantise);
                 launch.arg(&kind).arg(&param).arg(margin).arg(&label);
-                match &self.weight {
-                    Some(w) => launch.arg(w),
-                    None => launch.arg(&null),
-                };
+                weights_arg(&mut launch, in_loss, &null);
+                weights_arg(&mut launch, repeats, &null);
                 launch.arg(&n).arg(&outputs).arg(&c32).arg(&self.quant).arg(&mut self.quantised);
                 unsafe { launch.launch(g) }.map_err(device_error)?;
             }
             (GradientKernel::Host | GradientKernel::Ranking { .. }, Some(all)) => {
+                // These float pairs are unweighted when the weights are repeats.
                 let grads: CudaView<GradPair> = all.slice(c * self.n..(c + 1) * self.n);
-                unsafe { dev.launcher(&k.gradient_max).arg(&grads).arg(&n).arg(&mut self.quant).launch(g) }
-                    .map_err(device_error)?;
+                let mut launch = dev.launcher(&k.gradient_max);
+                launch.arg(&grads);
+                weights_arg(&mut launch, repeats, &null);
+                launch.arg(&n).arg(&mut self.quant);
+                unsafe { launch.launch(g) }.map_err(device_error)?;
                 share_maxima(dev, &mut self.quant, comm)?;
-                finish_quantisation(dev, &mut self.quant)?;
-                unsafe {
-                    dev.launcher(&k.quantise).arg(&grads).arg(&n).arg(&self.quant).arg(&mut self.quantised).launch(g)
-                }
-                .map_err(device_error)?;
+                finish_quantisation(dev, &mut self.quant, shrink)?;
+                let mut launch = dev.launcher(&k.quantise);
+                launch.arg(&grads);
+                weights_arg(&mut launch, repeats, &null);
+                launch.arg(&n).arg(&self.quant).arg(&mut self.quantised);
+                unsafe { launch.launch(g) }.map_err(device_error)?;
             }
             (GradientKernel::Host | GradientKernel::Ranking { .. }, None) => {
                 unreachable!("host and ranking gradients have a device buffer")
@@ -245,10 +264,18 @@ fn share_maxima(dev: &mut FitDevice, quant: &mut CudaSlice<Quantisation>, comm: 
     dev.stream.memcpy_htod(&q, quant).map_err(device_error)
 }
 
-/// The scales from the maxima in `quant`.
-fn finish_quantisation(dev: &FitDevice, quant: &mut CudaSlice<Quantisation>) -> Result<()> {
+/// Passes `w`, or a null pointer for none.
+fn weights_arg<'a>(launch: &mut LaunchArgs<'a>, w: Option<&'a CudaSlice<f32>>, null: &'a u64) {
+    match w {
+        Some(w) => launch.arg(w),
+        None => launch.arg(null),
+    };
+}
+
+/// The scales from the maxima in `quant`, lowered `shrink_bits` halvings.
+fn finish_quantisation(dev: &FitDevice, quant: &mut CudaSlice<Quantisation>, shrink_bits: u32) -> Result<()> {
     // SAFETY: one Quantisation, as the kernel expects.
-    unsafe { dev.launcher(&dev.rt.kernels.finish_quantisation).arg(quant).launch(cfg((1, 1), 32, 0)) }
+    unsafe { dev.launcher(&dev.rt.kernels.finish_quantisation).arg(quant).arg(&shrink_bits).launch(cfg((1, 1), 32, 0)) }
         .map(drop)
         .map_err(device_error)
 }

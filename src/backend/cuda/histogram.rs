@@ -48,6 +48,9 @@ pub(super) struct HistogramBuilder {
     /// Shared memory of the widest group.
     group_shared_bytes: u32,
     shape: HistShape,
+    /// At most MAX_ROWS_PER_BLOCK; fewer when whole sample weights enlarge a row's pair
+    /// (`Weighting::chunk_rows`).
+    max_rows_per_block: u32,
     /// A launch's build tasks, the split nodes it plans children for, and the (parent,
     /// built, sibling) slot triples of the subtraction.
     builds: Scratch<RowTask>,
@@ -65,6 +68,8 @@ impl HistogramBuilder {
             groups: groups.starts,
             group_shared_bytes: groups.widest_bytes as u32,
             shape: HistShape::from_env(),
+            // Whole sample weights make a row's pair larger: fewer rows sum exactly in i32.
+            max_rows_per_block: (params.weighting.chunk_rows() as u32).min(MAX_ROWS_PER_BLOCK),
             builds: dev.scratch(64)?,
             plan: dev.scratch(64)?,
             triples: dev.scratch(64)?,
@@ -103,7 +108,7 @@ impl HistogramBuilder {
         let resident = by_memory.min(2048 / self.shape.threads).max(1) as u64;
         let target_blocks = dev.rt.sm_count as u64 * resident * self.shape.waves;
         let rpb = self.shape.rows_per_block.unwrap_or_else(|| rows.div_ceil(target_blocks).next_power_of_two() as u32);
-        rpb.clamp(MIN_ROWS_PER_BLOCK, MAX_ROWS_PER_BLOCK)
+        rpb.clamp(MIN_ROWS_PER_BLOCK.min(self.max_rows_per_block), self.max_rows_per_block)
     }
 
     /// The root's histogram in `slot`, from rows `ridx[..n_active]`.

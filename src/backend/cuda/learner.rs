@@ -136,7 +136,7 @@ impl<'r> GpuLearner<'r> {
         let matrix = DeviceMatrix::upload(rt, &mut dev.memory, &data.features, cuts, layout)?;
         let profile = std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1");
         let mut learner = GpuLearner {
-            gradients: Gradients::new(&mut dev, data, cfg, start_margin)?,
+            gradients: Gradients::new(&mut dev, data, cfg, start_margin, params.weighting)?,
             hist: HistogramBuilder::new(&mut dev, &matrix, &params)?,
             split: SplitEvaluator::new(&mut dev, &matrix, cuts, &params.constraints.monotone)?,
             rows: RowPartitioner::new(&mut dev, n)?,
