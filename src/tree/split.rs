@@ -251,8 +251,11 @@ impl<'a> SplitScorer<'a> {
         }
         let p = self.params;
         let partition_params = SplitParams { reg_lambda: p.reg_lambda + p.cat_l2, ..*p };
-        let mut best: Option<(f64, Vec<u32>, bool, GradSum)> = None;
-        let mut consider = |set: &[u32], left: GradSum, partition: bool| {
+        // The best so far names its left set by where it lies (a category, or a prefix of the
+        // order); the set is built once, at the end: copying it at every improvement was
+        // quadratic in the categories (100,000 took 48 s).
+        let mut best: Option<(f64, LeftSet, bool, GradSum)> = None;
+        let mut consider = |set: LeftSet, left: GradSum, partition: bool| {
             let options = if has_missing {
                 vec![(false, left), (true, left + *missing)]
             } else {
@@ -272,21 +275,20 @@ impl<'a> SplitScorer<'a> {
                 };
                 if let Some(g) = gain {
                     if best.as_ref().is_none_or(|b| g > b.0) {
-                        let mut s = set.to_vec();
-                        s.sort_unstable();
-                        best = Some((g, s, default_left, l));
+                        best = Some((g, set, default_left, l));
                     }
                 }
             }
         };
+        let mut order: Vec<u32>;
         if present.len() <= p.max_cat_to_onehot {
             for &c in &present {
-                consider(&[c], bins[c as usize], false);
+                consider(LeftSet::One(c), bins[c as usize], false);
             }
+            order = present;
         } else {
             let n_present = present.len();
-            let mut order: Vec<u32> =
-                present.into_iter().filter(|&c| self.rows_of(bins[c as usize]) >= p.cat_smooth).collect();
+            order = present.into_iter().filter(|&c| self.rows_of(bins[c as usize]) >= p.cat_smooth).collect();
             // With rare categories left out, every ordered category left would split off just
             // the rare ones: not a candidate.
             let last = if order.len() < n_present { order.len().saturating_sub(1) } else { order.len() };
@@ -302,20 +304,34 @@ impl<'a> SplitScorer<'a> {
             for k in 1..=last {
                 left += bins[order[k - 1] as usize];
                 if k <= cap || order.len() - k <= cap {
-                    consider(&order[..k], left, true);
+                    consider(LeftSet::Prefix(k), left, true);
                 }
             }
         }
-        best.map(|(gain, left_categories, default_left, left)| SplitCandidate {
+        best.map(|(gain, set, default_left, left)| SplitCandidate {
             feature,
             gain,
             split_bin: 0,
-            left_categories,
+            left_categories: match set {
+                LeftSet::One(c) => vec![c],
+                LeftSet::Prefix(k) => {
+                    let mut s = order[..k].to_vec();
+                    s.sort_unstable();
+                    s
+                }
+            },
             default_left,
             left,
             right: self.total - left,
         })
     }
+}
+
+/// A categorical candidate's left categories: one, or the first `k` of the weight order.
+#[derive(Clone, Copy)]
+enum LeftSet {
+    One(u32),
+    Prefix(usize),
 }
 
 #[cfg(test)]
