@@ -44,3 +44,9 @@ extern "C" __global__ void bin_block_u16(const float* values, u32 block_rows, u3
                                          u16* bins) {
     bin_block<u16>(values, block_rows, row0, n_features, stride, cuts, cut_offsets, categorical, bins);
 }
+
+extern "C" __global__ void bin_block_u32(const float* values, u32 block_rows, u32 row0, u32 n_features,
+                                         u32 stride, const float* cuts, const u32* cut_offsets, const u32* categorical,
+                                         u32* bins) {
+    bin_block<u32>(values, block_rows, row0, n_features, stride, cuts, cut_offsets, categorical, bins);
+}

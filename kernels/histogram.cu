@@ -78,6 +78,7 @@ template <typename Bin, bool GLOBAL>
 __device__ void sum_rows_into(const Bin* bins, u32 stride, const QuantGrad* grads, const u32* ridx, RowTask task,
                               u32 begin, u32 end, u32 width, const GroupHistogram& hg) {
     constexpr u32 PER_WORD = 4 / sizeof(Bin), BITS = 8 * sizeof(Bin);
+    constexpr u32 MASK = BITS == 32 ? 0xffffffffu : (1u << (BITS % 32)) - 1;
     for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
         const u32 row = ridx[task.start + p];
         const QuantGrad q = grads[row];
@@ -90,7 +91,7 @@ __device__ void sum_rows_into(const Bin* bins, u32 stride, const QuantGrad* grad
             for (u32 b = 0; b < PER_WORD; ++b) {
                 const u32 j = w * PER_WORD + b;
                 if (j < width) {
-                    const u32 bin = (word >> (BITS * b)) & ((1u << BITS) - 1);
+                    const u32 bin = (word >> (BITS * b % 32)) & MASK;
                     if (GLOBAL) hg.add_global(j, bin, q);
                     else hg.add_shared(j, bin, q);
                 }
@@ -131,6 +132,7 @@ __device__ void build_histograms(const Bin* bins, u32 stride, const QuantGrad* g
 
 HISTOGRAM_KERNEL(u8)
 HISTOGRAM_KERNEL(u16)
+HISTOGRAM_KERNEL(u32)
 
 // Zeroes the histograms of tasks[blockIdx.y] before a build.
 extern "C" __global__ void zero_histograms(const RowTask* tasks, u32 total_slots, GradSum* hist) {

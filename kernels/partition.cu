@@ -114,6 +114,12 @@ extern "C" __global__ void count_left_u16(const u16* bins, u32 stride, const u32
     count_left(DenseRows<u16>{bins, stride}, ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left);
 }
 
+extern "C" __global__ void count_left_u32(const u32* bins, u32 stride, const u32* ridx, const RowTask* tasks,
+                                          u32 n_tasks, const SplitRule* rules, const u32* category_words,
+                                          u32 rows_per_block, u8* flags, u32* block_left) {
+    count_left(DenseRows<u32>{bins, stride}, ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left);
+}
+
 // Copies the partitioned runs back into the row index.
 extern "C" __global__ void copy_runs(const u32* from, const RowTask* tasks, u32 n_tasks, u32 rows_per_block, u32* to) {
     const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
@@ -146,4 +152,9 @@ extern "C" __global__ void add_tree_u8(const u8* bins, u32 stride, u32 n_rows, c
 extern "C" __global__ void add_tree_u16(const u16* bins, u32 stride, u32 n_rows, const TreeNode* nodes,
                                         const u32* category_words, float* margin) {
     add_tree(DenseRows<u16>{bins, stride}, n_rows, nodes, category_words, margin);
+}
+
+extern "C" __global__ void add_tree_u32(const u32* bins, u32 stride, u32 n_rows, const TreeNode* nodes,
+                                        const u32* category_words, float* margin) {
+    add_tree(DenseRows<u32>{bins, stride}, n_rows, nodes, category_words, margin);
 }

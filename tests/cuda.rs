@@ -420,13 +420,13 @@ fn categorical_gpu_trees_equal_cpu_trees() {
     }
 }
 
-/// Two high-cardinality categorical columns: 60,000 categories of skewed frequency (many
-/// rare, so `cat_smooth` leaves some out of the order) and 3,000 with nulls, whose orders are
+/// Two high-cardinality categorical columns: `k` categories of skewed frequency (many rare,
+/// so `cat_smooth` leaves some out of the order) and 3,000 with nulls, whose orders are
 /// longer than the search's shared-memory chunk; plus a numeric column.
-fn wide_categorical_data(n: usize, seed: u64) -> Dataset {
+fn wide_categorical_data(n: usize, k: usize, seed: u64) -> Dataset {
     let mut rng = Rng::new(seed, 9);
     let skewed = |rng: &mut Rng, k: usize| (rng.below(k) * rng.below(k) / k) as i32;
-    let wide: Vec<Option<i32>> = (0..n).map(|_| Some(skewed(&mut rng, 60_000))).collect();
+    let wide: Vec<Option<i32>> = (0..n).map(|_| Some(skewed(&mut rng, k))).collect();
     let mid: Vec<Option<i32>> = (0..n).map(|_| (rng.below(10) != 0).then(|| rng.below(3_000) as i32)).collect();
     let x: Vec<f32> = (0..n).map(|_| rng.below(1000) as f32 / 100.0).collect();
     let effect = |c: i32, salt: i32| ((c.wrapping_mul(2_654_435_761u32 as i32) ^ salt) % 7) as f32 / 3.0 - 1.0;
@@ -440,7 +440,7 @@ fn wide_categorical_data(n: usize, seed: u64) -> Dataset {
         .collect();
     let dict = |keys: Vec<Option<i32>>, k: usize| dictionary(keys, (0..k).map(|c| format!("v{c}")).collect());
     let frame = FeatureFrame::new(vec![
-        FeatureColumn::new("wide", vec![dict(wide, 60_000)]).unwrap(),
+        FeatureColumn::new("wide", vec![dict(wide, k)]).unwrap(),
         FeatureColumn::new("mid", vec![dict(mid, 3_000)]).unwrap(),
         column("x", x),
     ])
@@ -453,7 +453,7 @@ fn high_cardinality_categorical_gpu_trees_equal_cpu_trees() {
     if !gpu() {
         return;
     }
-    let data = wide_categorical_data(400_000, 12);
+    let data = wide_categorical_data(400_000, 60_000, 12);
     for json in [
         r#"{"n_estimators": 4, "max_depth": 6}"#,
         r#"{"n_estimators": 4, "max_depth": 6, "cat_smooth": 10, "cat_l2": 10, "min_data_per_group": 100}"#,
@@ -461,6 +461,16 @@ fn high_cardinality_categorical_gpu_trees_equal_cpu_trees() {
         r#"{"n_estimators": 3, "grow_policy": "lossguide", "max_leaves": 24, "max_depth": 0, "subsample": 0.6}"#,
     ] {
         assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), json);
+    }
+    // 100,000 categories: past 16-bit bins, the device stores every bin in 32 bits.
+    let data = wide_categorical_data(400_000, 100_000, 13);
+    for json in [
+        r#"{"n_estimators": 4, "max_depth": 6}"#,
+        r#"{"n_estimators": 3, "grow_policy": "lossguide", "max_leaves": 24, "max_depth": 0, "max_cat_threshold": 5000}"#,
+    ] {
+        let (cpu, gpu) = (fit(json, &data, "cpu"), fit(json, &data, "cuda"));
+        assert_same_trees(&cpu, &gpu, json);
+        assert_gpu_predicts_as_cpu(&gpu, data.features(), json);
     }
 }
 

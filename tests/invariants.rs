@@ -226,6 +226,35 @@ fn missing_values_learn_their_direction() {
 }
 
 #[test]
+fn a_column_of_100_000_categories_trains_on_32_bit_bins() {
+    // More categories than 16-bit bins hold: every category keeps its own bin (a code past
+    // 65,535 truncated to 16 bits would share one with another category). The label is 1 on
+    // the categories whose code is odd, which one partition split can separate.
+    let (n, k) = (200_000usize, 100_000usize);
+    let mut rng = Rng::new(4, 1);
+    let codes: Vec<i32> = (0..n).map(|i| if i < k { i as i32 } else { rng.below(k) as i32 }).collect();
+    let y: Vec<f32> = codes.iter().map(|&c| (c % 2) as f32).collect();
+    let keys = arrow_array::Int32Array::from(codes.clone());
+    let names: ArrayRef = Arc::new(StringArray::from((0..k).map(|c| format!("v{c}")).collect::<Vec<_>>()));
+    let dict: ArrayRef = Arc::new(DictionaryArray::<Int32Type>::try_new(keys, names).unwrap());
+    let frame = FeatureFrame::new(vec![FeatureColumn::new("c", vec![dict]).unwrap()]).unwrap();
+    let cuts = compute_cuts(&frame, None, 256, 0).unwrap();
+    let binned = BinnedMatrix::new(&frame, &cuts);
+    assert!(matches!(binned.data, polars_gbt::data::binned::BinData::U32 { .. }));
+    assert_eq!(binned.get(99_999, 0), 99_999);
+    let data = Dataset::new(frame.clone(), y.clone()).unwrap();
+    let cfg = config(
+        r#"{"objective": "binary:logistic", "n_estimators": 3, "max_depth": 1, "learning_rate": 1.0,
+            "max_cat_threshold": 100000, "cat_smooth": 0, "cat_l2": 0, "min_data_per_group": 0}"#,
+    );
+    let model = train(&cfg, &data, &[]).unwrap();
+    assert!(model.trees()[0].is_categorical(0));
+    let p = values(model.predict(&frame, PredictOutput::Value).unwrap());
+    let wrong = p.iter().zip(&y).filter(|(p, y)| (*p - *y).abs() > 0.1).count();
+    assert_eq!(wrong, 0, "{wrong} rows on the wrong side");
+}
+
+#[test]
 fn categorical_splits_separate_categories() {
     // Categories b and d have label 1, the others 0: one partition split separates them.
     let cats = ["a", "b", "c", "d", "e", "f"];

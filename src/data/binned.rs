@@ -1,6 +1,6 @@
 //! The binned feature matrix the CPU trainer reads: bin ids, one byte per value when every
-//! feature has fewer than 256 bins (missing included), else two bytes, in one row-major
-//! layout. Histograms, the dominant cost, visit a node's rows and add each row's gradient to
+//! feature has fewer than 256 bins (missing included), else two bytes, or four past 65,535
+//! bins (a categorical column of that many categories), in one row-major layout. Histograms, the dominant cost, visit a node's rows and add each row's gradient to
 //! every feature: one cache line per row instead of one gather per (row, feature).
 //! Partitioning reads one feature of a node's rows, a strided read of the same lines; a second,
 //! column-major copy would make that read denser but doubled the bins' memory (issue 6 bounds
@@ -17,6 +17,7 @@ use super::frame::FeatureFrame;
 pub enum BinData {
     U8 { rows: Vec<u8> },
     U16 { rows: Vec<u16> },
+    U32 { rows: Vec<u32> },
 }
 
 /// Bin ids of every feature, plus each feature's bin count.
@@ -33,20 +34,21 @@ impl BinnedMatrix {
     pub fn new(frame: &FeatureFrame, cuts: &[FeatureCuts]) -> Self {
         assert_eq!(frame.n_features(), cuts.len(), "one set of cuts per feature");
         let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
-        let data = if Self::bin_width(&n_bins) == 1 {
-            BinData::U8 { rows: bin_rows(frame, cuts, |b| b as u8) }
-        } else {
-            BinData::U16 { rows: bin_rows(frame, cuts, |b| b as u16) }
+        let data = match Self::bin_width(&n_bins) {
+            1 => BinData::U8 { rows: bin_rows(frame, cuts, |b| b as u8) },
+            2 => BinData::U16 { rows: bin_rows(frame, cuts, |b| b as u16) },
+            _ => BinData::U32 { rows: bin_rows(frame, cuts, |b| b) },
         };
         BinnedMatrix { data, n_bins, n_rows: frame.n_rows() }
     }
 
-    /// Bytes per bin id: 1, or 2 when some feature has 256 bins or more.
+    /// Bytes per bin id: 1, 2 when some feature has 256 bins or more, 4 past 65,535 (the
+    /// missing bin's id is the bin count, so it must fit too).
     pub fn bin_width(n_bins: &[u32]) -> usize {
-        if n_bins.iter().all(|&b| b < 256) {
-            1
-        } else {
-            2
+        match n_bins.iter().copied().max().unwrap_or(0) {
+            0..=255 => 1,
+            256..=65_535 => 2,
+            _ => 4,
         }
     }
 
@@ -66,6 +68,7 @@ impl BinnedMatrix {
         match &self.data {
             BinData::U8 { rows } => rows[at] as u32,
             BinData::U16 { rows } => rows[at] as u32,
+            BinData::U32 { rows } => rows[at],
         }
     }
 }

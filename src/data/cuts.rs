@@ -23,6 +23,10 @@ pub(crate) const BLOCK: usize = 8192;
 /// rows (as LightGBM does), which keeps ingest near-linear and sorting cheap.
 const SKETCH_ROWS: usize = 1 << 18;
 
+/// The most categories a column may have: codes are read as `f32` values, exact up to 2^24,
+/// and the category codes, the unseen-category bin and the missing bin all need an id.
+pub const MAX_CATEGORIES: usize = (1 << 24) - 2;
+
 /// Feature values are read clamped to `[-FINITE_LIMIT, FINITE_LIMIT]` (infinities and
 /// `f32::MAX` included), so that `x < f32::MAX` holds for every present value and a split
 /// sending all present values one way has a finite, serialisable threshold.
@@ -111,10 +115,10 @@ pub fn compute_cuts_sharded(
         .par_iter()
         .map(|col| match col.categories() {
             Some(categories) => {
-                if categories.len() + 2 > u16::MAX as usize {
+                if categories.len() > MAX_CATEGORIES {
                     return Err(Error::column(
                         col.name(),
-                        format!("has {} categories; at most 65533 are supported", categories.len()),
+                        format!("has {} categories; at most {MAX_CATEGORIES} are supported", categories.len()),
                     ));
                 }
                 Ok(None)

@@ -174,6 +174,7 @@ impl GrowSteps for CpuSteps<'_> {
         match &self.binned.data {
             BinData::U8 { rows } => split_all(&mut self.partition, tree, self.binned, rows, &jobs, observe),
             BinData::U16 { rows } => split_all(&mut self.partition, tree, self.binned, rows, &jobs, observe),
+            BinData::U32 { rows } => split_all(&mut self.partition, tree, self.binned, rows, &jobs, observe),
         }
         // The smaller children's histograms and rows, summed over the workers (in a
         // distributed fit) before the siblings are taken from the parents.

@@ -119,6 +119,9 @@ fn chunk_sums(
         BinData::U16 { rows: bins } => {
             accumulate(bins, binned.n_features(), rows, grads, features, &layout.offsets, &mut acc)
         }
+        BinData::U32 { rows: bins } => {
+            accumulate(bins, binned.n_features(), rows, grads, features, &layout.offsets, &mut acc)
+        }
     }
     acc
 }

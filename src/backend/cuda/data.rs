@@ -1,5 +1,5 @@
 //! The training matrix on the device: bins row-major, one byte per value when every feature
-//! has fewer than 256 bins (missing included), else two. Columns travel from their Arrow
+//! has fewer than 256 bins (missing included), else two, or four past 65,535 bins. Columns travel from their Arrow
 //! buffers through a reusable pinned staging buffer in blocks of rows, and are binned by a
 //! kernel; the copy of one block overlaps the reading of the next. Nothing of the size of
 //! the data is ever allocated on the host.
@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
-use crate::data::{FeatureCuts, FeatureFrame};
+use crate::data::{BinnedMatrix, FeatureCuts, FeatureFrame};
 use crate::error::Result;
 
 /// Rows staged per block: 28 features x 2^17 rows is 14 MiB of f32 values (twice: one block
@@ -20,6 +20,7 @@ pub enum DeviceBins {
     /// Every value's bin, rows padded to whole 32-bit words.
     U8(CudaSlice<u8>),
     U16(CudaSlice<u16>),
+    U32(CudaSlice<u32>),
     /// Compressed rows (kernels/sparse.cu): only present values, `feature << 16 | bin`, sorted
     /// by feature, padded with `u32::MAX` to `stride` entries (the longest row).
     Sparse(CudaSlice<u32>),
@@ -50,16 +51,17 @@ impl DeviceMatrix {
         match self.bins {
             DeviceBins::U8(_) => 4,
             DeviceBins::U16(_) => 2,
-            DeviceBins::Sparse(_) => 1,
+            DeviceBins::U32(_) | DeviceBins::Sparse(_) => 1,
         }
     }
 
-    /// The kernel of a family for this matrix's layout: `[u8, u16, sparse]`.
-    pub(super) fn kernel_for<'k>(&self, kernels: [&'k CudaFunction; 3]) -> &'k CudaFunction {
+    /// The kernel of a family for this matrix's layout: `[u8, u16, u32, sparse]`.
+    pub(super) fn kernel_for<'k>(&self, kernels: [&'k CudaFunction; 4]) -> &'k CudaFunction {
         match self.bins {
             DeviceBins::U8(_) => kernels[0],
             DeviceBins::U16(_) => kernels[1],
-            DeviceBins::Sparse(_) => kernels[2],
+            DeviceBins::U32(_) => kernels[2],
+            DeviceBins::Sparse(_) => kernels[3],
         }
     }
 
@@ -68,13 +70,14 @@ impl DeviceMatrix {
         match &self.bins {
             DeviceBins::U8(b) => launch.arg(b),
             DeviceBins::U16(b) => launch.arg(b),
-            DeviceBins::Sparse(b) => launch.arg(b),
+            DeviceBins::U32(b) | DeviceBins::Sparse(b) => launch.arg(b),
         };
     }
 
-    /// The dense layout for `frame`: one bin per value, 8 or 16 bits as `cuts` need.
+    /// The dense layout for `frame`: one bin per value, 8, 16 or 32 bits as `cuts` need.
     pub fn dense(frame: &FeatureFrame, cuts: &[FeatureCuts]) -> Layout {
-        let width = if cuts.iter().all(|c| c.n_bins() < 256) { 1 } else { 2 };
+        let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
+        let width = BinnedMatrix::bin_width(&n_bins);
         Layout::Dense { width, stride: frame.n_features().next_multiple_of(4 / width) }
     }
 
@@ -84,7 +87,9 @@ impl DeviceMatrix {
         let (n, nf) = (frame.n_rows(), frame.n_features());
         let dense = Self::dense(frame, cuts);
         let nulls: usize = frame.columns().iter().flat_map(|c| c.chunks()).map(|a| a.null_count()).sum();
-        if nf >= 1 << 16 || n == 0 || nulls * 2 < n * nf {
+        // An entry holds a 16-bit bin: wider bins stay dense.
+        let wide = matches!(dense, Layout::Dense { width: 4, .. });
+        if nf >= 1 << 16 || n == 0 || wide || nulls * 2 < n * nf {
             return dense;
         }
         // Rows padded to whole 16-byte words: the kernels read four entries a load.
@@ -132,6 +137,7 @@ impl DeviceMatrix {
 
         let (mut bins, stride) = match layout {
             Layout::Dense { width: 2, stride } => (DeviceBins::U16(memory.zeros::<u16>(stream, n * stride)?), stride),
+            Layout::Dense { width: 4, stride } => (DeviceBins::U32(memory.zeros::<u32>(stream, n * stride)?), stride),
             Layout::Dense { stride, .. } => (DeviceBins::U8(memory.zeros::<u8>(stream, n * stride)?), stride),
             Layout::Sparse { stride } => (DeviceBins::Sparse(memory.zeros::<u32>(stream, n * stride)?), stride),
         };
@@ -177,6 +183,7 @@ impl DeviceMatrix {
                 dense => {
                     let mut launch = match dense {
                         DeviceBins::U16(_) => stream.launch_builder(&rt.kernels.bin_block_u16),
+                        DeviceBins::U32(_) => stream.launch_builder(&rt.kernels.bin_block_u32),
                         _ => stream.launch_builder(&rt.kernels.bin_block_u8),
                     };
                     launch
@@ -191,7 +198,7 @@ impl DeviceMatrix {
                     match dense {
                         DeviceBins::U8(b) => launch.arg(b),
                         DeviceBins::U16(b) => launch.arg(b),
-                        DeviceBins::Sparse(b) => launch.arg(b),
+                        DeviceBins::U32(b) | DeviceBins::Sparse(b) => launch.arg(b),
                     };
                     unsafe { launch.launch(grid_for(rt, (rows * nf) as u64, 256)) }.map_err(device_error)?
                 }

@@ -209,7 +209,8 @@ impl HistogramBuilder {
         // Groups wider than this sum in global memory (see `feature_groups`).
         let shared_slots = self.group_shared_bytes / 8;
         let k = &dev.rt.kernels;
-        let mut launch = dev.launcher(matrix.kernel_for([&k.histogram_u8, &k.histogram_u16, &k.histogram_sparse]));
+        let mut launch =
+            dev.launcher(matrix.kernel_for([&k.histogram_u8, &k.histogram_u16, &k.histogram_u32, &k.histogram_sparse]));
         matrix.bins_arg(&mut launch);
         launch
             .arg(&stride)

@@ -107,7 +107,12 @@ impl RowPartitioner {
         dev.reserve(&mut self.block_left, blocks as usize)?;
         let (stride, n_tasks, threads) = (matrix.stride as u32, tasks.len() as u32, self.threads);
         let k = &dev.rt.kernels;
-        let mut launch = dev.launcher(matrix.kernel_for([&k.count_left_u8, &k.count_left_u16, &k.count_left_sparse]));
+        let mut launch = dev.launcher(matrix.kernel_for([
+            &k.count_left_u8,
+            &k.count_left_u16,
+            &k.count_left_u32,
+            &k.count_left_sparse,
+        ]));
         matrix.bins_arg(&mut launch);
         launch
             .arg(&stride)
@@ -224,7 +229,8 @@ impl MarginUpdate {
         dev.fill(&mut self.words, words)?;
         let (stride, n) = (matrix.stride as u32, matrix.n_rows as u32);
         let k = &dev.rt.kernels;
-        let mut launch = dev.launcher(matrix.kernel_for([&k.add_tree_u8, &k.add_tree_u16, &k.add_tree_sparse]));
+        let mut launch =
+            dev.launcher(matrix.kernel_for([&k.add_tree_u8, &k.add_tree_u16, &k.add_tree_u32, &k.add_tree_sparse]));
         matrix.bins_arg(&mut launch);
         launch.arg(&stride).arg(&n).arg(&self.nodes.buf).arg(&self.words.buf).arg(&mut margin);
         // SAFETY: the tree's nodes and words are uploaded whole; margin holds n rows.

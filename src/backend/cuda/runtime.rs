@@ -35,6 +35,7 @@ macro_rules! kernel_table {
 kernel_table!(
     bin_block_u8,
     bin_block_u16,
+    bin_block_u32,
     objective_max,
     objective_quantise,
     gradient_max,
@@ -45,6 +46,7 @@ kernel_table!(
     fill_identity,
     histogram_u8,
     histogram_u16,
+    histogram_u32,
     zero_histograms,
     subtract_histograms,
     plan_children,
@@ -54,10 +56,12 @@ kernel_table!(
     gather_runs,
     count_left_u8,
     count_left_u16,
+    count_left_u32,
     scatter,
     copy_runs,
     add_tree_u8,
     add_tree_u16,
+    add_tree_u32,
     bin_sparse_block,
     histogram_sparse,
     fill_missing,
@@ -169,7 +173,7 @@ impl Runtime {
         // The histogram kernels take all the shared memory a block may opt into, less their
         // own static shared variables.
         let hist_shared_budget = opt_in_shared(
-            &[&kernels.histogram_u8, &kernels.histogram_u16, &kernels.histogram_sparse],
+            &[&kernels.histogram_u8, &kernels.histogram_u16, &kernels.histogram_u32, &kernels.histogram_sparse],
             max_shared_per_block,
             "histogram",
         )?;
