@@ -69,8 +69,9 @@ pub fn train_with_callback(
 /// `shard.comm`, one exchange a level.
 ///
 /// Not yet distributed: L1-type objectives (`reg:absoluteerror`, `reg:quantileerror`) with
-/// sample weights, whose leaves' weighted quantiles follow one worker's row order; a clear
-/// error. With unit weights their leaves are refit over every worker's rows.
+/// sample weights that are not all whole numbers, whose leaves' weighted quantiles follow one
+/// worker's row order; a clear error. With unit or whole weights their leaves are refit over
+/// every worker's rows.
 pub fn train_sharded(
     cfg: &TrainConfig,
     data: &Dataset,
@@ -155,12 +156,15 @@ fn fit(
         for (_, d) in evals {
             agree::check_schema(shard, d)?;
         }
-        if data.weight.is_some() && loss_for(cfg.objective, &cfg.objective_params()).leaf_quantile(0).is_some() {
-            // A weighted quantile's running sum follows one worker's row order.
+        let refits = loss_for(cfg.objective, &cfg.objective_params()).leaf_quantile(0).is_some();
+        if refits && Trainer::weighting(data, shard)? == Weighting::InLoss && data.weight.is_some() {
+            // A weighted quantile's running sum of fractional weights follows one worker's
+            // row order; whole weights sum exactly in any order.
             return Err(Error::param(
                 "objective",
                 format!(
-                    "{} with sample weights refits leaves in row order and cannot be trained distributed yet",
+                    "{} with sample weights that are not all whole numbers refits leaves in row order and \
+                     cannot be trained distributed yet",
                     cfg.objective.name()
                 ),
             ));

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::distributed::{dataset, on_ring, ranked, ring_config, rows, rows_of, tracker, train_shards, Rows};
 use polars_gbt::backend::refit::select_over_workers;
 use polars_gbt::collective::{Collective, RowSpans, Shard, TcpRing};
-use polars_gbt::objective::quantile;
+use polars_gbt::objective::{quantile, weighted_quantile};
 use polars_gbt::random::hash64;
 use polars_gbt::{Error, TrainConfig};
 
@@ -156,6 +156,31 @@ fn a_distributed_fit_gives_the_bytes_of_one_worker() {
 }
 
 #[test]
+fn whole_weighted_leaf_refits_over_workers_give_the_bytes_of_one_worker() {
+    // Whole weights (0 to 4) sum exactly in any order, so L1-type leaves refit over every
+    // worker's rows; fractional ones are still refused (the test below).
+    let n = 3000;
+    let all = Arc::new(rows(n, 21));
+    let whole = |rows: &[usize]| -> Vec<f32> { rows.iter().map(|&r| (hash64(77, r as u64) % 5) as f32).collect() };
+    let shards = vec![vec![(0, 1200), (2990, 10)], vec![(1200, 7)], vec![(1207, 1783)]];
+    for json in [
+        r#"{"objective": "reg:absoluteerror", "n_estimators": 6, "max_depth": 4, "subsample": 0.8}"#,
+        r#"{"objective": "reg:quantileerror", "quantile_alpha": [0.1, 0.5, 0.93], "n_estimators": 4}"#,
+    ] {
+        let cfg = TrainConfig::from_json(json).unwrap();
+        let every: Vec<usize> = (0..n).collect();
+        let one = dataset(&all, &every, false).with_weight(whole(&every)).unwrap();
+        let want = polars_gbt::train(&cfg, &one, &[]).unwrap().to_bytes();
+        let all = all.clone();
+        for got in train_shards(n, shards.clone(), cfg, move |rows| {
+            dataset(&all, rows, false).with_weight(whole(rows)).unwrap()
+        }) {
+            assert!(got.unwrap().to_bytes() == want, "a worker's model differs from one worker's for {json}");
+        }
+    }
+}
+
+#[test]
 fn quantiles_over_workers_equal_the_quantile_of_all_values() {
     // Groups of every size from none to many, ties and signed zeros among them, spread over
     // three workers unevenly; each group's selection equals one worker's over all its values.
@@ -183,13 +208,59 @@ fn quantiles_over_workers_equal_the_quantile_of_all_values() {
                         .collect()
                 })
                 .collect();
-            select_over_workers(ring, &mine, alpha)
+            select_over_workers(ring, &mine, None, alpha)
         });
         for got in results {
             let got = got.unwrap();
             for (g, q) in got.iter().enumerate() {
                 let mut all = values_of(g);
                 let want = if all.is_empty() { 0.0 } else { quantile(&mut all, alpha) };
+                assert_eq!(q.to_bits(), want.to_bits(), "group {g} at alpha {alpha}");
+            }
+        }
+    }
+}
+
+#[test]
+fn whole_weighted_quantiles_over_workers_equal_the_weighted_quantile_of_all_values() {
+    // As above with whole weights from 0 to 5 (a group whose weights are all 0 included):
+    // each group's selection equals the CPU's weighted quantile of all its values in order.
+    let n_groups = 40;
+    let values_of = |g: usize| -> Vec<(f32, f32)> {
+        (0..(g * g) % 97)
+            .map(|i| {
+                let v = match hash64(g as u64, i as u64) % 7 {
+                    0 => 0.0,
+                    1 => -0.0,
+                    k => (hash64(i as u64, k) % 1000) as f32 / 8.0 - 60.0,
+                };
+                let w = if g == 7 { 0.0 } else { (hash64(i as u64, g as u64 + 99) % 6) as f32 };
+                (v, w)
+            })
+            .collect()
+    };
+    assert!(!values_of(7).is_empty());
+    for alpha in [0.0, 0.1, 0.5, 0.93, 1.0] {
+        let results = on_ring(3, move |ring| {
+            let (mut values, mut weights) = (Vec::new(), Vec::new());
+            for g in 0..n_groups {
+                let mine: Vec<(f32, f32)> = values_of(g)
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| [0, 1, 1, 2, 2][i % 5] == ring.rank())
+                    .map(|p| p.1)
+                    .collect();
+                values.push(mine.iter().map(|p| p.0).collect());
+                weights.push(mine.iter().map(|p| p.1).collect());
+            }
+            select_over_workers(ring, &values, Some(&weights), alpha)
+        });
+        for got in results {
+            let got = got.unwrap();
+            for (g, q) in got.iter().enumerate() {
+                let all = values_of(g);
+                let values: Vec<f32> = all.iter().map(|p| p.0).collect();
+                let want = if all.is_empty() { 0.0 } else { weighted_quantile(&values, |i| all[i].1, alpha) };
                 assert_eq!(q.to_bits(), want.to_bits(), "group {g} at alpha {alpha}");
             }
         }

@@ -4,9 +4,10 @@
 //! prediction lies on. Both backends refit through [`LeafRefit::apply`], so that the CPU and
 //! the GPU set the same leaves from the same rows.
 //!
-//! In a distributed fit a leaf's rows lie on every worker: with unit weights its quantile is
-//! selected over all of them by the bytes of the residuals' order keys ([`select_over_workers`]),
-//! the value one worker holding every row would select.
+//! In a distributed fit a leaf's rows lie on every worker: with unit or whole weights its
+//! quantile is selected over all of them by the bytes of the residuals' order keys
+//! ([`select_over_workers`]), the value one worker holding every row would select. (Whole
+//! weights sum exactly in any order; fractional ones would not, and the fit refuses them.)
 
 use rayon::prelude::*;
 
@@ -22,7 +23,7 @@ pub struct LeafRefit<'a> {
     /// The labels of each output.
     pub labels: Vec<&'a [f32]>,
     pub weight: Option<&'a [f32]>,
-    /// The fit's workers (weighted refits are not distributed: the fit refuses them).
+    /// The fit's workers (with weights, a distributed fit has whole ones: the fit refuses others).
     pub comm: &'a dyn Collective,
 }
 
@@ -46,7 +47,20 @@ impl LeafRefit<'_> {
                 .into_par_iter()
                 .map(|n| if tree.is_leaf(n) { residuals_of(n) } else { Vec::new() })
                 .collect();
-            let q = select_over_workers(self.comm, &residuals, alpha)?;
+            let weights: Option<Vec<Vec<f32>>> =
+                self.weight.map(|w| {
+                    (0..tree.n_nodes() as u32)
+                        .into_par_iter()
+                        .map(|n| {
+                            if tree.is_leaf(n) {
+                                rows_of(n).iter().map(|&r| w[r as usize]).collect()
+                            } else {
+                                Vec::new()
+                            }
+                        })
+                        .collect()
+                });
+            let q = select_over_workers(self.comm, &residuals, weights.as_deref(), alpha)?;
             set_leaves(tree, learning_rate, |leaf| q[leaf as usize]);
             return Ok(());
         }
@@ -95,11 +109,13 @@ impl LeafRefit<'_> {
             })
             .collect();
         if self.comm.world() > 1 {
-            let residuals: Vec<Vec<f32>> = (0..n_nodes)
-                .into_par_iter()
-                .map(|leaf| buckets.iter().flat_map(|b| b[leaf].iter().map(|p| p.0)).collect())
-                .collect();
-            let q = select_over_workers(self.comm, &residuals, alpha)?;
+            let part = |leaf: usize, pick: fn(&(f32, f32)) -> f32| -> Vec<f32> {
+                buckets.iter().flat_map(|b| b[leaf].iter().map(pick)).collect()
+            };
+            let residuals: Vec<Vec<f32>> = (0..n_nodes).into_par_iter().map(|leaf| part(leaf, |p| p.0)).collect();
+            let weights: Option<Vec<Vec<f32>>> =
+                weight.map(|_| (0..n_nodes).into_par_iter().map(|leaf| part(leaf, |p| p.1)).collect());
+            let q = select_over_workers(self.comm, &residuals, weights.as_deref(), alpha)?;
             set_leaves(tree, learning_rate, |leaf| q[leaf as usize]);
             return Ok(());
         }
@@ -131,27 +147,55 @@ fn from_order_key(k: u32) -> f32 {
     f32::from_bits(if k >> 31 == 1 { k & 0x7fff_ffff } else { !k })
 }
 
-/// Each group's unit-weight `alpha`-quantile over every worker's values of it (`values[g]`:
-/// this worker's values of group g; 0.0 for a group empty everywhere): the value [`quantile`]
-/// gives on all of them together. The rank comes from the summed counts; then the rank's
-/// order key is found a byte at a time, most significant first, each worker counting its keys
-/// under the prefix found so far by their next byte, and the counts summed: five exchanges.
-pub fn select_over_workers(comm: &dyn Collective, values: &[Vec<f32>], alpha: f64) -> Result<Vec<f32>> {
+/// Each group's `alpha`-quantile over every worker's values of it (`values[g]`: this worker's
+/// values of group g; 0.0 for a group empty everywhere): the value [`quantile`] gives on all
+/// of them together, or with whole `weights` (`weights[g][i]` for `values[g][i]`), the value
+/// [`weighted_quantile`] gives, which is the quantile of each value repeated its weight times.
+/// The rank comes from the summed counts (or weights); then the rank's order key is found a
+/// byte at a time, most significant first, each worker summing its keys' counts (weights)
+/// under the prefix found so far by their next byte, and the sums summed: five exchanges.
+pub fn select_over_workers(
+    comm: &dyn Collective,
+    values: &[Vec<f32>],
+    weights: Option<&[Vec<f32>]>,
+    alpha: f64,
+) -> Result<Vec<f32>> {
     let keys: Vec<Vec<u32>> = values.par_iter().map(|v| v.iter().map(|&x| order_key(x)).collect()).collect();
-    let mut counts: Vec<i64> = keys.iter().map(|k| k.len() as i64).collect();
-    comm.all_reduce_sum(&mut counts)?;
+    let n_groups = keys.len();
+    // Counts, then weight totals (whole: exact in i64 in any order).
+    let mut totals: Vec<i64> = keys.iter().map(|k| k.len() as i64).collect();
+    if let Some(w) = weights {
+        totals.extend(w.iter().map(|w| w.iter().map(|&x| x as i64).sum::<i64>()));
+    }
+    comm.all_reduce_sum(&mut totals)?;
+    let counts = &totals[..n_groups];
+    // A group whose rows all weigh 0 has no running weight: weighted_quantile then takes its
+    // largest value, which counting the rows (rank = count) selects too.
+    let by_weight: Vec<bool> =
+        (0..n_groups).map(|g| weights.is_some() && totals.get(n_groups + g).is_some_and(|&t| t > 0)).collect();
     // Per group: the rank still to find within the prefix (1-based), the prefix, its mask.
-    let mut rank: Vec<u64> =
-        counts.iter().map(|&n| if n > 0 { quantile_rank(n as usize, alpha) as u64 } else { 0 }).collect();
-    let (mut prefix, mut mask) = (vec![0u32; keys.len()], 0u32);
+    let mut rank: Vec<u64> = (0..n_groups)
+        .map(|g| match counts[g] {
+            0 => 0,
+            _ if by_weight[g] => quantile_rank(totals[n_groups + g] as usize, alpha) as u64,
+            n if weights.is_some() => n as u64,
+            n => quantile_rank(n as usize, alpha) as u64,
+        })
+        .collect();
+    let (mut prefix, mut mask) = (vec![0u32; n_groups], 0u32);
     for shift in [24u32, 16, 8, 0] {
         let mut bytes: Vec<i64> = keys
             .par_iter()
+            .enumerate()
             .zip(&prefix)
-            .flat_map_iter(|(k, &p)| {
+            .flat_map_iter(|((g, k), &p)| {
                 let mut c = [0i64; 256];
-                for &key in k.iter().filter(|&&key| key & mask == p) {
-                    c[((key >> shift) & 0xff) as usize] += 1;
+                for (i, &key) in k.iter().enumerate().filter(|&(_, &key)| key & mask == p) {
+                    let add = match weights {
+                        Some(w) if by_weight[g] => w[g][i] as i64,
+                        _ => 1,
+                    };
+                    c[((key >> shift) & 0xff) as usize] += add;
                 }
                 c
             })
@@ -173,7 +217,7 @@ pub fn select_over_workers(comm: &dyn Collective, values: &[Vec<f32>], alpha: f6
         }
         mask |= 0xff << shift;
     }
-    Ok(prefix.iter().zip(&counts).map(|(&k, &n)| if n > 0 { from_order_key(k) } else { 0.0 }).collect())
+    Ok(prefix.iter().zip(counts).map(|(&k, &n)| if n > 0 { from_order_key(k) } else { 0.0 }).collect())
 }
 
 /// Sets each leaf of `tree` to its quantile `quantile_of(leaf)` times the learning rate (every

@@ -98,7 +98,7 @@ pub(crate) fn weighted_mean(t: &Targets) -> f64 {
 
 /// The weighted `alpha`-quantile of `values`: in ascending order (ties in their given order),
 /// the first value at which the running weight reaches `alpha` of the total.
-pub(crate) fn weighted_quantile(values: &[f32], weights: impl Fn(usize) -> f32, alpha: f64) -> f32 {
+pub fn weighted_quantile(values: &[f32], weights: impl Fn(usize) -> f32, alpha: f64) -> f32 {
     if values.is_empty() {
         return 0.0;
     }

@@ -96,6 +96,17 @@ def test_a_dask_fit_gives_the_bytes_of_one_process(client, params):
     assert got.to_bytes() == want.to_bytes()
 
 
+def test_whole_weighted_leaf_refits_give_the_bytes_of_one_process(client):
+    # Whole weights sum exactly in any order, so L1 leaves refit over every worker's rows.
+    df = _frame(3000, 3).with_columns(wi=(pl.col("x1").floor() % 4))
+    parts = _split(df, [900, 4, 1100, 600, 396])
+    futures = _scatter(client, parts, [0, 1, 2, 0, 1])
+    params = dict(objective="reg:absoluteerror", n_estimators=6, max_depth=4, weight="wi", features=["x0", "x1", "city"])
+    got = polars_gbt.dask.train(client, futures, target="y", device="cpu", timeout=60, **params)
+    want = polars_gbt.train(df, target="y", device="cpu", **params)
+    assert got.to_bytes() == want.to_bytes()
+
+
 def test_delayed_parts_and_pyarrow_tables(client):
     import dask
 
