@@ -330,7 +330,7 @@ def dense_floats(a, n_features=28):
           flush=True)
     params = dict(common, objective=objective, **extra)
     xparams = dict(xcommon, objective=objective, **extra)
-    run_both(a, train, features, "y", params, test, (X[:cut], y[:cut], {}), xparams, X[cut:], metric, name)
+    run_both(a, train, features, "y", params, test, (X[:cut], y[:cut], extra), xparams, X[cut:], metric, name)
 
 
 def leaf_refits(a):
@@ -347,6 +347,12 @@ def leaf_refits(a):
     test = pl.DataFrame({f: X[cut:, j] for j, f in enumerate(features)})
     print(f"data: {cut} train rows x {width}, {n - cut} test rows; made in {time.perf_counter() - t:.1f} s", flush=True)
     common = dict(n_estimators=a.rounds, max_depth=8, learning_rate=0.1, max_bin=256)
+    extra = {}
+    if a.weights == "whole":
+        # Whole weights 1 to 4: a row of weight w counts as w rows in the leaves' quantiles.
+        w = rng.integers(1, 5, size=cut).astype(np.float32)
+        train = train.with_columns(w=w)
+        common["weight"], extra = "w", {"weight": w}
     if a.case == "l1":
         params = dict(common, objective="reg:absoluteerror")
         xparams = dict(objective="reg:absoluteerror", max_depth=8, eta=0.1, max_bin=256)
@@ -374,6 +380,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=None, help="default: 500 dense, 200 otherwise")
     ap.add_argument("--data", default="../shared/data/xgboost/agaricus", help="libsvm: agaricus's folder")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--weights", choices=["none", "whole"], default="none", help="l1 and quantiles: sample weights")
     ap.add_argument("--device", default="cuda", help="cpu: a smoke test of the script without a GPU")
     ap.add_argument("--skip-ours", action="store_true")
     ap.add_argument("--skip-xgb", action="store_true")

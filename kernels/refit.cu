@@ -1,9 +1,10 @@
-// Leaf refits of the L1-type losses on the device, for unit weights (src/backend/cuda/refit.rs):
-// after a tree grows, each leaf's value is the k-th smallest residual (label - margin) of its
-// rows, k = max(1, ceil(alpha * count)) as src/objective/mod.rs's `quantile` takes it. Rows are
+// Leaf refits of the L1-type losses on the device (src/backend/cuda/refit.rs): after a tree
+// grows, each leaf's value is the k-th smallest residual (label - margin) of its rows,
+// k = max(1, ceil(alpha * count)) as src/objective/mod.rs's `quantile` takes it. Rows are
 // counted per leaf, their residuals scattered into one run per leaf (in any order: a selection
 // does not depend on it), and every leaf's k-th key is selected eight bits at a time, each pass
-// over all keys at once.
+// over all keys at once. With whole sample weights a row of weight w counts as w rows (its
+// key's weight beside it, sums in 64 bits): the weighted quantile, exactly.
 
 // f32's total order (Rust's `total_cmp`, which the CPU's selection uses) as unsigned integers:
 // negative values' magnitude bits flipped, then the sign bit flipped.
@@ -40,14 +41,32 @@ extern "C" __global__ void refit_count(const float* leaf_of, const u32* rows, u3
         if (local[b]) atomicAdd(&counts[b], local[b]);
 }
 
+// Each leaf's total weight (whole weights, `repeats`), into `sums` (zeroed).
+extern "C" __global__ void refit_weigh(const float* leaf_of, const u32* rows, u32 m, const float* repeats,
+                                       u64* sums) {
+    for (u32 j = blockIdx.x * blockDim.x + threadIdx.x; j < m; j += gridDim.x * blockDim.x) {
+        const u32 r = rows ? rows[j] : j;
+        const u32 w = (u32)repeats[r];
+        if (w) atomicAdd(&sums[(u32)leaf_of[r]], (u64)w);
+    }
+}
+
+// The weight a key of row r in `leaf` counts for: its whole weight, or 1 in a leaf whose rows
+// all weigh 0 (`unit_leaf`), where the CPU's weighted quantile takes the largest value.
+__device__ __forceinline__ u32 key_weight_of(const float* repeats, const u32* unit_leaf, u32 r, u32 leaf) {
+    return unit_leaf[leaf] ? 1u : (u32)repeats[r];
+}
+
 #define REFIT_ROWS_PER_THREAD 8
 
 // Each row's residual key into its leaf's run; `cursor` starts at each run's first slot. With
 // shared counters, a block takes a tile of rows, ranks them within their leaves in shared
 // memory, reserves each leaf's slots with one global atomic, then writes.
+// With `repeats`, each key's weight goes to `key_weight` beside it.
 extern "C" __global__ void refit_scatter(const float* leaf_of, const u32* rows, u32 m, const float* label,
-                                         const float* margin, u32 n_nodes, u32 use_shared, u32* cursor,
-                                         u32* keys, u32* key_leaf) {
+                                         const float* margin, const float* repeats, const u32* unit_leaf,
+                                         u32 n_nodes, u32 use_shared, u32* cursor, u32* keys, u32* key_leaf,
+                                         u32* key_weight) {
     extern __shared__ u32 local[];
     if (!use_shared) {
         for (u32 j = blockIdx.x * blockDim.x + threadIdx.x; j < m; j += gridDim.x * blockDim.x) {
@@ -56,6 +75,7 @@ extern "C" __global__ void refit_scatter(const float* leaf_of, const u32* rows, 
             const u32 slot = atomicAdd(&cursor[leaf], 1u);
             keys[slot] = order_key(label[r] - margin[r]);
             key_leaf[slot] = leaf;
+            if (repeats) key_weight[slot] = key_weight_of(repeats, unit_leaf, r, leaf);
         }
         return;
     }
@@ -64,13 +84,14 @@ extern "C" __global__ void refit_scatter(const float* leaf_of, const u32* rows, 
         for (u32 b = threadIdx.x; b < n_nodes; b += blockDim.x) local[b] = 0;
         __syncthreads();
         u32 leaf[REFIT_ROWS_PER_THREAD], rank[REFIT_ROWS_PER_THREAD];
-        u32 key[REFIT_ROWS_PER_THREAD];
+        u32 key[REFIT_ROWS_PER_THREAD], weight[REFIT_ROWS_PER_THREAD];
         for (u32 t = 0; t < REFIT_ROWS_PER_THREAD; ++t) {
             const u32 j = base + t * blockDim.x + threadIdx.x;
             if (j < m) {
                 const u32 r = rows ? rows[j] : j;
                 leaf[t] = (u32)leaf_of[r];
                 key[t] = order_key(label[r] - margin[r]);
+                weight[t] = repeats ? key_weight_of(repeats, unit_leaf, r, leaf[t]) : 1u;
                 rank[t] = atomicAdd(&local[leaf[t]], 1u);
             }
         }
@@ -83,6 +104,7 @@ extern "C" __global__ void refit_scatter(const float* leaf_of, const u32* rows, 
             if (j < m) {
                 keys[local[leaf[t]] + rank[t]] = key[t];
                 key_leaf[local[leaf[t]] + rank[t]] = leaf[t];
+                if (repeats) key_weight[local[leaf[t]] + rank[t]] = weight[t];
             }
         }
         __syncthreads();
@@ -113,12 +135,25 @@ extern "C" __global__ void refit_radix_count(const u32* keys, const u32* key_lea
     }
 }
 
-extern "C" __global__ void refit_radix_pick(u32* hist, u32 n_nodes, u32 shift, u32* prefix, u32* remaining) {
+// The same with whole weights: each key adds its weight, in 64 bits (a zero weight adds nothing).
+extern "C" __global__ void refit_radix_weigh(const u32* keys, const u32* key_leaf, const u32* key_weight, u32 m,
+                                             const u32* prefix, u32 shift, u64* hist) {
+    const u32 mask = shift == 24 ? 0u : 0xffffffffu << (shift + 8);
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < m; i += gridDim.x * blockDim.x) {
+        const u32 key = keys[i], leaf = key_leaf[i], w = key_weight[i];
+        if (w && (key & mask) == (prefix[leaf] & mask))
+            atomicAdd(&hist[leaf * 256u + ((key >> shift) & 255u)], (u64)w);
+    }
+}
+
+template <typename Count>
+__device__ void radix_pick(Count* hist, u32 n_nodes, u32 shift, u32* prefix, u64* remaining) {
     for (u32 leaf = blockIdx.x * blockDim.x + threadIdx.x; leaf < n_nodes; leaf += gridDim.x * blockDim.x) {
-        u32* h = hist + (u64)leaf * 256u;
-        const u32 k = remaining[leaf];
+        Count* h = hist + (u64)leaf * 256u;
+        const u64 k = remaining[leaf];
         if (k != 0) {
-            u32 below = 0, digit = 0;
+            u64 below = 0;
+            u32 digit = 0;
             while (below + h[digit] < k) below += h[digit++];
             prefix[leaf] |= digit << shift;
             remaining[leaf] = k - below;
@@ -127,9 +162,18 @@ extern "C" __global__ void refit_radix_pick(u32* hist, u32 n_nodes, u32 shift, u
     }
 }
 
+extern "C" __global__ void refit_radix_pick(u32* hist, u32 n_nodes, u32 shift, u32* prefix, u64* remaining) {
+    radix_pick<u32>(hist, n_nodes, shift, prefix, remaining);
+}
+
+extern "C" __global__ void refit_radix_pick_weighed(u64* hist, u32 n_nodes, u32 shift, u32* prefix,
+                                                    u64* remaining) {
+    radix_pick<u64>(hist, n_nodes, shift, prefix, remaining);
+}
+
 // Each leaf's selected value (0 where nothing was selected: a selection leaves a rank of at
 // least 1 remaining, and nodes with nothing to select keep 0).
-extern "C" __global__ void refit_values(const u32* prefix, const u32* remaining, u32 n_nodes, float* out) {
+extern "C" __global__ void refit_values(const u32* prefix, const u64* remaining, u32 n_nodes, float* out) {
     for (u32 leaf = blockIdx.x * blockDim.x + threadIdx.x; leaf < n_nodes; leaf += gridDim.x * blockDim.x)
         out[leaf] = remaining[leaf] ? from_order_key(prefix[leaf]) : 0.0f;
 }

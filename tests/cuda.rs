@@ -198,7 +198,8 @@ fn whole_weights_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
     }
     // Whole weights multiply the rounded pairs (Weighting::Repeats) in every gradient path:
     // the objective kernels, host-computed gradients (reg:squaredlogerror), the ranking
-    // kernel and the L1 refit; weights up to 32 shrink the histogram blocks to 1,024 rows.
+    // kernel; the L1 refits weigh their rows on the device; weights up to 32 shrink the
+    // histogram blocks to 1,024 rows.
     let n = 60_000;
     let (frame, y) = random_data(n, 7, 31);
     let w: Vec<f32> = (0..n).map(|i| if i % 101 == 0 { 32.0 } else { ((i * 7) % 5) as f32 }).collect();
@@ -207,6 +208,12 @@ fn whole_weights_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
     let classes = weighted(y.iter().map(|&v| v.clamp(0.0, 3.0).floor()).collect());
     let positive = weighted(y.iter().map(|&v| v.abs() + 1.0).collect());
     let plain = weighted(y.clone());
+    // Rows of weight 0 where x3 is large: with min_child_weight 0 a leaf may hold only those,
+    // whose weighted quantile is their largest residual (the device counts them 1 each there).
+    let mut x3 = vec![0f32; n];
+    frame.find("x3").unwrap().read(0, &mut x3);
+    let zero_w: Vec<f32> = (0..n).map(|i| if x3[i] > 8.0 { 0.0 } else { w[i].max(1.0) }).collect();
+    let zero_region = Dataset::new(frame.clone(), y.clone()).unwrap().with_weight(zero_w).unwrap();
     let sizes: Vec<usize> = std::iter::repeat_n(60, n / 60).collect();
     let per_query: Vec<f32> = (0..n).map(|i| ((i / 60) % 4) as f32).collect();
     let ranked = Dataset::new(frame.clone(), y.iter().map(|v| v.clamp(0.0, 4.0).floor()).collect())
@@ -220,6 +227,15 @@ fn whole_weights_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
         (r#"{"objective": "multi:softprob", "num_class": 4, "n_estimators": 4, "max_depth": 5}"#, &classes),
         (r#"{"objective": "reg:squaredlogerror", "n_estimators": 6, "max_depth": 5, "learning_rate": 0.1}"#, &positive),
         (r#"{"objective": "reg:absoluteerror", "n_estimators": 6, "max_depth": 5}"#, &plain),
+        (
+            r#"{"objective": "reg:quantileerror", "quantile_alpha": [0.1, 0.5, 0.9], "n_estimators": 4,
+                "max_depth": 6, "subsample": 0.7, "seed": 4}"#,
+            &plain,
+        ),
+        (
+            r#"{"objective": "reg:absoluteerror", "n_estimators": 4, "max_depth": 7, "min_child_weight": 0}"#,
+            &zero_region,
+        ),
         (r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5}"#, &ranked),
         (
             r#"{"n_estimators": 6, "max_depth": 0, "grow_policy": "lossguide", "max_leaves": 40, "subsample": 0.8,

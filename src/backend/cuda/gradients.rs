@@ -114,6 +114,14 @@ impl Gradients {
         })
     }
 
+    /// The sample weights when they are whole and so multiply whole rows (`Weighting::Repeats`).
+    pub(super) fn repeats(&self) -> Option<&CudaSlice<f32>> {
+        match self.weighting {
+            Weighting::Repeats { .. } => self.weight.as_ref(),
+            Weighting::InLoss => None,
+        }
+    }
+
     /// Output `output`'s labels: target `output`'s column with several targets, else the one.
     pub(super) fn label_of(&self, output: usize) -> CudaView<'_, f32> {
         label_column(&self.label, self.n, self.n_targets, output)

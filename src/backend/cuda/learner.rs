@@ -31,7 +31,7 @@ use crate::data::{Dataset, FeatureCuts};
 use crate::error::{Error, Result};
 use crate::objective::{Loss, Targets};
 use crate::tree::grow::TreeContext;
-use crate::tree::{grow_tree, GradSum, GrowParams, Quantiser, Tree};
+use crate::tree::{grow_tree, GradSum, GrowParams, Quantiser, Tree, Weighting};
 
 /// Where the time goes, when `POLARS_GBT_PROFILE=1` (each stage then ends with a device
 /// synchronisation, which slows training a little).
@@ -130,7 +130,9 @@ impl<'r> GpuLearner<'r> {
                 layout = DeviceMatrix::dense(&data.features, cuts);
             }
         }
-        let refit_bytes = if refit.is_some() { DeviceRefit::BYTES_PER_ROW } else { 0 };
+        // Whole sample weights: the refit weighs rows on the device (weight w counts w times).
+        let weighed = data.weight.is_some() && matches!(params.weighting, Weighting::Repeats { .. });
+        let refit_bytes = if refit.is_some() { DeviceRefit::bytes_per_row(weighed) } else { 0 };
         let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit_bytes;
         DeviceMemory::check_fits(&dev.stream, n * (layout.bytes_per_row() + row_bytes))?;
         let matrix = DeviceMatrix::upload(rt, &mut dev.memory, &data.features, cuts, layout)?;
@@ -142,7 +144,7 @@ impl<'r> GpuLearner<'r> {
             rows: RowPartitioner::new(&mut dev, n)?,
             margins: MarginUpdate::new(&mut dev)?,
             refit: match refit {
-                Some(r) => Some((r, DeviceRefit::new(&mut dev, n, profile)?)),
+                Some(r) => Some((r, DeviceRefit::new(&mut dev, n, weighed, profile)?)),
                 None => None,
             },
             dev,
@@ -181,16 +183,17 @@ impl<'r> GpuLearner<'r> {
 
 impl GpuLearner<'_> {
     /// Sets the leaves of output `output`'s `tree` to their rows' residual quantiles, as the
-    /// CPU sets them: with unit weights the device selects them; with weights, or in a
-    /// distributed fit (the selection then runs over every worker's rows), each row's leaf is
-    /// read back and the host computes them over the rows of `rows` (None: all).
+    /// CPU sets them: with unit or whole weights the device selects them; with fractional
+    /// weights, or in a distributed fit (the selection then runs over every worker's rows),
+    /// each row's leaf is read back and the host computes them over the rows of `rows` (None: all).
     fn refit_leaves(&mut self, output: usize, rows: Option<&[u32]>, tree: &mut Tree) -> Result<()> {
         let n = self.n;
         self.profile.lap(&self.dev.stream, Stage::Other);
         let Some((refit, device)) = &mut self.refit else { return Ok(()) };
         let lr = self.params.learning_rate;
         let margin = self.gradients.margin.slice(output * n..(output + 1) * n);
-        if refit.weight.is_none() && refit.comm.world() == 1 {
+        let repeats = self.gradients.repeats();
+        if (refit.weight.is_none() || repeats.is_some()) && refit.comm.world() == 1 {
             let q = device.quantiles(
                 &mut self.dev,
                 &self.matrix,
@@ -199,6 +202,7 @@ impl GpuLearner<'_> {
                 rows,
                 self.gradients.label_of(output),
                 margin,
+                repeats,
                 refit.alphas[output],
             )?;
             set_leaves(tree, lr, |leaf| q[leaf as usize]);

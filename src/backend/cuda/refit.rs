@@ -1,9 +1,10 @@
-//! Leaf refits of the L1-type losses on the device (kernels/refit.cu), for unit weights: the
-//! tree's rows are counted per leaf, their residuals scattered into one run per leaf, and every
-//! leaf's quantile selected by a radix selection over all keys at once (so one large leaf does
-//! not wait on one block), so that only the leaf values cross to the host. The
-//! rank is the CPU's (`objective::quantile_rank`) and the order f32's total order, so the
-//! values are the CPU's. Weighted refits read the rows' leaves back and refit on the host.
+//! Leaf refits of the L1-type losses on the device (kernels/refit.cu), for unit or whole
+//! weights: the tree's rows are counted (and weighed) per leaf, their residuals scattered into
+//! one run per leaf, and every leaf's quantile selected by a radix selection over all keys at
+//! once (so one large leaf does not wait on one block), so that only the leaf values cross to
+//! the host. The rank is the CPU's (`objective::quantile_rank`, of the count or of the whole
+//! weight: a row of weight w is w rows) and the order f32's total order, so the values are the
+//! CPU's. Fractional weights read the rows' leaves back and refit on the host.
 
 use std::time::Instant;
 
@@ -35,22 +36,42 @@ pub(super) struct DeviceRefit {
     cursor: Scratch<u32>,
     /// Per leaf: the rank left among the keys sharing the bytes chosen so far (its quantile's
     /// rank to begin with; 0 throughout for nodes with nothing to select), and those bytes.
-    remaining: Scratch<u32>,
+    remaining: Scratch<u64>,
     prefix: Scratch<u32>,
     /// Per leaf, 256 counts of the next byte.
     hist: Scratch<u32>,
     out: Scratch<f32>,
+    /// With whole sample weights: what the selection weighs instead of counting.
+    weighed: Option<Weighed>,
     /// With POLARS_GBT_PROFILE=1: seconds in each step (marking leaves, counting, planning the
     /// runs, scattering, selecting), each ended by a synchronisation, and when the last ended.
     pub(super) steps: Option<([f64; 5], Instant)>,
 }
 
-impl DeviceRefit {
-    /// Device bytes a fit holds here per row.
-    pub(super) const BYTES_PER_ROW: usize = 12;
+/// The buffers of a selection by whole weights.
+struct Weighed {
+    /// Each key's weight, beside it.
+    key_weight: CudaSlice<u32>,
+    /// Per node: its rows' total weight; whether they all weigh 0 (then they count 1 each).
+    sums: Scratch<u64>,
+    unit_leaf: Scratch<u32>,
+    /// Per leaf, 256 weight sums of the next byte.
+    hist: Scratch<u64>,
+}
 
-    /// Buffers for `n` rows; `profile`: time the steps (POLARS_GBT_PROFILE=1).
-    pub(super) fn new(dev: &mut FitDevice, n: usize, profile: bool) -> Result<Self> {
+impl DeviceRefit {
+    /// Device bytes a fit holds here per row (`weighed`: with whole sample weights).
+    pub(super) fn bytes_per_row(weighed: bool) -> usize {
+        if weighed {
+            16
+        } else {
+            12
+        }
+    }
+
+    /// Buffers for `n` rows, and for weighing them when `weighed`; `profile`: time the steps
+    /// (POLARS_GBT_PROFILE=1).
+    pub(super) fn new(dev: &mut FitDevice, n: usize, weighed: bool, profile: bool) -> Result<Self> {
         Ok(DeviceRefit {
             leaf_of: dev.zeros(n)?,
             keys: dev.zeros(n)?,
@@ -62,6 +83,15 @@ impl DeviceRefit {
             prefix: dev.scratch(256)?,
             hist: dev.scratch(256 * 256)?,
             out: dev.scratch(256)?,
+            weighed: match weighed {
+                true => Some(Weighed {
+                    key_weight: dev.zeros(n)?,
+                    sums: dev.scratch(256)?,
+                    unit_leaf: dev.scratch(256)?,
+                    hist: dev.scratch(256 * 256)?,
+                }),
+                false => None,
+            },
             steps: profile.then(|| ([0.0; 5], Instant::now())),
         })
     }
@@ -77,7 +107,8 @@ impl DeviceRefit {
 
     /// Each node's `alpha`-quantile of the residuals `label - margin` of its rows among
     /// `sample` (None: every row) (0 for inner nodes and empty leaves), before the learning
-    /// rate. (The row index of the growth cannot say: it drops the rows of nodes that stopped.)
+    /// rate, each row weighing its whole weight in `repeats` when the refit was made `weighed`.
+    /// (The row index of the growth cannot say: it drops the rows of nodes that stopped.)
     #[allow(clippy::too_many_arguments)]
     pub(super) fn quantiles(
         &mut self,
@@ -88,8 +119,14 @@ impl DeviceRefit {
         sample: Option<&[u32]>,
         label: CudaView<f32>,
         margin: CudaView<f32>,
+        repeats: Option<&CudaSlice<f32>>,
         alpha: f64,
     ) -> Result<Vec<f32>> {
+        let repeats = match (repeats, &self.weighed) {
+            (Some(w), Some(_)) => Some(w),
+            (None, None) => None,
+            _ => unreachable!("a refit is made weighed exactly when the fit's weights are whole"),
+        };
         if let Some((_, last)) = &mut self.steps {
             *last = Instant::now();
         }
@@ -125,6 +162,22 @@ impl DeviceRefit {
         launch.arg(&m).arg(&n_nodes).arg(&use_shared).arg(&mut self.counts.buf);
         unsafe { launch.launch(grid) }.map_err(device_error)?;
         let counts = dev.download(self.counts.buf.slice(..nodes))?;
+        // Whole weights: each node's total, from which its rank is taken.
+        let sums = match (&mut self.weighed, repeats) {
+            (Some(wd), Some(w)) => {
+                dev.fill(&mut wd.sums, &vec![0u64; nodes])?;
+                let mut launch = dev.launcher(&k.refit_weigh);
+                launch.arg(&self.leaf_of);
+                match sample {
+                    Some(_) => launch.arg(&self.sample.buf),
+                    None => launch.arg(&null),
+                };
+                launch.arg(&m).arg(w).arg(&mut wd.sums.buf);
+                unsafe { launch.launch(dev.grid(m as u64, 256)) }.map_err(device_error)?;
+                Some(dev.download(wd.sums.buf.slice(..nodes))?)
+            }
+            _ => None,
+        };
         self.lap(dev, 1);
         let mut start = Vec::with_capacity(nodes);
         let mut next = 0u32;
@@ -132,12 +185,21 @@ impl DeviceRefit {
             start.push(next);
             next += c;
         }
-        let rank: Vec<u32> = (0..nodes)
-            .map(|i| match counts[i] {
-                c if c > 0 && tree.is_leaf(i as u32) => quantile_rank(c as usize, alpha) as u32,
-                _ => 0,
+        // A leaf whose rows all weigh 0 counts them 1 each and takes the largest (rank =
+        // count), as the CPU's weighted quantile does.
+        let rank: Vec<u64> = (0..nodes)
+            .map(|i| match (counts[i], sums.as_ref().map(|s| s[i])) {
+                (c, _) if c == 0 || !tree.is_leaf(i as u32) => 0,
+                (_, Some(w)) if w > 0 => quantile_rank(w as usize, alpha) as u64,
+                (c, Some(_)) => c as u64,
+                (c, None) => quantile_rank(c as usize, alpha) as u64,
             })
             .collect();
+        if let (Some(wd), Some(sums)) = (&mut self.weighed, &sums) {
+            let unit: Vec<u32> = (0..nodes).map(|i| u32::from(sums[i] == 0)).collect();
+            dev.fill(&mut wd.unit_leaf, &unit)?;
+            dev.reserve(&mut wd.hist, nodes * 256)?;
+        }
         dev.fill(&mut self.cursor, &start)?;
         dev.fill(&mut self.remaining, &rank)?;
         dev.fill(&mut self.prefix, &vec![0u32; nodes])?;
@@ -151,34 +213,75 @@ impl DeviceRefit {
             Some(_) => launch.arg(&self.sample.buf),
             None => launch.arg(&null),
         };
-        launch.arg(&m).arg(&label).arg(&margin).arg(&n_nodes).arg(&use_shared);
+        launch.arg(&m).arg(&label).arg(&margin);
+        let (unit_leaf, key_weight) = match &mut self.weighed {
+            Some(wd) => (Some(&wd.unit_leaf.buf), Some(&mut wd.key_weight)),
+            None => (None, None),
+        };
+        match (repeats, unit_leaf) {
+            (Some(w), Some(unit)) => launch.arg(w).arg(unit),
+            _ => launch.arg(&null).arg(&null),
+        };
+        launch.arg(&n_nodes).arg(&use_shared);
         launch.arg(&mut self.cursor.buf).arg(&mut self.keys).arg(&mut self.key_leaf);
+        match key_weight {
+            Some(kw) => launch.arg(kw),
+            None => launch.arg(&null),
+        };
         unsafe { launch.launch(tiles) }.map_err(device_error)?;
         self.lap(dev, 3);
         // Every key of every leaf counts in each pass, so a large leaf is spread over the grid.
         let per_node = dev.grid(nodes as u64, 256);
         for shift in [24u32, 16, 8, 0] {
-            unsafe {
-                dev.launcher(&k.refit_radix_count)
-                    .arg(&self.keys)
-                    .arg(&self.key_leaf)
-                    .arg(&m)
-                    .arg(&self.prefix.buf)
-                    .arg(&shift)
-                    .arg(&mut self.hist.buf)
-                    .launch(dev.grid(m as u64, 256))
+            match &mut self.weighed {
+                Some(wd) => {
+                    unsafe {
+                        dev.launcher(&k.refit_radix_weigh)
+                            .arg(&self.keys)
+                            .arg(&self.key_leaf)
+                            .arg(&wd.key_weight)
+                            .arg(&m)
+                            .arg(&self.prefix.buf)
+                            .arg(&shift)
+                            .arg(&mut wd.hist.buf)
+                            .launch(dev.grid(m as u64, 256))
+                    }
+                    .map_err(device_error)?;
+                    unsafe {
+                        dev.launcher(&k.refit_radix_pick_weighed)
+                            .arg(&mut wd.hist.buf)
+                            .arg(&n_nodes)
+                            .arg(&shift)
+                            .arg(&mut self.prefix.buf)
+                            .arg(&mut self.remaining.buf)
+                            .launch(per_node)
+                    }
+                    .map_err(device_error)?;
+                }
+                None => {
+                    unsafe {
+                        dev.launcher(&k.refit_radix_count)
+                            .arg(&self.keys)
+                            .arg(&self.key_leaf)
+                            .arg(&m)
+                            .arg(&self.prefix.buf)
+                            .arg(&shift)
+                            .arg(&mut self.hist.buf)
+                            .launch(dev.grid(m as u64, 256))
+                    }
+                    .map_err(device_error)?;
+                    unsafe {
+                        dev.launcher(&k.refit_radix_pick)
+                            .arg(&mut self.hist.buf)
+                            .arg(&n_nodes)
+                            .arg(&shift)
+                            .arg(&mut self.prefix.buf)
+                            .arg(&mut self.remaining.buf)
+                            .launch(per_node)
+                    }
+                    .map_err(device_error)?;
+                }
             }
-            .map_err(device_error)?;
-            unsafe {
-                dev.launcher(&k.refit_radix_pick)
-                    .arg(&mut self.hist.buf)
-                    .arg(&n_nodes)
-                    .arg(&shift)
-                    .arg(&mut self.prefix.buf)
-                    .arg(&mut self.remaining.buf)
-                    .launch(per_node)
-            }
-            .map_err(device_error)?;
         }
         unsafe {
             dev.launcher(&k.refit_values)
