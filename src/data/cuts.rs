@@ -203,22 +203,15 @@ fn sample_values(
 ) -> Vec<(f32, f32)> {
     let n = col.len();
     let mut samples: Vec<(f32, f32)> = Vec::with_capacity(n.min(SKETCH_ROWS * 2));
-    let mut buf = vec![0f32; BLOCK];
-    let mut start = 0;
-    while start < n {
-        let len = BLOCK.min(n - start);
-        col.read(start, &mut buf[..len]);
-        for (i, &x) in buf[..len].iter().enumerate() {
-            let row = start + i;
-            let w = weights.map_or(1.0, |w| w[row]);
-            let global = global_rows.map_or(row as u64, |g| g[row]);
-            // A row of weight zero is as good as absent: it must not place cut points either.
-            if !x.is_nan() && w > 0.0 && (keep_below == u64::MAX || hash64(seed ^ 0x5eed_c075, global) <= keep_below) {
-                samples.push((x, w));
-            }
+    // Only present values are visited: a mostly-null column costs its values, not its rows.
+    col.for_each_present(0, n, |row, x| {
+        let w = weights.map_or(1.0, |w| w[row]);
+        let global = global_rows.map_or(row as u64, |g| g[row]);
+        // A row of weight zero is as good as absent: it must not place cut points either.
+        if w > 0.0 && (keep_below == u64::MAX || hash64(seed ^ 0x5eed_c075, global) <= keep_below) {
+            samples.push((x, w));
         }
-        start += len;
-    }
+    });
     samples
 }
 

@@ -247,12 +247,8 @@ fn longest_row(frame: &FeatureFrame) -> usize {
             let start = b * STAGE_ROWS;
             let rows = STAGE_ROWS.min(n - start);
             let mut present = vec![0u32; rows];
-            let mut buf = vec![0f32; rows];
             for col in frame.columns() {
-                col.read(start, &mut buf);
-                for (c, x) in present.iter_mut().zip(&buf) {
-                    *c += !x.is_nan() as u32;
-                }
+                col.for_each_present(start, rows, |row, _| present[row - start] += 1);
             }
             present.into_iter().max().unwrap_or(0) as usize
         })
