@@ -6,6 +6,29 @@
 
 #define NO_ENTRY 0xffffffffu
 
+// A staged block of mostly-null columns arrives as its present values only: `rows[i]` and
+// `vals[i]` for i < n_present, column f's at col_start[f]..col_start[f + 1] (a column's part is
+// sized by its valid rows; slots its NaN values left unused hold the row NO_ENTRY). The block
+// is first all NaN (missing), then each present value is put at its place, column-major as
+// the binning below reads it.
+extern "C" __global__ void fill_nan(float* values, u64 n) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+        values[i] = __int_as_float(0x7fc00000);
+}
+
+extern "C" __global__ void scatter_present(const u32* rows, const float* vals, u32 n_present, const u32* col_start,
+                                           u32 n_features, u32 block_rows, float* values) {
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n_present; i += gridDim.x * blockDim.x) {
+        // The column holding entry i: the last f with col_start[f] <= i.
+        u32 lo = 0, hi = n_features;
+        while (hi - lo > 1) {
+            const u32 mid = (lo + hi) / 2;
+            if (col_start[mid] <= i) lo = mid; else hi = mid;
+        }
+        if (rows[i] != NO_ENTRY) values[(u64)lo * block_rows + rows[i]] = vals[i];
+    }
+}
+
 // One thread per row of a staged block (values column-major, as from the Arrow columns). The
 // row stride is a multiple of four (see entries_at).
 extern "C" __global__ void bin_sparse_block(const float* values, u32 block_rows, u32 row0, u32 n_features,

@@ -241,6 +241,25 @@ impl FeatureColumn {
         }
     }
 
+    /// How many rows of `start..start + len` are not null: at least as many as
+    /// [`FeatureColumn::for_each_present`] visits (a NaN or the missing-value sentinel is not
+    /// null but missing), from the validity bitmaps' bit counts alone.
+    pub fn valid_count(&self, start: usize, len: usize) -> usize {
+        let end = start + len;
+        assert!(end <= self.len(), "read past the end of column {}", self.name);
+        let mut valid = 0;
+        let mut row = start;
+        let mut chunk = self.starts.partition_point(|&s| s <= start) - 1;
+        while row < end {
+            let take = self.starts[chunk + 1].min(end) - row;
+            let offset = row - self.starts[chunk];
+            valid += take - self.chunks[chunk].logical_nulls().map_or(0, |n| n.slice(offset, take).null_count());
+            row += take;
+            chunk += 1;
+        }
+        valid
+    }
+
     fn read_chunk(&self, chunk: usize, offset: usize, out: &mut [f32]) {
         let array = &self.chunks[chunk];
         match &self.kind {
@@ -591,6 +610,11 @@ mod tests {
             let mut got = Vec::new();
             column.for_each_present(start, len, |row, x| got.push((row, x.to_bits())));
             assert_eq!(got, want, "case {case}");
+            let nulls = (start..start + len).filter(|&r| {
+                let (c, at) = (column.starts.partition_point(|&s| s <= r) - 1, r);
+                column.chunks[c].is_null(at - column.starts[c])
+            });
+            assert_eq!(column.valid_count(start, len), len - nulls.count(), "case {case}");
         }
     }
 }

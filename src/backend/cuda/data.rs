@@ -4,7 +4,7 @@
 //! kernel; the copy of one block overlaps the reading of the next. Nothing of the size of
 //! the data is ever allocated on the host.
 
-use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use rayon::prelude::*;
 
 use super::runtime::Runtime;
@@ -143,24 +143,34 @@ impl DeviceMatrix {
         };
         let block = STAGE_ROWS.min(n.max(1));
         let ctx = stream.context();
+        // Compressed rows stage only the present values (a mostly-null block is mostly NaN);
+        // the dense layouts stage every value.
+        let present_only = matches!(layout, Layout::Sparse { .. });
         let mut staged = Vec::new();
         for _ in 0..2 {
             // SAFETY: the pinned buffer is written on the host only after its event says the
             // previous copy out of it finished.
-            let host = unsafe { ctx.alloc_pinned::<f32>(block * nf) }.map_err(device_error)?;
+            let host =
+                unsafe { ctx.alloc_pinned::<f32>(if present_only { 1 } else { block * nf }) }.map_err(device_error)?;
             let dev = memory.zeros::<f32>(stream, block * nf)?;
             let done: CudaEvent = ctx.new_event(None).map_err(device_error)?;
-            staged.push((host, dev, done));
+            let present = if present_only { Some(PresentStage::new(rt, memory, nf)?) } else { None };
+            staged.push((host, dev, present, done));
         }
         for (i, start) in (0..n).step_by(block).enumerate() {
             let rows = block.min(n - start);
-            let (host, dev, done) = &mut staged[i % 2];
+            let (host, dev, present, done) = &mut staged[i % 2];
             done.synchronize().map_err(device_error)?;
-            let values = host.as_mut_slice().map_err(device_error)?;
-            values[..rows * nf].par_chunks_mut(rows).zip(frame.columns().par_iter()).for_each(|(out, col)| {
-                col.read(start, out);
-            });
-            stream.memcpy_htod(&values[..rows * nf], &mut dev.slice_mut(..rows * nf)).map_err(device_error)?;
+            match present {
+                Some(p) => p.stage(rt, memory, frame, start, rows, dev)?,
+                None => {
+                    let values = host.as_mut_slice().map_err(device_error)?;
+                    values[..rows * nf].par_chunks_mut(rows).zip(frame.columns().par_iter()).for_each(|(out, col)| {
+                        col.read(start, out);
+                    });
+                    stream.memcpy_htod(&values[..rows * nf], &mut dev.slice_mut(..rows * nf)).map_err(device_error)?;
+                }
+            }
             let (rows32, start32, nf32, stride32) = (rows as u32, start as u32, nf as u32, stride as u32);
             // SAFETY (both launches): the arguments match the kernels' signatures; every
             // index stays below rows * nf (values) and n * stride (bins or entries).
@@ -216,6 +226,131 @@ impl DeviceMatrix {
             slot_offsets_dev,
             categorical_dev,
         })
+    }
+}
+
+/// The row of a staging slot no value took (`NO_ENTRY` in kernels/sparse.cu).
+const NO_ROW: u32 = u32::MAX;
+
+/// One staging slot's present values of a block (compressed rows): each column's rows and
+/// values, read from its validity a word at a time ([`FeatureColumn::for_each_present`]),
+/// sent to the device, and put in place there in a block that starts all NaN. Only the
+/// present values cross: 8 bytes each, against 4 bytes for every value, null or not.
+struct PresentStage {
+    rows_host: PinnedHostSlice<u32>,
+    vals_host: PinnedHostSlice<f32>,
+    starts_host: PinnedHostSlice<u32>,
+    rows_dev: CudaSlice<u32>,
+    vals_dev: CudaSlice<f32>,
+    starts_dev: CudaSlice<u32>,
+}
+
+impl PresentStage {
+    fn new(rt: &Runtime, memory: &mut DeviceMemory, nf: usize) -> Result<Self> {
+        let ctx = rt.stream.context();
+        // SAFETY (pinned buffers): written on the host only after the slot's event says its
+        // previous copies finished.
+        Ok(PresentStage {
+            rows_host: unsafe { ctx.alloc_pinned::<u32>(1) }.map_err(device_error)?,
+            vals_host: unsafe { ctx.alloc_pinned::<f32>(1) }.map_err(device_error)?,
+            starts_host: unsafe { ctx.alloc_pinned::<u32>(nf + 1) }.map_err(device_error)?,
+            rows_dev: memory.zeros::<u32>(&rt.stream, 1)?,
+            vals_dev: memory.zeros::<f32>(&rt.stream, 1)?,
+            starts_dev: memory.zeros::<u32>(&rt.stream, nf + 1)?,
+        })
+    }
+
+    /// Queues rows `start..start + rows` of `frame` into `values` (column-major, NaN missing).
+    fn stage(
+        &mut self,
+        rt: &Runtime,
+        memory: &mut DeviceMemory,
+        frame: &FeatureFrame,
+        start: usize,
+        rows: usize,
+        values: &mut CudaSlice<f32>,
+    ) -> Result<()> {
+        let stream = &rt.stream;
+        let nf = frame.n_features();
+        // Each column's part is sized by its valid rows (bit counts, no pass over the values);
+        // slots its NaN values leave unused are marked with no row.
+        let counts: Vec<usize> = frame.columns().par_iter().map(|col| col.valid_count(start, rows)).collect();
+        let total: usize = counts.iter().sum();
+        if total > self.vals_host.len() {
+            // A quarter more than this block needs, so that later blocks rarely grow it again.
+            let cap = total + total / 4;
+            let ctx = stream.context();
+            // SAFETY: as in `new`; the old buffers' copies finished (the caller waited).
+            self.rows_host = unsafe { ctx.alloc_pinned::<u32>(cap) }.map_err(device_error)?;
+            self.vals_host = unsafe { ctx.alloc_pinned::<f32>(cap) }.map_err(device_error)?;
+            memory.allocated -= 8 * self.vals_dev.len();
+            self.rows_dev = memory.zeros::<u32>(stream, cap)?;
+            self.vals_dev = memory.zeros::<f32>(stream, cap)?;
+        }
+        let starts = self.starts_host.as_mut_slice().map_err(device_error)?;
+        starts[0] = 0;
+        for f in 0..nf {
+            starts[f + 1] = starts[f] + counts[f] as u32;
+        }
+        // Each column writes its own part of the two buffers.
+        let (mut row_parts, mut val_parts) = (Vec::with_capacity(nf), Vec::with_capacity(nf));
+        let mut rows_rest = &mut self.rows_host.as_mut_slice().map_err(device_error)?[..total];
+        let mut vals_rest = &mut self.vals_host.as_mut_slice().map_err(device_error)?[..total];
+        for &c in &counts {
+            let (r, rr) = std::mem::take(&mut rows_rest).split_at_mut(c);
+            let (v, vr) = std::mem::take(&mut vals_rest).split_at_mut(c);
+            row_parts.push(r);
+            val_parts.push(v);
+            (rows_rest, vals_rest) = (rr, vr);
+        }
+        row_parts.into_par_iter().zip(val_parts).zip(frame.columns().par_iter()).for_each(|((r, v), col)| {
+            let mut k = 0;
+            col.for_each_present(start, rows, |row, x| {
+                r[k] = (row - start) as u32;
+                v[k] = x;
+                k += 1;
+            });
+            r[k..].fill(NO_ROW);
+        });
+        let (total32, nf32, rows32) = (total as u32, nf as u32, rows as u32);
+        let n_values = (rows * nf) as u64;
+        // SAFETY (all launches): `values` holds at least rows * nf floats; the entries' rows
+        // are below `rows` and their columns below nf; `starts` has nf + 1 ascending offsets
+        // ending at `total`, the entries' count.
+        unsafe {
+            stream
+                .launch_builder(&rt.kernels.fill_nan)
+                .arg(&mut *values)
+                .arg(&n_values)
+                .launch(grid_for(rt, n_values, 256))
+        }
+        .map_err(device_error)?;
+        if total == 0 {
+            return Ok(());
+        }
+        stream
+            .memcpy_htod(&self.rows_host.as_slice().map_err(device_error)?[..total], &mut self.rows_dev)
+            .map_err(device_error)?;
+        stream
+            .memcpy_htod(&self.vals_host.as_slice().map_err(device_error)?[..total], &mut self.vals_dev)
+            .map_err(device_error)?;
+        stream
+            .memcpy_htod(self.starts_host.as_slice().map_err(device_error)?, &mut self.starts_dev)
+            .map_err(device_error)?;
+        unsafe {
+            stream
+                .launch_builder(&rt.kernels.scatter_present)
+                .arg(&self.rows_dev)
+                .arg(&self.vals_dev)
+                .arg(&total32)
+                .arg(&self.starts_dev)
+                .arg(&nf32)
+                .arg(&rows32)
+                .arg(&mut *values)
+                .launch(grid_for(rt, total as u64, 256))
+        }
+        .map_err(device_error)?;
+        Ok(())
     }
 }
 

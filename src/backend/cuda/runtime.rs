@@ -63,6 +63,8 @@ kernel_table!(
     add_tree_u16,
     add_tree_u32,
     bin_sparse_block,
+    fill_nan,
+    scatter_present,
     histogram_sparse,
     fill_missing,
     count_left_sparse,
