@@ -13,8 +13,9 @@ Polars DataFrames or pyarrow Tables; a Dask DataFrame works too.
 Evaluation sets and early stopping are distributed too, and GPU workers
 (``device="cuda"``): their histograms are summed through the host and the ring. The L1-type
 objectives (``reg:absoluteerror``, ``reg:quantileerror``) refit their leaves to quantiles of
-every worker's residuals. Not yet distributed (each a clear error): those objectives with
-sample weights, Python objectives and metrics, and ``init_model``.
+every worker's residuals, with unit or whole-number sample weights. Not yet distributed
+(each a clear error): those objectives with fractional sample weights, Python objectives and
+metrics, and ``init_model``.
 
 Examples
 --------
