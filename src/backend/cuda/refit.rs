@@ -232,56 +232,34 @@ impl DeviceRefit {
         self.lap(dev, 3);
         // Every key of every leaf counts in each pass, so a large leaf is spread over the grid.
         let per_node = dev.grid(nodes as u64, 256);
+        // Counting, or with whole weights weighing: the same passes, another histogram width.
+        let (count, pick) = match self.weighed {
+            Some(_) => (&k.refit_radix_weigh, &k.refit_radix_pick_weighed),
+            None => (&k.refit_radix_count, &k.refit_radix_pick),
+        };
+        let (key_weight, mut weighed_hist) = match &mut self.weighed {
+            Some(wd) => (Some(&wd.key_weight), Some(&mut wd.hist.buf)),
+            None => (None, None),
+        };
         for shift in [24u32, 16, 8, 0] {
-            match &mut self.weighed {
-                Some(wd) => {
-                    unsafe {
-                        dev.launcher(&k.refit_radix_weigh)
-                            .arg(&self.keys)
-                            .arg(&self.key_leaf)
-                            .arg(&wd.key_weight)
-                            .arg(&m)
-                            .arg(&self.prefix.buf)
-                            .arg(&shift)
-                            .arg(&mut wd.hist.buf)
-                            .launch(dev.grid(m as u64, 256))
-                    }
-                    .map_err(device_error)?;
-                    unsafe {
-                        dev.launcher(&k.refit_radix_pick_weighed)
-                            .arg(&mut wd.hist.buf)
-                            .arg(&n_nodes)
-                            .arg(&shift)
-                            .arg(&mut self.prefix.buf)
-                            .arg(&mut self.remaining.buf)
-                            .launch(per_node)
-                    }
-                    .map_err(device_error)?;
-                }
-                None => {
-                    unsafe {
-                        dev.launcher(&k.refit_radix_count)
-                            .arg(&self.keys)
-                            .arg(&self.key_leaf)
-                            .arg(&m)
-                            .arg(&self.prefix.buf)
-                            .arg(&shift)
-                            .arg(&mut self.hist.buf)
-                            .launch(dev.grid(m as u64, 256))
-                    }
-                    .map_err(device_error)?;
-                    unsafe {
-                        dev.launcher(&k.refit_radix_pick)
-                            .arg(&mut self.hist.buf)
-                            .arg(&n_nodes)
-                            .arg(&shift)
-                            .arg(&mut self.prefix.buf)
-                            .arg(&mut self.remaining.buf)
-                            .launch(per_node)
-                    }
-                    .map_err(device_error)?;
-                }
+            let mut launch = dev.launcher(count);
+            launch.arg(&self.keys).arg(&self.key_leaf);
+            if let Some(w) = key_weight {
+                launch.arg(w);
             }
+            launch.arg(&m).arg(&self.prefix.buf).arg(&shift);
+            match weighed_hist.as_deref_mut() {
+                Some(h) => launch.arg(h),
+                None => launch.arg(&mut self.hist.buf),
+            };
+            unsafe { launch.launch(dev.grid(m as u64, 256)) }.map_err(device_error)?;
+            let mut launch = dev.launcher(pick);
+            match weighed_hist.as_deref_mut() {
+                Some(h) => launch.arg(h),
+                None => launch.arg(&mut self.hist.buf),
+            };
+            launch.arg(&n_nodes).arg(&shift).arg(&mut self.prefix.buf).arg(&mut self.remaining.buf);
+            unsafe { launch.launch(per_node) }.map_err(device_error)?;
         }
         unsafe {
             dev.launcher(&k.refit_values)
