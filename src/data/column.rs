@@ -17,7 +17,7 @@ use arrow_array::{Array, ArrayRef, DictionaryArray, StringArray, UInt32Array};
 use arrow_buffer::ArrowNativeType;
 use arrow_schema::DataType;
 
-use super::cuts::FINITE_LIMIT;
+use super::cuts::{BLOCK, FINITE_LIMIT};
 use crate::error::{Error, Result};
 
 /// Code given to a category the model never saw: larger than any real code, so it lies in
@@ -229,8 +229,8 @@ impl FeatureColumn {
                     }
                 });
             if !walked {
-                for at in (0..take).step_by(BLOCK_ROWS) {
-                    let n = BLOCK_ROWS.min(take - at);
+                for at in (0..take).step_by(BLOCK) {
+                    let n = BLOCK.min(take - at);
                     buf.resize(n, 0f32);
                     self.read_chunk(chunk, row - chunk_start + at, &mut buf);
                     buf.iter().enumerate().filter(|(_, x)| !x.is_nan()).for_each(|(j, &x)| f(row + at + j, x));
@@ -363,9 +363,6 @@ fn read_numeric(array: &dyn Array, offset: usize, out: &mut [f32]) {
     }
     mark_nulls(array, offset, out);
 }
-
-/// Rows a dense visit reads at a time.
-const BLOCK_ROWS: usize = 8192;
 
 /// Calls `f(j, value)` for each valid row `offset + j` (`j < len`) of a primitive numeric
 /// array, a validity word at a time, values converted as [`read_numeric`] converts them (NaN

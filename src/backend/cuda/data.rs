@@ -1,8 +1,9 @@
 //! The training matrix on the device: bins row-major, one byte per value when every feature
-//! has fewer than 256 bins (missing included), else two, or four past 65,535 bins. Columns travel from their Arrow
-//! buffers through a reusable pinned staging buffer in blocks of rows, and are binned by a
-//! kernel; the copy of one block overlaps the reading of the next. Nothing of the size of
-//! the data is ever allocated on the host.
+//! has fewer than 256 bins (missing included), else two, or four past 65,535 bins. Columns
+//! travel from their Arrow buffers through a reusable pinned staging buffer in blocks of rows
+//! (mostly-null ones as their present values only), and are binned by a kernel; the copy of
+//! one block overlaps the reading of the next. Nothing of the size of the data is ever
+//! allocated on the host.
 
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use rayon::prelude::*;
@@ -143,27 +144,28 @@ impl DeviceMatrix {
         };
         let block = STAGE_ROWS.min(n.max(1));
         let ctx = stream.context();
-        // Compressed rows stage only the present values (a mostly-null block is mostly NaN);
-        // the dense layouts stage every value.
-        let present_only = matches!(layout, Layout::Sparse { .. });
         let mut staged = Vec::new();
         for _ in 0..2 {
-            // SAFETY: the pinned buffer is written on the host only after its event says the
-            // previous copy out of it finished.
-            let host =
-                unsafe { ctx.alloc_pinned::<f32>(if present_only { 1 } else { block * nf }) }.map_err(device_error)?;
+            let host = match layout {
+                // Compressed rows stage only the present values (a mostly-null block is mostly NaN).
+                Layout::Sparse { .. } => HostStage::Present(Box::new(PresentStage::new(rt, memory, nf)?)),
+                // SAFETY: the pinned buffer is written on the host only after its event says the
+                // previous copy out of it finished.
+                Layout::Dense { .. } => {
+                    HostStage::Values(unsafe { ctx.alloc_pinned::<f32>(block * nf) }.map_err(device_error)?)
+                }
+            };
             let dev = memory.zeros::<f32>(stream, block * nf)?;
             let done: CudaEvent = ctx.new_event(None).map_err(device_error)?;
-            let present = if present_only { Some(PresentStage::new(rt, memory, nf)?) } else { None };
-            staged.push((host, dev, present, done));
+            staged.push((host, dev, done));
         }
         for (i, start) in (0..n).step_by(block).enumerate() {
             let rows = block.min(n - start);
-            let (host, dev, present, done) = &mut staged[i % 2];
+            let (host, dev, done) = &mut staged[i % 2];
             done.synchronize().map_err(device_error)?;
-            match present {
-                Some(p) => p.stage(rt, memory, frame, start, rows, dev)?,
-                None => {
+            match host {
+                HostStage::Present(p) => p.stage(rt, memory, frame, start, rows, dev)?,
+                HostStage::Values(host) => {
                     let values = host.as_mut_slice().map_err(device_error)?;
                     values[..rows * nf].par_chunks_mut(rows).zip(frame.columns().par_iter()).for_each(|(out, col)| {
                         col.read(start, out);
@@ -227,6 +229,12 @@ impl DeviceMatrix {
             categorical_dev,
         })
     }
+}
+
+/// A staging slot's host side: every value of a block (dense layouts), or its present values.
+enum HostStage {
+    Values(PinnedHostSlice<f32>),
+    Present(Box<PresentStage>),
 }
 
 /// The row of a staging slot no value took (`NO_ENTRY` in kernels/sparse.cu).
