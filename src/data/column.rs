@@ -145,6 +145,46 @@ impl FeatureColumn {
         ColumnKind::Categorical { categories, remaps }
     }
 
+    /// Rows `start..start + len` of the column, sharing its Arrow buffers (each chunk sliced,
+    /// its dictionary and category codes kept whole, so the categories are the column's).
+    pub fn row_range(&self, start: usize, len: usize) -> FeatureColumn {
+        let end = start + len;
+        assert!(end <= self.len(), "rows past the end of column {}", self.name);
+        let (mut chunks, mut starts, mut remaps) = (Vec::new(), vec![0], Vec::new());
+        for (c, chunk) in self.chunks.iter().enumerate() {
+            let (from, to) = (self.starts[c].max(start), self.starts[c + 1].min(end));
+            // An empty range keeps one empty chunk: a column has at least one.
+            if from < to || (len == 0 && chunks.is_empty()) {
+                let from = from.min(self.starts[c + 1]);
+                let taken = to.saturating_sub(from);
+                chunks.push(chunk.slice(from - self.starts[c], taken));
+                starts.push(starts.last().unwrap() + taken);
+                if let ColumnKind::Categorical { remaps: r, .. } = &self.kind {
+                    remaps.push(r[c].clone());
+                }
+            }
+        }
+        let kind = match &self.kind {
+            ColumnKind::Numeric => ColumnKind::Numeric,
+            ColumnKind::Categorical { categories, .. } => {
+                ColumnKind::Categorical { categories: categories.clone(), remaps }
+            }
+        };
+        FeatureColumn { chunks, starts, kind, ..self.clone_header() }
+    }
+
+    /// The column's name, dtype name and missing value, with no data (for [`FeatureColumn::row_range`]).
+    fn clone_header(&self) -> FeatureColumn {
+        FeatureColumn {
+            name: self.name.clone(),
+            chunks: Vec::new(),
+            starts: Vec::new(),
+            kind: ColumnKind::Numeric,
+            dtype_name: self.dtype_name.clone(),
+            missing: self.missing,
+        }
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -539,6 +579,52 @@ mod tests {
     use super::*;
     use crate::random::Rng;
     use arrow_array::Float32Array;
+
+    /// A row range reads what the whole column reads at those rows, across chunk edges, for
+    /// numeric and dictionary columns (whose codes stay the whole column's), empty ranges too.
+    #[test]
+    fn row_ranges_read_as_the_whole_column() {
+        use arrow_array::types::Int32Type;
+        use arrow_array::{DictionaryArray, Int32Array, StringArray};
+        let numeric = FeatureColumn::new(
+            "x",
+            vec![
+                Arc::new(Float32Array::from(vec![Some(1.0), None, Some(3.0)])) as ArrayRef,
+                Arc::new(Float32Array::from(vec![Some(4.0), Some(5.0)])) as ArrayRef,
+            ],
+        )
+        .unwrap()
+        .with_missing_value(5.0);
+        let dict = |keys: Vec<Option<i32>>, names: &[&str]| -> ArrayRef {
+            Arc::new(
+                DictionaryArray::<Int32Type>::try_new(
+                    Int32Array::from(keys),
+                    Arc::new(StringArray::from(names.to_vec())),
+                )
+                .unwrap(),
+            )
+        };
+        let categorical = FeatureColumn::new(
+            "c",
+            vec![dict(vec![Some(1), Some(0), None], &["b", "a"]), dict(vec![Some(0), Some(1)], &["c", "a"])],
+        )
+        .unwrap();
+        for column in [numeric, categorical] {
+            let mut whole = vec![0f32; 5];
+            column.read(0, &mut whole);
+            for start in 0..=5 {
+                for len in 0..=5 - start {
+                    let part = column.row_range(start, len);
+                    assert_eq!(part.len(), len);
+                    assert_eq!(part.categories(), column.categories());
+                    let mut got = vec![0f32; len];
+                    part.read(0, &mut got);
+                    let want = &whole[start..start + len];
+                    assert!(got.iter().zip(want).all(|(a, b)| a == b || (a.is_nan() && b.is_nan())), "{start}+{len}");
+                }
+            }
+        }
+    }
 
     /// `read` marks exactly the null rows as NaN, word by word, for any slice of any array:
     /// offsets that do not start on a validity word, lengths that do not end on one, and

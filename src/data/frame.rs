@@ -111,6 +111,11 @@ impl FeatureFrame {
         Self::new(self.columns.iter().filter(|c| !names.contains(&c.name())).cloned().collect())
     }
 
+    /// Rows `start..start + len`, sharing the columns' Arrow buffers.
+    pub fn row_range(&self, start: usize, len: usize) -> FeatureFrame {
+        FeatureFrame { columns: self.columns.iter().map(|c| c.row_range(start, len)).collect(), n_rows: len }
+    }
+
     /// The named column, if present.
     pub fn find(&self, name: &str) -> Option<&FeatureColumn> {
         self.columns.iter().find(|c| c.name() == name)
@@ -349,6 +354,43 @@ impl Dataset {
         Ok(self)
     }
 
+    /// Rows `start..start + len`, with their labels, weights, margins and query groups (the
+    /// range must not cut a query group). Features and one-target labels share their buffers.
+    pub fn row_range(&self, start: usize, len: usize) -> Result<Dataset> {
+        let n = self.n_rows();
+        let end = start + len;
+        assert!(end <= n, "rows {start}..{end} past the end of {n}");
+        let group_offsets = match &self.group_offsets {
+            None => None,
+            Some(offsets) => {
+                let (Ok(first), Ok(last)) = (offsets.binary_search(&start), offsets.binary_search(&end)) else {
+                    return Err(Error::data(format!("rows {start}..{end} cut a query group")));
+                };
+                Some(offsets[first..=last].iter().map(|o| o - start).collect())
+            }
+        };
+        let per_target = |v: &ScalarBuffer<f32>| -> ScalarBuffer<f32> {
+            if self.n_targets == 1 {
+                v.slice(start, len)
+            } else {
+                (0..self.n_targets)
+                    .flat_map(|t| v[t * n + start..t * n + end].iter().copied())
+                    .collect::<Vec<_>>()
+                    .into()
+            }
+        };
+        let k = self.base_margin.as_ref().map_or(0, |m| m.len() / n.max(1));
+        Ok(Dataset {
+            features: self.features.row_range(start, len),
+            label: per_target(&self.label),
+            n_targets: self.n_targets,
+            label_upper: self.label_upper.as_ref().map(|u| u.slice(start, len)),
+            weight: self.weight.as_ref().map(|w| w.slice(start, len)),
+            group_offsets,
+            base_margin: self.base_margin.as_ref().map(|m| m[start * k..end * k].to_vec()),
+        })
+    }
+
     pub fn n_rows(&self) -> usize {
         self.features.n_rows()
     }
@@ -381,5 +423,39 @@ impl Dataset {
 
     pub fn base_margin(&self) -> Option<&[f32]> {
         self.base_margin.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn row_ranges_carry_every_per_row_field() {
+        let x = FeatureColumn::new("x", vec![Arc::new(Float32Array::from(vec![0., 1., 2., 3., 4., 5.])) as ArrayRef])
+            .unwrap();
+        let frame = FeatureFrame::new(vec![x]).unwrap();
+        // Two targets, target-major; groups 0..2, 2..5, 5..6; two margins a row.
+        let label: Vec<f32> = (0..12).map(|v| v as f32).collect();
+        let data = Dataset::with_labels(frame, label.into(), 2)
+            .unwrap()
+            .with_weight(vec![1., 2., 3., 4., 5., 6.])
+            .unwrap()
+            .with_group_sizes(&[2, 3, 1])
+            .unwrap()
+            .with_base_margin((0..12).map(|v| v as f32 * 0.5).collect())
+            .unwrap();
+        let part = data.row_range(2, 3).unwrap();
+        assert_eq!(part.n_rows(), 3);
+        assert_eq!(part.label(), &[2., 3., 4., 8., 9., 10.]);
+        assert_eq!(part.weight().unwrap(), &[3., 4., 5.]);
+        assert_eq!(part.group_offsets().unwrap(), &[0, 3]);
+        assert_eq!(part.base_margin().unwrap(), &[2., 2.5, 3., 3.5, 4., 4.5]);
+        let mut xs = vec![0f32; 3];
+        part.features().column(0).read(0, &mut xs);
+        assert_eq!(xs, [2., 3., 4.]);
+        let err = data.row_range(1, 3).unwrap_err().to_string();
+        assert!(err.contains("cut a query group"), "{err}");
     }
 }
