@@ -11,34 +11,16 @@
 //! summed through the host and the ring): a measure of that exchange, not of speed-up.
 
 use std::net::TcpListener;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow_array::{Array, ArrayRef, Float32Array};
+use arrow_array::{Array, ArrayRef};
 use polars_gbt::collective::{serve_tracker, RingConfig, RowSpans, Shard, TcpRing};
-use polars_gbt::random::hash64;
 use polars_gbt::{Dataset, FeatureColumn, FeatureFrame, TrainConfig};
 
 #[path = "common/bench_data.rs"]
 #[allow(dead_code)]
 mod bench_data;
-use bench_data::option;
-
-/// Higgs-like columns: `f` features, some nonlinear in the label, and a label drawn from a
-/// logistic of them.
-fn columns(n: usize, f: usize) -> (Vec<ArrayRef>, Vec<f32>) {
-    let u = |k: u64, i: usize| (hash64(k, i as u64) >> 11) as f64 / (1u64 << 53) as f64;
-    let cols: Vec<Vec<f32>> = (0..f as u64)
-        .map(|j| (0..n).map(|i| ((u(j, i) + u(j + 1000, i) + u(j + 2000, i)) * 2.0 - 3.0) as f32).collect())
-        .collect();
-    let label = (0..n)
-        .map(|i| {
-            let z = cols[0][i] as f64 * 1.5 - (cols[1][i] as f64).powi(2) + (cols[2][i] * cols[3 % f][i]) as f64;
-            (u(99_999, i) < 1.0 / (1.0 + (-z).exp())) as u8 as f32
-        })
-        .collect();
-    (cols.into_iter().map(|c| Arc::new(Float32Array::from(c)) as ArrayRef).collect(), label)
-}
+use bench_data::{higgs_like as columns, option};
 
 fn dataset(cols: &[ArrayRef], label: &[f32], start: usize, len: usize) -> Dataset {
     let frame = FeatureFrame::new(

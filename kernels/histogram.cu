@@ -155,6 +155,16 @@ extern "C" __global__ void subtract_histograms(const u32* triples, u32 total_slo
     }
 }
 
+// Copies histograms between slots: pairs (from, to), one per blockIdx.y (a distributed fit
+// gathers a level's histograms into one run, summed over the workers there in one exchange).
+extern "C" __global__ void copy_histograms(const u32* pairs, u32 total_slots, GradSum* hist) {
+    const GradSum* from = hist + (u64)pairs[2 * blockIdx.y] * total_slots;
+    GradSum* to = hist + (u64)pairs[2 * blockIdx.y + 1] * total_slots;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < total_slots; i += gridDim.x * blockDim.x) {
+        to[i] = from[i];
+    }
+}
+
 // Which child of each split node to build (the one with fewer rows, ties to the left; the CPU
 // picks by hessian before partitioning, which gives the same sums: subtraction is exact) and
 // which to derive by subtraction, decided on the device from the partition's counts, so the

@@ -5,7 +5,7 @@ use crate::backend::cpu::predict::add_tree_binned;
 use crate::backend::cpu::CpuLearner;
 use crate::backend::refit::LeafRefit;
 use crate::backend::{Backend, Learner};
-use crate::collective::{agree, max_magnitudes, sum_count, RowSpans, Shard};
+use crate::collective::{agree, even_ranges, max_magnitudes, sum_count, RowSpans, Shard};
 use crate::config::TrainConfig;
 use crate::data::cuts::compute_cuts_sharded;
 use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
@@ -198,6 +198,9 @@ fn fit(
         ));
     }
     let (backend, _) = crate::backend::select(cfg)?;
+    if backend == Backend::Cuda && cfg.n_gpus > 1 && !shard.is_distributed() {
+        return fit_on_gpus(cfg, data, evals, user, callback);
+    }
     let data = &agree::unify_categories(shard, data)?;
     let mut user = Some(user);
     let mut run = || Trainer::new(cfg, data, evals, user.take().unwrap_or_default(), shard)?.run(backend, callback);
@@ -210,6 +213,74 @@ fn fit(
     } else {
         run()
     }
+}
+
+/// A fit over `cfg.n_gpus` GPUs of this process: the rows (and each evaluation set's) are cut
+/// into contiguous shards, one per GPU, and each GPU runs this fit on its shard as one worker
+/// of a distributed fit whose collective is NCCL, so the trees are one device's. GPU 0 calls
+/// `callback` and tells the others whether to go on.
+fn fit_on_gpus(
+    cfg: &TrainConfig,
+    data: &Dataset,
+    evals: &[(&str, &Dataset)],
+    user: UserFunctions,
+    callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
+) -> Result<Model> {
+    if user.objective.is_some() || !user.metrics.is_empty() {
+        return Err(Error::param("n_gpus", "a fit over several GPUs cannot call a user's objective or metrics yet"));
+    }
+    let k = cfg.n_gpus;
+    let n = data.n_rows();
+    let ranges = even_ranges(n, k, data.group_offsets.as_deref(), false)?;
+    let eval_ranges = evals
+        .iter()
+        .map(|(_, d)| even_ranges(d.n_rows(), k, d.group_offsets.as_deref(), true))
+        .collect::<Result<Vec<_>>>()?;
+    let callback = std::sync::Mutex::new(Some(callback));
+    crate::backend::cuda::on_each_gpu(k, |rank, comm| {
+        let (start, len) = ranges[rank];
+        let part = data.row_range(start, len)?;
+        let eval_parts = evals
+            .iter()
+            .zip(&eval_ranges)
+            .map(|((_, d), r)| d.row_range(r[rank].0, r[rank].1))
+            .collect::<Result<Vec<_>>>()?;
+        let eval_refs: Vec<(&str, &Dataset)> = evals.iter().zip(&eval_parts).map(|((name, _), d)| (*name, d)).collect();
+        let span = |(start, len): (usize, usize), n: usize| RowSpans::new(vec![(start as u64, len as u64)], n as u64);
+        let shard = Shard {
+            comm,
+            rows: span(ranges[rank], n)?,
+            evals: evals
+                .iter()
+                .zip(&eval_ranges)
+                .map(|((_, d), r)| span(r[rank], d.n_rows()))
+                .collect::<Result<_>>()?,
+        };
+        const STOP: u8 = 0;
+        const GO_ON: u8 = 1;
+        const FAILED: u8 = 2;
+        if rank == 0 {
+            let user_callback = callback.lock().unwrap_or_else(|p| p.into_inner()).take().expect("one GPU 0");
+            let mut lead = |log: &RoundLog| {
+                let decision = user_callback(log);
+                let code = match decision {
+                    Ok(true) => GO_ON,
+                    Ok(false) => STOP,
+                    Err(_) => FAILED,
+                };
+                comm.broadcast(&[code], 0)?;
+                decision
+            };
+            fit(cfg, &part, &eval_refs, UserFunctions::default(), &mut lead, &shard)
+        } else {
+            let mut follow = |_: &RoundLog| match comm.broadcast(&[], 0)?[..] {
+                [GO_ON] => Ok(true),
+                [STOP] => Ok(false),
+                _ => Err(Error::Collective("stopped: GPU 0's round callback ended the fit with an error".into())),
+            };
+            fit(cfg, &part, &eval_refs, UserFunctions::default(), &mut follow, &shard)
+        }
+    })
 }
 
 /// `cfg` with `num_target` the label's number of targets (XGBoost reads it off the label's
@@ -573,7 +644,9 @@ impl<'a> Trainer<'a> {
                 self.boost(learner, callback)
             }
             Backend::Cuda => {
-                let rt = crate::backend::cuda::runtime()?;
+                // A worker of a fit over several GPUs trains on its communicator's GPU.
+                let ordinal = self.shard.comm.device_sums().map_or(0, |d| d.ordinal());
+                let rt = crate::backend::cuda::runtime_on(ordinal)?;
                 // One fit at a time on the GPU; others queue here. Not a distributed fit's
                 // worker: its fit waits on the other workers, which may share this GPU.
                 let _turn = (!self.shard.is_distributed()).then(|| rt.lock());

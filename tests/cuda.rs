@@ -981,3 +981,114 @@ fn distributed_gpu_fits_give_one_gpus_bytes() {
         }
     }
 }
+
+/// How many GPUs the driver sees, for the tests over several. On the two-GPU machine
+/// `POLARS_GBT_REQUIRE_GPUS=2` turns fewer into a failure rather than a skip.
+fn gpus(needed: usize) -> bool {
+    let seen = if gpu() { polars_gbt::backend::cuda::runtime::device_count().unwrap_or(0) } else { 0 };
+    let required = std::env::var("POLARS_GBT_REQUIRE_GPUS").ok().and_then(|v| v.parse::<usize>().ok());
+    if seen < needed {
+        assert!(required.is_none_or(|r| r < needed), "{needed} GPUs are required here, the driver sees {seen}");
+        eprintln!("{seen} GPU(s), the checks over {needed} skipped");
+    }
+    seen >= needed
+}
+
+/// A model's JSON without the recorded GPU count (which must be `n`), for comparing a fit
+/// over several GPUs with one GPU's.
+fn json_without_gpu_count(model: &Model, n: usize) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(&model.to_json()).unwrap();
+    let config = v["model"]["config"].as_object_mut().unwrap();
+    assert_eq!(config.remove("n_gpus").and_then(|g| g.as_u64()), (n > 1).then_some(n as u64));
+    serde_json::to_string(&v).unwrap()
+}
+
+/// `n_gpus=2`: each GPU of the process bins and grows on its half of the rows, histograms
+/// summed in place through NCCL; the model is one GPU's, byte for byte (the GPU count aside).
+#[test]
+fn several_gpus_of_one_process_give_one_gpus_model() {
+    use common::distributed::{dataset, rows};
+
+    if !gpus(2) {
+        return;
+    }
+    let n = 20_000;
+    let all = rows(n, 33);
+    let every: Vec<usize> = (0..n).collect();
+    let weighted = dataset(&all, &every, true);
+    let plain = dataset(&all, &every, false);
+    let sparse = mostly_null(&every);
+    // Query groups of uneven sizes: no shard may cut one.
+    let mut sizes = vec![1, 2, 3, 2500];
+    while sizes.iter().sum::<usize>() < n {
+        let s = (7 + sizes.len() * 13 % 90).min(n - sizes.iter().sum::<usize>());
+        sizes.push(s);
+    }
+    let (frame, y) = random_data(n, 6, 8);
+    let relevance: Vec<f32> = y.iter().map(|v| v.clamp(0.0, 4.0).floor()).collect();
+    let ranked = Dataset::new(frame, relevance).unwrap().with_group_sizes(&sizes).unwrap();
+    let categorical = categorical_data(n, 9);
+    let cases: Vec<(&str, &Dataset)> = vec![
+        (r#"{"objective": "binary:logistic", "n_estimators": 8, "max_depth": 6, "seed": 2}"#, &weighted),
+        (
+            r#"{"objective": "binary:logistic", "n_estimators": 6, "max_depth": 7, "subsample": 0.7,
+                "colsample_bynode": 0.7, "max_cat_to_onehot": 1, "seed": 4}"#,
+            &weighted,
+        ),
+        (r#"{"objective": "reg:squarederror", "n_estimators": 5, "max_depth": 6}"#, &categorical),
+        (
+            r#"{"objective": "reg:squarederror", "n_estimators": 5, "grow_policy": "lossguide", "max_leaves": 24}"#,
+            &plain,
+        ),
+        (r#"{"objective": "multi:softprob", "num_class": 2, "n_estimators": 3, "max_depth": 4}"#, &weighted),
+        (r#"{"objective": "binary:logistic", "n_estimators": 5, "max_depth": 6}"#, &sparse),
+        (r#"{"objective": "reg:absoluteerror", "n_estimators": 4, "max_depth": 5, "subsample": 0.8}"#, &plain),
+        (r#"{"objective": "reg:quantileerror", "quantile_alpha": [0.3, 0.8], "n_estimators": 3}"#, &plain),
+        (r#"{"objective": "rank:ndcg", "n_estimators": 5, "max_depth": 5}"#, &ranked),
+    ];
+    for (json, data) in cases {
+        let one = fit(json, data, "cuda");
+        let mut cfg = TrainConfig::from_json(json).unwrap();
+        cfg.device = polars_gbt::Device::Cuda;
+        cfg.n_gpus = 2;
+        let two = train(&cfg, data, &[]).unwrap_or_else(|e| panic!("n_gpus=2 fit of {json} failed: {e}"));
+        assert!(
+            json_without_gpu_count(&two, 2) == json_without_gpu_count(&one, 1),
+            "n_gpus=2 differs from one GPU for {json}"
+        );
+    }
+    // Evaluation sets are shared out too; early stopping stops every GPU in the same round.
+    // Rows of their own (the training rows' generator with another seed).
+    let valid = dataset(&rows(3000, 34), &(0..3000).collect::<Vec<_>>(), false);
+    let mut cfg = TrainConfig::from_json(
+        r#"{"objective": "binary:logistic", "n_estimators": 200, "max_depth": 8, "learning_rate": 0.5,
+            "early_stopping_rounds": 3, "eval_metric": ["logloss"]}"#,
+    )
+    .unwrap();
+    cfg.device = polars_gbt::Device::Cuda;
+    let one = train(&cfg, &plain, &[("valid", &valid)]).unwrap();
+    cfg.n_gpus = 2;
+    let mut rounds = 0;
+    let two = polars_gbt::train_with_callback(&cfg, &plain, &[("valid", &valid)], &mut |_| {
+        rounds += 1;
+        Ok(true)
+    })
+    .unwrap();
+    assert!(one.best_iteration().is_some_and(|b| b + 3 < 199), "early stopping should stop early");
+    // The callback ran on GPU 0 once a round: to the best round and the 3 after it.
+    assert_eq!(rounds, one.best_iteration().unwrap() + 4);
+    assert!(json_without_gpu_count(&two, 2) == json_without_gpu_count(&one, 1), "early-stopped fit differs");
+    // A callback that stops the fit stops every GPU.
+    let mut seen = 0;
+    let stopped = polars_gbt::train_with_callback(&cfg, &plain, &[("valid", &valid)], &mut |_| {
+        seen += 1;
+        Ok(seen < 2)
+    })
+    .unwrap();
+    assert_eq!(stopped.num_rounds(), 2);
+    // More GPUs than the driver sees is an error naming the parameter.
+    cfg.early_stopping_rounds = None;
+    cfg.n_gpus = 64;
+    let err = train(&cfg, &plain, &[]).unwrap_err().to_string();
+    assert!(err.contains("n_gpus") && err.contains("64"), "{err}");
+}

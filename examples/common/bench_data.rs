@@ -75,3 +75,24 @@ pub fn load_columns(path: &Path, n: usize, f: usize) -> (Vec<f32>, FeatureFrame)
     let frame = frame(values.clone(), n, f);
     (values, frame)
 }
+
+/// Higgs-like columns, generated here (no files): `f` features of a bell-ish shape, a few
+/// nonlinear in the label, and a label drawn from a logistic of them. Columns in parallel.
+#[allow(dead_code)] // the benchmarks that read the harness's files do not generate data
+pub fn higgs_like(n: usize, f: usize) -> (Vec<ArrayRef>, Vec<f32>) {
+    use polars_gbt::random::hash64;
+    use rayon::prelude::*;
+    let u = |k: u64, i: usize| (hash64(k, i as u64) >> 11) as f64 / (1u64 << 53) as f64;
+    let cols: Vec<Vec<f32>> = (0..f as u64)
+        .into_par_iter()
+        .map(|j| (0..n).map(|i| ((u(j, i) + u(j + 1000, i) + u(j + 2000, i)) * 2.0 - 3.0) as f32).collect())
+        .collect();
+    let label = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let z = cols[0][i] as f64 * 1.5 - (cols[1][i] as f64).powi(2) + (cols[2][i] * cols[3 % f][i]) as f64;
+            (u(99_999, i) < 1.0 / (1.0 + (-z).exp())) as u8 as f32
+        })
+        .collect();
+    (cols.into_iter().map(|c| Arc::new(Float32Array::from(c)) as ArrayRef).collect(), label)
+}

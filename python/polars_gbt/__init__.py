@@ -14,22 +14,28 @@ import importlib.util as _importlib_util
 import os as _os
 
 
-def _point_at_pip_nvrtc() -> None:
-    # The CUDA backend compiles its kernels with NVRTC. `pip install polars-gbt[cuda]` puts
-    # it in the nvidia-cuda-nvrtc wheel, outside the loader's search path: tell the Rust side
-    # where, before anything loads it.
+def _point_at_pip_libraries() -> None:
+    # The CUDA backend compiles its kernels with NVRTC, and several GPUs (n_gpus=) sum their
+    # histograms through NCCL. pip puts them in the nvidia-cuda-nvrtc and nvidia-nccl-cu13
+    # wheels, outside the loader's search path: tell the Rust side where, before anything
+    # loads them.
     spec = _importlib_util.find_spec("nvidia")
-    dirs = []
-    for base in (spec.submodule_search_locations or []) if spec else []:
-        for sub in ("cu13/lib", "cuda_nvrtc/lib", "cu12/lib"):
-            path = _os.path.join(base, sub)
-            if _os.path.isdir(path):
-                dirs.append(path)
-    if dirs:
-        _os.environ.setdefault("POLARS_GBT_NVRTC_DIRS", _os.pathsep.join(dirs))
+    bases = list(spec.submodule_search_locations or []) if spec else []
+    for variable, subdirs in (
+        ("POLARS_GBT_NVRTC_DIRS", ("cu13/lib", "cuda_nvrtc/lib", "cu12/lib")),
+        ("POLARS_GBT_NCCL_DIRS", ("nccl/lib", "cu13/lib")),
+    ):
+        dirs = [
+            _os.path.join(base, sub)
+            for base in bases
+            for sub in subdirs
+            if _os.path.isdir(_os.path.join(base, sub))
+        ]
+        if dirs:
+            _os.environ.setdefault(variable, _os.pathsep.join(dirs))
 
 
-_point_at_pip_nvrtc()
+_point_at_pip_libraries()
 
 from polars_gbt._errors import (  # noqa: E402
     ColumnError,

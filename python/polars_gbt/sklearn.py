@@ -132,6 +132,7 @@ class _GBTBase(BaseEstimator):
         feature_weights: dict[str, float] | list[float] | None = None,
         missing: float = np.nan,
         device: str = "cpu",
+        n_gpus: int = 1,
         importance_type: str | None = None,
         tree_method: str | None = None,
         booster: str | None = None,
@@ -180,6 +181,7 @@ class _GBTBase(BaseEstimator):
         self.feature_weights = feature_weights
         self.missing = missing
         self.device = device
+        self.n_gpus = n_gpus
         self.importance_type = importance_type
         self.tree_method = tree_method
         self.booster = booster

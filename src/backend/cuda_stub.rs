@@ -26,6 +26,19 @@ pub fn runtime() -> Result<Arc<Runtime>> {
     Err(Error::Device(NO_CUDA.into()))
 }
 
+/// The runtime of one of several GPUs, which this build does not have.
+pub fn runtime_on(_: usize) -> Result<Arc<Runtime>> {
+    Err(Error::Device(NO_CUDA.into()))
+}
+
+/// Work on each of several GPUs: this build has none.
+pub fn on_each_gpu<T: Send>(
+    _: usize,
+    _: impl Fn(usize, &dyn crate::collective::Collective) -> Result<T> + Sync,
+) -> Result<T> {
+    Err(Error::Device(NO_CUDA.into()))
+}
+
 /// The GPU and what was built for it; none exists in this build.
 pub enum Runtime {}
 

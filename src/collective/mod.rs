@@ -7,14 +7,15 @@
 //! byte for byte.
 //!
 //! [`Solo`] is the collective of a fit on one worker: every operation returns at once.
-//! [`ring::TcpRing`] connects processes through TCP (CPU workers).
+//! [`ring::TcpRing`] connects processes through TCP (CPU workers); NCCL connects GPUs
+//! (`backend::cuda::nccl`), in one process or several.
 
 pub mod agree;
 pub mod ring;
 pub mod shard;
 
 pub use ring::{serve_tracker, RingConfig, TcpRing};
-pub use shard::{RowSpans, Shard};
+pub use shard::{even_ranges, RowSpans, Shard};
 
 use crate::error::{Error, Result};
 use crate::tree::GradSum;
@@ -35,6 +36,25 @@ pub trait Collective: Send + Sync {
     fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>>;
     /// Worker `root`'s bytes, on every worker (`mine` is read on `root` only).
     fn broadcast(&self, mine: &[u8], root: usize) -> Result<Vec<u8>>;
+    /// Sums of device memory where it lies, for collectives that reach the GPU themselves
+    /// (NCCL): the GPU learner then sums its histograms on the device, not through the host.
+    fn device_sums(&self) -> Option<&dyn DeviceSums> {
+        None
+    }
+}
+
+/// A collective's sums of GPU memory (see [`Collective::device_sums`]).
+pub trait DeviceSums {
+    /// The GPU (CUDA device ordinal) this worker's buffers live on.
+    fn ordinal(&self) -> usize;
+    /// Sums each buffer `(device address, number of i64)` over the workers, in place, as one
+    /// exchange, and returns once the sums are done.
+    ///
+    /// # Safety
+    /// Each address must hold that many `i64` on this worker's GPU, written by work queued
+    /// on the stream of that GPU's runtime (the stream the sums are queued on), and stay
+    /// allocated until this returns.
+    unsafe fn sum_in_place(&self, buffers: &[(u64, usize)]) -> Result<()>;
 }
 
 /// The collective of one worker alone.

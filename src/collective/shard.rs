@@ -59,6 +59,51 @@ impl RowSpans {
     }
 }
 
+/// `n` rows cut into `k` contiguous ranges `(start, len)` of about equal length, each ending
+/// on a query group's end when `group_offsets` are given (groups are never cut). With
+/// `allow_empty` false every range holds a row (training shards); evaluation sets may give
+/// some workers none.
+pub fn even_ranges(
+    n: usize,
+    k: usize,
+    group_offsets: Option<&[usize]>,
+    allow_empty: bool,
+) -> Result<Vec<(usize, usize)>> {
+    let mut ends = Vec::with_capacity(k);
+    for i in 1..=k {
+        let target = n * i / k;
+        let end = match group_offsets {
+            // The group boundary nearest the even cut, never before the last range's end.
+            Some(offsets) => {
+                let at = offsets.partition_point(|&o| o < target);
+                let above = offsets.get(at).copied().unwrap_or(n);
+                let below = if at > 0 { offsets[at - 1] } else { 0 };
+                if target - below <= above - target {
+                    below
+                } else {
+                    above
+                }
+            }
+            None => target,
+        };
+        let end = if i == k { n } else { end.max(ends.last().copied().unwrap_or(0)) };
+        ends.push(end);
+    }
+    let mut out = Vec::with_capacity(k);
+    let mut start = 0;
+    for end in ends {
+        if end == start && !allow_empty {
+            return Err(Error::data(format!(
+                "{n} rows{} cannot be shared by {k} workers with rows each",
+                if group_offsets.is_some() { " in their query groups" } else { "" }
+            )));
+        }
+        out.push((start, end - start));
+        start = end;
+    }
+    Ok(out)
+}
+
 /// A worker's share of a fit: of its training rows, and of each evaluation set's rows.
 pub struct Shard<'a> {
     pub comm: &'a dyn Collective,
@@ -151,4 +196,28 @@ impl Shard<'_> {
 
 fn malformed() -> Error {
     Error::Collective("a worker sent rows that do not fit the fit's row spans".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn even_ranges_cover_the_rows_in_order() {
+        assert_eq!(even_ranges(10, 3, None, false).unwrap(), vec![(0, 3), (3, 3), (6, 4)]);
+        assert_eq!(even_ranges(5, 1, None, false).unwrap(), vec![(0, 5)]);
+        assert!(even_ranges(2, 3, None, false).unwrap_err().to_string().contains("2 rows"));
+        assert_eq!(even_ranges(2, 3, None, true).unwrap(), vec![(0, 0), (0, 1), (1, 1)]);
+    }
+
+    #[test]
+    fn even_ranges_end_on_query_groups() {
+        // Groups 0..7, 7..8, 8..10: the even cut at 5 moves to the nearest group end, 7.
+        let offsets = [0, 7, 8, 10];
+        assert_eq!(even_ranges(10, 2, Some(&offsets), false).unwrap(), vec![(0, 7), (7, 3)]);
+        // One group cannot be shared.
+        let err = even_ranges(10, 2, Some(&[0, 10]), false).unwrap_err().to_string();
+        assert!(err.contains("query groups"), "{err}");
+        assert_eq!(even_ranges(10, 2, Some(&[0, 10]), true).unwrap(), vec![(0, 0), (0, 10)]);
+    }
 }

@@ -149,6 +149,15 @@ pub struct TrainConfig {
     #[serde(alias = "nthread", alias = "num_threads")]
     pub n_jobs: usize,
     pub device: Device,
+    /// GPUs of this process to train on (`device="cuda"`): GPUs 0 to n_gpus - 1, the rows cut
+    /// into one contiguous shard each, their histograms summed through NCCL. The trees are the
+    /// ones one GPU gives. Recorded only when above 1.
+    #[serde(skip_serializing_if = "is_one")]
+    pub n_gpus: usize,
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 impl Default for TrainConfig {
@@ -199,6 +208,7 @@ impl Default for TrainConfig {
             custom_objective: None,
             n_jobs: 0,
             device: Device::Cpu,
+            n_gpus: 1,
         }
     }
 }
@@ -358,6 +368,12 @@ impl TrainConfig {
         }
         let unit = |x: f64| x > 0.0 && x <= 1.0;
         check(self.n_estimators >= 1, "n_estimators", "must be at least 1")?;
+        check(self.n_gpus >= 1, "n_gpus", "must be at least 1")?;
+        check(
+            self.n_gpus == 1 || self.device != Device::Cpu,
+            "n_gpus",
+            "trains on several GPUs: it needs device=\"cuda\" (or \"auto\")",
+        )?;
         check(self.learning_rate.is_finite() && self.learning_rate > 0.0, "learning_rate", "must be > 0")?;
         match self.grow_policy {
             GrowPolicy::Depthwise => {

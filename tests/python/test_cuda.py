@@ -29,6 +29,21 @@ def test_cuda_without_a_gpu_is_a_clear_error(train_df):
     assert "panicked" not in str(info.value)
 
 
+def test_n_gpus_is_checked_before_any_device_is_touched(train_df):
+    df = train_df.head(300)
+    with pytest.raises(polars_gbt.ParameterError, match='n_gpus.*device="cuda"'):
+        df.select(pl.col(FEATURES).gbt.fit("y", device="cpu", n_gpus=2, **PARAMS))
+    with pytest.raises(polars_gbt.ParameterError, match="n_gpus.*at least 1"):
+        df.select(pl.col(FEATURES).gbt.fit("y", device="cuda", n_gpus=0, **PARAMS))
+
+
+@no_gpu
+def test_several_gpus_without_a_gpu_is_a_clear_error(train_df):
+    with pytest.raises(pl.exceptions.ComputeError, match='device="cuda" cannot be used') as info:
+        train_df.head(500).select(pl.col(FEATURES).gbt.fit("y", device="cuda", n_gpus=2, **PARAMS))
+    assert "panicked" not in str(info.value)
+
+
 @no_gpu
 def test_auto_without_a_gpu_trains_on_the_cpu_and_says_so(train_df, capfd):
     df = train_df.head(2000)

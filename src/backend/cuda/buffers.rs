@@ -173,6 +173,8 @@ pub(super) struct HistPool {
     pub(super) capacity: u32,
     pub(super) free: Vec<u32>,
     pub(super) total_slots: usize,
+    /// The run of slots a distributed fit's level exchange uses: `(first, len)`.
+    pub(super) exchange: Option<(u32, u32)>,
 }
 
 impl HistPool {
@@ -209,10 +211,49 @@ impl HistPool {
         self.free.push(slot);
     }
 
+    /// The first of `count` consecutive slots outside the free list, where a distributed
+    /// fit sums a level's histograms over the workers (one exchange a level). They hold the
+    /// sums until the next exchange. The run is reused level after level, and grows (at the
+    /// pool's end, doubling) only when a level has more nodes than it holds.
+    pub(super) fn exchange_run(
+        &mut self,
+        memory: &mut DeviceMemory,
+        stream: &Arc<CudaStream>,
+        count: u32,
+    ) -> Result<u32> {
+        if let Some((first, len)) = self.exchange {
+            if len >= count {
+                return Ok(first);
+            }
+        }
+        let old = self.exchange.map_or(0, |(_, len)| len);
+        let len = count.max(old * 2).max(8);
+        let first = self.capacity;
+        let mut grown = memory.zeros::<GradSum>(stream, (first + len) as usize * self.total_slots)?;
+        if self.capacity > 0 {
+            let used = self.capacity as usize * self.total_slots;
+            stream.memcpy_dtod(&self.buf.slice(..used), &mut grown.slice_mut(..used)).map_err(device_error)?;
+        }
+        memory.allocated -= self.buf.len() * std::mem::size_of::<GradSum>();
+        self.buf = grown;
+        self.capacity = first + len;
+        // The old run's slots become ordinary ones.
+        if let Some((old_first, old_len)) = self.exchange.replace((first, len)) {
+            self.free.extend(old_first..old_first + old_len);
+        }
+        Ok(first)
+    }
+
     /// The histogram in `slot`.
     pub(super) fn slot(&self, slot: u32) -> cudarc::driver::CudaView<'_, GradSum> {
         let start = slot as usize * self.total_slots;
         self.buf.slice(start..start + self.total_slots)
+    }
+
+    /// `count` histograms from slot `first` on, as one mutable view.
+    pub(super) fn run_mut(&mut self, first: u32, count: u32) -> cudarc::driver::CudaViewMut<'_, GradSum> {
+        let start = first as usize * self.total_slots;
+        self.buf.slice_mut(start..start + count as usize * self.total_slots)
     }
 
     /// Writes `hist` (one histogram) into `slot`.

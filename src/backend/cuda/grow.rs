@@ -6,13 +6,15 @@
 //! In a distributed fit each worker's slots hold its own rows' histograms, so the smaller
 //! child (chosen by local counts) and the subtraction stay exact locally; before a level is
 //! evaluated, its nodes' histograms and row counts are summed over the workers into slots of
-//! their own (`share`), which the split search reads. The sums travel through the host and
-//! the collective, one exchange a level.
+//! their own (`share`), which the split search reads: one exchange a level, on the device
+//! when the collective reaches it (NCCL), else through the host.
 
 use super::layout::{ChildSlots, GradSum, RowTask, SplitRule, TaskRows};
 use super::learner::{GpuLearner, Stage};
 use super::split::EvalNode;
-use crate::collective::sum_grads;
+use cudarc::driver::DevicePtrMut;
+
+use crate::collective::{sum_grads, DeviceSums};
 use crate::error::Result;
 use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
 use crate::tree::{GrowPolicy, Tree};
@@ -26,7 +28,8 @@ pub struct GpuNode {
     shared: Option<Shared>,
 }
 
-/// A node's histogram (in a slot of its own) and rows, summed over the workers.
+/// A node's histogram and rows, summed over the workers: the histogram in a slot of the
+/// pool's exchange run, valid until the next level's exchange.
 #[derive(Clone, Copy)]
 struct Shared {
     slot: u32,
@@ -69,6 +72,9 @@ impl GpuLearner<'_> {
 
     /// Sums the histograms and row counts of `nodes` over the workers, into slots of their own.
     fn share(&mut self, nodes: Vec<&mut GpuNode>) -> Result<()> {
+        if let Some(sums) = self.comm.device_sums() {
+            return self.share_on_device(sums, nodes);
+        }
         let width = self.hist.pool.total_slots;
         let mut flat = Vec::with_capacity(nodes.len() * (width + 1));
         for n in &nodes {
@@ -77,20 +83,47 @@ impl GpuLearner<'_> {
         let counts_at = flat.len();
         flat.extend(nodes.iter().map(|n| GradSum { g: Self::known_len(n) as i64, h: 0 }));
         sum_grads(self.comm, &mut flat)?;
+        let first = self.hist.pool.exchange_run(&mut self.dev.memory, &self.dev.stream, nodes.len() as u32)?;
         for (i, n) in nodes.into_iter().enumerate() {
-            let slot = self.hist.alloc(&mut self.dev)?;
+            let slot = first + i as u32;
             self.hist.pool.write(&self.dev.stream, slot, &flat[i * width..(i + 1) * width])?;
             n.shared = Some(Shared { slot, rows: flat[counts_at + i].g as u32 });
         }
         Ok(())
     }
 
-    /// Gives back a node's slots.
+    /// [`share`](Self::share) through a collective that sums device memory (NCCL): the
+    /// nodes' histograms are copied into consecutive slots and summed there, with the row
+    /// counts, in one exchange; only the counts come back to the host.
+    fn share_on_device(&mut self, sums: &dyn DeviceSums, nodes: Vec<&mut GpuNode>) -> Result<()> {
+        let m = nodes.len() as u32;
+        if m == 0 {
+            return Ok(());
+        }
+        let first = self.hist.pool.exchange_run(&mut self.dev.memory, &self.dev.stream, m)?;
+        let pairs: Vec<u32> = nodes.iter().enumerate().flat_map(|(i, n)| [n.slot, first + i as u32]).collect();
+        self.hist.copy_slots(&mut self.dev, &pairs)?;
+        let counts: Vec<i64> = nodes.iter().map(|n| Self::known_len(n) as i64).collect();
+        self.dev.fill(&mut self.share_counts, &counts)?;
+        let stream = self.dev.stream.clone();
+        let width = self.hist.pool.total_slots;
+        let mut run = self.hist.pool.run_mut(first, m);
+        let (hist_ptr, hist_sync) = run.device_ptr_mut(&stream);
+        let (count_ptr, count_sync) = self.share_counts.buf.device_ptr_mut(&stream);
+        // SAFETY: the run holds m histograms of `width` pairs of i64 and the counts buffer at
+        // least m i64, on this learner's GPU, written by work queued on its stream.
+        unsafe { sums.sum_in_place(&[(hist_ptr, m as usize * width * 2), (count_ptr, m as usize)])? };
+        drop((hist_sync, count_sync));
+        let summed = self.dev.download(self.share_counts.buf.slice(..m as usize))?;
+        for (i, n) in nodes.into_iter().enumerate() {
+            n.shared = Some(Shared { slot: first + i as u32, rows: summed[i] as u32 });
+        }
+        Ok(())
+    }
+
+    /// Gives back a node's slot (its summed histogram, if any, lies in the exchange run).
     fn release_node(&mut self, node: &GpuNode) {
         self.hist.release(node.slot);
-        if let Some(s) = node.shared {
-            self.hist.release(s.slot);
-        }
     }
 
     fn known_len(node: &GpuNode) -> u32 {
@@ -229,7 +262,8 @@ impl GrowSteps for GpuLearner<'_> {
     }
 
     /// For layouts that leave missing values out, the missing slots are filled in by
-    /// `evaluate`: read a node's histogram after its evaluation.
+    /// `evaluate`: read a node's histogram after its evaluation (in a distributed fit, before
+    /// the next evaluation, whose exchange reuses the summed histograms' slots).
     fn histogram(&mut self, node: &GpuNode) -> Result<Vec<GradSum>> {
         self.hist.download(&mut self.dev, node.shared.map_or(node.slot, |s| s.slot))
     }

@@ -63,7 +63,7 @@ impl HistogramBuilder {
         let groups = feature_groups(matrix, dev.rt.hist_shared_budget as usize);
         let total_slots = matrix.total_slots();
         let mut builder = HistogramBuilder {
-            pool: HistPool { buf: dev.zeros(1)?, capacity: 0, free: Vec::new(), total_slots },
+            pool: HistPool { buf: dev.zeros(1)?, capacity: 0, free: Vec::new(), total_slots, exchange: None },
             groups_dev: dev.upload(&groups.starts)?,
             groups: groups.starts,
             group_shared_bytes: groups.widest_bytes as u32,
@@ -184,6 +184,26 @@ impl HistogramBuilder {
                 .arg(&total)
                 .arg(&mut self.pool.buf)
                 .launch(cfg((total.div_ceil(256).min(64), n32), 256, 0))
+        }
+        .map_err(device_error)?;
+        Ok(())
+    }
+
+    /// Copies the histogram of each `(from, to)` slot pair, in one launch.
+    pub(super) fn copy_slots(&mut self, dev: &mut FitDevice, pairs: &[u32]) -> Result<()> {
+        let n = (pairs.len() / 2) as u32;
+        if n == 0 {
+            return Ok(());
+        }
+        dev.fill(&mut self.triples, pairs)?;
+        let total = self.pool.total_slots as u32;
+        // SAFETY: n pairs of slots of the pool.
+        unsafe {
+            dev.launcher(&dev.rt.kernels.copy_histograms)
+                .arg(&self.triples.buf)
+                .arg(&total)
+                .arg(&mut self.pool.buf)
+                .launch(cfg((total.div_ceil(256).min(64), n), 256, 0))
         }
         .map_err(device_error)?;
         Ok(())

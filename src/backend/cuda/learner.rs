@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use cudarc::driver::CudaStream;
 
-use super::buffers::FitDevice;
+use super::buffers::{FitDevice, Scratch};
 use super::data::{DeviceMatrix, Layout};
 use super::device_error;
 use super::gradients::Gradients;
@@ -83,6 +83,8 @@ pub struct GpuLearner<'r> {
     /// The workers of a distributed fit ([`Solo`](crate::collective::Solo) for one): gradient scales, totals,
     /// histograms and row counts are summed over them (`grow.rs`).
     pub(super) comm: &'r dyn Collective,
+    /// A level's row counts, summed over the workers on the device (`grow.rs`).
+    pub(super) share_counts: Scratch<i64>,
 }
 
 /// The largest `max_bin` the GPU histograms take: two features of 8193 slots in one block's
@@ -143,6 +145,7 @@ impl<'r> GpuLearner<'r> {
             split: SplitEvaluator::new(&mut dev, &matrix, cuts, &params.constraints.monotone)?,
             rows: RowPartitioner::new(&mut dev, n)?,
             margins: MarginUpdate::new(&mut dev)?,
+            share_counts: dev.scratch(64)?,
             refit: match refit {
                 Some(r) => Some((r, DeviceRefit::new(&mut dev, n, weighed, profile)?)),
                 None => None,

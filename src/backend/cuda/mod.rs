@@ -11,6 +11,9 @@
 //! | prediction | `predict_*`, `finish_predictions` | `predict.cu` | [`predict::GpuForest`] |
 //! | SHAP values | `shap_contrib_*`, `shap_interactions` | `shap.cu` | [`shap::ShapPaths`] |
 //!
+//! Several GPUs of one process train as the workers of a distributed fit (`gpus.rs`), their
+//! histograms summed in place through NCCL (`nccl.rs`).
+//!
 //! [`GpuLearner`] is these components; it implements the steps of the shared growth driver
 //! (`tree::grow`, in `grow.rs`) and reads back only small things: each level's row counts and
 //! best splits (a few bytes per node).
@@ -18,12 +21,14 @@
 mod buffers;
 pub mod data;
 pub mod forest;
+pub mod gpus;
 mod gradients;
 mod grow;
 mod histogram;
 pub mod kernels;
 pub mod layout;
 pub mod learner;
+pub mod nccl;
 mod partition;
 pub mod predict;
 mod ranking;
@@ -38,10 +43,11 @@ use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError, ValidAsZero
 
 use crate::error::{Error, Result};
 
+pub use gpus::on_each_gpu;
 pub use grow::GpuNode;
 pub use learner::GpuLearner;
 pub use predict::GpuForest;
-pub use runtime::{availability, runtime, Runtime};
+pub use runtime::{availability, runtime, runtime_on, Runtime};
 
 pub(crate) fn device_error(e: DriverError) -> Error {
     Error::Device(format!("CUDA error: {e}"))

@@ -1,8 +1,10 @@
-//! The process-wide CUDA runtime: one context, one stream and one compiled module per process,
-//! created on first use. cudarc panics when libcuda or libnvrtc cannot be loaded, so both are
-//! probed first and their absence becomes an error. Fits share the GPU by taking turns
+//! The CUDA runtime of each GPU: one context, one stream and one compiled module per GPU and
+//! process, created on first use (GPU 0's by every GPU fit, the others' by fits over several
+//! GPUs). cudarc panics when libcuda or libnvrtc cannot be loaded, so both are probed first
+//! and their absence becomes an error. Fits share the GPU by taking turns
 //! ([`Runtime::lock`]): a `group_by` of many fits queues on it instead of oversubscribing it.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -49,6 +51,7 @@ kernel_table!(
     histogram_u32,
     zero_histograms,
     subtract_histograms,
+    copy_histograms,
     plan_children,
     evaluate_features,
     best_feature,
@@ -134,26 +137,55 @@ pub struct Runtime {
 }
 
 static RUNTIME: OnceLock<std::result::Result<Arc<Runtime>, String>> = OnceLock::new();
+/// The runtimes of the other GPUs (a fit over several), by ordinal, started on first use.
+static OTHERS: Mutex<BTreeMap<usize, Arc<Runtime>>> = Mutex::new(BTreeMap::new());
 
-/// The runtime, started on first use; the error says why no GPU can be used.
+/// The runtime of GPU 0, started on first use; the error says why no GPU can be used.
 pub fn runtime() -> Result<Arc<Runtime>> {
-    RUNTIME.get_or_init(|| Runtime::start().map(Arc::new)).clone().map_err(Error::Device)
+    RUNTIME.get_or_init(|| Runtime::start(0).map(Arc::new)).clone().map_err(Error::Device)
+}
+
+/// The runtime of GPU `ordinal` (its own context, stream and module), started on first use.
+pub fn runtime_on(ordinal: usize) -> Result<Arc<Runtime>> {
+    let first = runtime()?;
+    if ordinal == 0 {
+        return Ok(first);
+    }
+    let n = device_count()?;
+    if ordinal >= n {
+        return Err(Error::Device(format!("there is no GPU {ordinal}: the CUDA driver sees {n}")));
+    }
+    let mut others = OTHERS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(rt) = others.get(&ordinal) {
+        return Ok(rt.clone());
+    }
+    let rt = Arc::new(Runtime::start(ordinal).map_err(Error::Device)?);
+    others.insert(ordinal, rt.clone());
+    Ok(rt)
+}
+
+/// How many GPUs the CUDA driver sees (after `CUDA_VISIBLE_DEVICES`).
+pub fn device_count() -> Result<usize> {
+    runtime()?;
+    CudaContext::device_count()
+        .map(|n| n as usize)
+        .map_err(|e| Error::Device(format!("the CUDA driver could not count devices: {e}")))
 }
 
 /// Whether training can run on a GPU here, and if not, why.
 pub fn availability() -> std::result::Result<(), String> {
-    RUNTIME.get_or_init(|| Runtime::start().map(Arc::new)).as_ref().map(|_| ()).map_err(Clone::clone)
+    RUNTIME.get_or_init(|| Runtime::start(0).map(Arc::new)).as_ref().map(|_| ()).map_err(Clone::clone)
 }
 
 impl Runtime {
-    fn start() -> std::result::Result<Runtime, String> {
+    fn start(ordinal: usize) -> std::result::Result<Runtime, String> {
         let clock = std::time::Instant::now();
         probe_libraries()?;
         let n = CudaContext::device_count().map_err(|e| format!("the CUDA driver could not count devices: {e}"))?;
         if n < 1 {
             return Err("the CUDA driver found no GPU".into());
         }
-        let ctx = CudaContext::new(0).map_err(|e| format!("could not open GPU 0: {e}"))?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| format!("could not open GPU {ordinal}: {e}"))?;
         // SAFETY: called before any allocation; fits are serialised on one stream, so cudarc's
         // per-allocation events (which cost a record per launch) are not needed.
         unsafe { ctx.disable_event_tracking() };
