@@ -1092,3 +1092,30 @@ fn several_gpus_of_one_process_give_one_gpus_model() {
     let err = train(&cfg, &plain, &[]).unwrap_err().to_string();
     assert!(err.contains("n_gpus") && err.contains("64"), "{err}");
 }
+
+/// A GPU whose share of the fit fails (here: a bad label in its rows only) ends the fit with
+/// its own error, at once: the other GPU, waiting at an exchange, stops instead of hanging.
+#[test]
+fn a_gpu_whose_fit_fails_ends_the_fit_with_its_error() {
+    use common::distributed::{dataset, rows};
+
+    if !gpus(2) {
+        return;
+    }
+    let n = 20_000;
+    let good = dataset(&rows(n, 35), &(0..n).collect::<Vec<_>>(), false);
+    let mut label = good.label().to_vec();
+    label[n - 1] = 3.0;
+    let bad = Dataset::new(good.features().clone(), label).unwrap();
+    let mut cfg =
+        TrainConfig::from_json(r#"{"objective": "binary:logistic", "n_estimators": 5, "max_depth": 5}"#).unwrap();
+    cfg.device = polars_gbt::Device::Cuda;
+    cfg.n_gpus = 2;
+    let clock = std::time::Instant::now();
+    let err = train(&cfg, &bad, &[]).unwrap_err().to_string();
+    assert!(err.contains("needs labels in [0, 1]"), "{err}");
+    assert!(clock.elapsed() < std::time::Duration::from_secs(60), "took {:?}", clock.elapsed());
+    // Both GPUs are usable afterwards.
+    let model = train(&cfg, &good, &[]).unwrap();
+    assert_eq!(model.num_trees(), 5);
+}
