@@ -10,6 +10,7 @@ mod expressions;
 mod model_cache;
 mod module;
 mod predict;
+mod predict_abi;
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -10,7 +10,6 @@ use polars::prelude::*;
 use polars_arrow::array::{FixedSizeListArray, ListArray, PrimitiveArray};
 use polars_arrow::bitmap::MutableBitmap;
 use polars_arrow::offset::OffsetsBuffer;
-use pyo3_polars::derive::polars_expr;
 use serde::Deserialize;
 
 use super::convert::{feature_column, margin_values, predictions_series, to_polars};
@@ -21,11 +20,11 @@ use crate::{FeatureFrame, Model, PredictOutput, Predictions};
 
 /// `predict`'s keyword arguments. Inputs: the features, then the per-row base margin when
 /// `has_base_margin`, then the model column when `model_column`.
-#[derive(Deserialize)]
-struct PredictKwargs {
+#[derive(Clone, Deserialize)]
+pub(super) struct PredictKwargs {
     /// A constant model's bytes (a `bytearray` on the Python side); empty with a model column.
     #[serde(with = "serde_bytes", default)]
-    model: Vec<u8>,
+    pub(super) model: Vec<u8>,
     /// The constant model's digest, computed once by the Python package (`model_cache`).
     #[serde(default)]
     model_digest: Option<String>,
@@ -51,25 +50,23 @@ fn cpu() -> String {
     "cpu".into()
 }
 
-/// The constant model of a `gbt.predict` call.
-fn constant_model(kwargs: &PredictKwargs) -> PolarsResult<Arc<CachedModel>> {
+/// The constant model of a `gbt.predict` call, whose bytes are `bytes` (the kwargs' own, or
+/// the same bytes read in place by `predict_abi`).
+fn constant_model(kwargs: &PredictKwargs, bytes: &[u8]) -> PolarsResult<Arc<CachedModel>> {
     match &kwargs.model_digest {
-        Some(digest) => model_cache::by_digest(digest, &kwargs.model, kwargs.iteration_range),
-        None => model_cache::by_content(&kwargs.model, kwargs.iteration_range).map_err(to_polars),
+        Some(digest) => model_cache::by_digest(digest, bytes, kwargs.iteration_range),
+        None => model_cache::by_content(bytes, kwargs.iteration_range).map_err(to_polars),
     }
 }
 
-fn predict_output(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field> {
-    super::catch_panics(|| predict_field(fields, kwargs))
-}
-
-fn predict_field(fields: &[Field], kwargs: PredictKwargs) -> PolarsResult<Field> {
+/// The output field of `gbt.predict`; a constant model's bytes are `model_bytes`.
+pub(super) fn predict_field(fields: &[Field], kwargs: &PredictKwargs, model_bytes: &[u8]) -> PolarsResult<Field> {
     let output: PredictOutput = kwargs.output.parse().map_err(to_polars)?;
     let name = fields.first().map(|f| f.name().clone()).unwrap_or_else(|| PlSmallStr::from_static("prediction"));
     let dtype = if kwargs.model_column {
         row_models_dtype(output, kwargs.num_class)
     } else {
-        let model = constant_model(&kwargs)?.model.clone();
+        let model = constant_model(kwargs, model_bytes)?.model.clone();
         let array = |inner: DataType, width: usize| DataType::Array(Box::new(inner), width);
         match output {
             PredictOutput::Leaf => array(DataType::UInt32, model.num_trees()),
@@ -128,12 +125,8 @@ fn use_gpu(device: &str) -> PolarsResult<bool> {
     }
 }
 
-#[polars_expr(output_type_func_with_kwargs=predict_output)]
-fn gbt_predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series> {
-    super::catch_panics(|| predict(inputs, kwargs))
-}
-
-fn predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series> {
+/// Scores the rows of `inputs`; a constant model's bytes are `model_bytes`.
+pub(super) fn predict(inputs: &[Series], kwargs: &PredictKwargs, model_bytes: &[u8]) -> PolarsResult<Series> {
     let output: PredictOutput = kwargs.output.parse().map_err(to_polars)?;
     let gpu = use_gpu(&kwargs.device)?;
     // Literals broadcast to the longest column, as everywhere else in Polars.
@@ -153,7 +146,7 @@ fn predict(inputs: &[Series], kwargs: PredictKwargs) -> PolarsResult<Series> {
     let name = features[0].name().clone();
     match models {
         None => {
-            let cached = constant_model(&kwargs)?;
+            let cached = constant_model(kwargs, model_bytes)?;
             let p = score(&cached, features, margin, output, gpu)?;
             let (k, m) = (cached.model.n_outputs(), cached.model.features().len() + 1);
             match output {

@@ -52,6 +52,42 @@ def test_lazy_and_streaming_predictions_equal_eager(train_df):
     assert eager.dtype == pl.Float32
 
 
+def test_each_predict_expression_of_a_streaming_query_scores_with_its_own_arguments(train_df):
+    # The plugin parses a gbt.predict's arguments once and finds the model's bytes in place on
+    # later batches: expressions that differ only in their model, their rounds or their output,
+    # and a model given as JSON bytes (parsed in full each time), must each keep their own.
+    # Full trees of depth 3: two models of the same length, told apart only by their digests.
+    params = dict(objective="binary:logistic", n_estimators=8, max_depth=3, colsample_bytree=0.5)
+    a = polars_gbt.train(train_df, target="y", seed=1, **params)
+    b = polars_gbt.train(train_df, target="y", seed=2, **params)
+    assert len(a.to_bytes()) == len(b.to_bytes()) and a.to_bytes() != b.to_bytes()
+    exprs = {
+        "a": pl.col(FEATURES).gbt.predict(a),
+        "b": pl.col(FEATURES).gbt.predict(b),
+        "a_margin": pl.col(FEATURES).gbt.predict(a, output="margin"),
+        "a_first_3": pl.col(FEATURES).gbt.predict(a, iteration_range=(0, 3)),
+        "b_json": pl.col(FEATURES).gbt.predict(b.to_json().encode()),
+    }
+    big = pl.concat([train_df] * 20)
+    with pl.Config() as cfg:
+        cfg.set_streaming_chunk_size(5000)  # many batches
+        streamed = big.lazy().select(**exprs).collect(engine="streaming")
+        again = big.lazy().select(exprs["b"].alias("b"), exprs["a"].alias("a")).collect(engine="streaming")
+    head = train_df.head(1000)
+    expected = {
+        "a": a.predict(head),
+        "b": b.predict(head),
+        "a_margin": a.predict(head, output="margin"),
+        "a_first_3": a.slice(0, 3).predict(head),
+        "b_json": b.predict(head),
+    }
+    for name, values in expected.items():
+        assert streamed[name].head(1000).to_list() == values.to_list(), name
+        assert streamed[name].slice(7000 * 10, 1000).to_list() == values.to_list(), name
+    assert not streamed["a"].equals(streamed["b"]) and not streamed["a"].equals(streamed["a_first_3"])
+    assert again["a"].equals(streamed["a"]) and again["b"].equals(streamed["b"])
+
+
 def test_model_round_trips_and_reports(tmp_path, train_df):
     model = polars_gbt.train(
         train_df.with_columns(valid=pl.int_range(pl.len()) % 5 == 0),
