@@ -728,6 +728,40 @@ fn gpu_predictions_equal_cpu_predictions() {
     assert_gpu_predicts_as_cpu(&model, &frame, "binary");
 }
 
+/// The batches of a streaming query: requests of many sizes from many threads at once, each
+/// lent a streamer from the pool (grown, or rebuilt larger, as requests come), still score as
+/// the CPU does.
+#[test]
+fn concurrent_requests_of_every_size_score_as_the_cpu() {
+    if !gpu() {
+        return;
+    }
+    let (frame, y) = random_data(600_001, 9, 22);
+    let model = fit(r#"{"n_estimators": 30, "max_depth": 6}"#, &Dataset::new(frame.clone(), y).unwrap(), "cuda");
+    let forest = model.gpu_forest().unwrap();
+    let cpu = values(model.predict(&frame, PredictOutput::Margin).unwrap());
+    let sizes = [1, 999, 32_768, 40_000, 100_001, 262_145, 600_001];
+    std::thread::scope(|s| {
+        for t in 0..12 {
+            let (frame, model, forest, cpu) = (&frame, &model, &forest, &cpu);
+            s.spawn(move || {
+                for round in 0..6 {
+                    let len = sizes[(t + round * 5) % sizes.len()];
+                    let start = (t * 7_919 + round * 104_729) % (frame.n_rows() - len + 1);
+                    let part = frame.row_range(start, len);
+                    let got = values(model.predict_with(forest, &part, PredictOutput::Margin, None).unwrap());
+                    let want = &cpu[start..start + len];
+                    assert!(
+                        got.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "thread {t}, rows {start}..{}: GPU margins differ from the CPU's",
+                        start + len
+                    );
+                }
+            });
+        }
+    });
+}
+
 #[test]
 fn gpu_predictions_with_categorical_splits_equal_cpu_predictions() {
     if !gpu() {

@@ -21,7 +21,7 @@ use crate::objective::Link;
 use crate::prediction::{ForestSpec, PredictOutput, Predictions};
 use crate::tree::Tree;
 
-/// Rows per streamed chunk.
+/// Rows per streamed chunk, at most.
 const CHUNK_ROWS: usize = 1 << 18;
 /// The smallest chunk a request is split into (fewer rows leave the GPU mostly idle).
 const MIN_CHUNK_ROWS: usize = 1 << 15;
@@ -412,19 +412,29 @@ struct Slot {
     pending: Option<(usize, usize)>,
 }
 
+/// What a streamer's slots hold: per row, features, outputs, leaf or class values and bytes of
+/// scratch; and rows.
+type Shape = (usize, usize, usize, usize, usize);
+
+fn holds(have: Shape, need: Shape) -> bool {
+    have.0 >= need.0 && have.1 >= need.1 && have.2 >= need.2 && have.3 >= need.3 && have.4 >= need.4
+}
+
 /// One set of streaming buffers (two slots, each with its own stream), sized for the largest
 /// request it served so far and shared by every model.
 struct Streamer {
     slots: Vec<Slot>,
-    /// Per-row sizes the slots were made for: features, outputs, leaf or class values, bytes of
-    /// scratch.
-    shape: (usize, usize, usize, usize),
+    /// What the slots were made for.
+    shape: Shape,
 }
 
 /// Streamers at most: concurrent callers (the batches of a streaming query, on the engine's
 /// threads) each take one, so one batch's host work overlaps another's copies and kernels.
+/// Four left batches of Polars' default size (100,000 rows) waiting for a streamer, a third
+/// slower than eager scoring on an H100; eight kept up (docs/benchmarks.md). Slots are sized
+/// to the chunks of the requests they serve, so a streaming batch's streamer is small.
 /// `POLARS_GBT_STREAMERS` overrides.
-const MAX_STREAMERS: usize = 4;
+const MAX_STREAMERS: usize = 8;
 
 /// The idle streamers, and how many exist.
 struct StreamerPool {
@@ -455,8 +465,8 @@ impl Drop for Lent {
 
 /// Takes an idle streamer (one already big enough when there is one), or makes room for a new
 /// one, or waits for one to come back.
-fn lend(need: (usize, usize, usize, usize)) -> Lent {
-    let fits = |s: &Streamer| s.shape.0 >= need.0 && s.shape.1 >= need.1 && s.shape.2 >= need.2 && s.shape.3 >= need.3;
+fn lend(need: Shape) -> Lent {
+    let fits = |s: &Streamer| holds(s.shape, need);
     let pool = pool();
     let mut idle = pool.idle.lock().unwrap_or_else(|p| p.into_inner());
     loop {
@@ -475,9 +485,9 @@ fn lend(need: (usize, usize, usize, usize)) -> Lent {
 }
 
 impl Streamer {
-    fn new(rt: &Runtime, shape: (usize, usize, usize, usize)) -> Result<Self> {
+    fn new(rt: &Runtime, shape: Shape) -> Result<Self> {
         let ctx = rt.stream.context();
-        let (nf, k, idx, scratch) = shape;
+        let (nf, k, idx, scratch, rows) = shape;
         let mut memory = DeviceMemory::default();
         let mut slots = Vec::new();
         for _ in 0..2 {
@@ -486,15 +496,15 @@ impl Streamer {
             // (`done`, or PinnedHostSlice's own event).
             let pinned_f32 = |len: usize| unsafe { ctx.alloc_pinned::<f32>(len.max(1)) }.map_err(device_error);
             slots.push(Slot {
-                x_host: pinned_f32(CHUNK_ROWS * nf)?,
-                x_dev: memory.zeros(&stream, CHUNK_ROWS * nf)?,
-                base_host: pinned_f32(CHUNK_ROWS * k)?,
-                base_dev: memory.zeros(&stream, CHUNK_ROWS * k)?,
-                out_dev: memory.zeros(&stream, CHUNK_ROWS * k)?,
-                out_host: pinned_f32(CHUNK_ROWS * k)?,
-                scratch: memory.zeros(&stream, CHUNK_ROWS * scratch)?,
-                index_dev: memory.zeros(&stream, CHUNK_ROWS * idx)?,
-                index_host: unsafe { ctx.alloc_pinned::<u32>((CHUNK_ROWS * idx).max(1)) }.map_err(device_error)?,
+                x_host: pinned_f32(rows * nf)?,
+                x_dev: memory.zeros(&stream, rows * nf)?,
+                base_host: pinned_f32(rows * k)?,
+                base_dev: memory.zeros(&stream, rows * k)?,
+                out_dev: memory.zeros(&stream, rows * k)?,
+                out_host: pinned_f32(rows * k)?,
+                scratch: memory.zeros(&stream, rows * scratch)?,
+                index_dev: memory.zeros(&stream, rows * idx)?,
+                index_host: unsafe { ctx.alloc_pinned::<u32>((rows * idx).max(1)) }.map_err(device_error)?,
                 done: ctx.new_event(None).map_err(device_error)?,
                 pending: None,
                 stream,
@@ -557,15 +567,6 @@ fn stream_rows(
     let leaf = output == PredictOutput::Leaf;
     let mut floats = if per_row_index == 0 { vec![0f32; n_rows * k] } else { Vec::new() };
     let mut indices = vec![0u32; n_rows * per_row_index];
-    let need = (nf, k, per_row_index, forest.scratch_bytes(CHUNK_ROWS).div_ceil(CHUNK_ROWS));
-    let mut lent = lend(need);
-    let have = lent.0.as_ref().map_or((0, 0, 0, 0), |s| s.shape);
-    if lent.0.is_none() || have.0 < need.0 || have.1 < need.1 || have.2 < need.2 || have.3 < need.3 {
-        lent.0 = None; // free the old buffers first
-        let shape = (need.0.max(have.0), need.1.max(have.1), need.2.max(have.2), need.3.max(have.3));
-        lent.0 = Some(Streamer::new(&forest.rt, shape)?);
-    }
-    let streamer = lent.0.as_mut().unwrap();
     // A short request (a batch of a streaming query) still goes in two chunks or more, so that
     // filling one overlaps the other's copies and kernels.
     // (`POLARS_GBT_REQUEST_CHUNKS` and `POLARS_GBT_MIN_CHUNK_ROWS` override the two and the
@@ -573,6 +574,16 @@ fn stream_rows(
     let parts = knob::<usize>("POLARS_GBT_REQUEST_CHUNKS").unwrap_or(2).max(1);
     let floor = knob::<usize>("POLARS_GBT_MIN_CHUNK_ROWS").unwrap_or(MIN_CHUNK_ROWS).clamp(1, CHUNK_ROWS);
     let chunk_rows = n_rows.div_ceil(parts).clamp(floor, CHUNK_ROWS);
+    let need = (nf, k, per_row_index, forest.scratch_bytes(CHUNK_ROWS).div_ceil(CHUNK_ROWS), chunk_rows);
+    let mut lent = lend(need);
+    let have = lent.0.as_ref().map_or((0, 0, 0, 0, 0), |s| s.shape);
+    if lent.0.is_none() || !holds(have, need) {
+        lent.0 = None; // free the old buffers first
+        let shape =
+            (need.0.max(have.0), need.1.max(have.1), need.2.max(have.2), need.3.max(have.3), need.4.max(have.4));
+        lent.0 = Some(Streamer::new(&forest.rt, shape)?);
+    }
+    let streamer = lent.0.as_mut().unwrap();
     // Collect a finished slot's results into the output.
     let collect = |slot: &mut Slot, floats: &mut Vec<f32>, indices: &mut Vec<u32>| -> Result<()> {
         let Some((start, rows)) = slot.pending.take() else { return Ok(()) };
@@ -595,8 +606,8 @@ fn stream_rows(
         // Column-major chunk: feature f's rows at f * rows.
         let x = slot.x_host.as_mut_slice().map_err(device_error)?;
         x[..rows * nf].par_chunks_mut(rows).zip(columns.par_iter()).for_each(|(dst, col)| col.read(start, dst));
-        // Only the chunk's rows travel: a batch of a streaming query is often far shorter than
-        // CHUNK_ROWS. (A plain slice of pinned memory still copies asynchronously; the slot is
+        // Only the chunk's rows travel: the slot may have been made for a longer request's
+        // chunks. (A plain slice of pinned memory still copies asynchronously; the slot is
         // not written again before `collect` has waited for its `done` event.)
         let x = slot.x_host.as_slice().map_err(device_error)?;
         stream.memcpy_htod(&x[..rows * nf], &mut slot.x_dev).map_err(device_error)?;
