@@ -16,6 +16,11 @@ use crate::objective::{loss_for, transform_row, Loss};
 use crate::random::{hash64, Rng};
 use crate::tree::{GrowParams, Tree, Weighting};
 
+/// A GPU fit of at most this many values (rows x features) shares the GPU with other small
+/// fits, each on its own stream (`Runtime::take_turn`); a larger one has the GPU to itself.
+/// 4M values is a few tens of MiB on the device, and enough rows to keep the GPU busy alone.
+const SMALL_GPU_FIT_CELLS: usize = 1 << 22;
+
 /// One round's evaluation results, as `(dataset, metric, value)`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RoundLog {
@@ -647,9 +652,11 @@ impl<'a> Trainer<'a> {
                 // A worker of a fit over several GPUs trains on its communicator's GPU.
                 let ordinal = self.shard.comm.device_sums().map_or(0, |d| d.ordinal());
                 let rt = crate::backend::cuda::runtime_on(ordinal)?;
-                // One fit at a time on the GPU; others queue here. Not a distributed fit's
-                // worker: its fit waits on the other workers, which may share this GPU.
-                let _turn = (!self.shard.is_distributed()).then(|| rt.lock());
+                // Small fits share the GPU (a lane each), a large one has it to itself; others
+                // queue here. Not a distributed fit's worker: its fit waits on the other
+                // workers, which may share this GPU (a fit over several GPUs took them whole).
+                let whole = self.data.n_rows() * self.cuts.len().max(1) > SMALL_GPU_FIT_CELLS;
+                let _turn = (!self.shard.is_distributed()).then(|| rt.take_turn(whole));
                 let learner = crate::backend::cuda::GpuLearner::new(
                     &rt,
                     self.data,

@@ -364,17 +364,32 @@ fn concurrent_gpu_fits_match_sequential_ones() {
     if !gpu() {
         return;
     }
+    // Small fits share the GPU, each on its own stream (dense, categorical and compressed
+    // rows, logistic and squared error); the large one (over 4M values) has it to itself.
     let (frame, y) = random_data(20_000, 5, 4);
-    let data = Dataset::new(frame, y).unwrap();
-    let jsons: Vec<String> =
-        (0..8).map(|i| format!(r#"{{"n_estimators": 5, "max_depth": {}, "seed": {i}}}"#, 3 + i % 4)).collect();
-    let sequential: Vec<Model> = jsons.iter().map(|j| fit(j, &data, "cuda")).collect();
-    let parallel: Vec<Model> = std::thread::scope(|s| {
-        let handles: Vec<_> = jsons.iter().map(|j| s.spawn(|| fit(j, &data, "cuda"))).collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    for (a, b) in sequential.iter().zip(&parallel) {
-        assert_same_trees(a, b, "concurrent fit");
+    let binary = Dataset::new(frame.clone(), y.iter().map(|v| (*v > 0.5) as u8 as f32).collect()).unwrap();
+    let dense = Dataset::new(frame, y).unwrap();
+    let (categorical, sparse) = (categorical_data(30_000, 3), sparse_data(20_000, 5));
+    let (frame, y) = random_data(800_000, 6, 5);
+    let large = Dataset::new(frame, y).unwrap();
+    let mut fits: Vec<(String, &Dataset)> = (0..12)
+        .map(|i| {
+            let json = format!(r#"{{"n_estimators": 5, "max_depth": {}, "seed": {i}}}"#, 3 + i % 4);
+            let data = [&dense, &categorical, &sparse][i % 3];
+            (json, data)
+        })
+        .collect();
+    fits.push((r#"{"n_estimators": 6, "max_depth": 5, "objective": "binary:logistic"}"#.into(), &binary));
+    fits.push((r#"{"n_estimators": 3, "max_depth": 6}"#.into(), &large));
+    let sequential: Vec<Model> = fits.iter().map(|(j, d)| fit(j, d, "cuda")).collect();
+    for round in 0..2 {
+        let parallel: Vec<Model> = std::thread::scope(|s| {
+            let handles: Vec<_> = fits.iter().map(|(j, d)| s.spawn(move || fit(j, d, "cuda"))).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for ((a, b), (json, _)) in sequential.iter().zip(&parallel).zip(&fits) {
+            assert_same_trees(a, b, &format!("concurrent fit {json}, round {round}"));
+        }
     }
 }
 
@@ -577,7 +592,7 @@ fn assert_steps_equal_cpu(json: &str, data: &Dataset, rows: Option<&[u32]>, feat
     let setup = Setup::new(json, data);
     let mut cpu = setup.cpu_learner(data);
     let rt = cuda::runtime().unwrap();
-    let _turn = rt.lock();
+    let _turn = rt.take_turn(true);
     let mut gpu =
         cuda::GpuLearner::new(&rt, data, &setup.cuts, setup.grow.clone(), &setup.cfg, &setup.margin, None, &Solo)
             .unwrap_or_else(|e| panic!("{json}: {e}"));

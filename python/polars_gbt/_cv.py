@@ -118,7 +118,7 @@ def cv(
         the cores busy without oversubscribing them (an explicit ``n_jobs=j`` gives each
         running fold its own ``j`` threads). Each running fold holds its rows' copy (twice
         its training rows with ``eval_train``), so fewer at once need less memory. On the
-        GPU (``device="cuda"``) fits take turns; preparing one overlaps another's training.
+        GPU (``device="cuda"``) small fits run side by side and large ones take turns.
     return_models
         Also return the folds' models: ``(frame, {fold_id: Model})``, in fold order; each
         model's ``evals_result()`` is its fold's log. After early stopping each is what an

@@ -3,7 +3,7 @@
 //! [`runtime`] answer that this build has no CUDA backend; the GPU types are enums without
 //! variants, so none can exist and their methods are `match *self {}`.
 
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 
 use crate::backend::{Learner, Predictor};
 use crate::config::TrainConfig;
@@ -42,9 +42,12 @@ pub fn on_each_gpu<T: Send>(
 /// The GPU and what was built for it; none exists in this build.
 pub enum Runtime {}
 
+/// A fit's share of a GPU; none exists in this build.
+pub enum Turn {}
+
 impl Runtime {
-    /// Exclusive use of the GPU for one fit.
-    pub fn lock(&self) -> MutexGuard<'_, ()> {
+    /// A fit's share of the GPU.
+    pub fn take_turn(&self, _whole: bool) -> Turn {
         match *self {}
     }
 }

@@ -15,9 +15,10 @@ use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
 use crate::error::Result;
 
-/// The device as one fit uses it: the runtime's kernels and stream, the fit's counted
+/// The device as one fit uses it: the runtime's kernels, the fit's stream, its counted
 /// allocations, and the pinned arena its small uploads go through. Every component of a fit
-/// takes it by `&mut` to allocate, upload, launch and download.
+/// takes it by `&mut` to allocate, upload, launch and download. A fit's buffers are used on its
+/// stream only (cudarc's cross-stream events are off: `Runtime::start`).
 pub(super) struct FitDevice<'r> {
     pub(super) rt: &'r Runtime,
     pub(super) stream: Arc<CudaStream>,
@@ -26,8 +27,7 @@ pub(super) struct FitDevice<'r> {
 }
 
 impl<'r> FitDevice<'r> {
-    pub(super) fn new(rt: &'r Runtime) -> Result<Self> {
-        let stream = rt.stream.clone();
+    pub(super) fn new(rt: &'r Runtime, stream: Arc<CudaStream>) -> Result<Self> {
         let arena = UploadArena::new(&stream)?;
         Ok(FitDevice { rt, stream, memory: DeviceMemory::default(), arena })
     }

@@ -5,7 +5,11 @@
 //! one block overlaps the reading of the next. Nothing of the size of the data is ever
 //! allocated on the host.
 
-use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, LaunchArgs, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use std::sync::Arc;
+
+use cudarc::driver::{
+    CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchArgs, LaunchConfig, PinnedHostSlice, PushKernelArg,
+};
 use rayon::prelude::*;
 
 use super::runtime::Runtime;
@@ -105,12 +109,12 @@ impl DeviceMatrix {
     /// Bins `frame` with `cuts` on the device, stored as `layout` (from [`DeviceMatrix::plan`]).
     pub fn upload(
         rt: &Runtime,
+        stream: &Arc<CudaStream>,
         memory: &mut DeviceMemory,
         frame: &FeatureFrame,
         cuts: &[FeatureCuts],
         layout: Layout,
     ) -> Result<Self> {
-        let stream = &rt.stream;
         let (n, nf) = (frame.n_rows(), frame.n_features());
         let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
         let mut slot_offsets = vec![0u32];
@@ -148,7 +152,7 @@ impl DeviceMatrix {
         for _ in 0..2 {
             let host = match layout {
                 // Compressed rows stage only the present values (a mostly-null block is mostly NaN).
-                Layout::Sparse { .. } => HostStage::Present(Box::new(PresentStage::new(rt, memory, nf)?)),
+                Layout::Sparse { .. } => HostStage::Present(Box::new(PresentStage::new(stream, memory, nf)?)),
                 // SAFETY: the pinned buffer is written on the host only after its event says the
                 // previous copy out of it finished.
                 Layout::Dense { .. } => {
@@ -251,20 +255,23 @@ struct PresentStage {
     rows_dev: CudaSlice<u32>,
     vals_dev: CudaSlice<f32>,
     starts_dev: CudaSlice<u32>,
+    /// The fit's stream, which every copy and kernel of the staging goes on.
+    stream: Arc<CudaStream>,
 }
 
 impl PresentStage {
-    fn new(rt: &Runtime, memory: &mut DeviceMemory, nf: usize) -> Result<Self> {
-        let ctx = rt.stream.context();
+    fn new(stream: &Arc<CudaStream>, memory: &mut DeviceMemory, nf: usize) -> Result<Self> {
+        let ctx = stream.context();
         // SAFETY (pinned buffers): written on the host only after the slot's event says its
         // previous copies finished.
         Ok(PresentStage {
             rows_host: unsafe { ctx.alloc_pinned::<u32>(1) }.map_err(device_error)?,
             vals_host: unsafe { ctx.alloc_pinned::<f32>(1) }.map_err(device_error)?,
             starts_host: unsafe { ctx.alloc_pinned::<u32>(nf + 1) }.map_err(device_error)?,
-            rows_dev: memory.zeros::<u32>(&rt.stream, 1)?,
-            vals_dev: memory.zeros::<f32>(&rt.stream, 1)?,
-            starts_dev: memory.zeros::<u32>(&rt.stream, nf + 1)?,
+            rows_dev: memory.zeros::<u32>(stream, 1)?,
+            vals_dev: memory.zeros::<f32>(stream, 1)?,
+            starts_dev: memory.zeros::<u32>(stream, nf + 1)?,
+            stream: stream.clone(),
         })
     }
 
@@ -278,7 +285,7 @@ impl PresentStage {
         rows: usize,
         values: &mut CudaSlice<f32>,
     ) -> Result<()> {
-        let stream = &rt.stream;
+        let stream = &self.stream.clone();
         let nf = frame.n_features();
         // Each column's part is sized by its valid rows (bit counts, no pass over the values);
         // slots its NaN values leave unused are marked with no row.

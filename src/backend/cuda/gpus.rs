@@ -27,6 +27,9 @@ pub fn on_each_gpu<T: Send>(k: usize, work: impl Fn(usize, &dyn Collective) -> R
     }
     nccl::probe().map_err(|why| Error::Device(format!("n_gpus={k} sums histograms through NCCL: {why}")))?;
     let runtimes = (0..k).map(runtime_on).collect::<Result<Vec<_>>>()?;
+    // Each GPU to this fit alone, taken in ordinal order (two such fits cannot each hold a GPU
+    // the other waits for); the workers' fits then take no turn of their own.
+    let _turns: Vec<_> = runtimes.iter().map(|rt| rt.take_turn(true)).collect();
     let id = nccl::unique_id()?;
     let failed = Arc::new(AtomicBool::new(false));
     let first_failure = Mutex::new(None::<usize>);

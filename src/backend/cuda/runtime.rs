@@ -1,12 +1,14 @@
 //! The CUDA runtime of each GPU: one context, one stream and one compiled module per GPU and
 //! process, created on first use (GPU 0's by every GPU fit, the others' by fits over several
 //! GPUs). cudarc panics when libcuda or libnvrtc cannot be loaded, so both are probed first
-//! and their absence becomes an error. Fits share the GPU by taking turns
-//! ([`Runtime::lock`]): a `group_by` of many fits queues on it instead of oversubscribing it.
+//! and their absence becomes an error. Fits share the GPU through lanes ([`Runtime::take_turn`]):
+//! small fits (a `group_by`'s) run side by side, each on its own stream, up to [`FIT_LANES`]
+//! at once; a large fit takes the whole GPU, so that large fits queue instead of
+//! oversubscribing its memory.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
@@ -133,7 +135,33 @@ pub struct Runtime {
     pub shap_shared_budget: u32,
     /// Dynamic shared memory a categorical split search block may use (its sort's chunk).
     pub categorical_shared_budget: u32,
-    turn: Mutex<()>,
+    lanes: Lanes,
+}
+
+/// Fits that may share one GPU at once. A small fit's launches leave the GPU mostly idle (a
+/// group of 2,000 rows: a few microseconds of work a kernel, and a synchronisation a level),
+/// so several overlap on their own streams. `POLARS_GBT_FIT_LANES` overrides.
+pub const FIT_LANES: usize = 8;
+
+/// The lanes in use, and whole-GPU fits waiting (new small fits wait behind them).
+#[derive(Default)]
+struct Lanes {
+    state: Mutex<(usize, usize)>,
+    freed: Condvar,
+}
+
+/// A fit's share of a GPU, given back when dropped.
+pub struct Turn<'a> {
+    lanes: &'a Lanes,
+    taken: usize,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        let mut state = self.lanes.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.0 -= self.taken;
+        self.lanes.freed.notify_all();
+    }
 }
 
 static RUNTIME: OnceLock<std::result::Result<Arc<Runtime>, String>> = OnceLock::new();
@@ -186,8 +214,10 @@ impl Runtime {
             return Err("the CUDA driver found no GPU".into());
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| format!("could not open GPU {ordinal}: {e}"))?;
-        // SAFETY: called before any allocation; fits are serialised on one stream, so cudarc's
-        // per-allocation events (which cost a record per launch) are not needed.
+        // SAFETY: called before any allocation; each fit and each prediction streamer uses its
+        // buffers on its own stream only (a forest uploaded for scoring is synchronised before
+        // it is read elsewhere), so cudarc's per-allocation events (a record per launch) are
+        // not needed.
         unsafe { ctx.disable_event_tracking() };
         // The driver reserves stack for every thread the GPU can hold (1 KiB each by default:
         // 270 MiB on an H100). The kernels use none; the driver grows it if one ever does.
@@ -263,13 +293,30 @@ impl Runtime {
             hist_shared_budget,
             shap_shared_budget,
             categorical_shared_budget,
-            turn: Mutex::new(()),
+            lanes: Lanes::default(),
         })
     }
 
-    /// Exclusive use of the GPU for one fit.
-    pub fn lock(&self) -> MutexGuard<'_, ()> {
-        self.turn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// A fit's share of the GPU: one lane for a small fit, all of them (the GPU to itself) for
+    /// a `whole` one; waits until they are free.
+    pub fn take_turn(&self, whole: bool) -> Turn<'_> {
+        let n = super::knob::<usize>("POLARS_GBT_FIT_LANES").unwrap_or(FIT_LANES).max(1);
+        let want = if whole { n } else { 1 };
+        let lanes = &self.lanes;
+        let mut state = lanes.state.lock().unwrap_or_else(|p| p.into_inner());
+        if whole {
+            state.1 += 1;
+        }
+        // A small fit also waits while a whole one does, so a stream of small fits cannot
+        // keep a large one out.
+        while state.0 + want > n || (!whole && state.1 > 0) {
+            state = lanes.freed.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+        if whole {
+            state.1 -= 1;
+        }
+        state.0 += want;
+        Turn { lanes, taken: want }
     }
 }
 
