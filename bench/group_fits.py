@@ -5,8 +5,10 @@ through `group_by().agg(gbt.fit(...))` and through `gbt.fit(..., by="g")` with a
 latter also with `n_jobs=1`, one thread per fit), and on the GPU when one is usable; each configuration once. Every configuration's trees are checked equal
 to the one-thread run's.
 
-Usage: PYTHONPATH=... python3 bench/group_fits.py [--groups 200] [--rows 1500]
-Prints a markdown table; asserts nothing.
+Usage: PYTHONPATH=... python3 bench/group_fits.py [--groups 200] [--rows 1500] [--by-only]
+(--by-only: the `by=` configurations alone, trees checked against the first one's, for shapes
+where one thread would take minutes). Prints a markdown table; asserts nothing.
+bench/group_fits_xgb.py times a loop of XGBoost GPU fits on the same groups.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=200)
     ap.add_argument("--rows", type=int, default=1500)
     ap.add_argument("--trees", type=int, default=50)
+    ap.add_argument("--by-only", action="store_true", help="only the by= configurations, no one-thread run")
     ap.add_argument("--child", action="store_true", help="(internal) the one-thread run")
     a = ap.parse_args()
     X, y = make(a.groups * a.rows, seed=0)
@@ -53,6 +56,8 @@ def main() -> None:
     if polars_gbt.cuda_available():
         configs.append(("group_by().agg(), GPU", lambda: df.group_by("g").agg(fit(device="cuda")).sort("g")))
         configs.append(("by=, GPU", lambda: df.select(fit(by="g", device="cuda")).unnest("model").sort("g")))
+    if a.by_only:
+        configs = [c for c in configs if c[0].startswith("by=")]
     if a.child:
         configs = [("one thread", lambda: df.group_by("g").agg(fit(device="cpu", n_jobs=1)).sort("g"))]
     rows, trees = [], {}
@@ -66,6 +71,13 @@ def main() -> None:
             print(rows[-1], flush=True)
     if a.child:
         pickle.dump((rows[0][1], trees["one thread"]), sys.stdout.buffer)
+        return
+    if a.by_only:
+        first = rows[0][0]
+        print(f"\n| configuration | seconds | over {first} | trees equal to its |\n|---|---|---|---|")
+        for label, s in rows:
+            same = all(x.equals(y) for x, y in zip(trees[label], trees[first]))
+            print(f"| {label} | {s:.2f} | {rows[0][1] / s:.1f}x | {same} |")
         return
     env = dict(os.environ, POLARS_MAX_THREADS="1", RAYON_NUM_THREADS="1")
     args = [sys.executable, __file__, "--child", f"--groups={a.groups}", f"--rows={a.rows}", f"--trees={a.trees}"]
