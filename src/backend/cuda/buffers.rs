@@ -28,7 +28,7 @@ pub(super) struct FitDevice<'r> {
 
 impl<'r> FitDevice<'r> {
     pub(super) fn new(rt: &'r Runtime, stream: Arc<CudaStream>) -> Result<Self> {
-        let arena = UploadArena::new(&stream)?;
+        let arena = UploadArena::new(rt, &stream)?;
         Ok(FitDevice { rt, stream, memory: DeviceMemory::default(), arena })
     }
 
@@ -71,6 +71,18 @@ impl<'r> FitDevice<'r> {
     }
 }
 
+impl Drop for FitDevice<'_> {
+    /// Gives the arena's pinned buffer back to the runtime for the next fit, once no copy out
+    /// of it is queued (after a device error it is simply freed).
+    fn drop(&mut self) {
+        if let Some(host) = self.arena.host.take() {
+            if self.stream.synchronize().is_ok() {
+                self.rt.give_back_pinned(host);
+            }
+        }
+    }
+}
+
 /// A launch shape: `blocks` (x, y) of `threads` threads with `shared` bytes of dynamic shared memory.
 pub(super) fn cfg(blocks: (u32, u32), threads: u32, shared: u32) -> LaunchConfig {
     LaunchConfig { grid_dim: (blocks.0, blocks.1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared }
@@ -78,21 +90,26 @@ pub(super) fn cfg(blocks: (u32, u32), threads: u32, shared: u32) -> LaunchConfig
 
 /// Small uploads (a level's tasks, rules, masks) go through one pinned host buffer, so they
 /// stay asynchronous: cudarc copies from pageable memory only after draining the stream. The
-/// buffer is reused from its start after each download, which drains the stream anyway.
+/// buffer is reused from its start after each download, which drains the stream anyway. It is
+/// lent by the runtime and given back when the fit ends (`FitDevice`'s drop).
 pub(super) struct UploadArena {
-    host: PinnedHostSlice<u8>,
+    /// None only while the fit's device is being dropped.
+    host: Option<PinnedHostSlice<u8>>,
     base: *mut u8,
     used: usize,
 }
 
 impl UploadArena {
-    const BYTES: usize = 4 << 20;
+    pub(super) const BYTES: usize = 4 << 20;
 
-    pub(super) fn new(stream: &Arc<CudaStream>) -> Result<Self> {
-        // SAFETY: the buffer is written only at offsets no queued copy reads (see `upload`).
-        let mut host = unsafe { stream.context().alloc_pinned::<u8>(Self::BYTES) }.map_err(device_error)?;
+    fn new(rt: &Runtime, stream: &Arc<CudaStream>) -> Result<Self> {
+        let mut host = match rt.lend_pinned() {
+            Some(host) => host,
+            // SAFETY: the buffer is written only at offsets no queued copy reads (see `upload`).
+            None => unsafe { stream.context().alloc_pinned::<u8>(Self::BYTES) }.map_err(device_error)?,
+        };
         let base = host.as_mut_ptr().map_err(device_error)?;
-        Ok(UploadArena { host, base, used: 0 })
+        Ok(UploadArena { host: Some(host), base, used: 0 })
     }
 
     /// Queues a copy of `data` into the front of `dst`.
@@ -111,7 +128,7 @@ impl UploadArena {
             return stream.memcpy_htod(data, &mut dst.slice_mut(..data.len())).map_err(device_error);
         }
         let mut start = self.used.next_multiple_of(16);
-        if start + bytes > self.host.len() {
+        if start + bytes > Self::BYTES {
             // Every queued copy out of the buffer must finish before it is overwritten.
             stream.synchronize().map_err(device_error)?;
             start = 0;

@@ -20,6 +20,8 @@ use crate::error::Result;
 /// Rows staged per block: 28 features x 2^17 rows is 14 MiB of f32 values (twice: one block
 /// is read on the host while the previous one is copied).
 const STAGE_ROWS: usize = 1 << 17;
+/// A matrix of at most this many bytes (as float32 values) is staged in pageable memory.
+const SMALL_STAGE_BYTES: usize = 1 << 20;
 
 pub enum DeviceBins {
     /// Every value's bin, rows padded to whole 32-bit words.
@@ -148,11 +150,15 @@ impl DeviceMatrix {
         };
         let block = STAGE_ROWS.min(n.max(1));
         let ctx = stream.context();
+        // A small matrix (one block, a group's fit) is staged in pageable memory: pinning a
+        // buffer would cost the driver more than the copy it speeds up.
+        let pageable = n <= block && n * nf * 4 <= SMALL_STAGE_BYTES;
         let mut staged = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..if n <= block { 1 } else { 2 } {
             let host = match layout {
                 // Compressed rows stage only the present values (a mostly-null block is mostly NaN).
                 Layout::Sparse { .. } => HostStage::Present(Box::new(PresentStage::new(stream, memory, nf)?)),
+                Layout::Dense { .. } if pageable => HostStage::Pageable(vec![0f32; block * nf]),
                 // SAFETY: the pinned buffer is written on the host only after its event says the
                 // previous copy out of it finished.
                 Layout::Dense { .. } => {
@@ -167,15 +173,19 @@ impl DeviceMatrix {
             let rows = block.min(n - start);
             let (host, dev, done) = &mut staged[i % 2];
             done.synchronize().map_err(device_error)?;
-            match host {
-                HostStage::Present(p) => p.stage(rt, memory, frame, start, rows, dev)?,
-                HostStage::Values(host) => {
-                    let values = host.as_mut_slice().map_err(device_error)?;
-                    values[..rows * nf].par_chunks_mut(rows).zip(frame.columns().par_iter()).for_each(|(out, col)| {
-                        col.read(start, out);
-                    });
-                    stream.memcpy_htod(&values[..rows * nf], &mut dev.slice_mut(..rows * nf)).map_err(device_error)?;
+            let values = match host {
+                HostStage::Present(p) => {
+                    p.stage(rt, memory, frame, start, rows, dev)?;
+                    None
                 }
+                HostStage::Values(pinned) => Some(pinned.as_mut_slice().map_err(device_error)?),
+                HostStage::Pageable(values) => Some(values.as_mut_slice()),
+            };
+            if let Some(values) = values {
+                values[..rows * nf].par_chunks_mut(rows).zip(frame.columns().par_iter()).for_each(|(out, col)| {
+                    col.read(start, out);
+                });
+                stream.memcpy_htod(&values[..rows * nf], &mut dev.slice_mut(..rows * nf)).map_err(device_error)?;
             }
             let (rows32, start32, nf32, stride32) = (rows as u32, start as u32, nf as u32, stride as u32);
             // SAFETY (both launches): the arguments match the kernels' signatures; every
@@ -235,9 +245,11 @@ impl DeviceMatrix {
     }
 }
 
-/// A staging slot's host side: every value of a block (dense layouts), or its present values.
+/// A staging slot's host side: every value of a block (dense layouts; pageable for a small
+/// matrix), or its present values.
 enum HostStage {
     Values(PinnedHostSlice<f32>),
+    Pageable(Vec<f32>),
     Present(Box<PresentStage>),
 }
 

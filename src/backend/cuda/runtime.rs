@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, PinnedHostSlice};
 use cudarc::nvrtc::Ptx;
 
 use super::kernels;
@@ -136,6 +136,10 @@ pub struct Runtime {
     /// Dynamic shared memory a categorical split search block may use (its sort's chunk).
     pub categorical_shared_budget: u32,
     lanes: Lanes,
+    /// Pinned upload buffers of finished fits, lent to the next ones: pinning 4 MiB takes the
+    /// driver about a millisecond and unpinning waits for the whole GPU, which a group's many
+    /// small fits would pay each time.
+    pinned: Mutex<Vec<PinnedHostSlice<u8>>>,
 }
 
 /// Fits that may share one GPU at once. A small fit's launches leave the GPU mostly idle (a
@@ -294,7 +298,22 @@ impl Runtime {
             shap_shared_budget,
             categorical_shared_budget,
             lanes: Lanes::default(),
+            pinned: Mutex::new(Vec::new()),
         })
+    }
+
+    /// A pinned upload buffer a finished fit gave back, if any.
+    pub(super) fn lend_pinned(&self) -> Option<PinnedHostSlice<u8>> {
+        self.pinned.lock().unwrap_or_else(|p| p.into_inner()).pop()
+    }
+
+    /// Keeps a fit's pinned upload buffer (no copy out of it queued) for the next fit: as many
+    /// as fits may run at once.
+    pub(super) fn give_back_pinned(&self, buffer: PinnedHostSlice<u8>) {
+        let mut kept = self.pinned.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() < FIT_LANES {
+            kept.push(buffer);
+        }
     }
 
     /// A fit's share of the GPU: one lane for a small fit, all of them (the GPU to itself) for
