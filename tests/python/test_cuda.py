@@ -76,6 +76,22 @@ def test_gpu_fits_equal_cpu_fits_in_select_and_group_by(train_df):
 
 
 @gpu
+def test_many_small_gpu_fits_side_by_side_grow_the_cpus_trees(train_df):
+    # by= hands the groups over at once: on the GPU the small fits share it, each on its own
+    # stream and with an upload buffer another fit gave back. Each group's trees must be the
+    # CPU's, and each fit alone's.
+    df = train_df.with_columns(g=pl.int_range(pl.len()) % 48)
+    fit = lambda device: pl.col(FEATURES).gbt.fit("y", by="g", device=device, **PARAMS)  # noqa: E731
+    models = {device: df.select(fit(device)).unnest("model").sort("g") for device in ("cpu", "cuda")}
+    trees = {d: [polars_gbt.Model.from_bytes(m).trees_to_dataframe() for m in models[d]["model"]] for d in models}
+    assert len(trees["cuda"]) == 48
+    for g, (cpu, cuda) in enumerate(zip(trees["cpu"], trees["cuda"])):
+        assert cpu.equals(cuda), f"group {g}"
+    alone = df.filter(pl.col("g") == 7).select(pl.col(FEATURES).gbt.fit("y", device="cuda", **PARAMS)).item()
+    assert polars_gbt.Model.from_bytes(alone).trees_to_dataframe().equals(trees["cuda"][7])
+
+
+@gpu
 def test_out_of_memory_is_a_clear_error_and_frees_everything(train_df):
     cupy = pytest.importorskip("cupy")
     assert polars_gbt.cuda_available()  # the runtime (context, kernels) starts before the squeeze

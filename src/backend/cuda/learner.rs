@@ -120,13 +120,6 @@ impl<'r> GpuLearner<'r> {
         if n >= u32::MAX as usize / 2 {
             return Err(Error::Data(format!("the CUDA backend takes at most 2^31 rows, not {n}")));
         }
-        // A fit on its own stream, so that fits sharing the GPU (`Runtime::take_turn`) overlap;
-        // but a worker of a fit over several GPUs on the runtime's, where NCCL sums its histograms.
-        let stream = match comm.device_sums() {
-            Some(_) => rt.stream.clone(),
-            None => rt.stream.context().new_stream().map_err(device_error)?,
-        };
-        let mut dev = FitDevice::new(rt, stream)?;
         // Everything the fit will hold, known before the first allocation. The layout is
         // planned once: for mostly-null data that reads every value on the host.
         let mut layout = DeviceMatrix::plan(&data.features, cuts);
@@ -142,7 +135,15 @@ impl<'r> GpuLearner<'r> {
         let weighed = data.weight.is_some() && matches!(params.weighting, Weighting::Repeats { .. });
         let refit_bytes = if refit.is_some() { DeviceRefit::bytes_per_row(weighed) } else { 0 };
         let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit_bytes;
-        DeviceMemory::check_fits(&dev.stream, n * (layout.bytes_per_row() + row_bytes))?;
+        // Checked before the fit takes anything of the GPU (a stream of its own included).
+        DeviceMemory::check_fits(&rt.stream, n * (layout.bytes_per_row() + row_bytes))?;
+        // A fit on its own stream, so that fits sharing the GPU (`Runtime::take_turn`) overlap;
+        // but a worker of a fit over several GPUs on the runtime's, where NCCL sums its histograms.
+        let stream = match comm.device_sums() {
+            Some(_) => rt.stream.clone(),
+            None => rt.stream.context().new_stream().map_err(device_error)?,
+        };
+        let mut dev = FitDevice::new(rt, stream)?;
         let matrix = DeviceMatrix::upload(rt, &dev.stream, &mut dev.memory, &data.features, cuts, layout)?;
         let profile = std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1");
         let mut learner = GpuLearner {
