@@ -5,7 +5,7 @@ through `group_by().agg(gbt.fit(...))` and through `gbt.fit(..., by="g")` with a
 latter also with `n_jobs=1`, one thread per fit), and on the GPU when one is usable; each configuration once. Every configuration's trees are checked equal
 to the one-thread run's.
 
-Usage: PYTHONPATH=... python3 bench/group_fits.py [--groups 200] [--rows 1500] [--by-only]
+Usage: PYTHONPATH=... python3 bench/group_fits.py [--groups 200] [--rows 1500] [--by-only [--gpu-only]]
 (--by-only: the `by=` configurations alone, trees checked against the first one's, for shapes
 where one thread would take minutes). Prints a markdown table; asserts nothing.
 bench/group_fits_xgb.py times a loop of XGBoost GPU fits on the same groups.
@@ -35,6 +35,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1500)
     ap.add_argument("--trees", type=int, default=50)
     ap.add_argument("--by-only", action="store_true", help="only the by= configurations, no one-thread run")
+    ap.add_argument("--gpu-only", action="store_true", help="with --by-only: only by= on the GPU")
     ap.add_argument("--child", action="store_true", help="(internal) the one-thread run")
     a = ap.parse_args()
     X, y = make(a.groups * a.rows, seed=0)
@@ -57,7 +58,7 @@ def main() -> None:
         configs.append(("group_by().agg(), GPU", lambda: df.group_by("g").agg(fit(device="cuda")).sort("g")))
         configs.append(("by=, GPU", lambda: df.select(fit(by="g", device="cuda")).unnest("model").sort("g")))
     if a.by_only:
-        configs = [c for c in configs if c[0].startswith("by=")]
+        configs = [c for c in configs if c[0].startswith("by=") and (not a.gpu_only or "GPU" in c[0])]
     if a.child:
         configs = [("one thread", lambda: df.group_by("g").agg(fit(device="cpu", n_jobs=1)).sort("g"))]
     rows, trees = [], {}
