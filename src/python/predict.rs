@@ -20,7 +20,7 @@ use crate::{FeatureFrame, Model, PredictOutput, Predictions};
 
 /// `predict`'s keyword arguments. Inputs: the features, then the per-row base margin when
 /// `has_base_margin`, then the model column when `model_column`.
-#[derive(Clone, Deserialize)]
+#[derive(Deserialize)]
 pub(super) struct PredictKwargs {
     /// A constant model's bytes (a `bytearray` on the Python side); empty with a model column.
     #[serde(with = "serde_bytes", default)]

@@ -100,7 +100,7 @@ pub(super) struct UploadArena {
 }
 
 impl UploadArena {
-    pub(super) const BYTES: usize = 4 << 20;
+    const BYTES: usize = 4 << 20;
 
     fn new(rt: &Runtime, stream: &Arc<CudaStream>) -> Result<Self> {
         let mut host = match rt.lend_pinned() {
