@@ -13,7 +13,7 @@
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use arrow_array::{Array, ArrayRef};
+use arrow_array::ArrayRef;
 use polars_gbt::collective::{serve_tracker, RingConfig, RowSpans, Shard, TcpRing};
 use polars_gbt::{Dataset, FeatureColumn, FeatureFrame, TrainConfig};
 
@@ -22,15 +22,12 @@ use polars_gbt::{Dataset, FeatureColumn, FeatureFrame, TrainConfig};
 mod bench_data;
 use bench_data::{higgs_like as columns, option};
 
-fn dataset(cols: &[ArrayRef], label: &[f32], start: usize, len: usize) -> Dataset {
+fn dataset(cols: &[ArrayRef], label: Vec<f32>) -> Dataset {
     let frame = FeatureFrame::new(
-        cols.iter()
-            .enumerate()
-            .map(|(j, c)| FeatureColumn::new(format!("f{j}"), vec![c.slice(start, len)]).unwrap())
-            .collect(),
+        cols.iter().enumerate().map(|(j, c)| FeatureColumn::new(format!("f{j}"), vec![c.clone()]).unwrap()).collect(),
     )
     .unwrap();
-    Dataset::new(frame, label[start..start + len].to_vec()).unwrap()
+    Dataset::new(frame, label).unwrap()
 }
 
 fn main() {
@@ -51,7 +48,7 @@ fn main() {
     let pool = |t: usize| rayon::ThreadPoolBuilder::new().num_threads(t.max(1)).build().unwrap();
 
     let clock = Instant::now();
-    let whole = dataset(&cols, &label, 0, n);
+    let whole = dataset(&cols, label);
     let want = pool(threads).install(|| polars_gbt::train(&cfg, &whole, &[])).unwrap().to_bytes();
     let one = clock.elapsed().as_secs_f64();
     println!(
@@ -70,11 +67,12 @@ fn main() {
         let clock = Instant::now();
         let results: Vec<_> = (0..w)
             .map(|rank| {
-                let (cols, label, cfg, tracker) = (cols.clone(), label.clone(), cfg.clone(), tracker.clone());
+                let (cfg, tracker) = (cfg.clone(), tracker.clone());
                 let each = threads / w;
+                let (start, end) = (rank * n / w, (rank + 1) * n / w);
+                // The worker's rows share the whole frame's Arrow buffers.
+                let data = whole.row_range(start, end - start).unwrap();
                 std::thread::spawn(move || {
-                    let (start, end) = (rank * n / w, (rank + 1) * n / w);
-                    let data = dataset(&cols, &label, start, end - start);
                     let ring = TcpRing::join(&RingConfig {
                         rank,
                         world: w,
