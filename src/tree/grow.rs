@@ -94,10 +94,11 @@ pub struct TreeContext<'a> {
 }
 
 impl TreeContext<'_> {
-    /// Features node `node` at `depth`, within `limits`, may split on: the tree's, sampled
-    /// per level, then per node, keyed by the tree's seed (every backend draws the same
-    /// features), then those the interaction constraints allow after the node's path.
-    pub fn node_features(&self, depth: usize, node: u32, limits: &NodeLimits) -> Vec<u32> {
+    /// Features the node of path key `key` ([`Open::key`]) at `depth`, within `limits`, may
+    /// split on: the tree's, sampled per level, then per node, keyed by the tree's seed (every
+    /// backend draws the same features), then those the interaction constraints allow after
+    /// the node's path.
+    pub fn node_features(&self, depth: usize, key: u64, limits: &NodeLimits) -> Vec<u32> {
         let p = self.params;
         let mut feats = self.tree_features.to_vec();
         if p.colsample_bylevel < 1.0 {
@@ -106,7 +107,7 @@ impl TreeContext<'_> {
         }
         if p.colsample_bynode < 1.0 {
             let k = ((feats.len() as f64 * p.colsample_bynode).round() as usize).max(1);
-            feats = p.sample_features(&mut Rng::new(self.seed, hash64(2, node as u64)), &feats, k);
+            feats = p.sample_features(&mut Rng::new(self.seed, hash64(2, key)), &feats, k);
         }
         let c = &p.constraints;
         if c.has_interaction() {
@@ -141,6 +142,9 @@ impl TreeContext<'_> {
 /// histogram.
 pub struct Open<N> {
     pub node: u32,
+    /// Where the node is, as a key of its path from the root (0 for the root): what per-node
+    /// column sampling draws from, so that the order nodes are expanded in cannot change it.
+    pub key: u64,
     pub depth: usize,
     pub total: GradSum,
     pub limits: NodeLimits,
@@ -149,8 +153,8 @@ pub struct Open<N> {
 }
 
 impl<N> Open<N> {
-    fn new(node: u32, depth: usize, total: GradSum, limits: NodeLimits, state: N) -> Self {
-        Open { node, depth, total, limits, best: None, state }
+    fn new(node: u32, key: u64, depth: usize, total: GradSum, limits: NodeLimits, state: N) -> Self {
+        Open { node, key, depth, total, limits, best: None, state }
     }
 
     fn gain(&self) -> f64 {
@@ -161,6 +165,8 @@ impl<N> Open<N> {
 /// A split applied to the tree, whose rows the backend now routes to `children`.
 pub struct Expansion<N> {
     pub node: u32,
+    /// The node's path key ([`Open::key`]).
+    pub key: u64,
     pub depth: usize,
     pub split: SplitCandidate,
     /// Left and right child ids.
@@ -247,7 +253,7 @@ pub fn grow_tree<S: GrowSteps>(steps: &mut S, ctx: &TreeContext, cuts: &[Feature
     let mut tree = Tree::leaf(ctx.leaf_value(total, &root_limits), ctx.cover(total));
     let mut open = Vec::new();
     if params.can_split_at(0) {
-        let root = Open::new(0, 0, total, root_limits, steps.build_root(ctx)?);
+        let root = Open::new(0, 0, 0, total, root_limits, steps.build_root(ctx)?);
         open = evaluate_splittable(steps, vec![root], ctx)?;
     }
     let mut n_leaves = 1;
@@ -267,14 +273,16 @@ pub fn grow_tree<S: GrowSteps>(steps: &mut S, ctx: &TreeContext, cuts: &[Feature
         }
         let sums: Vec<(usize, GradSum, GradSum)> =
             expansions.iter().map(|e| (e.depth + 1, e.split.left, e.split.right)).collect();
-        let children_nodes: Vec<([u32; 2], [NodeLimits; 2])> =
-            expansions.iter().map(|e| (e.children, e.child_limits.clone())).collect();
+        let children_nodes: Vec<([u32; 2], [u64; 2], [NodeLimits; 2])> =
+            expansions.iter().map(|e| (e.children, child_keys(e.key), e.child_limits.clone())).collect();
         let built = steps.partition_and_build(&tree, expansions, ctx)?;
         let mut children = Vec::new();
-        for ((states, (depth, left, right)), ([l, r], [ll, rl])) in built.into_iter().zip(sums).zip(children_nodes) {
+        for ((states, (depth, left, right)), ([l, r], [lk, rk], [ll, rl])) in
+            built.into_iter().zip(sums).zip(children_nodes)
+        {
             if let Some([ls, rs]) = states {
-                children.push(Open::new(l, depth, left, ll, ls));
-                children.push(Open::new(r, depth, right, rl, rs));
+                children.push(Open::new(l, lk, depth, left, ll, ls));
+                children.push(Open::new(r, rk, depth, right, rl, rs));
             }
         }
         open.extend(evaluate_splittable(steps, children, ctx)?);
@@ -330,6 +338,7 @@ fn apply_split<N>(tree: &mut Tree, o: Open<N>, cuts: &[FeatureCuts], ctx: &TreeC
     );
     Expansion {
         node: o.node,
+        key: o.key,
         depth: o.depth,
         grow_children: p.can_split_at(o.depth + 1),
         child_limits,
@@ -337,6 +346,11 @@ fn apply_split<N>(tree: &mut Tree, o: Open<N>, cuts: &[FeatureCuts], ctx: &TreeC
         children: [l, r],
         state: o.state,
     }
+}
+
+/// The path keys ([`Open::key`]) of a node's left and right children.
+fn child_keys(key: u64) -> [u64; 2] {
+    [hash64(key, 1), hash64(key, 2)]
 }
 
 /// What to expand next, taken out of `open`: the whole level, best first (depth-wise), or

@@ -76,7 +76,15 @@ impl<A: GrowSteps, B: GrowSteps> Lockstep<A, B> {
 
 /// `o` with its state replaced by `state`.
 fn with_state<N, M>(o: &Open<N>, state: M) -> Open<M> {
-    Open { node: o.node, depth: o.depth, total: o.total, limits: o.limits.clone(), best: o.best.clone(), state }
+    Open {
+        node: o.node,
+        key: o.key,
+        depth: o.depth,
+        total: o.total,
+        limits: o.limits.clone(),
+        best: o.best.clone(),
+        state,
+    }
 }
 
 impl<A: GrowSteps, B: GrowSteps> GrowSteps for Lockstep<A, B> {
@@ -102,6 +110,7 @@ impl<A: GrowSteps, B: GrowSteps> GrowSteps for Lockstep<A, B> {
             o.state = Both(Some(a.state), Some(b.state));
             bests_b.push(Open {
                 node: b.node,
+                key: b.key,
                 depth: b.depth,
                 total: b.total,
                 limits: b.limits,
@@ -124,6 +133,7 @@ impl<A: GrowSteps, B: GrowSteps> GrowSteps for Lockstep<A, B> {
         fn side<N, M>(e: &Expansion<N>, state: M) -> Expansion<M> {
             Expansion {
                 node: e.node,
+                key: e.key,
                 depth: e.depth,
                 split: e.split.clone(),
                 children: e.children,

@@ -118,7 +118,7 @@ impl GrowSteps for CpuSteps<'_> {
         let jobs: Vec<(usize, u32)> = nodes
             .iter()
             .enumerate()
-            .flat_map(|(i, o)| ctx.node_features(o.depth, o.node, &o.limits).into_iter().map(move |f| (i, f)))
+            .flat_map(|(i, o)| ctx.node_features(o.depth, o.key, &o.limits).into_iter().map(move |f| (i, f)))
             .collect();
         let found: Vec<(usize, Option<SplitCandidate>)> = jobs
             .par_iter()

@@ -153,7 +153,7 @@ impl GrowSteps for GpuLearner<'_> {
         let eval: Vec<EvalNode> = nodes
             .iter()
             .map(|o| EvalNode {
-                node: o.node,
+                key: o.key,
                 depth: o.depth,
                 total: o.total,
                 limits: o.limits.clone(),

@@ -28,11 +28,11 @@ const MAX_SORT_CHUNK: usize = 8192;
 /// Shared bytes of one sorted pair.
 const SORT_PAIR_BYTES: usize = 12;
 
-/// A node whose best split is wanted: its place in the tree, its sum, its limits, its
+/// A node whose best split is wanted: its path key and depth, its sum, its limits, its
 /// histogram slot and where its row count is (the categorical search estimates rows per
 /// category from it).
 pub(super) struct EvalNode {
-    pub(super) node: u32,
+    pub(super) key: u64,
     pub(super) depth: usize,
     pub(super) total: GradSum,
     pub(super) limits: NodeLimits,
@@ -150,7 +150,7 @@ impl SplitEvaluator {
         let mut masks = vec![0u8; if masked { nodes.len() * nf } else { 1 }];
         if masked {
             for (i, o) in nodes.iter().enumerate() {
-                for f in ctx.node_features(o.depth, o.node, &o.limits) {
+                for f in ctx.node_features(o.depth, o.key, &o.limits) {
                     masks[i * nf + f as usize] = 1;
                 }
             }
