@@ -1,10 +1,11 @@
-//! Trees: the growth driver every backend shares ([`grow`]), the fixed-point gradient sums
-//! every backend accumulates ([`gradient`]), the split math ([`split`], the only copy of the
-//! gain formula), and the stored tree ([`Tree`]).
+//! Trees: the growth driver every backend shares ([`grow`]; loss-guided growth in batches in
+//! `lossguide`), the fixed-point gradient sums every backend accumulates ([`gradient`]), the
+//! split math ([`split`], the only copy of the gain formula), and the stored tree ([`Tree`]).
 
 pub mod constraints;
 pub mod gradient;
 pub mod grow;
+mod lossguide;
 pub mod model;
 pub mod split;
 

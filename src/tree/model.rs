@@ -106,6 +106,25 @@ impl Tree {
         (l, r)
     }
 
+    /// Splits leaf `node` as `from` splits its node `at`, with the same children (values and
+    /// covers); returns the new children's ids.
+    pub fn split_as(&mut self, node: u32, from: &Tree, at: u32) -> (u32, u32) {
+        let a = at as usize;
+        let words = &from.category_words[from.category_start[a] as usize..][..from.category_len[a] as usize];
+        let left_categories: Vec<u32> =
+            (0..words.len() as u32 * 32).filter(|&c| words[c as usize / 32] & (1 << (c % 32)) != 0).collect();
+        let spec = SplitSpec {
+            feature: from.feature[a],
+            threshold: from.threshold[a],
+            split_bin: from.split_bin[a],
+            default_left: from.default_left[a],
+            left_categories: &left_categories,
+            gain: from.gain[a],
+        };
+        let (l, r) = (from.left[a] as usize, from.right[a] as usize);
+        self.split(node, &spec, (from.value[l], from.cover[l]), (from.value[r], from.cover[r]))
+    }
+
     pub fn n_nodes(&self) -> usize {
         self.left.len()
     }

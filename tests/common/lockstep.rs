@@ -167,6 +167,11 @@ impl<A: GrowSteps, B: GrowSteps> GrowSteps for Lockstep<A, B> {
         b.into_iter().for_each(|n| self.b.discard(n));
     }
 
+    fn renumber(&mut self, ids: &[u32], merged: &[u32]) -> Result<()> {
+        self.a.renumber(ids, merged)?;
+        self.b.renumber(ids, merged)
+    }
+
     fn histogram(&mut self, node: &Self::Node) -> Result<Vec<GradSum>> {
         self.a.histogram(node.0.as_ref().unwrap())
     }

@@ -214,6 +214,11 @@ impl GrowSteps for CpuSteps<'_> {
 
     fn discard(&mut self, _: CpuNode) {}
 
+    fn renumber(&mut self, ids: &[u32], merged: &[u32]) -> Result<()> {
+        self.partition.renumber(ids, merged);
+        Ok(())
+    }
+
     fn histogram(&mut self, node: &CpuNode) -> Result<Vec<GradSum>> {
         Ok(node.hist.clone())
     }

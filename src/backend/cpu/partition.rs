@@ -4,6 +4,8 @@
 
 use rayon::prelude::*;
 
+use crate::tree::NO_CHILD;
+
 /// Rows by node: node `n` owns `rows[range[n].0..range[n].1]`.
 #[derive(Clone, Debug)]
 pub struct RowPartition {
@@ -88,6 +90,24 @@ impl RowPartition {
     pub fn new(rows: Vec<u32>) -> Self {
         let n = rows.len();
         RowPartition { rows, range: vec![(0, n)] }
+    }
+
+    /// The tree's nodes were renumbered: node `n` is now `ids[n]` (`NO_CHILD`: gone). The
+    /// rows of each of the `merged` nodes (new ids) were split among children that are gone:
+    /// they go back to ascending order.
+    pub fn renumber(&mut self, ids: &[u32], merged: &[u32]) {
+        let len = ids.iter().filter(|&&id| id != NO_CHILD).map(|&id| id as usize + 1).max().unwrap_or(0);
+        let mut range = vec![(0, 0); len];
+        for (&id, &r) in ids.iter().zip(&self.range) {
+            if id != NO_CHILD {
+                range[id as usize] = r;
+            }
+        }
+        self.range = range;
+        for &m in merged {
+            let (a, b) = self.range[m as usize];
+            self.rows[a..b].sort_unstable();
+        }
     }
 
     pub fn rows_of(&self, node: u32) -> &[u32] {

@@ -261,6 +261,11 @@ impl GrowSteps for GpuLearner<'_> {
         self.release_node(&node);
     }
 
+    /// Nothing on the device is kept by node id: the margins and refits walk the final tree.
+    fn renumber(&mut self, _: &[u32], _: &[u32]) -> Result<()> {
+        Ok(())
+    }
+
     /// For layouts that leave missing values out, the missing slots are filled in by
     /// `evaluate`: read a node's histogram after its evaluation (in a distributed fit, before
     /// the next evaluation, whose exchange reuses the summed histograms' slots).
