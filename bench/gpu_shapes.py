@@ -330,7 +330,7 @@ def dense_floats(a, n_features=28):
           flush=True)
     params = dict(common, objective=objective, **extra)
     xparams = dict(xcommon, objective=objective, **extra)
-    run_both(a, train, features, "y", params, test, (X[:cut], y[:cut], extra), xparams, X[cut:], metric, name)
+    run_both(a, train, features, "y", params, test, (X[:cut], y[:cut], {}), xparams, X[cut:], metric, name)
 
 
 def leaf_refits(a):
@@ -367,7 +367,7 @@ def leaf_refits(a):
             return float(np.mean(np.where(d >= 0, alphas * d, (alphas - 1) * d)))
 
         name = "pinball"
-    run_both(a, train, features, "y", params, test, (X[:cut], y[:cut], {}), xparams, X[cut:], metric, name)
+    run_both(a, train, features, "y", params, test, (X[:cut], y[:cut], extra), xparams, X[cut:], metric, name)
 
 
 def main():
