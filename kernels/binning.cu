@@ -1,6 +1,8 @@
 // Quantisation of raw feature values into bins (src/data/cuts.rs: FeatureCuts::bin), written
-// row-major: bins[row * stride + f], rows padded to a whole number of 32-bit words. One launch bins a block of rows of every feature,
-// staged column-major as they came from the Arrow columns.
+// row-major: bins[row * stride + f], rows padded to a whole number of 32-bit words, and, when
+// `col_rows` is not 0 (8-bit bins only), column-major as well: cols[f * col_rows + row] (what
+// the partition reads). One launch bins a block of rows of every feature, staged column-major as they came
+// from the Arrow columns.
 
 // The bin of value x of feature f (src/data/cuts.rs: FeatureCuts::bin). Categorical features
 // reserve one cut slot per category, so for both kinds the bins are 0..=(end - begin) and the
@@ -24,29 +26,32 @@ __device__ __forceinline__ u32 value_bin(float x, u32 f, const float* cuts, cons
 
 template <typename Bin>
 __device__ void bin_block(const float* values, u32 block_rows, u32 row0, u32 n_features, u32 stride, const float* cuts,
-                          const u32* cut_offsets, const u32* categorical, Bin* bins) {
+                          const u32* cut_offsets, const u32* categorical, Bin* bins, Bin* cols, u32 col_rows) {
     u64 total = (u64)block_rows * n_features;
     for (u64 e = blockIdx.x * (u64)blockDim.x + threadIdx.x; e < total; e += (u64)gridDim.x * blockDim.x) {
         u32 r = (u32)(e / n_features), f = (u32)(e % n_features);
         float x = values[(u64)f * block_rows + r];
         const u32 bin = value_bin(x, f, cuts, cut_offsets, categorical);
         bins[(u64)(row0 + r) * stride + f] = (Bin)bin;
+        // A block's column runs (block_rows bins each) are written into the L2 together.
+        if (col_rows) cols[(u64)f * col_rows + row0 + r] = (Bin)bin;
     }
 }
 
 extern "C" __global__ void bin_block_u8(const float* values, u32 block_rows, u32 row0, u32 n_features,
-                                        u32 stride, const float* cuts, const u32* cut_offsets, const u32* categorical, u8* bins) {
-    bin_block<u8>(values, block_rows, row0, n_features, stride, cuts, cut_offsets, categorical, bins);
+                                        u32 stride, const float* cuts, const u32* cut_offsets, const u32* categorical,
+                                        u8* bins, u8* cols, u32 col_rows) {
+    bin_block<u8>(values, block_rows, row0, n_features, stride, cuts, cut_offsets, categorical, bins, cols, col_rows);
 }
 
 extern "C" __global__ void bin_block_u16(const float* values, u32 block_rows, u32 row0, u32 n_features,
                                          u32 stride, const float* cuts, const u32* cut_offsets, const u32* categorical,
-                                         u16* bins) {
-    bin_block<u16>(values, block_rows, row0, n_features, stride, cuts, cut_offsets, categorical, bins);
+                                         u16* bins, u16* cols, u32 col_rows) {
+    bin_block<u16>(values, block_rows, row0, n_features, stride, cuts, cut_offsets, categorical, bins, cols, col_rows);
 }
 
 extern "C" __global__ void bin_block_u32(const float* values, u32 block_rows, u32 row0, u32 n_features,
                                          u32 stride, const float* cuts, const u32* cut_offsets, const u32* categorical,
-                                         u32* bins) {
-    bin_block<u32>(values, block_rows, row0, n_features, stride, cuts, cut_offsets, categorical, bins);
+                                         u32* bins, u32* cols, u32 col_rows) {
+    bin_block<u32>(values, block_rows, row0, n_features, stride, cuts, cut_offsets, categorical, bins, cols, col_rows);
 }

@@ -17,6 +17,17 @@ struct DenseRows {
     }
 };
 
+// The bins column-major (DeviceMatrix::cols): a node's rows, ascending, read their split
+// feature's bins from one run, so a 32-byte sector serves every row of the node it holds.
+template <typename Bin>
+struct DenseCols {
+    const Bin* cols;
+    u32 n_rows;
+    __device__ __forceinline__ u32 bin(u32 row, u32 feature, u32 /*missing_bin*/) const {
+        return cols[(u64)feature * n_rows + row];
+    }
+};
+
 template <typename Rows>
 __device__ void count_left(const Rows rows, const u32* ridx, const RowTask* tasks, u32 n_tasks,
                            const SplitRule* rules, const u32* category_words, u32 rows_per_block, u8* flags,
@@ -121,6 +132,13 @@ extern "C" __global__ void count_left_u32(const u32* bins, u32 stride, const u32
 }
 
 // Copies the partitioned runs back into the row index.
+// The column-major variant (8-bit bins): `cols` and `n_rows` in the place of `bins` and `stride`.
+extern "C" __global__ void count_left_cols_u8(const u8* cols, u32 n_rows, const u32* ridx, const RowTask* tasks,
+                                              u32 n_tasks, const SplitRule* rules, const u32* category_words,
+                                              u32 rows_per_block, u8* flags, u32* block_left) {
+    count_left(DenseCols<u8>{cols, n_rows}, ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left);
+}
+
 extern "C" __global__ void copy_runs(const u32* from, const RowTask* tasks, u32 n_tasks, u32 rows_per_block, u32* to) {
     const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
     const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;

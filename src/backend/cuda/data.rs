@@ -1,5 +1,7 @@
 //! The training matrix on the device: bins row-major, one byte per value when every feature
-//! has fewer than 256 bins (missing included), else two, or four past 65,535 bins. Columns
+//! has fewer than 256 bins (missing included), else two, or four past 65,535 bins; 8-bit
+//! bins are kept column-major as well, for the partition (see [`DeviceMatrix::cols`]).
+//! Columns
 //! travel from their Arrow buffers through a reusable pinned staging buffer in blocks of rows
 //! (mostly-null ones as their present values only), and are binned by a kernel; the copy of
 //! one block overlaps the reading of the next. Nothing of the size of the data is ever
@@ -40,6 +42,11 @@ pub struct DeviceMatrix {
     /// Entries per row in memory: the features padded to whole 32-bit words (dense: kernels
     /// read a row a word at a time), or the longest row's present values (sparse).
     pub stride: usize,
+    /// 8-bit bins again, column-major (`cols[f * n_rows + row]`): the partition reads one
+    /// feature of a node's rows, ascending, so a 32-byte sector serves all the rows of the node
+    /// it holds, where a row-major sector serves one row. Histograms and margin updates read
+    /// every feature of a row, and stay row-major.
+    pub cols: Option<CudaSlice<u8>>,
     /// Bins per feature, not counting the missing bin (whose id is this number).
     pub n_bins: Vec<u32>,
     /// Where each feature's histogram starts within a node's histogram; the last entry is the total.
@@ -142,6 +149,7 @@ impl DeviceMatrix {
         let categorical_dev = memory.upload(stream, &categorical)?;
         let slot_offsets_dev = memory.upload(stream, &slot_offsets)?;
 
+        let mut cols = if layout.keeps_columns() { Some(memory.zeros::<u8>(stream, n * nf)?) } else { None };
         let (mut bins, stride) = match layout {
             Layout::Dense { width: 2, stride } => (DeviceBins::U16(memory.zeros::<u16>(stream, n * stride)?), stride),
             Layout::Dense { width: 4, stride } => (DeviceBins::U32(memory.zeros::<u32>(stream, n * stride)?), stride),
@@ -226,6 +234,14 @@ impl DeviceMatrix {
                         DeviceBins::U16(b) => launch.arg(b),
                         DeviceBins::U32(b) | DeviceBins::Sparse(b) => launch.arg(b),
                     };
+                    // Without a column copy the kernel writes none (col_rows 0), and the staged
+                    // values stand in as its never-touched argument.
+                    let col_rows = if cols.is_some() { n as u32 } else { 0 };
+                    match cols.as_mut() {
+                        Some(c) => launch.arg(c),
+                        None => launch.arg(&*dev),
+                    };
+                    launch.arg(&col_rows);
                     unsafe { launch.launch(grid_for(rt, (rows * nf) as u64, 256)) }.map_err(device_error)?
                 }
             };
@@ -237,6 +253,7 @@ impl DeviceMatrix {
             n_rows: n,
             n_features: nf,
             stride,
+            cols,
             n_bins,
             slot_offsets,
             slot_offsets_dev,
@@ -392,10 +409,26 @@ pub enum Layout {
 }
 
 impl Layout {
+    /// Bytes of the row-major bins (or compressed rows) per row.
     pub fn bytes_per_row(&self) -> usize {
         match *self {
             Layout::Dense { width, stride } => width * stride,
             Layout::Sparse { stride } => 4 * stride,
+        }
+    }
+
+    /// Whether the bins are kept column-major as well ([`DeviceMatrix::cols`]): dense 8-bit
+    /// bins. Wider bins come from columns of hundreds of categories or more, whose fits the
+    /// split search bounds rather than the partition, and whose matrix is already larger.
+    pub fn keeps_columns(&self) -> bool {
+        matches!(*self, Layout::Dense { width: 1, .. })
+    }
+
+    /// Device bytes per row of the matrix, both copies, for `n_features` features.
+    pub fn device_bytes_per_row(&self, n_features: usize) -> usize {
+        match *self {
+            Layout::Dense { .. } if self.keeps_columns() => self.bytes_per_row() + n_features,
+            _ => self.bytes_per_row(),
         }
     }
 }

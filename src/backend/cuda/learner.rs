@@ -116,7 +116,7 @@ impl<'r> GpuLearner<'r> {
         comm: &'r dyn Collective,
     ) -> Result<Self> {
         let clock = Instant::now();
-        let n = data.n_rows();
+        let (n, nf) = (data.n_rows(), data.features.n_features());
         if n >= u32::MAX as usize / 2 {
             return Err(Error::Data(format!("the CUDA backend takes at most 2^31 rows, not {n}")));
         }
@@ -136,7 +136,7 @@ impl<'r> GpuLearner<'r> {
         let refit_bytes = if refit.is_some() { DeviceRefit::bytes_per_row(weighed) } else { 0 };
         let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit_bytes;
         // Checked before the fit takes anything of the GPU (a stream of its own included).
-        DeviceMemory::check_fits(&rt.stream, n * (layout.bytes_per_row() + row_bytes))?;
+        DeviceMemory::check_fits(&rt.stream, n * (layout.device_bytes_per_row(nf) + row_bytes))?;
         // A fit on its own stream, so that fits sharing the GPU (`Runtime::take_turn`) overlap;
         // but a worker of a fit over several GPUs on the runtime's, where NCCL sums its histograms.
         let stream = match comm.device_sums() {

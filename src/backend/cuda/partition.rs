@@ -1,6 +1,6 @@
 //! The row index on the device and what moves rows through a tree (`kernels/partition.cu`):
-//! partitioning split nodes' rows (route each row once into a flag byte, then a stable
-//! scatter), and adding a finished tree to the training margins by walking it on the bins.
+//! partitioning split nodes' rows (route each row once into a flag byte, reading the split
+//! feature's column-major bins where the matrix keeps them, then a stable scatter), and adding a finished tree to the training margins by walking it on the bins.
 
 use cudarc::driver::{CudaSlice, CudaViewMut, PushKernelArg};
 
@@ -105,15 +105,26 @@ impl RowPartitioner {
         dev.fill(&mut self.rules, rules)?;
         dev.fill(&mut self.rule_words, if words.is_empty() { &[0] } else { words })?;
         dev.reserve(&mut self.block_left, blocks as usize)?;
-        let (stride, n_tasks, threads) = (matrix.stride as u32, tasks.len() as u32, self.threads);
+        let (n_tasks, threads) = (tasks.len() as u32, self.threads);
         let k = &dev.rt.kernels;
-        let mut launch = dev.launcher(matrix.kernel_for([
-            &k.count_left_u8,
-            &k.count_left_u16,
-            &k.count_left_u32,
-            &k.count_left_sparse,
-        ]));
-        matrix.bins_arg(&mut launch);
+        // The column-major copy where there is one (one feature's bins in one run), else the rows.
+        let (mut launch, stride) = match &matrix.cols {
+            Some(cols) => {
+                let mut launch = dev.launcher(&k.count_left_cols_u8);
+                launch.arg(cols);
+                (launch, matrix.n_rows as u32)
+            }
+            None => {
+                let mut launch = dev.launcher(matrix.kernel_for([
+                    &k.count_left_u8,
+                    &k.count_left_u16,
+                    &k.count_left_u32,
+                    &k.count_left_sparse,
+                ]));
+                matrix.bins_arg(&mut launch);
+                (launch, matrix.stride as u32)
+            }
+        };
         launch
             .arg(&stride)
             .arg(&self.ridx)

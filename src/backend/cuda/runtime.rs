@@ -62,6 +62,7 @@ kernel_table!(
     count_left_u8,
     count_left_u16,
     count_left_u32,
+    count_left_cols_u8,
     scatter,
     copy_runs,
     add_tree_u8,
