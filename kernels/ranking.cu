@@ -5,6 +5,34 @@
 // host once per fit (they depend only on the labels).
 
 #define RANK_THREADS 128
+// Queries longer than this are ranked by a sort in shared memory; shorter ones by counting,
+// for each document, the documents ahead of it (n^2 comparisons, no synchronisation).
+#define RANK_COUNT_MAX 128
+
+// A document's sort key: descending score, then ascending row (the CPU's order: equal
+// scores, -0 and +0 included, keep row order).
+__device__ __forceinline__ u64 rank_key(float score, u32 row) {
+    const u32 bits = __float_as_uint(score + 0.0f);  // -0 becomes +0
+    const u32 ascending = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+    return ((u64)~ascending << 32) | row;
+}
+
+// Sorts keys[0..m) ascending in place (m a power of two), the block's threads together.
+__device__ void bitonic_sort(u64* keys, u32 m) {
+    for (u32 size = 2; size <= m; size <<= 1) {
+        for (u32 stride = size >> 1; stride > 0; stride >>= 1) {
+            for (u32 t = threadIdx.x; t < m / 2; t += blockDim.x) {
+                const u32 i = 2 * t - (t & (stride - 1)), j = i + stride;
+                const u64 a = keys[i], b = keys[j];
+                if ((a > b) == ((i & size) == 0)) {
+                    keys[i] = b;
+                    keys[j] = a;
+                }
+            }
+            __syncthreads();
+        }
+    }
+}
 
 // (lambda, hessian) of the pair whose more relevant document is h.
 __device__ __forceinline__ void rank_pair(const float* s, const double* gain, const u32* position,
@@ -25,8 +53,10 @@ extern "C" __global__ void lambdarank(const float* __restrict__ score, const flo
                                       const double* __restrict__ gain, const double* __restrict__ inv_idcg,
                                       const double* __restrict__ discount, const u32* __restrict__ offsets,
                                       const float* __restrict__ weight, u32 top_k, u32 ndcg, u32 normalise,
-                                      u32 score_normalise, u32* __restrict__ position, u32* __restrict__ ranked,
-                                      double* __restrict__ sums, GradPair* __restrict__ out) {
+                                      u32 score_normalise, u32 sort_capacity, u32* __restrict__ position,
+                                      u32* __restrict__ ranked, double* __restrict__ sums, GradPair* __restrict__ out) {
+    // sort_capacity keys (a power of two, or 0) of dynamic shared memory.
+    extern __shared__ u64 rank_keys[];
     __shared__ float top[RANK_THREADS], bottom[RANK_THREADS];
     __shared__ double norm;
     const u32 start = offsets[blockIdx.x], n = offsets[blockIdx.x + 1] - start;
@@ -57,12 +87,25 @@ extern "C" __global__ void lambdarank(const float* __restrict__ score, const flo
     // Each document's rank: the documents scored higher, or equal and earlier.
     u32* pos = position + start;
     u32* by_rank = ranked + start;
-    for (u32 r = threadIdx.x; r < n; r += blockDim.x) {
-        const float sr = s[r];
-        u32 p = 0;
-        for (u32 o = 0; o < n; ++o) p += (s[o] > sr) | ((s[o] == sr) & (o < r));
-        pos[r] = p;
-        by_rank[p] = r;
+    u32 m = 1;
+    while (m < n) m <<= 1;
+    if (n > RANK_COUNT_MAX && m <= sort_capacity) {
+        for (u32 i = threadIdx.x; i < m; i += blockDim.x) rank_keys[i] = i < n ? rank_key(s[i], i) : ~0ull;
+        __syncthreads();
+        bitonic_sort(rank_keys, m);
+        for (u32 p = threadIdx.x; p < n; p += blockDim.x) {
+            const u32 r = (u32)rank_keys[p];
+            pos[r] = p;
+            by_rank[p] = r;
+        }
+    } else {
+        for (u32 r = threadIdx.x; r < n; r += blockDim.x) {
+            const float sr = s[r];
+            u32 p = 0;
+            for (u32 o = 0; o < n; ++o) p += (s[o] > sr) | ((s[o] == sr) & (o < r));
+            pos[r] = p;
+            by_rank[p] = r;
+        }
     }
     __syncthreads();
 
@@ -70,10 +113,15 @@ extern "C" __global__ void lambdarank(const float* __restrict__ score, const flo
     const double inv = inv_idcg[blockIdx.x];
     const double* g_row = gain + start;
     double* sum = sums + 3 * (u64)start;
-    for (u32 r = threadIdx.x; r < n; r += blockDim.x) {
+    // Each document's pairs, summed in the CPU's order: a top-k document visits every document
+    // by row, the others the top k by rank. Threads take documents by rank, the top k first,
+    // so that the long visits of the top k share warps with each other, not with short ones
+    // (a warp runs as long as its longest lane).
+    for (u32 p = threadIdx.x; p < n; p += blockDim.x) {
+        const u32 r = by_rank[p];
         double G = 0.0, H = 0.0, A = 0.0;
         const float yr = y[r];
-        const bool in_top = pos[r] < k;
+        const bool in_top = p < k;
         const u32 count = in_top ? n : k;
         for (u32 i = 0; i < count; ++i) {
             const u32 o = in_top ? i : by_rank[i];

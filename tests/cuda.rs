@@ -300,8 +300,10 @@ fn ranking_fits_the_same_trees_on_the_gpu_as_on_the_cpu() {
     if !gpu() {
         return;
     }
-    // Query groups of uneven sizes, from single rows to 3,000, with ties in relevance; the
-    // GPU's ranking kernel must give the CPU's gradients bit for bit under every setting.
+    // Query groups of uneven sizes, from single rows to 3,000 (ranked by counting up to 128
+    // rows, by a sort beyond), with ties in relevance and, in the first round, in every
+    // score; the GPU's ranking kernel must give the CPU's gradients bit for bit under every
+    // setting.
     let (frame, y) = random_data(40_000, 6, 12);
     let mut sizes = vec![1, 2, 3, 3000, 7];
     let mut left = 40_000 - sizes.iter().sum::<usize>();
@@ -314,6 +316,10 @@ fn ranking_fits_the_same_trees_on_the_gpu_as_on_the_cpu() {
     }
     let relevance: Vec<f32> = y.iter().map(|v| v.clamp(0.0, 4.0).floor()).collect();
     let ranked = Dataset::new(frame.clone(), relevance.clone()).unwrap().with_group_sizes(&sizes).unwrap();
+    // Queries sorted in shared memory (15,000 and 4,999 rows) and one too long for it (20,000
+    // rows: ranked by counting).
+    let long =
+        Dataset::new(frame.clone(), relevance.clone()).unwrap().with_group_sizes(&[20_000, 15_000, 4_999, 1]).unwrap();
     let mut per_query = Vec::with_capacity(40_000);
     for (q, &s) in sizes.iter().enumerate() {
         per_query.extend(std::iter::repeat_n(0.5 + (q % 5) as f32 * 0.25, s));
@@ -340,6 +346,7 @@ fn ranking_fits_the_same_trees_on_the_gpu_as_on_the_cpu() {
         ),
         (r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5}"#, &weighted),
         (r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5, "ndcg_exp_gain": false}"#, &linear),
+        (r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5}"#, &long),
     ] {
         assert_same_trees(&fit(json, data, "cpu"), &fit(json, data, "cuda"), json);
     }

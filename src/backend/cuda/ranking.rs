@@ -1,6 +1,7 @@
 //! The ranking objectives' gradients on the device (`kernels/ranking.cu`): the tables fixed by
-//! the labels go up once per fit, then each round one launch (a block per query group) turns
-//! the margins into float gradient pairs, which `Gradients` quantises as any other.
+//! the labels go up once per fit, then each round one launch (a block per query group) ranks
+//! each query's documents (a sort in shared memory for long queries) and turns the margins
+//! into float gradient pairs, which `Gradients` quantises as any other.
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
@@ -12,6 +13,8 @@ use crate::objective::{RankingParams, RankingTables, Targets};
 
 /// Threads per query group (RANK_THREADS in the kernel).
 const THREADS: u32 = 128;
+/// Queries up to this long are ranked by counting, longer ones by a sort (RANK_COUNT_MAX).
+const COUNT_MAX: usize = 128;
 
 pub(super) struct RankingGradients {
     offsets: CudaSlice<u32>,
@@ -23,6 +26,9 @@ pub(super) struct RankingGradients {
     ranked: CudaSlice<u32>,
     sums: CudaSlice<f64>,
     n_groups: u32,
+    /// Keys of the largest query's sort (a power of two; 0 when every query is ranked by
+    /// counting, see RANK_COUNT_MAX), within the shared memory a block may take.
+    sort_capacity: u32,
     ndcg: bool,
     params: RankingParams,
 }
@@ -39,6 +45,12 @@ impl RankingGradients {
         }
         let tables = RankingTables::new(t, &params);
         let offsets32: Vec<u32> = offsets.iter().map(|&o| o as u32).collect();
+        let largest = offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        // The most keys, a power of two, a block's shared memory holds.
+        let keys = dev.rt.rank_shared_budget as usize / 8;
+        let fits = if keys == 0 { 0 } else { 1 << keys.ilog2() };
+        // A query longer than the shared memory holds is ranked by counting (slower, the same ranks).
+        let sort_capacity = if largest > COUNT_MAX { largest.next_power_of_two().min(fits) as u32 } else { 0 };
         Ok(RankingGradients {
             offsets: dev.upload(&offsets32)?,
             gain: dev.upload(&tables.gain)?,
@@ -48,6 +60,7 @@ impl RankingGradients {
             ranked: dev.zeros(n)?,
             sums: dev.zeros(3 * n)?,
             n_groups: (offsets.len() - 1) as u32,
+            sort_capacity,
             ndcg,
             params,
         })
@@ -79,12 +92,16 @@ impl RankingGradients {
             .arg(&flags[0])
             .arg(&flags[1])
             .arg(&flags[2])
+            .arg(&self.sort_capacity)
             .arg(&mut self.position)
             .arg(&mut self.ranked)
             .arg(&mut self.sums)
             .arg(out);
         // SAFETY: the arguments match `lambdarank`'s signature in order and type; every buffer
         // holds a value per row (sums three), the tables one per row, group or position.
-        unsafe { launch.launch(cfg((self.n_groups, 1), THREADS, 0)) }.map(drop).map_err(device_error)
+        // the shared memory holds sort_capacity keys.
+        unsafe { launch.launch(cfg((self.n_groups, 1), THREADS, 8 * self.sort_capacity)) }
+            .map(drop)
+            .map_err(device_error)
     }
 }

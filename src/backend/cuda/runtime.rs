@@ -136,6 +136,8 @@ pub struct Runtime {
     pub shap_shared_budget: u32,
     /// Dynamic shared memory a categorical split search block may use (its sort's chunk).
     pub categorical_shared_budget: u32,
+    /// Dynamic shared memory the ranking kernel may sort a query's scores in.
+    pub rank_shared_budget: u32,
     lanes: Lanes,
     /// Pinned upload buffers of finished fits, lent to the next ones: pinning 4 MiB takes the
     /// driver about a millisecond and unpinning waits for the whole GPU, which a group's many
@@ -251,6 +253,7 @@ impl Runtime {
         )?;
         let categorical_shared_budget =
             opt_in_shared(&[&kernels.evaluate_categorical], max_shared_per_block, "categorical split search")?;
+        let rank_shared_budget = opt_in_shared(&[&kernels.lambdarank], max_shared_per_block, "ranking")?;
         // The prediction kernels may take all of a block's shared memory (rows and a tile of trees).
         for f in [
             &kernels.predict_complete,
@@ -298,6 +301,7 @@ impl Runtime {
             hist_shared_budget,
             shap_shared_budget,
             categorical_shared_budget,
+            rank_shared_budget,
             lanes: Lanes::default(),
             pinned: Mutex::new(Vec::new()),
         })
