@@ -1,10 +1,9 @@
 //! The training matrix on the device: bins row-major, one byte per value when every feature
 //! has fewer than 256 bins (missing included), else two, or four past 65,535 bins; 8-bit
 //! bins are kept column-major as well, for the partition (see [`DeviceMatrix::cols`]).
-//! Columns
-//! travel from their Arrow buffers through a reusable pinned staging buffer in blocks of rows
-//! (mostly-null ones as their present values only), and are binned by a kernel; the copy of
-//! one block overlaps the reading of the next. Nothing of the size of the data is ever
+//! Columns travel from their Arrow buffers through a reusable pinned staging buffer in blocks
+//! of rows (mostly-null ones as their present values only), and are binned by a kernel; the
+//! copy of one block overlaps the reading of the next. Nothing of the size of the data is ever
 //! allocated on the host.
 
 use std::sync::Arc;

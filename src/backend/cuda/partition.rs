@@ -1,6 +1,7 @@
 //! The row index on the device and what moves rows through a tree (`kernels/partition.cu`):
 //! partitioning split nodes' rows (route each row once into a flag byte, reading the split
-//! feature's column-major bins where the matrix keeps them, then a stable scatter), and adding a finished tree to the training margins by walking it on the bins.
+//! feature's column-major bins where the matrix keeps them, then a stable scatter), and
+//! adding a finished tree to the training margins by walking it on the bins.
 
 use cudarc::driver::{CudaSlice, CudaViewMut, PushKernelArg};
 

@@ -98,8 +98,8 @@ impl RankingGradients {
             .arg(&mut self.sums)
             .arg(out);
         // SAFETY: the arguments match `lambdarank`'s signature in order and type; every buffer
-        // holds a value per row (sums three), the tables one per row, group or position.
-        // the shared memory holds sort_capacity keys.
+        // holds a value per row (sums three), the tables one per row, group or position; the
+        // dynamic shared memory holds sort_capacity keys.
         unsafe { launch.launch(cfg((self.n_groups, 1), THREADS, 8 * self.sort_capacity)) }
             .map(drop)
             .map_err(device_error)
