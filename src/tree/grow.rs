@@ -208,8 +208,8 @@ pub trait GrowSteps {
 
     /// The grown tree was renumbered (loss-guided growth expands nodes out of the final
     /// order): node `n` of the tree the steps saw is node `ids[n]` of the final tree
-    /// ([`NO_CHILD`](super::NO_CHILD): not in it). The final leaves `merged` were split among children the
-    /// final tree does not keep; their rows are theirs again.
+    /// ([`NO_CHILD`](super::NO_CHILD): not in it). The final leaves `merged` were split among
+    /// children the final tree does not keep; their rows are theirs again.
     fn renumber(&mut self, ids: &[u32], merged: &[u32]) -> Result<()>;
 
     /// A copy of a node's histogram on the host (for diagnostics and tests).
