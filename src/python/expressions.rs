@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use polars::prelude::*;
-use pyo3_polars::derive::polars_expr;
 use serde::Deserialize;
 
 use super::convert::{f32_column, feature_column, margin_values, to_polars};
@@ -104,10 +103,7 @@ fn binary_output(_: &[Field]) -> PolarsResult<Field> {
     Ok(Field::new(PlSmallStr::from_static("model"), DataType::Binary))
 }
 
-#[polars_expr(output_type_func=binary_output)]
-fn gbt_fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
-    super::catch_panics(|| fit(inputs, kwargs))
-}
+super::abi::plugin_expression!(_polars_plugin_gbt_fit, _polars_plugin_field_gbt_fit, fit, binary_output, FitKwargs);
 
 /// `fit`'s inputs, told apart: the features, the target, then the optional ones in
 /// `FitKwargs`'s order.
@@ -363,10 +359,13 @@ fn by_output(fields: &[Field]) -> PolarsResult<Field> {
     ))
 }
 
-#[polars_expr(output_type_func=by_output)]
-fn gbt_fit_by(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
-    super::catch_panics(|| fit_by(inputs, kwargs))
-}
+super::abi::plugin_expression!(
+    _polars_plugin_gbt_fit_by,
+    _polars_plugin_field_gbt_fit_by,
+    fit_by,
+    by_output,
+    FitKwargs
+);
 
 /// One model per distinct value of the last input (the `by` key), the groups trained in
 /// parallel on the shared worker pool, in the order of their first rows. Each model equals

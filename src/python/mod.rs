@@ -3,6 +3,7 @@
 //! views, call the crate, and turn every `Error` into a Polars error (a Python exception),
 //! never a panic.
 
+mod abi;
 mod convert;
 mod custom;
 mod dtypes;

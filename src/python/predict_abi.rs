@@ -12,14 +12,17 @@
 //! JSON model) is unpickled in full, as the macro would.
 //!
 //! The two functions follow what pyo3-polars' macro generates for its version in Cargo.lock:
-//! the same FFI types, error channel and panic marker.
+//! the same FFI types, error channel and panic marker; the inputs are imported as the other
+//! entry points import theirs (`abi.rs`: `Enum` columns without per-row work).
 
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use polars::prelude::{CompatLevel, Field, PolarsResult};
-use pyo3_polars::export::polars_ffi::version_0::{export_series, import_series_buffer, CallerContext, SeriesExport};
+use pyo3_polars::export::polars_ffi::version_0::{export_series, CallerContext, SeriesExport};
+
+use super::abi::import_inputs;
 
 use super::predict::{predict, predict_field, PredictKwargs};
 
@@ -97,7 +100,7 @@ pub unsafe extern "C" fn _polars_plugin_gbt_predict(
 ) {
     let outcome = std::panic::catch_unwind(move || {
         let result = super::catch_panics(|| {
-            let inputs = import_series_buffer(series, n_series)?;
+            let inputs = import_inputs(series, n_series)?;
             let raw = if kwargs_len == 0 { &[][..] } else { std::slice::from_raw_parts(kwargs_ptr, kwargs_len) };
             with_kwargs(raw, |kwargs, model| predict(&inputs, kwargs, model))
         });

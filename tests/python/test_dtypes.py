@@ -237,6 +237,32 @@ def test_string_features_are_categorical():
     assert predict(model, new, ["s", "z"]).equals(predict(oracle, new.with_columns(pl.col("s").cast(pl.Categorical)), ["s", "z"]))
 
 
+@pytest.mark.parametrize("n_categories", [5, 300, 70_000])
+def test_enum_features_of_every_width_fit_and_score_as_their_categorical_twins(n_categories):
+    # Enum columns cross into the plugin as their codes (src/python/abi.rs), Categorical ones
+    # by name: every width of code (8, 16 and 32 bits), with nulls, unused categories declared
+    # out of the order of appearance, several chunks and a sliced one, must give the same.
+    names = [f"k{(11 * i) % n_categories}" for i in range(n_categories)]
+    used = names[:5]
+    values = [None if i % 7 == 3 else used[(i * i) % 5] for i in range(N)]
+    df = base_frame().with_columns(e=pl.Series(values, dtype=pl.Enum(names)))
+    df = df.with_columns(y=pl.col("y") + pl.col("e").cast(pl.String).replace_strict({used[0]: 4.0, used[1]: -3.0}, default=0.0).fill_null(1.0))
+    chunked = pl.concat([df.slice(0, 200), df.slice(200, 150), df.slice(350)], rechunk=False)
+    cat = df.with_columns(pl.col("e").cast(pl.String).cast(pl.Categorical))
+    model = fit(chunked, ["e", "z"])
+    oracle = fit(cat, ["e", "z"])
+    assert same_trees(model, oracle)
+    assert feature_dtypes(model)["e"] == "Enum"
+    p = predict(model, chunked, ["e", "z"])
+    assert p.equals(predict(model, cat, ["e", "z"]))
+    assert p.equals(predict(oracle, df, ["e", "z"]))
+    tail = df.slice(17)
+    assert predict(model, tail, ["e", "z"]).equals(p.slice(17))
+    # The categories matter: rows of the first category score apart from the second's.
+    means = dict(df.with_columns(p=p).group_by("e").agg(pl.col("p").mean()).iter_rows())
+    assert means[used[0]] - means[used[1]] > 4
+
+
 def test_a_null_column_is_an_all_missing_feature():
     df = base_frame().with_columns(n=pl.lit(None))
     assert df["n"].dtype == pl.Null

@@ -1,0 +1,173 @@
+//! The plugin interface's entry points, as pyo3-polars' `#[polars_expr]` writes them
+//! ([`plugin_expression!`]), but importing their input Series ([`import_inputs`]) as
+//! pyo3-polars does except for `Enum` columns.
+//!
+//! Why `Enum` columns differ: polars-core rebuilds an imported `Enum` or `Categorical` column by interning every
+//! row's string (`import_arrow_dictionary_array`): 2M rows of 10 `Enum` columns cost about
+//! 0.4 s before any work. An `Enum`'s codes are already positions in its categories, which
+//! travel in its dtype, so they are taken as they come, once the column's dictionary is seen
+//! to hold exactly the dtype's categories, in order. A `Categorical` column's codes belong to
+//! the sending process's registry, so it takes polars-core's import.
+
+use std::ffi::c_void;
+
+use polars::prelude::*;
+use polars_arrow::array::{Array, DictionaryArray, DictionaryKey, PrimitiveArray, Utf8ViewArray};
+use polars_arrow::ffi::{ArrowArray, ArrowSchema};
+use pyo3_polars::export::polars_ffi::version_0::{import_series, SeriesExport};
+
+/// `SeriesExport`'s fields (private in polars-ffi): the C struct of the plugin interface.
+#[repr(C)]
+struct ExportFields {
+    field: *mut ArrowSchema,
+    arrays: *mut *mut ArrowArray,
+    len: usize,
+    release: Option<unsafe extern "C" fn(*mut SeriesExport)>,
+    private_data: *mut c_void,
+}
+
+const _: () = assert!(std::mem::size_of::<ExportFields>() == std::mem::size_of::<SeriesExport>());
+
+/// The `n` Series Polars exported at `exports`, taking ownership of them.
+///
+/// # Safety
+/// `exports` points to `n` valid exports, which no one else imports.
+pub unsafe fn import_inputs(exports: *mut SeriesExport, n: usize) -> PolarsResult<Vec<Series>> {
+    (0..n).map(|i| import_one(std::ptr::read(exports.add(i)))).collect()
+}
+
+/// One export as a Series (see the module's comment). Dropping the export releases it.
+unsafe fn import_one(export: SeriesExport) -> PolarsResult<Series> {
+    let fields = &*(&export as *const SeriesExport as *const ExportFields);
+    let field = polars_arrow::ffi::import_field_from_c(&*fields.field)?;
+    let dtype = DataType::from_arrow_field(&field);
+    if !matches!(dtype, DataType::Enum(..)) {
+        return import_series(export);
+    }
+    let pointers = std::slice::from_raw_parts(fields.arrays, fields.len);
+    // Each array is moved out of its slot; the export's release then frees only the slots.
+    let chunks = pointers
+        .iter()
+        .map(|p| polars_arrow::ffi::import_array_from_c(std::ptr::read(*p), field.dtype().clone()))
+        .collect::<PolarsResult<Vec<_>>>()?;
+    drop(export);
+    match enum_from_codes(field.name.clone(), &dtype, &chunks) {
+        Some(s) => Ok(s),
+        // A dictionary other than the dtype's categories: rebuilt by name, as polars-core would.
+        None => Series::_try_from_arrow_unchecked_with_md(
+            field.name.clone(),
+            chunks,
+            field.dtype(),
+            field.metadata.as_deref(),
+        ),
+    }
+}
+
+/// An `Enum` Series over the dictionary chunks' codes, or None when a chunk is not a
+/// dictionary of the dtype's physical width whose values are the dtype's categories in order.
+fn enum_from_codes(name: PlSmallStr, dtype: &DataType, chunks: &[Box<dyn Array>]) -> Option<Series> {
+    let DataType::Enum(_, mapping) = dtype else { return None };
+    let holds_categories = |values: &dyn Array| {
+        let values = values.as_any().downcast_ref::<Utf8ViewArray>()?;
+        let same = (0..values.len()).all(|i| mapping.cat_to_str(i as CatSize) == values.get(i));
+        (same && mapping.cat_to_str(values.len() as CatSize).is_none()).then_some(())
+    };
+    fn codes<K: DictionaryKey>(
+        chunks: &[Box<dyn Array>],
+        holds: &dyn Fn(&dyn Array) -> Option<()>,
+    ) -> Option<Vec<PrimitiveArray<K>>> {
+        chunks
+            .iter()
+            .map(|c| {
+                let dict = c.as_any().downcast_ref::<DictionaryArray<K>>()?;
+                holds(dict.values().as_ref())?;
+                Some(dict.keys().clone())
+            })
+            .collect()
+    }
+    Some(match dtype.cat_physical().ok()? {
+        CategoricalPhysical::U8 => {
+            let ca = UInt8Chunked::from_chunk_iter(name, codes::<u8>(chunks, &holds_categories)?);
+            CategoricalChunked::<Categorical8Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
+        }
+        CategoricalPhysical::U16 => {
+            let ca = UInt16Chunked::from_chunk_iter(name, codes::<u16>(chunks, &holds_categories)?);
+            CategoricalChunked::<Categorical16Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
+        }
+        CategoricalPhysical::U32 => {
+            let ca = UInt32Chunked::from_chunk_iter(name, codes::<u32>(chunks, &holds_categories)?);
+            CategoricalChunked::<Categorical32Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
+        }
+    })
+}
+
+/// `_polars_plugin_<name>` and `_polars_plugin_field_<name>` for `work(&[Series], kwargs)`
+/// and `output(&[Field])`, as `#[polars_expr(output_type_func = output)]` writes them (the
+/// FFI types, error channel and panic marker of pyo3-polars' version in Cargo.lock), with the
+/// inputs imported by [`import_inputs`].
+macro_rules! plugin_expression {
+    ($entry:ident, $field_entry:ident, $work:path, $output:path, $kwargs:ty) => {
+        /// # Safety
+        /// Called by Polars through the plugin interface, with pointers valid for the call.
+        #[no_mangle]
+        pub unsafe extern "C" fn $entry(
+            series: *mut pyo3_polars::export::polars_ffi::version_0::SeriesExport,
+            n_series: usize,
+            kwargs_ptr: *const u8,
+            kwargs_len: usize,
+            return_value: *mut pyo3_polars::export::polars_ffi::version_0::SeriesExport,
+            _context: *mut pyo3_polars::export::polars_ffi::version_0::CallerContext,
+        ) {
+            let outcome = std::panic::catch_unwind(move || {
+                let result = $crate::python::catch_panics(|| {
+                    let inputs = $crate::python::abi::import_inputs(series, n_series)?;
+                    let raw =
+                        if kwargs_len == 0 { &[][..] } else { std::slice::from_raw_parts(kwargs_ptr, kwargs_len) };
+                    let kwargs: $kwargs = pyo3_polars::derive::_parse_kwargs(raw)?;
+                    $work(&inputs, kwargs)
+                });
+                match result {
+                    Ok(out) => *return_value = pyo3_polars::export::polars_ffi::version_0::export_series(&out),
+                    Err(err) => pyo3_polars::derive::_update_last_error(err),
+                }
+            });
+            if outcome.is_err() {
+                pyo3_polars::derive::_set_panic();
+            }
+        }
+
+        /// # Safety
+        /// As the expression's entry point.
+        #[no_mangle]
+        pub unsafe extern "C" fn $field_entry(
+            fields: *mut polars_arrow::ffi::ArrowSchema,
+            n_fields: usize,
+            return_value: *mut polars_arrow::ffi::ArrowSchema,
+            _kwargs_ptr: *const u8,
+            _kwargs_len: usize,
+        ) {
+            let outcome = std::panic::catch_unwind(move || {
+                let result = $crate::python::catch_panics(|| {
+                    let fields = if n_fields == 0 { &[][..] } else { std::slice::from_raw_parts(fields, n_fields) };
+                    let fields = fields
+                        .iter()
+                        .map(|f| polars_arrow::ffi::import_field_from_c(f).map(|f| polars::prelude::Field::from(&f)))
+                        .collect::<polars::prelude::PolarsResult<Vec<_>>>()?;
+                    $output(&fields)
+                });
+                match result {
+                    Ok(out) => {
+                        *return_value =
+                            polars_arrow::ffi::export_field_to_c(&out.to_arrow(polars::prelude::CompatLevel::newest()))
+                    }
+                    Err(err) => pyo3_polars::derive::_update_last_error(err),
+                }
+            });
+            if outcome.is_err() {
+                pyo3_polars::derive::_set_panic();
+            }
+        }
+    };
+}
+
+pub(crate) use plugin_expression;
