@@ -7,7 +7,9 @@
 //! 0.4 s before any work. An `Enum`'s codes are already positions in its categories, which
 //! travel in its dtype, so they are taken as they come, once the column's dictionary is seen
 //! to hold exactly the dtype's categories, in order. A `Categorical` column's codes belong to
-//! the sending process's registry, so it takes polars-core's import.
+//! the sending process's registry: its dictionary's values are entered in this process's
+//! registry once each, and the codes translated through that table (when the dictionary is
+//! no longer than the column; else polars-core's import, which enters the rows' values).
 
 use std::ffi::c_void;
 
@@ -41,7 +43,7 @@ unsafe fn import_one(export: SeriesExport) -> PolarsResult<Series> {
     let fields = &*(&export as *const SeriesExport as *const ExportFields);
     let field = polars_arrow::ffi::import_field_from_c(&*fields.field)?;
     let dtype = DataType::from_arrow_field(&field);
-    if !matches!(dtype, DataType::Enum(..)) {
+    if !matches!(dtype, DataType::Enum(..) | DataType::Categorical(..)) {
         return import_series(export);
     }
     let pointers = std::slice::from_raw_parts(fields.arrays, fields.len);
@@ -51,9 +53,13 @@ unsafe fn import_one(export: SeriesExport) -> PolarsResult<Series> {
         .map(|p| polars_arrow::ffi::import_array_from_c(std::ptr::read(*p), field.dtype().clone()))
         .collect::<PolarsResult<Vec<_>>>()?;
     drop(export);
-    match enum_from_codes(field.name.clone(), &dtype, &chunks) {
+    let fast = match dtype {
+        DataType::Enum(..) => enum_from_codes(field.name.clone(), &dtype, &chunks),
+        _ => categorical_by_dictionary(field.name.clone(), &dtype, &chunks),
+    };
+    match fast {
         Some(s) => Ok(s),
-        // A dictionary other than the dtype's categories: rebuilt by name, as polars-core would.
+        // Rebuilt row by row, as polars-core would.
         None => Series::_try_from_arrow_unchecked_with_md(
             field.name.clone(),
             chunks,
@@ -61,6 +67,59 @@ unsafe fn import_one(export: SeriesExport) -> PolarsResult<Series> {
             field.metadata.as_deref(),
         ),
     }
+}
+
+/// A `Categorical` Series from dictionary chunks: each dictionary value entered once in
+/// this process's registry (the dtype's mapping), each code translated through the table.
+/// None when a dictionary is longer than its chunk, holds a null, or a new code does not fit
+/// the dtype's physical width.
+fn categorical_by_dictionary(name: PlSmallStr, dtype: &DataType, chunks: &[Box<dyn Array>]) -> Option<Series> {
+    let DataType::Categorical(_, mapping) = dtype else { return None };
+    fn translate<K: DictionaryKey + TryFrom<CatSize>>(
+        chunks: &[Box<dyn Array>],
+        mapping: &CategoricalMapping,
+    ) -> Option<Vec<PrimitiveArray<K>>> {
+        chunks
+            .iter()
+            .map(|c| {
+                let dict = c.as_any().downcast_ref::<DictionaryArray<K>>()?;
+                let values = dict.values().as_any().downcast_ref::<Utf8ViewArray>()?;
+                if values.len() > dict.len().max(1) || values.null_count() > 0 {
+                    return None;
+                }
+                let ids = (0..values.len())
+                    .map(|i| K::try_from(mapping.insert_cat(values.value(i)).ok()?).ok())
+                    .collect::<Option<Vec<K>>>()?;
+                let keys = dict.keys();
+                // A null row's key may be anything (it stays under its null); a present one
+                // must name a value.
+                let codes = keys
+                    .values()
+                    .iter()
+                    .enumerate()
+                    .map(|(row, &k)| match keys.is_valid(row) {
+                        true => k.try_into().ok().and_then(|k: usize| ids.get(k).copied()),
+                        false => Some(K::default()),
+                    })
+                    .collect::<Option<Vec<K>>>()?;
+                Some(PrimitiveArray::<K>::new(K::PRIMITIVE.into(), codes.into(), keys.validity().cloned()))
+            })
+            .collect()
+    }
+    Some(match dtype.cat_physical().ok()? {
+        CategoricalPhysical::U8 => {
+            let ca = UInt8Chunked::from_chunk_iter(name, translate::<u8>(chunks, mapping)?);
+            CategoricalChunked::<Categorical8Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
+        }
+        CategoricalPhysical::U16 => {
+            let ca = UInt16Chunked::from_chunk_iter(name, translate::<u16>(chunks, mapping)?);
+            CategoricalChunked::<Categorical16Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
+        }
+        CategoricalPhysical::U32 => {
+            let ca = UInt32Chunked::from_chunk_iter(name, translate::<u32>(chunks, mapping)?);
+            CategoricalChunked::<Categorical32Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
+        }
+    })
 }
 
 /// An `Enum` Series over the dictionary chunks' codes, or None when a chunk is not a

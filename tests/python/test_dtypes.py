@@ -263,6 +263,28 @@ def test_enum_features_of_every_width_fit_and_score_as_their_categorical_twins(n
     assert means[used[0]] - means[used[1]] > 4
 
 
+def test_categorical_features_in_chunks_fit_and_score_as_their_string_twins():
+    # Categorical columns cross into the plugin as codes of this process's registry, which
+    # the plugin translates through its own (src/python/abi.rs): with nulls, several chunks
+    # and a slice, the models and predictions must be those of the same strings as String.
+    n = 20_000
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    strings = pl.Series("c", [None if i % 11 == 5 else words[(7 * i + i // 3) % 6] for i in range(n)])
+    z = pl.Series("z", [((i * 37) % 101) / 10.0 for i in range(n)])
+    y = pl.Series("y", [(3.0 if s == "beta" else -2.0 if s == "delta" else 0.5) + 0.1 * v for s, v in zip(strings, z)])
+    text = pl.DataFrame([strings, z, y])
+    cat = text.with_columns(pl.col("c").cast(pl.Categorical))
+    chunked = pl.concat([cat.slice(0, 7_000), cat.slice(7_000, 5_000), cat.slice(12_000)], rechunk=False)
+    model = fit(chunked, ["c", "z"])
+    oracle = fit(text, ["c", "z"])
+    assert same_trees(model, oracle)
+    p = predict(model, chunked, ["c", "z"])
+    assert p.equals(predict(oracle, text, ["c", "z"]))
+    assert predict(model, cat.slice(123), ["c", "z"]).equals(p.slice(123))
+    means = dict(text.with_columns(p=p).group_by("c").agg(pl.col("p").mean()).iter_rows())
+    assert means["beta"] - means["delta"] > 4
+
+
 def test_a_null_column_is_an_all_missing_feature():
     df = base_frame().with_columns(n=pl.lit(None))
     assert df["n"].dtype == pl.Null
