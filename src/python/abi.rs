@@ -2,9 +2,9 @@
 //! ([`plugin_expression!`]), but importing their input Series ([`import_inputs`]) as
 //! pyo3-polars does except for `Enum` columns.
 //!
-//! Why `Enum` columns differ: polars-core rebuilds an imported `Enum` or `Categorical` column by interning every
-//! row's string (`import_arrow_dictionary_array`): 2M rows of 10 `Enum` columns cost about
-//! 0.4 s before any work. An `Enum`'s codes are already positions in its categories, which
+//! Why `Enum` columns differ: polars-core rebuilds an imported `Enum` or `Categorical` column
+//! by interning every row's string (`import_arrow_dictionary_array`): 2M rows of 10 `Enum`
+//! columns cost about 0.4 s before any work. An `Enum`'s codes are already positions in its categories, which
 //! travel in its dtype, so they are taken as they come, once the column's dictionary is seen
 //! to hold exactly the dtype's categories, in order. A `Categorical` column's codes belong to
 //! the sending process's registry: its dictionary's values are entered in this process's
@@ -12,11 +12,12 @@
 //! no longer than the column; else polars-core's import, which enters the rows' values).
 
 use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use polars::prelude::*;
 use polars_arrow::array::{Array, DictionaryArray, DictionaryKey, PrimitiveArray, Utf8ViewArray};
 use polars_arrow::ffi::{ArrowArray, ArrowSchema};
-use pyo3_polars::export::polars_ffi::version_0::{import_series, SeriesExport};
+use pyo3_polars::export::polars_ffi::version_0::{export_series, import_series, SeriesExport};
 
 /// `SeriesExport`'s fields (private in polars-ffi): the C struct of the plugin interface.
 #[repr(C)]
@@ -160,6 +161,71 @@ fn enum_from_codes(name: PlSmallStr, dtype: &DataType, chunks: &[Box<dyn Array>]
     })
 }
 
+/// The body of an expression's entry point: `work` on the imported inputs, its Series
+/// written to `return_value` or its error to pyo3-polars' error channel; a panic in the work
+/// becomes an error naming the bug (`catch_panics`), and one anywhere else sets pyo3-polars'
+/// panic marker, as its macro does.
+///
+/// # Safety
+/// The pointers are Polars' for this call: `series` holds `n_series` exports for us to take.
+pub(super) unsafe fn run_expression(
+    series: *mut SeriesExport,
+    n_series: usize,
+    return_value: *mut SeriesExport,
+    work: impl FnOnce(&[Series]) -> PolarsResult<Series>,
+) {
+    let outcome =
+        catch_unwind(AssertUnwindSafe(move || match super::catch_panics(|| work(&import_inputs(series, n_series)?)) {
+            Ok(out) => *return_value = export_series(&out),
+            Err(err) => pyo3_polars::derive::_update_last_error(err),
+        }));
+    if outcome.is_err() {
+        pyo3_polars::derive::_set_panic();
+    }
+}
+
+/// The body of an expression's output-field entry point, as [`run_expression`]: `output` of
+/// the `n_fields` input fields at `fields`.
+///
+/// # Safety
+/// As [`run_expression`].
+pub(super) unsafe fn run_field(
+    fields: *mut ArrowSchema,
+    n_fields: usize,
+    return_value: *mut ArrowSchema,
+    output: impl FnOnce(&[Field]) -> PolarsResult<Field>,
+) {
+    let outcome = catch_unwind(AssertUnwindSafe(move || {
+        let result = super::catch_panics(|| {
+            let fields = if n_fields == 0 { &[][..] } else { std::slice::from_raw_parts(fields, n_fields) };
+            let fields = fields
+                .iter()
+                .map(|f| polars_arrow::ffi::import_field_from_c(f).map(|f| Field::from(&f)))
+                .collect::<PolarsResult<Vec<_>>>()?;
+            output(&fields)
+        });
+        match result {
+            Ok(out) => *return_value = polars_arrow::ffi::export_field_to_c(&out.to_arrow(CompatLevel::newest())),
+            Err(err) => pyo3_polars::derive::_update_last_error(err),
+        }
+    }));
+    if outcome.is_err() {
+        pyo3_polars::derive::_set_panic();
+    }
+}
+
+/// The pickled keyword arguments Polars passes an entry point.
+///
+/// # Safety
+/// `ptr` holds `len` bytes for the call (or `len` is 0).
+pub(super) unsafe fn kwargs_bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+    if len == 0 {
+        &[]
+    } else {
+        std::slice::from_raw_parts(ptr, len)
+    }
+}
+
 /// `_polars_plugin_<name>` and `_polars_plugin_field_<name>` for `work(&[Series], kwargs)`
 /// and `output(&[Field])`, as `#[polars_expr(output_type_func = output)]` writes them (the
 /// FFI types, error channel and panic marker of pyo3-polars' version in Cargo.lock), with the
@@ -177,22 +243,11 @@ macro_rules! plugin_expression {
             return_value: *mut pyo3_polars::export::polars_ffi::version_0::SeriesExport,
             _context: *mut pyo3_polars::export::polars_ffi::version_0::CallerContext,
         ) {
-            let outcome = std::panic::catch_unwind(move || {
-                let result = $crate::python::catch_panics(|| {
-                    let inputs = $crate::python::abi::import_inputs(series, n_series)?;
-                    let raw =
-                        if kwargs_len == 0 { &[][..] } else { std::slice::from_raw_parts(kwargs_ptr, kwargs_len) };
-                    let kwargs: $kwargs = pyo3_polars::derive::_parse_kwargs(raw)?;
-                    $work(&inputs, kwargs)
-                });
-                match result {
-                    Ok(out) => *return_value = pyo3_polars::export::polars_ffi::version_0::export_series(&out),
-                    Err(err) => pyo3_polars::derive::_update_last_error(err),
-                }
-            });
-            if outcome.is_err() {
-                pyo3_polars::derive::_set_panic();
-            }
+            $crate::python::abi::run_expression(series, n_series, return_value, |inputs| {
+                let raw = $crate::python::abi::kwargs_bytes(kwargs_ptr, kwargs_len);
+                let kwargs: $kwargs = pyo3_polars::derive::_parse_kwargs(raw)?;
+                $work(inputs, kwargs)
+            })
         }
 
         /// # Safety
@@ -205,26 +260,7 @@ macro_rules! plugin_expression {
             _kwargs_ptr: *const u8,
             _kwargs_len: usize,
         ) {
-            let outcome = std::panic::catch_unwind(move || {
-                let result = $crate::python::catch_panics(|| {
-                    let fields = if n_fields == 0 { &[][..] } else { std::slice::from_raw_parts(fields, n_fields) };
-                    let fields = fields
-                        .iter()
-                        .map(|f| polars_arrow::ffi::import_field_from_c(f).map(|f| polars::prelude::Field::from(&f)))
-                        .collect::<polars::prelude::PolarsResult<Vec<_>>>()?;
-                    $output(&fields)
-                });
-                match result {
-                    Ok(out) => {
-                        *return_value =
-                            polars_arrow::ffi::export_field_to_c(&out.to_arrow(polars::prelude::CompatLevel::newest()))
-                    }
-                    Err(err) => pyo3_polars::derive::_update_last_error(err),
-                }
-            });
-            if outcome.is_err() {
-                pyo3_polars::derive::_set_panic();
-            }
+            $crate::python::abi::run_field(fields, n_fields, return_value, $output)
         }
     };
 }

@@ -11,18 +11,18 @@
 //! all, straight from the pickle. Any pickle that does not have that shape (a model column, a
 //! JSON model) is unpickled in full, as the macro would.
 //!
-//! The two functions follow what pyo3-polars' macro generates for its version in Cargo.lock:
-//! the same FFI types, error channel and panic marker; the inputs are imported as the other
-//! entry points import theirs (`abi.rs`: `Enum` columns without per-row work).
+//! The two functions follow what pyo3-polars' macro generates for its version in Cargo.lock,
+//! through the bodies every entry point shares (`abi.rs`: the FFI types, error channel and
+//! panic marker, and the inputs' import).
 
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use polars::prelude::{CompatLevel, Field, PolarsResult};
-use pyo3_polars::export::polars_ffi::version_0::{export_series, CallerContext, SeriesExport};
+use polars::prelude::PolarsResult;
+use pyo3_polars::export::polars_ffi::version_0::{CallerContext, SeriesExport};
 
-use super::abi::import_inputs;
+use super::abi::{kwargs_bytes, run_expression, run_field};
 
 use super::predict::{predict, predict_field, PredictKwargs};
 
@@ -98,20 +98,9 @@ pub unsafe extern "C" fn _polars_plugin_gbt_predict(
     return_value: *mut SeriesExport,
     _context: *mut CallerContext,
 ) {
-    let outcome = std::panic::catch_unwind(move || {
-        let result = super::catch_panics(|| {
-            let inputs = import_inputs(series, n_series)?;
-            let raw = if kwargs_len == 0 { &[][..] } else { std::slice::from_raw_parts(kwargs_ptr, kwargs_len) };
-            with_kwargs(raw, |kwargs, model| predict(&inputs, kwargs, model))
-        });
-        match result {
-            Ok(out) => *return_value = export_series(&out),
-            Err(err) => pyo3_polars::derive::_update_last_error(err),
-        }
-    });
-    if outcome.is_err() {
-        pyo3_polars::derive::_set_panic();
-    }
+    run_expression(series, n_series, return_value, |inputs| {
+        with_kwargs(kwargs_bytes(kwargs_ptr, kwargs_len), |kwargs, model| predict(inputs, kwargs, model))
+    })
 }
 
 /// The output field of `gbt.predict`, asked for when the query is planned.
@@ -126,22 +115,7 @@ pub unsafe extern "C" fn _polars_plugin_field_gbt_predict(
     kwargs_ptr: *const u8,
     kwargs_len: usize,
 ) {
-    let outcome = std::panic::catch_unwind(move || {
-        let result = super::catch_panics(|| {
-            let fields = if n_fields == 0 { &[][..] } else { std::slice::from_raw_parts(fields, n_fields) };
-            let fields = fields
-                .iter()
-                .map(|f| polars_arrow::ffi::import_field_from_c(f).map(|f| Field::from(&f)))
-                .collect::<PolarsResult<Vec<_>>>()?;
-            let raw = if kwargs_len == 0 { &[][..] } else { std::slice::from_raw_parts(kwargs_ptr, kwargs_len) };
-            with_kwargs(raw, |kwargs, model| predict_field(&fields, kwargs, model))
-        });
-        match result {
-            Ok(out) => *return_value = polars_arrow::ffi::export_field_to_c(&out.to_arrow(CompatLevel::newest())),
-            Err(err) => pyo3_polars::derive::_update_last_error(err),
-        }
-    });
-    if outcome.is_err() {
-        pyo3_polars::derive::_set_panic();
-    }
+    run_field(fields, n_fields, return_value, |fields| {
+        with_kwargs(kwargs_bytes(kwargs_ptr, kwargs_len), |kwargs, model| predict_field(fields, kwargs, model))
+    })
 }
