@@ -48,6 +48,15 @@ pub enum Error {
 /// The crate's result type.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// What a caught panic says: its message, whether it was raised with a literal or a
+/// formatted one.
+pub fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(payload) => payload.downcast_ref::<&str>().map_or("(no message)", |s| s).to_string(),
+    }
+}
+
 impl Error {
     pub(crate) fn param(name: &str, reason: impl Into<String>) -> Self {
         Error::Param { name: name.to_string(), reason: reason.into() }

@@ -13,19 +13,13 @@ mod module;
 mod predict;
 mod predict_abi;
 
-use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::error::panic_message;
 
 /// The start of every message about a panic caught at an entry point (python/polars_gbt/
 /// _errors.py raises `polars_gbt.InternalError` for it).
 const BUG: &str = "internal error (a bug in polars-gbt; please report it)";
-
-fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    match payload.downcast::<String>() {
-        Ok(s) => *s,
-        Err(payload) => payload.downcast_ref::<&str>().map_or("(no message)", |s| s).to_string(),
-    }
-}
 
 /// Runs a plugin entry point; a panic (a bug: bad input is an `Error`, never a panic) becomes
 /// a Polars error that says so and carries the panic's message, instead of Polars' bare

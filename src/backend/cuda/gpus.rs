@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::nccl::{self, NcclComm};
 use super::runtime::{device_count, runtime_on};
 use crate::collective::Collective;
-use crate::error::{Error, Result};
+use crate::error::{panic_message, Error, Result};
 
 /// How long a GPU waits for the others at one exchange before the fit fails: long enough for
 /// the slowest GPU's binning of its shard, short of a hang.
@@ -43,13 +43,9 @@ pub fn on_each_gpu<T: Send>(k: usize, work: impl Fn(usize, &dyn Collective) -> R
                     let run = || -> Result<T> {
                         let comm = NcclComm::join(rt, &id, rank, k, GPU_TIMEOUT, failed.clone())?;
                         let out = catch_unwind(AssertUnwindSafe(|| work(rank, &comm))).unwrap_or_else(|panic| {
-                            let what = panic
-                                .downcast_ref::<&str>()
-                                .map(|s| s.to_string())
-                                .or_else(|| panic.downcast_ref::<String>().cloned())
-                                .unwrap_or_default();
                             Err(Error::Device(format!(
-                                "the fit on GPU {rank} stopped on a bug (a panic), please report it: {what}"
+                                "the fit on GPU {rank} stopped on a bug (a panic), please report it: {}",
+                                panic_message(panic)
                             )))
                         });
                         // Mark the failure before the communicator closes: closing then aborts
