@@ -70,6 +70,28 @@ unsafe fn import_one(export: SeriesExport) -> PolarsResult<Series> {
     }
 }
 
+/// The `dtype` Series named `name` over the codes `$codes::<K>(args)` makes, `K` the dtype's
+/// physical width (8, 16 or 32 bits); None when it makes none or the dtype has no width.
+macro_rules! with_codes {
+    ($dtype:expr, $name:expr, $codes:ident($($arg:expr),*)) => {{
+        let dtype: &DataType = $dtype;
+        Some(match dtype.cat_physical().ok()? {
+            CategoricalPhysical::U8 => {
+                let ca = UInt8Chunked::from_chunk_iter($name, $codes::<u8>($($arg),*)?);
+                CategoricalChunked::<Categorical8Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
+            }
+            CategoricalPhysical::U16 => {
+                let ca = UInt16Chunked::from_chunk_iter($name, $codes::<u16>($($arg),*)?);
+                CategoricalChunked::<Categorical16Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
+            }
+            CategoricalPhysical::U32 => {
+                let ca = UInt32Chunked::from_chunk_iter($name, $codes::<u32>($($arg),*)?);
+                CategoricalChunked::<Categorical32Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
+            }
+        })
+    }};
+}
+
 /// A `Categorical` Series from dictionary chunks: each dictionary value entered once in
 /// this process's registry (the dtype's mapping), each code translated through the table.
 /// None when a dictionary is longer than its chunk, holds a null, or a new code does not fit
@@ -107,20 +129,7 @@ fn categorical_by_dictionary(name: PlSmallStr, dtype: &DataType, chunks: &[Box<d
             })
             .collect()
     }
-    Some(match dtype.cat_physical().ok()? {
-        CategoricalPhysical::U8 => {
-            let ca = UInt8Chunked::from_chunk_iter(name, translate::<u8>(chunks, mapping)?);
-            CategoricalChunked::<Categorical8Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
-        }
-        CategoricalPhysical::U16 => {
-            let ca = UInt16Chunked::from_chunk_iter(name, translate::<u16>(chunks, mapping)?);
-            CategoricalChunked::<Categorical16Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
-        }
-        CategoricalPhysical::U32 => {
-            let ca = UInt32Chunked::from_chunk_iter(name, translate::<u32>(chunks, mapping)?);
-            CategoricalChunked::<Categorical32Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
-        }
-    })
+    with_codes!(dtype, name, translate(chunks, mapping))
 }
 
 /// An `Enum` Series over the dictionary chunks' codes, or None when a chunk is not a
@@ -145,20 +154,7 @@ fn enum_from_codes(name: PlSmallStr, dtype: &DataType, chunks: &[Box<dyn Array>]
             })
             .collect()
     }
-    Some(match dtype.cat_physical().ok()? {
-        CategoricalPhysical::U8 => {
-            let ca = UInt8Chunked::from_chunk_iter(name, codes::<u8>(chunks, &holds_categories)?);
-            CategoricalChunked::<Categorical8Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
-        }
-        CategoricalPhysical::U16 => {
-            let ca = UInt16Chunked::from_chunk_iter(name, codes::<u16>(chunks, &holds_categories)?);
-            CategoricalChunked::<Categorical16Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
-        }
-        CategoricalPhysical::U32 => {
-            let ca = UInt32Chunked::from_chunk_iter(name, codes::<u32>(chunks, &holds_categories)?);
-            CategoricalChunked::<Categorical32Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
-        }
-    })
+    with_codes!(dtype, name, codes(chunks, &holds_categories))
 }
 
 /// The body of an expression's entry point: `work` on the imported inputs, its Series
