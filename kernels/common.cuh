@@ -82,7 +82,8 @@ struct SplitRule {
 };
 
 // A split node whose children get histograms: its run, its partition task, its slots, and the
-// blocks reserved for building its smaller child (at most half its rows).
+// blocks reserved for building its smaller child (at most half its rows). The right child
+// keeps its parent's slot (the sibling is derived in place); the left child gets a fresh one.
 struct ChildSlots {
     u32 start;
     u32 len;
@@ -90,8 +91,6 @@ struct ChildSlots {
     u32 task;
     u32 parent_slot;
     u32 left_slot;
-    u32 right_slot;
-    u32 pad;
 };
 
 // A node whose best split is wanted.

@@ -143,15 +143,20 @@ extern "C" __global__ void zero_histograms(const RowTask* tasks, u32 total_slots
     }
 }
 
-// The sibling's histogram is the parent's minus the built child's: triples (parent, built, sibling).
-extern "C" __global__ void subtract_histograms(const u32* triples, u32 total_slots, GradSum* hist) {
+// Each split node's children from its parent and its built child, in place (no third slot):
+// triples (parent slot, fresh slot, built_right). The smaller child was built into the fresh
+// slot; the left child ends there and the right child in the parent's slot.
+extern "C" __global__ void derive_siblings(const u32* triples, u32 total_slots, GradSum* hist) {
     const u32* t = triples + 3 * blockIdx.y;
-    const GradSum* parent = hist + (u64)t[0] * total_slots;
-    const GradSum* built = hist + (u64)t[1] * total_slots;
-    GradSum* sibling = hist + (u64)t[2] * total_slots;
+    GradSum* parent = hist + (u64)t[0] * total_slots;
+    GradSum* fresh = hist + (u64)t[1] * total_slots;
+    const bool built_right = t[2] != 0;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < total_slots; i += gridDim.x * blockDim.x) {
-        sibling[i].g = parent[i].g - built[i].g;
-        sibling[i].h = parent[i].h - built[i].h;
+        const GradSum p = parent[i], built = fresh[i];
+        const GradSum other = {p.g - built.g, p.h - built.h};
+        // Built left: the parent's slot becomes the right child. Built right: swap them.
+        fresh[i] = built_right ? other : built;
+        parent[i] = built_right ? built : other;
     }
 }
 
@@ -166,31 +171,28 @@ extern "C" __global__ void copy_histograms(const u32* pairs, u32 total_slots, Gr
 }
 
 // Which child of each split node to build (the one with fewer rows, ties to the left; the CPU
-// picks by hessian before partitioning, which gives the same sums: subtraction is exact) and
-// which to derive by subtraction, decided on the device from the partition's counts, so the
-// host need not wait for them: build tasks and (parent, built, sibling) triples. Block i
-// plans parent i and zeroes the histogram it is about to build.
+// picks by hessian before partitioning, which gives the same sums: subtraction is exact),
+// decided on the device from the partition's counts, so the host need not wait for them:
+// build tasks (into the fresh slot) and the triples of derive_siblings. Block i plans parent i
+// and zeroes the histogram it is about to build.
 extern "C" __global__ void plan_children(const ChildSlots* parents, const u32* node_left, u32 total_slots,
                                          RowTask* builds, u32* triples, GradSum* hist) {
-    __shared__ u32 built_slot;
     const u32 i = blockIdx.x;
+    const ChildSlots p = parents[i];
     if (threadIdx.x == 0) {
-        const ChildSlots p = parents[i];
         const u32 n_left = p.len == 0 ? 0 : node_left[p.task];
         const bool left_small = n_left <= p.len - n_left;
         RowTask b;
         b.start = left_small ? p.start : p.start + n_left;
         b.len = left_small ? n_left : p.len - n_left;
         b.first_block = p.first_block;
-        b.slot = left_small ? p.left_slot : p.right_slot;
+        b.slot = p.left_slot;
         builds[i] = b;
         triples[3 * i] = p.parent_slot;
-        triples[3 * i + 1] = b.slot;
-        triples[3 * i + 2] = left_small ? p.right_slot : p.left_slot;
-        built_slot = b.slot;
+        triples[3 * i + 1] = p.left_slot;
+        triples[3 * i + 2] = left_small ? 0 : 1;
     }
-    __syncthreads();
-    GradSum* h = hist + (u64)built_slot * total_slots;
+    GradSum* h = hist + (u64)p.left_slot * total_slots;
     for (u32 k = threadIdx.x; k < total_slots; k += blockDim.x) {
         h[k].g = 0;
         h[k].h = 0;

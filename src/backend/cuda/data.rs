@@ -59,6 +59,16 @@ impl DeviceMatrix {
         *self.slot_offsets.last().unwrap() as usize
     }
 
+    /// Device bytes of the bins, every copy.
+    pub fn bytes(&self) -> usize {
+        let bins = match &self.bins {
+            DeviceBins::U8(b) => b.len(),
+            DeviceBins::U16(b) => 2 * b.len(),
+            DeviceBins::U32(b) | DeviceBins::Sparse(b) => 4 * b.len(),
+        };
+        bins + self.cols.as_ref().map_or(0, |c| c.len())
+    }
+
     /// Bins held in one 32-bit word.
     pub fn per_word(&self) -> usize {
         match self.bins {

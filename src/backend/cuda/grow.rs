@@ -224,8 +224,8 @@ impl GrowSteps for GpuLearner<'_> {
                 out.push(None);
                 continue;
             }
+            // The right child keeps the parent's slot: its histogram is derived there in place.
             let left_slot = self.hist.alloc(&mut self.dev)?;
-            let right_slot = self.hist.alloc(&mut self.dev)?;
             let (start, parent_len) = (e.state.start, Self::known_len(&e.state));
             plan.push(ChildSlots {
                 start,
@@ -234,8 +234,6 @@ impl GrowSteps for GpuLearner<'_> {
                 task: i as u32,
                 parent_slot: e.state.slot,
                 left_slot,
-                right_slot,
-                pad: 0,
             });
             let child = |slot, right| GpuNode {
                 slot,
@@ -243,16 +241,10 @@ impl GrowSteps for GpuLearner<'_> {
                 len: RowCount::Pending { task: i as u32, parent_len, right },
                 shared: None,
             };
-            out.push(Some([child(left_slot, false), child(right_slot, true)]));
+            out.push(Some([child(left_slot, false), child(e.state.slot, true)]));
         }
         let (grads, ridx) = (&self.gradients.quantised, &self.rows.ridx);
         self.hist.build_children(&mut self.dev, &self.matrix, grads, ridx, &self.rows.node_left.buf, plan)?;
-        for e in &expansions {
-            if e.grow_children {
-                // Later launches on the stream may reuse the slot: the subtraction is queued first.
-                self.release_node(&e.state);
-            }
-        }
         self.profile.lap(&self.dev.stream, Stage::Histograms);
         Ok(out)
     }

@@ -51,8 +51,8 @@ pub(super) struct HistogramBuilder {
     /// At most MAX_ROWS_PER_BLOCK; fewer when whole sample weights enlarge a row's pair
     /// (`Weighting::chunk_rows`).
     max_rows_per_block: u32,
-    /// A launch's build tasks, the split nodes it plans children for, and the (parent,
-    /// built, sibling) slot triples of the subtraction.
+    /// A launch's build tasks, the split nodes it plans children for, and the (parent, fresh,
+    /// built right) triples of the in-place subtraction.
     builds: Scratch<RowTask>,
     plan: Scratch<ChildSlots>,
     triples: Scratch<u32>,
@@ -74,12 +74,15 @@ impl HistogramBuilder {
             plan: dev.scratch(64)?,
             triples: dev.scratch(64)?,
         };
-        // Depth-wise growth holds at most three histograms per node of the second-to-last
-        // level with histograms (parents plus both children): size the pool for that once,
-        // rather than doubling it as trees deepen (which briefly holds both copies).
+        // Depth-wise growth holds at most two histograms per node of the second-to-last
+        // level with histograms (each parent's slot becomes its right child's, the left child
+        // takes a fresh one): reserve that once, rather than doubling the pool as trees deepen
+        // (which briefly holds both copies), when it is at most 256 MiB or no larger than the
+        // bins it summarises. No level has more nodes than rows.
         if params.policy == GrowPolicy::Depthwise && params.max_depth >= 2 {
-            let slots = 3u64 << (params.max_depth - 2).min(20);
-            if slots * (total_slots as u64) * 16 <= 256 << 20 {
+            let slots = (2u64 << (params.max_depth - 2).min(20)).min(matrix.n_rows.max(1) as u64);
+            let bytes = slots * (total_slots as u64) * 16;
+            if bytes <= (256 << 20).max(matrix.bytes() as u64) {
                 builder.pool.reserve(&mut dev.memory, &dev.stream, slots as u32)?;
             }
         }
@@ -138,8 +141,10 @@ impl HistogramBuilder {
     }
 
     /// The children's histograms of the split nodes in `plan`: the smaller child of each is
-    /// built, the other is its parent minus it. Which is smaller is decided on the device
-    /// (`plan_children`), from the partition's counts `node_left`, with no round trip.
+    /// built into its fresh slot, the other is its parent minus it, in place. Which is smaller
+    /// is decided on the device (`plan_children`), from the partition's counts `node_left`,
+    /// with no round trip; either way the left child ends in `left_slot`, the right child in
+    /// `parent_slot`.
     pub(super) fn build_children(
         &mut self,
         dev: &mut FitDevice,
@@ -179,7 +184,7 @@ impl HistogramBuilder {
         .map_err(device_error)?;
         self.launch(dev, matrix, grads, ridx, n32, blocks, rpb)?;
         unsafe {
-            dev.launcher(&dev.rt.kernels.subtract_histograms)
+            dev.launcher(&dev.rt.kernels.derive_siblings)
                 .arg(&self.triples.buf)
                 .arg(&total)
                 .arg(&mut self.pool.buf)

@@ -59,7 +59,8 @@ pub struct SplitRule {
     pub category_len: u32,
 }
 
-/// A split node whose children get histograms (see `plan_children`).
+/// A split node whose children get histograms (see `plan_children`): the right child keeps
+/// the parent's slot, the left child gets `left_slot`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub struct ChildSlots {
@@ -69,8 +70,6 @@ pub struct ChildSlots {
     pub task: u32,
     pub parent_slot: u32,
     pub left_slot: u32,
-    pub right_slot: u32,
-    pub pad: u32,
 }
 
 /// A node whose best split is wanted.
@@ -280,7 +279,7 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
     );
     probe!(RowTask, "RowTask", [start, len, first_block, slot]);
     probe!(SplitRule, "SplitRule", [feature, split_bin, missing_bin, default_left, category_start, category_len]);
-    probe!(ChildSlots, "ChildSlots", [start, len, first_block, task, parent_slot, left_slot, right_slot, pad]);
+    probe!(ChildSlots, "ChildSlots", [start, len, first_block, task, parent_slot, left_slot]);
     probe!(EvalTask, "EvalTask", [total, slot, mask_row, lower, upper]);
     probe!(TaskRows, "TaskRows", [rows, task, pending, right]);
     probe!(

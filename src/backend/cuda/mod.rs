@@ -5,7 +5,7 @@
 //! |---|---|---|---|
 //! | binning | `bin_block_*`, `bin_sparse_block` | `binning.cu`, `sparse.cu` | [`data::DeviceMatrix`] |
 //! | gradients, fixed point | `objective_*`, `gradient_max`, `quantise` | `gradients.cu` | `gradients::Gradients` |
-//! | histograms, subtraction | `histogram_*`, `plan_children`, `subtract_histograms` | `histogram.cu` | `histogram::HistogramBuilder` |
+//! | histograms, subtraction | `histogram_*`, `plan_children`, `derive_siblings` | `histogram.cu` | `histogram::HistogramBuilder` |
 //! | split search | `evaluate_features`, `evaluate_categorical`, `best_feature`, `gather_runs` | `split.cu` | `split::SplitEvaluator` |
 //! | partition, margin update | `count_left_*`, `scatter`, `add_tree_*` | `partition.cu` | `partition::{RowPartitioner, MarginUpdate}` |
 //! | prediction | `predict_*`, `finish_predictions` | `predict.cu` | [`predict::GpuForest`] |

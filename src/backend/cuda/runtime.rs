@@ -52,7 +52,7 @@ kernel_table!(
     histogram_u16,
     histogram_u32,
     zero_histograms,
-    subtract_histograms,
+    derive_siblings,
     copy_histograms,
     plan_children,
     evaluate_features,
