@@ -8,42 +8,57 @@
 
 // A staged block of mostly-null columns arrives as its present values only: `rows[i]` and
 // `vals[i]` for i < n_present, column f's at col_start[f]..col_start[f + 1] (a column's part is
-// sized by its valid rows; slots its NaN values left unused hold the row NO_ENTRY). The block
-// is first all NaN (missing), then each present value is put at its place, column-major as
-// the binning below reads it.
-extern "C" __global__ void fill_nan(float* values, u64 n) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
-        values[i] = __int_as_float(0x7fc00000);
-}
-
-extern "C" __global__ void scatter_present(const u32* rows, const float* vals, u32 n_present, const u32* col_start,
-                                           u32 n_features, u32 block_rows, float* values) {
+// sized by its valid rows; slots its NaN values left unused hold the row NO_ENTRY). Each value
+// is binned and put straight into its row, at the next free entry of that row (`row_len`
+// counts them), so no block of rows x features is ever formed; sort_rows then puts each
+// row's entries in feature order.
+extern "C" __global__ void place_present(const u32* rows, const float* vals, u32 n_present, const u32* col_start,
+                                         u32 n_features, u32 row0, const float* cuts, const u32* cut_offsets,
+                                         const u32* categorical, u32 row_stride, u32* row_len, u32* entries) {
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n_present; i += gridDim.x * blockDim.x) {
+        if (rows[i] == NO_ENTRY) continue;
         // The column holding entry i: the last f with col_start[f] <= i.
         u32 lo = 0, hi = n_features;
         while (hi - lo > 1) {
             const u32 mid = (lo + hi) / 2;
             if (col_start[mid] <= i) lo = mid; else hi = mid;
         }
-        if (rows[i] != NO_ENTRY) values[(u64)lo * block_rows + rows[i]] = vals[i];
+        const u32 row = row0 + rows[i];
+        const u32 bin = value_bin(vals[i], lo, cuts, cut_offsets, categorical);
+        // The host sized the stride by the longest row's present values: k < row_stride.
+        const u32 k = atomicAdd(&row_len[row], 1u);
+        if (k < row_stride) entries[(u64)row * row_stride + k] = (lo << 16) | bin;
     }
 }
 
-// One thread per row of a staged block (values column-major, as from the Arrow columns). The
-// row stride is a multiple of four (see entries_at).
-extern "C" __global__ void bin_sparse_block(const float* values, u32 block_rows, u32 row0, u32 n_features,
-                                            const float* cuts, const u32* cut_offsets, const u32* categorical,
-                                            u32 row_stride, u32* entries) {
-    for (u32 r = blockIdx.x * blockDim.x + threadIdx.x; r < block_rows; r += gridDim.x * blockDim.x) {
-        u32* out = entries + (u64)(row0 + r) * row_stride;
-        u32 k = 0;
-        for (u32 f = 0; f < n_features && k < row_stride; ++f) {
-            const float x = values[(u64)f * block_rows + r];
-            if (isnan(x)) continue;
-            const u32 bin = value_bin(x, f, cuts, cut_offsets, categorical);
-            out[k++] = (f << 16) | bin;
+// One thread per row: its entries sorted by feature (each feature appears once, so the order
+// is unique whatever order place_present wrote them in), the rest padded with NO_ENTRY.
+extern "C" __global__ void sort_rows(const u32* row_len, u32 n_rows, u32 row_stride, u32* entries) {
+    for (u32 r = blockIdx.x * blockDim.x + threadIdx.x; r < n_rows; r += gridDim.x * blockDim.x) {
+        u32* e = entries + (u64)r * row_stride;
+        const u32 len = min(row_len[r], row_stride);
+        for (u32 i = 1; i < len; ++i) {
+            const u32 x = e[i];
+            u32 j = i;
+            for (; j > 0 && e[j - 1] > x; --j) e[j] = e[j - 1];
+            e[j] = x;
         }
-        for (; k < row_stride; ++k) out[k] = NO_ENTRY;
+        for (u32 k = len; k < row_stride; ++k) e[k] = NO_ENTRY;
+    }
+}
+
+// Where each feature group's entries start in each row (`starts[row * n_groups + g]`), so
+// that a histogram block reads only its group's part of a row rather than the row up to it.
+extern "C" __global__ void index_groups(const u32* entries, u32 n_rows, u32 row_stride, const u32* group_first_feature,
+                                        u32 n_groups, u16* starts) {
+    for (u32 r = blockIdx.x * blockDim.x + threadIdx.x; r < n_rows; r += gridDim.x * blockDim.x) {
+        const u32* e = entries + (u64)r * row_stride;
+        u32 k = 0;
+        for (u32 g = 0; g < n_groups; ++g) {
+            const u32 f0 = group_first_feature[g];
+            while (k < row_stride && (e[k] >> 16) < f0) ++k;
+            starts[(u64)r * n_groups + g] = (u16)k;
+        }
     }
 }
 
@@ -67,13 +82,17 @@ __device__ __forceinline__ u32 sparse_bin(const u32* row, u32 row_stride, u32 f,
     return missing;
 }
 
-// As histogram.cu's build_histograms, over compressed rows (the same histogram layouts).
+// As histogram.cu's build_histograms, over compressed rows (the same histogram layouts). With
+// several feature groups, `group_starts` (index_groups) says where a row's part of this
+// block's group begins and ends; with one group it is not read.
 extern "C" __global__ void histogram_sparse(const u32* entries, u32 row_stride, const QuantGrad* grads,
                                             const u32* ridx, const RowTask* tasks, u32 n_tasks,
                                             const u32* slot_offsets, const u32* group_first_feature,
-                                            u32 shared_slots, u32 total_slots, u32 rows_per_block, GradSum* hist) {
+                                            u32 shared_slots, u32 total_slots, u32 rows_per_block, GradSum* hist,
+                                            const u16* group_starts) {
     extern __shared__ int sparse_shared[];
-    const u32 f0 = group_first_feature[blockIdx.y], f1 = group_first_feature[blockIdx.y + 1];
+    const u32 g = blockIdx.y, n_groups = gridDim.y;
+    const u32 f0 = group_first_feature[g], f1 = group_first_feature[g + 1];
     const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
     const GroupHistogram hg = start_group_histogram(slot_offsets, f0, f1, shared_slots, sparse_shared,
                                                     hist + (u64)task.slot * total_slots);
@@ -84,11 +103,15 @@ extern "C" __global__ void histogram_sparse(const u32* entries, u32 row_stride, 
         const QuantGrad q = grads[row];
         if (q.g == 0 && q.h == 0) continue;
         const u32* r = entries + (u64)row * row_stride;
-        // Entries are sorted by feature: stop at the first past the group (or NO_ENTRY).
-        bool past = false;
-        for (u32 k = 0; k < row_stride / 4 && !past; ++k) {
+        const u16* at = group_starts + (u64)row * n_groups;
+        const u32 k0 = n_groups > 1 ? at[g] : 0;
+        const u32 k1 = n_groups > 1 && g + 1 < n_groups ? at[g + 1] : row_stride;
+        // Whole 16-byte loads from the one holding entry k0; entries of other groups and
+        // NO_ENTRY (feature 0xffff) padding are skipped.
+        for (u32 k = k0 / 4; 4 * k < k1; ++k) {
             const uint4 v = entries_at(r, k);
             const u32 e[4] = {v.x, v.y, v.z, v.w};
+            bool past = false;
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const u32 f = e[i] >> 16;
@@ -97,6 +120,7 @@ extern "C" __global__ void histogram_sparse(const u32* entries, u32 row_stride, 
                 if (hg.n_shared == 0) hg.add_global(f - f0, e[i] & 0xffffu, q);
                 else hg.add_shared(f - f0, e[i] & 0xffffu, q);
             }
+            if (past) break;
         }
     }
     if (hg.n_shared == 0) return;

@@ -540,11 +540,24 @@ fn constrained_gpu_trees_equal_cpu_trees() {
     assert_same_trees(&fit(json, &cat, "cpu"), &fit(json, &cat, "cuda"), json);
 }
 
-/// LibSVM-like data: 100 features, each present in about 3% of rows (nulls elsewhere).
+/// LibSVM-like data: 100 features of 50 values, each present in about 3% of rows (nulls elsewhere).
 fn sparse_data(n: usize, seed: u64) -> Dataset {
+    sparse_data_of(n, 100, 50, seed)
+}
+
+/// Mostly-null data too wide for one histogram block's shared memory: 300 features of up
+/// to 255 bins (600 KB of shared sums a node), so the histograms run in several feature
+/// groups and each group reads only its part of a compressed row.
+fn wide_sparse_data(n: usize, seed: u64) -> Dataset {
+    sparse_data_of(n, 300, 100_000, seed)
+}
+
+/// `nf` features, each present in about 3% of rows with one of `levels` values.
+fn sparse_data_of(n: usize, nf: usize, levels: usize, seed: u64) -> Dataset {
     let mut rng = Rng::new(seed, 9);
-    let cols: Vec<Vec<Option<f32>>> =
-        (0..100).map(|_| (0..n).map(|_| (rng.below(100) < 3).then(|| rng.below(50) as f32 / 10.0)).collect()).collect();
+    let cols: Vec<Vec<Option<f32>>> = (0..nf)
+        .map(|_| (0..n).map(|_| (rng.below(100) < 3).then(|| rng.below(levels) as f32 / 10.0)).collect())
+        .collect();
     let y: Vec<f32> = (0..n)
         .map(|i| cols[0][i].unwrap_or(-1.0) + cols[1][i].map_or(0.0, |v| 2.0 * v) - cols[7][i].unwrap_or(0.5))
         .collect();
@@ -570,6 +583,11 @@ fn mostly_null_data_is_stored_as_compressed_rows() {
         Layout::Sparse { stride } => assert!((3..25).contains(&stride), "longest row {stride}"),
         other => panic!("expected compressed rows, got {other:?}"),
     }
+    let wide = wide_sparse_data(20_000, 1);
+    let cuts = compute_cuts(wide.features(), None, 256, 0).unwrap();
+    let slots: u32 = cuts.iter().map(|c| c.n_bins() + 1).sum();
+    assert!(slots * 8 > 256 << 10, "{slots} histogram slots fit one block's shared memory");
+    assert!(matches!(DeviceMatrix::plan(wide.features(), &cuts), Layout::Sparse { .. }));
     let (frame, y) = random_data(1_000, 6, 1);
     let dense = Dataset::new(frame, y).unwrap();
     let cuts = compute_cuts(dense.features(), None, 256, 0).unwrap();
@@ -588,6 +606,9 @@ fn sparse_gpu_trees_equal_cpu_trees() {
     ] {
         assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), json);
     }
+    let wide = wide_sparse_data(30_000, 4);
+    let json = r#"{"n_estimators": 6, "max_depth": 7}"#;
+    assert_same_trees(&fit(json, &wide, "cpu"), &fit(json, &wide, "cuda"), "wide mostly-null data");
 }
 
 /// Grows one tree of `json` on `data` with the GPU's steps and the CPU's in lockstep, `repeats`
@@ -642,6 +663,8 @@ fn gpu_partition_histograms_and_split_search_equal_the_cpus_step_by_step() {
     assert_steps_equal_cpu(r#"{"max_depth": 6}"#, &categorical_data(30_000, 8), None, &[0, 1, 2], 2);
     let sparse = sparse_data(40_000, 3);
     assert_steps_equal_cpu(r#"{"max_depth": 6}"#, &sparse, None, &(0..100).collect::<Vec<_>>(), 2);
+    let wide = wide_sparse_data(30_000, 5);
+    assert_steps_equal_cpu(r#"{"max_depth": 6}"#, &wide, None, &(0..300).collect::<Vec<_>>(), 1);
 }
 
 #[test]

@@ -170,60 +170,50 @@ impl DeviceMatrix {
         // A small matrix (one block, a group's fit) is staged in pageable memory: pinning a
         // buffer would cost the driver more than the copy it speeds up.
         let pageable = n <= block && n * nf * 4 <= SMALL_STAGE_BYTES;
+        let binning = Binning { cuts: &d_cuts, cut_offsets: &d_cut_offsets, categorical: &categorical_dev };
+        // Compressed rows count each row's entries as its values arrive (then sort them).
+        let mut row_len = match layout {
+            Layout::Sparse { .. } => Some(memory.zeros::<u32>(stream, n.max(1))?),
+            Layout::Dense { .. } => None,
+        };
         let mut staged = Vec::new();
         for _ in 0..if n <= block { 1 } else { 2 } {
-            let host = match layout {
+            let slot = match layout {
                 // Compressed rows stage only the present values (a mostly-null block is mostly NaN).
-                Layout::Sparse { .. } => HostStage::Present(Box::new(PresentStage::new(stream, memory, nf)?)),
-                Layout::Dense { .. } if pageable => HostStage::Pageable(vec![0f32; block * nf]),
-                // SAFETY: the pinned buffer is written on the host only after its event says the
-                // previous copy out of it finished.
+                Layout::Sparse { .. } => Staged::Present(Box::new(PresentStage::new(stream, memory, nf)?)),
                 Layout::Dense { .. } => {
-                    HostStage::Values(unsafe { ctx.alloc_pinned::<f32>(block * nf) }.map_err(device_error)?)
+                    let host = if pageable {
+                        DenseHost::Pageable(vec![0f32; block * nf])
+                    } else {
+                        // SAFETY: the pinned buffer is written on the host only after its event
+                        // says the previous copy out of it finished.
+                        DenseHost::Pinned(unsafe { ctx.alloc_pinned::<f32>(block * nf) }.map_err(device_error)?)
+                    };
+                    Staged::Dense { host, dev: memory.zeros::<f32>(stream, block * nf)? }
                 }
             };
-            let dev = memory.zeros::<f32>(stream, block * nf)?;
             let done: CudaEvent = ctx.new_event(None).map_err(device_error)?;
-            staged.push((host, dev, done));
+            staged.push((slot, done));
         }
         for (i, start) in (0..n).step_by(block).enumerate() {
             let rows = block.min(n - start);
-            let (host, dev, done) = &mut staged[i % 2];
+            let (slot, done) = &mut staged[i % 2];
             done.synchronize().map_err(device_error)?;
-            let values = match host {
-                HostStage::Present(p) => {
-                    p.stage(rt, memory, frame, start, rows, dev)?;
-                    None
+            match (slot, &mut bins) {
+                (Staged::Present(p), DeviceBins::Sparse(entries)) => {
+                    let row_len = row_len.as_mut().expect("compressed rows count their entries");
+                    p.stage(rt, memory, frame, start, rows, &binning, stride, row_len, entries)?;
                 }
-                HostStage::Values(pinned) => Some(pinned.as_mut_slice().map_err(device_error)?),
-                HostStage::Pageable(values) => Some(values.as_mut_slice()),
-            };
-            if let Some(values) = values {
-                values[..rows * nf].par_chunks_mut(rows).zip(frame.columns().par_iter()).for_each(|(out, col)| {
-                    col.read(start, out);
-                });
-                stream.memcpy_htod(&values[..rows * nf], &mut dev.slice_mut(..rows * nf)).map_err(device_error)?;
-            }
-            let (rows32, start32, nf32, stride32) = (rows as u32, start as u32, nf as u32, stride as u32);
-            // SAFETY (both launches): the arguments match the kernels' signatures; every
-            // index stays below rows * nf (values) and n * stride (bins or entries).
-            match &mut bins {
-                DeviceBins::Sparse(entries) => unsafe {
-                    stream
-                        .launch_builder(&rt.kernels.bin_sparse_block)
-                        .arg(&*dev)
-                        .arg(&rows32)
-                        .arg(&start32)
-                        .arg(&nf32)
-                        .arg(&d_cuts)
-                        .arg(&d_cut_offsets)
-                        .arg(&categorical_dev)
-                        .arg(&stride32)
-                        .arg(entries)
-                        .launch(grid_for(rt, rows as u64, 256))
-                }
-                .map_err(device_error)?,
-                dense => {
+                (Staged::Dense { host, dev }, dense) => {
+                    let values = match host {
+                        DenseHost::Pinned(pinned) => pinned.as_mut_slice().map_err(device_error)?,
+                        DenseHost::Pageable(values) => values.as_mut_slice(),
+                    };
+                    values[..rows * nf].par_chunks_mut(rows).zip(frame.columns().par_iter()).for_each(|(out, col)| {
+                        col.read(start, out);
+                    });
+                    stream.memcpy_htod(&values[..rows * nf], &mut dev.slice_mut(..rows * nf)).map_err(device_error)?;
+                    let (rows32, start32, nf32, stride32) = (rows as u32, start as u32, nf as u32, stride as u32);
                     let mut launch = match dense {
                         DeviceBins::U16(_) => stream.launch_builder(&rt.kernels.bin_block_u16),
                         DeviceBins::U32(_) => stream.launch_builder(&rt.kernels.bin_block_u32),
@@ -235,9 +225,9 @@ impl DeviceMatrix {
                         .arg(&start32)
                         .arg(&nf32)
                         .arg(&stride32)
-                        .arg(&d_cuts)
-                        .arg(&d_cut_offsets)
-                        .arg(&categorical_dev);
+                        .arg(binning.cuts)
+                        .arg(binning.cut_offsets)
+                        .arg(binning.categorical);
                     match dense {
                         DeviceBins::U8(b) => launch.arg(b),
                         DeviceBins::U16(b) => launch.arg(b),
@@ -251,10 +241,28 @@ impl DeviceMatrix {
                         None => launch.arg(&*dev),
                     };
                     launch.arg(&col_rows);
-                    unsafe { launch.launch(grid_for(rt, (rows * nf) as u64, 256)) }.map_err(device_error)?
+                    // SAFETY: the arguments match the kernel's signature; every index stays
+                    // below rows * nf (values) and n * stride (bins).
+                    unsafe { launch.launch(grid_for(rt, (rows * nf) as u64, 256)) }.map_err(device_error)?;
                 }
-            };
+                _ => unreachable!("a layout's staging matches its bins"),
+            }
             done.record(stream).map_err(device_error)?;
+        }
+        if let (Some(row_len), DeviceBins::Sparse(entries)) = (row_len.take(), &mut bins) {
+            let (n32, stride32) = (n as u32, stride as u32);
+            // SAFETY: row_len holds n counts, entries n rows of `stride` entries.
+            unsafe {
+                stream
+                    .launch_builder(&rt.kernels.sort_rows)
+                    .arg(&row_len)
+                    .arg(&n32)
+                    .arg(&stride32)
+                    .arg(entries)
+                    .launch(grid_for(rt, n as u64, 256))
+            }
+            .map_err(device_error)?;
+            memory.allocated -= 4 * row_len.len();
         }
         stream.synchronize().map_err(device_error)?;
         Ok(DeviceMatrix {
@@ -271,12 +279,24 @@ impl DeviceMatrix {
     }
 }
 
-/// A staging slot's host side: every value of a block (dense layouts; pageable for a small
-/// matrix), or its present values.
-enum HostStage {
-    Values(PinnedHostSlice<f32>),
-    Pageable(Vec<f32>),
+/// One staging slot: every value of a block on the host (pinned, or pageable for a small
+/// matrix) and on the device, binned there (dense layouts), or the block's present values
+/// (compressed rows).
+enum Staged {
+    Dense { host: DenseHost, dev: CudaSlice<f32> },
     Present(Box<PresentStage>),
+}
+
+enum DenseHost {
+    Pinned(PinnedHostSlice<f32>),
+    Pageable(Vec<f32>),
+}
+
+/// The cut points on the device, as the binning kernels take them.
+struct Binning<'a> {
+    cuts: &'a CudaSlice<f32>,
+    cut_offsets: &'a CudaSlice<u32>,
+    categorical: &'a CudaSlice<u32>,
 }
 
 /// The row of a staging slot no value took (`NO_ENTRY` in kernels/sparse.cu).
@@ -284,8 +304,9 @@ const NO_ROW: u32 = u32::MAX;
 
 /// One staging slot's present values of a block (compressed rows): each column's rows and
 /// values, read from its validity a word at a time ([`FeatureColumn::for_each_present`]),
-/// sent to the device, and put in place there in a block that starts all NaN. Only the
-/// present values cross: 8 bytes each, against 4 bytes for every value, null or not.
+/// sent to the device, and binned there straight into their rows' entries. Only the present
+/// values cross, 8 bytes each (against 4 bytes for every value, null or not), and no block of
+/// rows x features is formed on either side.
 struct PresentStage {
     rows_host: PinnedHostSlice<u32>,
     vals_host: PinnedHostSlice<f32>,
@@ -313,7 +334,9 @@ impl PresentStage {
         })
     }
 
-    /// Queues rows `start..start + rows` of `frame` into `values` (column-major, NaN missing).
+    /// Queues rows `start..start + rows` of `frame` into their compressed rows in `entries`
+    /// (`stride` entries a row; `row_len` counts each row's entries placed so far).
+    #[allow(clippy::too_many_arguments)]
     fn stage(
         &mut self,
         rt: &Runtime,
@@ -321,7 +344,10 @@ impl PresentStage {
         frame: &FeatureFrame,
         start: usize,
         rows: usize,
-        values: &mut CudaSlice<f32>,
+        binning: &Binning,
+        stride: usize,
+        row_len: &mut CudaSlice<u32>,
+        entries: &mut CudaSlice<u32>,
     ) -> Result<()> {
         let stream = &self.stream.clone();
         let nf = frame.n_features();
@@ -329,6 +355,9 @@ impl PresentStage {
         // slots its NaN values leave unused are marked with no row.
         let counts: Vec<usize> = frame.columns().par_iter().map(|col| col.valid_count(start, rows)).collect();
         let total: usize = counts.iter().sum();
+        if total == 0 {
+            return Ok(());
+        }
         if total > self.vals_host.len() {
             // A quarter more than this block needs, so that later blocks rarely grow it again.
             let cap = total + total / 4;
@@ -365,22 +394,6 @@ impl PresentStage {
             });
             r[k..].fill(NO_ROW);
         });
-        let (total32, nf32, rows32) = (total as u32, nf as u32, rows as u32);
-        let n_values = (rows * nf) as u64;
-        // SAFETY (all launches): `values` holds at least rows * nf floats; the entries' rows
-        // are below `rows` and their columns below nf; `starts` has nf + 1 ascending offsets
-        // ending at `total`, the entries' count.
-        unsafe {
-            stream
-                .launch_builder(&rt.kernels.fill_nan)
-                .arg(&mut *values)
-                .arg(&n_values)
-                .launch(grid_for(rt, n_values, 256))
-        }
-        .map_err(device_error)?;
-        if total == 0 {
-            return Ok(());
-        }
         stream
             .memcpy_htod(&self.rows_host.as_slice().map_err(device_error)?[..total], &mut self.rows_dev)
             .map_err(device_error)?;
@@ -390,16 +403,26 @@ impl PresentStage {
         stream
             .memcpy_htod(self.starts_host.as_slice().map_err(device_error)?, &mut self.starts_dev)
             .map_err(device_error)?;
+        let (total32, nf32, start32, stride32) = (total as u32, nf as u32, start as u32, stride as u32);
+        // SAFETY: the entries' rows are below `rows` (so start + row below the matrix's rows,
+        // which row_len and entries hold) and their columns below nf; `starts` has nf + 1
+        // ascending offsets ending at `total`, the entries' count; the kernel writes at most
+        // `stride` entries a row.
         unsafe {
             stream
-                .launch_builder(&rt.kernels.scatter_present)
+                .launch_builder(&rt.kernels.place_present)
                 .arg(&self.rows_dev)
                 .arg(&self.vals_dev)
                 .arg(&total32)
                 .arg(&self.starts_dev)
                 .arg(&nf32)
-                .arg(&rows32)
-                .arg(&mut *values)
+                .arg(&start32)
+                .arg(binning.cuts)
+                .arg(binning.cut_offsets)
+                .arg(binning.categorical)
+                .arg(&stride32)
+                .arg(row_len)
+                .arg(entries)
                 .launch(grid_for(rt, total as u64, 256))
         }
         .map_err(device_error)?;

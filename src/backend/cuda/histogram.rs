@@ -5,7 +5,7 @@
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::buffers::{cfg, FitDevice, HistPool, Scratch};
-use super::data::DeviceMatrix;
+use super::data::{DeviceBins, DeviceMatrix};
 use super::device_error;
 use super::layout::{ChildSlots, GradSum, QuantGrad, RowTask};
 use crate::error::Result;
@@ -47,6 +47,10 @@ pub(super) struct HistogramBuilder {
     groups_dev: CudaSlice<u32>,
     /// Shared memory of the widest group.
     group_shared_bytes: u32,
+    /// Compressed rows split into several groups: where each group's entries start in each
+    /// row (`kernels/sparse.cu`, index_groups), so that a group's blocks read only its part.
+    /// One unused element otherwise.
+    group_starts: CudaSlice<u16>,
     shape: HistShape,
     /// At most MAX_ROWS_PER_BLOCK; fewer when whole sample weights enlarge a row's pair
     /// (`Weighting::chunk_rows`).
@@ -62,11 +66,13 @@ impl HistogramBuilder {
     pub(super) fn new(dev: &mut FitDevice, matrix: &DeviceMatrix, params: &GrowParams) -> Result<Self> {
         let groups = feature_groups(matrix, dev.rt.hist_shared_budget as usize);
         let total_slots = matrix.total_slots();
+        let group_starts = index_groups(dev, matrix, &groups.starts)?;
         let mut builder = HistogramBuilder {
             pool: HistPool { buf: dev.zeros(1)?, capacity: 0, free: Vec::new(), total_slots, exchange: None },
             groups_dev: dev.upload(&groups.starts)?,
             groups: groups.starts,
             group_shared_bytes: groups.widest_bytes as u32,
+            group_starts,
             shape: HistShape::from_env(),
             // Whole sample weights make a row's pair larger: fewer rows sum exactly in i32.
             max_rows_per_block: (params.weighting.chunk_rows() as u32).min(MAX_ROWS_PER_BLOCK),
@@ -249,12 +255,42 @@ impl HistogramBuilder {
             .arg(&total)
             .arg(&rpb)
             .arg(&mut self.pool.buf);
+        if let DeviceBins::Sparse(_) = matrix.bins {
+            launch.arg(&self.group_starts);
+        }
         let groups = self.groups.len() as u32 - 1;
         // SAFETY: the arguments follow the kernel's signature; tasks' rows lie in ridx.
         unsafe { launch.launch(cfg((blocks, groups), self.shape.threads, self.group_shared_bytes)) }
             .map_err(device_error)?;
         Ok(())
     }
+}
+
+/// For compressed rows in several feature groups: each row's first entry of each group.
+fn index_groups(dev: &mut FitDevice, matrix: &DeviceMatrix, starts: &[u32]) -> Result<CudaSlice<u16>> {
+    let n_groups = starts.len() - 1;
+    let DeviceBins::Sparse(entries) = &matrix.bins else { return dev.zeros(1) };
+    if n_groups < 2 || matrix.n_rows == 0 {
+        return dev.zeros(1);
+    }
+    let mut out = dev.zeros::<u16>(matrix.n_rows * n_groups)?;
+    let first_features = dev.upload(starts)?;
+    let (n32, stride, g32) = (matrix.n_rows as u32, matrix.stride as u32, n_groups as u32);
+    let config = dev.grid(matrix.n_rows as u64, 256);
+    // SAFETY: entries hold n_rows rows of `stride` entries, `out` n_rows x n_groups starts
+    // (a stride below 2^15: compressed rows are kept only when smaller than 2-byte dense bins).
+    unsafe {
+        dev.launcher(&dev.rt.kernels.index_groups)
+            .arg(entries)
+            .arg(&n32)
+            .arg(&stride)
+            .arg(&first_features)
+            .arg(&g32)
+            .arg(&mut out)
+            .launch(config)
+    }
+    .map_err(device_error)?;
+    Ok(out)
 }
 
 struct FeatureGroups {

@@ -3,7 +3,7 @@
 //!
 //! | step | kernel | `.cu` | component (Rust) |
 //! |---|---|---|---|
-//! | binning | `bin_block_*`, `bin_sparse_block` | `binning.cu`, `sparse.cu` | [`data::DeviceMatrix`] |
+//! | binning | `bin_block_*`, `place_present`, `sort_rows` | `binning.cu`, `sparse.cu` | [`data::DeviceMatrix`] |
 //! | gradients, fixed point | `objective_*`, `gradient_max`, `quantise` | `gradients.cu` | `gradients::Gradients` |
 //! | histograms, subtraction | `histogram_*`, `plan_children`, `derive_siblings` | `histogram.cu` | `histogram::HistogramBuilder` |
 //! | split search | `evaluate_features`, `evaluate_categorical`, `best_feature`, `gather_runs` | `split.cu` | `split::SplitEvaluator` |
