@@ -1,20 +1,45 @@
 // Compressed rows for mostly-missing data (the LibSVM kind): each row keeps only its present
-// values, as (feature << 16 | bin) words sorted by feature, padded with NO_ENTRY to the
-// longest row (ELLPACK). Memory then follows the present values, not rows x features.
+// values, as their histogram slots (`slot_offsets[feature] + bin`, XGBoost's global bin
+// index), sorted, so in feature order. An entry is 16 bits when every slot fits (with 0xffff
+// left for padding), else 32. Row r's entries fill the 16-byte words row_words[r] ..
+// row_words[r + 1] (padded with NONE to whole words, read a word a load): memory follows the
+// present values, not rows x features, nor the longest row.
 // Missing values are absent, so a node's missing-value sums are its total minus the present
 // sums (seed 000, "Missing values"): fill_missing writes them before a split search.
 
+// A staged value no row took (kernels' `rows`, from the host's NO_ROW).
 #define NO_ENTRY 0xffffffffu
+
+template <typename E>
+struct Entry {
+    static constexpr u32 NONE = (E)~0u;           // padding: after every slot
+    static constexpr u32 PER_WORD = 16 / sizeof(E);  // entries a 16-byte load brings
+    // The entries of 16-byte word w of `entries`, in order.
+    static __device__ __forceinline__ void load(const E* entries, u64 w, u32 (&e)[PER_WORD]) {
+        const uint4 v = ((const uint4*)entries)[w];
+        const u32 words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (u32 i = 0; i < 4; ++i) {
+            if constexpr (sizeof(E) == 2) {
+                e[2 * i] = words[i] & 0xffffu;
+                e[2 * i + 1] = words[i] >> 16;
+            } else {
+                e[i] = words[i];
+            }
+        }
+    }
+};
 
 // A staged block of mostly-null columns arrives as its present values only: `rows[i]` and
 // `vals[i]` for i < n_present, column f's at col_start[f]..col_start[f + 1] (a column's part is
 // sized by its valid rows; slots its NaN values left unused hold the row NO_ENTRY). Each value
 // is binned and put straight into its row, at the next free entry of that row (`row_len`
 // counts them), so no block of rows x features is ever formed; sort_rows then puts each
-// row's entries in feature order.
-extern "C" __global__ void place_present(const u32* rows, const float* vals, u32 n_present, const u32* col_start,
-                                         u32 n_features, u32 row0, const float* cuts, const u32* cut_offsets,
-                                         const u32* categorical, u32 row_stride, u32* row_len, u32* entries) {
+// row's entries in order.
+template <typename E>
+__device__ void place_present(const u32* rows, const float* vals, u32 n_present, const u32* col_start, u32 n_features,
+                              u32 row0, const float* cuts, const u32* cut_offsets, const u32* categorical,
+                              const u32* slot_offsets, const u32* row_words, u32* row_len, E* entries) {
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n_present; i += gridDim.x * blockDim.x) {
         if (rows[i] == NO_ENTRY) continue;
         // The column holding entry i: the last f with col_start[f] <= i.
@@ -24,101 +49,120 @@ extern "C" __global__ void place_present(const u32* rows, const float* vals, u32
             if (col_start[mid] <= i) lo = mid; else hi = mid;
         }
         const u32 row = row0 + rows[i];
-        const u32 bin = value_bin(vals[i], lo, cuts, cut_offsets, categorical);
-        // The host sized the stride by the longest row's present values: k < row_stride.
+        const u32 slot = slot_offsets[lo] + value_bin(vals[i], lo, cuts, cut_offsets, categorical);
+        // The host sized each row by its present values: k stays inside the row.
         const u32 k = atomicAdd(&row_len[row], 1u);
-        if (k < row_stride) entries[(u64)row * row_stride + k] = (lo << 16) | bin;
+        const u64 at = (u64)row_words[row] * Entry<E>::PER_WORD + k;
+        if (at < (u64)row_words[row + 1] * Entry<E>::PER_WORD) entries[at] = (E)slot;
     }
 }
 
-// One thread per row: its entries sorted by feature (each feature appears once, so the order
-// is unique whatever order place_present wrote them in), the rest padded with NO_ENTRY.
-extern "C" __global__ void sort_rows(const u32* row_len, u32 n_rows, u32 row_stride, u32* entries) {
+// One thread per row: its entries sorted (each feature appears once, so the order is unique
+// whatever order place_present wrote them in), the rest of its words padded with NONE.
+template <typename E>
+__device__ void sort_rows(const u32* row_len, u32 n_rows, const u32* row_words, E* entries) {
     for (u32 r = blockIdx.x * blockDim.x + threadIdx.x; r < n_rows; r += gridDim.x * blockDim.x) {
-        u32* e = entries + (u64)r * row_stride;
-        const u32 len = min(row_len[r], row_stride);
+        E* e = entries + (u64)row_words[r] * Entry<E>::PER_WORD;
+        const u32 room = (row_words[r + 1] - row_words[r]) * Entry<E>::PER_WORD;
+        const u32 len = min(row_len[r], room);
         for (u32 i = 1; i < len; ++i) {
-            const u32 x = e[i];
+            const E x = e[i];
             u32 j = i;
             for (; j > 0 && e[j - 1] > x; --j) e[j] = e[j - 1];
             e[j] = x;
         }
-        for (u32 k = len; k < row_stride; ++k) e[k] = NO_ENTRY;
+        for (u32 k = len; k < room; ++k) e[k] = (E)Entry<E>::NONE;
     }
 }
 
-// Where each feature group's entries start in each row (`starts[row * n_groups + g]`), so
-// that a histogram block reads only its group's part of a row rather than the row up to it.
-extern "C" __global__ void index_groups(const u32* entries, u32 n_rows, u32 row_stride, const u32* group_first_feature,
-                                        u32 n_groups, u16* starts) {
+// Where each feature group's entries start in each row, counted from the row's first entry
+// (`starts[row * n_groups + g]`), so that a histogram block reads only its group's part of a
+// row rather than the row up to it.
+template <typename E>
+__device__ void index_groups(const E* entries, u32 n_rows, const u32* row_words, const u32* slot_offsets,
+                             const u32* group_first_feature, u32 n_groups, u16* starts) {
     for (u32 r = blockIdx.x * blockDim.x + threadIdx.x; r < n_rows; r += gridDim.x * blockDim.x) {
-        const u32* e = entries + (u64)r * row_stride;
+        const E* e = entries + (u64)row_words[r] * Entry<E>::PER_WORD;
+        const u32 room = (row_words[r + 1] - row_words[r]) * Entry<E>::PER_WORD;
         u32 k = 0;
         for (u32 g = 0; g < n_groups; ++g) {
-            const u32 f0 = group_first_feature[g];
-            while (k < row_stride && (e[k] >> 16) < f0) ++k;
+            const u32 first_slot = slot_offsets[group_first_feature[g]];
+            while (k < room && e[k] < first_slot) ++k;
             starts[(u64)r * n_groups + g] = (u16)k;
         }
     }
 }
 
-// A compressed row's entries four at a time (rows are padded to a multiple of four entries,
-// 16-byte aligned): one load instead of four, and a warp's loads touch a quarter as many
-// sectors per entry.
-__device__ __forceinline__ uint4 entries_at(const u32* row, u32 k) { return ((const uint4*)row)[k]; }
+// A feature group's histogram for compressed rows: an entry is its slot, so the group's
+// slots are one run (first .. first + n) and sum in shared memory at slot - first, with no
+// per-feature layout; a group too wide for shared memory sums in global memory.
+struct SlotHistogram {
+    int* acc_g;
+    int* acc_h;
+    u32 first;
+    u32 n_shared;  // 0: a global group
+    GradSum* out;
 
-// The bin of feature `f` in a compressed row, or `missing` when the row has no value for it
-// (entries are sorted by feature, and NO_ENTRY sorts after every feature).
-__device__ __forceinline__ u32 sparse_bin(const u32* row, u32 row_stride, u32 f, u32 missing) {
-    for (u32 k = 0; k < row_stride / 4; ++k) {
-        const uint4 v = entries_at(row, k);
-        const u32 e[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            if ((e[i] >> 16) > f) return missing;
-            if ((e[i] >> 16) == f) return e[i] & 0xffffu;
+    __device__ __forceinline__ void add(u32 slot, QuantGrad q) const {
+        if (n_shared == 0) {
+            atomicAdd((u64*)&out[slot].g, (u64)(i64)q.g);
+            atomicAdd((u64*)&out[slot].h, (u64)(i64)q.h);
+        } else {
+            atomicAdd(&acc_g[slot - first], q.g);
+            atomicAdd(&acc_h[slot - first], q.h);
         }
     }
-    return missing;
-}
 
-// As histogram.cu's build_histograms, over compressed rows (the same histogram layouts). With
-// several feature groups, `group_starts` (index_groups) says where a row's part of this
-// block's group begins and ends; with one group it is not read.
-extern "C" __global__ void histogram_sparse(const u32* entries, u32 row_stride, const QuantGrad* grads,
-                                            const u32* ridx, const RowTask* tasks, u32 n_tasks,
-                                            const u32* slot_offsets, const u32* group_first_feature,
-                                            u32 shared_slots, u32 total_slots, u32 rows_per_block, GradSum* hist,
-                                            const u16* group_starts) {
+    __device__ void flush() const {
+        for (u32 i = threadIdx.x; i < n_shared; i += blockDim.x) {
+            const int g = acc_g[i], h = acc_h[i];
+            if (g != 0) atomicAdd((u64*)&out[first + i].g, (u64)(i64)g);
+            if (h != 0) atomicAdd((u64*)&out[first + i].h, (u64)(i64)h);
+        }
+    }
+};
+
+// As histogram.cu's build_histograms, over compressed rows. With several feature groups,
+// `group_starts` (index_groups) says where a row's part of this block's group begins and
+// ends; with one group it is not read.
+template <typename E>
+__device__ void histogram_sparse(const E* entries, const u32* row_words, const QuantGrad* grads, const u32* ridx,
+                                 const RowTask* tasks, u32 n_tasks, const u32* slot_offsets,
+                                 const u32* group_first_feature, u32 shared_slots, u32 total_slots,
+                                 u32 rows_per_block, GradSum* hist, const u16* group_starts) {
     extern __shared__ int sparse_shared[];
+    constexpr u32 PER = Entry<E>::PER_WORD;
     const u32 g = blockIdx.y, n_groups = gridDim.y;
-    const u32 f0 = group_first_feature[g], f1 = group_first_feature[g + 1];
+    const u32 lo = slot_offsets[group_first_feature[g]], hi = slot_offsets[group_first_feature[g + 1]];
     const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
-    const GroupHistogram hg = start_group_histogram(slot_offsets, f0, f1, shared_slots, sparse_shared,
-                                                    hist + (u64)task.slot * total_slots);
+    SlotHistogram hg;
+    hg.first = lo;
+    hg.n_shared = hi - lo <= shared_slots ? hi - lo : 0;
+    hg.acc_g = sparse_shared;
+    hg.acc_h = sparse_shared + hg.n_shared;
+    hg.out = hist + (u64)task.slot * total_slots;
+    for (u32 i = threadIdx.x; i < 2 * hg.n_shared; i += blockDim.x) sparse_shared[i] = 0;
+    __syncthreads();
     const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
     const u32 end = min(begin + rows_per_block, task.len);
     for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
         const u32 row = ridx[task.start + p];
         const QuantGrad q = grads[row];
         if (q.g == 0 && q.h == 0) continue;
-        const u32* r = entries + (u64)row * row_stride;
+        const u32 w0 = row_words[row], w1 = row_words[row + 1];
         const u16* at = group_starts + (u64)row * n_groups;
         const u32 k0 = n_groups > 1 ? at[g] : 0;
-        const u32 k1 = n_groups > 1 && g + 1 < n_groups ? at[g + 1] : row_stride;
-        // Whole 16-byte loads from the one holding entry k0; entries of other groups and
-        // NO_ENTRY (feature 0xffff) padding are skipped.
-        for (u32 k = k0 / 4; 4 * k < k1; ++k) {
-            const uint4 v = entries_at(r, k);
-            const u32 e[4] = {v.x, v.y, v.z, v.w};
+        const u32 k1 = n_groups > 1 && g + 1 < n_groups ? at[g + 1] : (w1 - w0) * PER;
+        // Whole 16-byte loads from the one holding entry k0; entries of other groups and the
+        // padding (NONE, after every slot) are skipped.
+        for (u32 w = w0 + k0 / PER; w < w1 && (w - w0) * PER < k1; ++w) {
+            u32 e[PER];
+            Entry<E>::load(entries, w, e);
             bool past = false;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const u32 f = e[i] >> 16;
-                past = past || f >= f1;
-                if (past || f < f0) continue;
-                if (hg.n_shared == 0) hg.add_global(f - f0, e[i] & 0xffffu, q);
-                else hg.add_shared(f - f0, e[i] & 0xffffu, q);
+            for (u32 i = 0; i < PER; ++i) {
+                past = past || e[i] >= hi;
+                if (!past && e[i] >= lo) hg.add(e[i], q);
             }
             if (past) break;
         }
@@ -161,24 +205,67 @@ extern "C" __global__ void fill_missing(const EvalTask* tasks, const u32* slot_o
     }
 }
 
-// Rows of the sparse layout for count_left and add_tree (kernels/partition.cu).
+// Rows of the sparse layout for count_left and add_tree (kernels/partition.cu): the bin of
+// feature f is the row's entry within f's slots, less their first, or `missing_bin` when the
+// row has none (entries are sorted, and padding comes after every slot).
+template <typename E>
 struct SparseRows {
-    const u32* entries;
-    u32 row_stride;
+    const E* entries;
+    const u32* row_words;
+    const u32* slot_offsets;
     __device__ __forceinline__ u32 bin(u32 row, u32 feature, u32 missing_bin) const {
-        return sparse_bin(entries + (u64)row * row_stride, row_stride, feature, missing_bin);
+        const u32 lo = slot_offsets[feature], hi = slot_offsets[feature + 1];
+        const u32 w1 = row_words[row + 1];
+        for (u32 w = row_words[row]; w < w1; ++w) {
+            u32 e[Entry<E>::PER_WORD];
+            Entry<E>::load(entries, w, e);
+#pragma unroll
+            for (u32 i = 0; i < Entry<E>::PER_WORD; ++i) {
+                if (e[i] >= hi) return missing_bin;
+                if (e[i] >= lo) return e[i] - lo;
+            }
+        }
+        return missing_bin;
     }
 };
 
-extern "C" __global__ void count_left_sparse(const u32* entries, u32 row_stride, const u32* ridx,
-                                             const RowTask* tasks, u32 n_tasks, const SplitRule* rules,
-                                             const u32* category_words, u32 rows_per_block, u8* flags,
-                                             u32* block_left) {
-    count_left(SparseRows{entries, row_stride}, ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags,
-               block_left);
-}
+// The kernels of compressed rows, for 16- and 32-bit entries (`_s16`, `_s32`).
+#define SPARSE_KERNELS(E, NAME)                                                                                  \
+    extern "C" __global__ void place_present_##NAME(                                                            \
+        const u32* rows, const float* vals, u32 n_present, const u32* col_start, u32 n_features, u32 row0,       \
+        const float* cuts, const u32* cut_offsets, const u32* categorical, const u32* slot_offsets,             \
+        const u32* row_words, u32* row_len, E* entries) {                                                       \
+        place_present<E>(rows, vals, n_present, col_start, n_features, row0, cuts, cut_offsets, categorical,    \
+                         slot_offsets, row_words, row_len, entries);                                            \
+    }                                                                                                           \
+    extern "C" __global__ void sort_rows_##NAME(const u32* row_len, u32 n_rows, const u32* row_words, E* entries) { \
+        sort_rows<E>(row_len, n_rows, row_words, entries);                                                      \
+    }                                                                                                           \
+    extern "C" __global__ void index_groups_##NAME(const E* entries, u32 n_rows, const u32* row_words,            \
+                                                   const u32* slot_offsets, const u32* group_first_feature,       \
+                                                   u32 n_groups, u16* starts) {                                   \
+        index_groups<E>(entries, n_rows, row_words, slot_offsets, group_first_feature, n_groups, starts);         \
+    }                                                                                                           \
+    extern "C" __global__ void histogram_##NAME(const E* entries, const u32* row_words, const QuantGrad* grads,    \
+                                                const u32* ridx, const RowTask* tasks, u32 n_tasks,              \
+                                                const u32* slot_offsets, const u32* group_first_feature,         \
+                                                u32 shared_slots, u32 total_slots, u32 rows_per_block,           \
+                                                GradSum* hist, const u16* group_starts) {                        \
+        histogram_sparse<E>(entries, row_words, grads, ridx, tasks, n_tasks, slot_offsets, group_first_feature,  \
+                            shared_slots, total_slots, rows_per_block, hist, group_starts);                      \
+    }                                                                                                           \
+    extern "C" __global__ void count_left_##NAME(const E* entries, const u32* row_words, const u32* ridx,         \
+                                                 const RowTask* tasks, u32 n_tasks, const SplitRule* rules,      \
+                                                 const u32* category_words, u32 rows_per_block, u8* flags,       \
+                                                 u32* block_left, const u32* slot_offsets) {                     \
+        count_left(SparseRows<E>{entries, row_words, slot_offsets}, ridx, tasks, n_tasks, rules, category_words, \
+                   rows_per_block, flags, block_left);                                                          \
+    }                                                                                                           \
+    extern "C" __global__ void add_tree_##NAME(const E* entries, const u32* row_words, u32 n_rows,                \
+                                               const TreeNode* nodes, const u32* category_words, float* margin,  \
+                                               const u32* slot_offsets) {                                        \
+        add_tree(SparseRows<E>{entries, row_words, slot_offsets}, n_rows, nodes, category_words, margin);        \
+    }
 
-extern "C" __global__ void add_tree_sparse(const u32* entries, u32 row_stride, u32 n_rows, const TreeNode* nodes,
-                                           const u32* category_words, float* margin) {
-    add_tree(SparseRows{entries, row_stride}, n_rows, nodes, category_words, margin);
-}
+SPARSE_KERNELS(u16, s16)
+SPARSE_KERNELS(u32, s32)

@@ -545,11 +545,12 @@ fn sparse_data(n: usize, seed: u64) -> Dataset {
     sparse_data_of(n, 100, 50, seed)
 }
 
-/// Mostly-null data too wide for one histogram block's shared memory: 300 features of up
-/// to 255 bins (600 KB of shared sums a node), so the histograms run in several feature
-/// groups and each group reads only its part of a compressed row.
-fn wide_sparse_data(n: usize, seed: u64) -> Dataset {
-    sparse_data_of(n, 300, 100_000, seed)
+/// Mostly-null data too wide for one histogram block's shared memory: `nf` features of up
+/// to 255 bins (2 KB of shared sums each a node), so the histograms run in several feature
+/// groups and each group reads only its part of a compressed row. Up to 255 features keep
+/// every histogram slot below 2^16 (16-bit entries); more take 32-bit entries.
+fn wide_sparse_data(n: usize, nf: usize, seed: u64) -> Dataset {
+    sparse_data_of(n, nf, 100_000, seed)
 }
 
 /// `nf` features, each present in about 3% of rows with one of `levels` values.
@@ -580,14 +581,24 @@ fn mostly_null_data_is_stored_as_compressed_rows() {
     let sparse = sparse_data(5_000, 1);
     let cuts = compute_cuts(sparse.features(), None, 256, 0).unwrap();
     match DeviceMatrix::plan(sparse.features(), &cuts) {
-        Layout::Sparse { stride } => assert!((3..25).contains(&stride), "longest row {stride}"),
+        Layout::Sparse(rows) => {
+            // 100 features of 50 values: 16-bit entries, eight a word.
+            assert_eq!(rows.entry_bytes, 2);
+            assert!((8..=24).contains(&rows.longest_row()), "longest row {}", rows.longest_row());
+            assert_eq!(rows.row_words.len(), 5_001);
+        }
         other => panic!("expected compressed rows, got {other:?}"),
     }
-    let wide = wide_sparse_data(20_000, 1);
-    let cuts = compute_cuts(wide.features(), None, 256, 0).unwrap();
-    let slots: u32 = cuts.iter().map(|c| c.n_bins() + 1).sum();
-    assert!(slots * 8 > 256 << 10, "{slots} histogram slots fit one block's shared memory");
-    assert!(matches!(DeviceMatrix::plan(wide.features(), &cuts), Layout::Sparse { .. }));
+    for (nf, entry_bytes) in [(250, 2), (300, 4)] {
+        let wide = wide_sparse_data(20_000, nf, 1);
+        let cuts = compute_cuts(wide.features(), None, 256, 0).unwrap();
+        let slots: u32 = cuts.iter().map(|c| c.n_bins() + 1).sum();
+        assert!(slots * 8 > 256 << 10, "{slots} histogram slots fit one block's shared memory");
+        match DeviceMatrix::plan(wide.features(), &cuts) {
+            Layout::Sparse(rows) => assert_eq!(rows.entry_bytes, entry_bytes, "{nf} features, {slots} slots"),
+            other => panic!("expected compressed rows, got {other:?}"),
+        }
+    }
     let (frame, y) = random_data(1_000, 6, 1);
     let dense = Dataset::new(frame, y).unwrap();
     let cuts = compute_cuts(dense.features(), None, 256, 0).unwrap();
@@ -606,9 +617,11 @@ fn sparse_gpu_trees_equal_cpu_trees() {
     ] {
         assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), json);
     }
-    let wide = wide_sparse_data(30_000, 4);
     let json = r#"{"n_estimators": 6, "max_depth": 7}"#;
-    assert_same_trees(&fit(json, &wide, "cpu"), &fit(json, &wide, "cuda"), "wide mostly-null data");
+    for nf in [250, 300] {
+        let wide = wide_sparse_data(30_000, nf, 4);
+        assert_same_trees(&fit(json, &wide, "cpu"), &fit(json, &wide, "cuda"), &format!("{nf} mostly-null features"));
+    }
 }
 
 /// Grows one tree of `json` on `data` with the GPU's steps and the CPU's in lockstep, `repeats`
@@ -663,8 +676,10 @@ fn gpu_partition_histograms_and_split_search_equal_the_cpus_step_by_step() {
     assert_steps_equal_cpu(r#"{"max_depth": 6}"#, &categorical_data(30_000, 8), None, &[0, 1, 2], 2);
     let sparse = sparse_data(40_000, 3);
     assert_steps_equal_cpu(r#"{"max_depth": 6}"#, &sparse, None, &(0..100).collect::<Vec<_>>(), 2);
-    let wide = wide_sparse_data(30_000, 5);
-    assert_steps_equal_cpu(r#"{"max_depth": 6}"#, &wide, None, &(0..300).collect::<Vec<_>>(), 1);
+    for nf in [250, 300] {
+        let wide = wide_sparse_data(30_000, nf, 5);
+        assert_steps_equal_cpu(r#"{"max_depth": 6}"#, &wide, None, &(0..nf as u32).collect::<Vec<_>>(), 1);
+    }
 }
 
 #[test]

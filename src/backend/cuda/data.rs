@@ -29,9 +29,11 @@ pub enum DeviceBins {
     U8(CudaSlice<u8>),
     U16(CudaSlice<u16>),
     U32(CudaSlice<u32>),
-    /// Compressed rows (kernels/sparse.cu): only present values, `feature << 16 | bin`, sorted
-    /// by feature, padded with `u32::MAX` to `stride` entries (the longest row).
-    Sparse(CudaSlice<u32>),
+    /// Compressed rows (kernels/sparse.cu): only present values, each as its histogram slot
+    /// (`slot_offsets[feature] + bin`), sorted, row r in 16-byte words `row_words[r]..[r + 1]`
+    /// padded with the type's maximum; 16-bit entries when every slot fits, else 32-bit.
+    Sparse16(CudaSlice<u16>),
+    Sparse32(CudaSlice<u32>),
 }
 
 pub struct DeviceMatrix {
@@ -39,8 +41,12 @@ pub struct DeviceMatrix {
     pub n_rows: usize,
     pub n_features: usize,
     /// Entries per row in memory: the features padded to whole 32-bit words (dense: kernels
-    /// read a row a word at a time), or the longest row's present values (sparse).
+    /// read a row a word at a time); 0 for compressed rows, whose rows start at `row_words`.
     pub stride: usize,
+    /// Compressed rows: where each row's 16-byte words start (n_rows + 1 offsets).
+    pub row_words: Option<CudaSlice<u32>>,
+    /// `stride` as the kernels take it.
+    stride_arg: u32,
     /// 8-bit bins again, column-major (`cols[f * n_rows + row]`): the partition reads one
     /// feature of a node's rows, ascending, so a 32-byte sector serves all the rows of the node
     /// it holds, where a row-major sector serves one row. Histograms and margin updates read
@@ -64,9 +70,15 @@ impl DeviceMatrix {
         let bins = match &self.bins {
             DeviceBins::U8(b) => b.len(),
             DeviceBins::U16(b) => 2 * b.len(),
-            DeviceBins::U32(b) | DeviceBins::Sparse(b) => 4 * b.len(),
+            DeviceBins::U32(b) | DeviceBins::Sparse32(b) => 4 * b.len(),
+            DeviceBins::Sparse16(b) => 2 * b.len(),
         };
-        bins + self.cols.as_ref().map_or(0, |c| c.len())
+        bins + self.cols.as_ref().map_or(0, |c| c.len()) + self.row_words.as_ref().map_or(0, |w| 4 * w.len())
+    }
+
+    /// Whether the bins are compressed rows.
+    pub fn is_sparse(&self) -> bool {
+        matches!(self.bins, DeviceBins::Sparse16(_) | DeviceBins::Sparse32(_))
     }
 
     /// Bins held in one 32-bit word.
@@ -74,26 +86,32 @@ impl DeviceMatrix {
         match self.bins {
             DeviceBins::U8(_) => 4,
             DeviceBins::U16(_) => 2,
-            DeviceBins::U32(_) | DeviceBins::Sparse(_) => 1,
+            DeviceBins::U32(_) | DeviceBins::Sparse16(_) | DeviceBins::Sparse32(_) => 1,
         }
     }
 
-    /// The kernel of a family for this matrix's layout: `[u8, u16, u32, sparse]`.
-    pub(super) fn kernel_for<'k>(&self, kernels: [&'k CudaFunction; 4]) -> &'k CudaFunction {
+    /// The kernel of a family for this matrix's layout: `[u8, u16, u32, s16, s32]`.
+    pub(super) fn kernel_for<'k>(&self, kernels: [&'k CudaFunction; 5]) -> &'k CudaFunction {
         match self.bins {
             DeviceBins::U8(_) => kernels[0],
             DeviceBins::U16(_) => kernels[1],
             DeviceBins::U32(_) => kernels[2],
-            DeviceBins::Sparse(_) => kernels[3],
+            DeviceBins::Sparse16(_) => kernels[3],
+            DeviceBins::Sparse32(_) => kernels[4],
         }
     }
 
-    /// Passes the bins, whatever their width, as a kernel argument.
-    pub(super) fn bins_arg<'a>(&'a self, launch: &mut LaunchArgs<'a>) {
+    /// Passes the rows as the kernels of every layout take them: the bins and their stride,
+    /// or the compressed rows' entries and where each row starts.
+    pub(super) fn rows_arg<'a>(&'a self, launch: &mut LaunchArgs<'a>) {
         match &self.bins {
             DeviceBins::U8(b) => launch.arg(b),
-            DeviceBins::U16(b) => launch.arg(b),
-            DeviceBins::U32(b) | DeviceBins::Sparse(b) => launch.arg(b),
+            DeviceBins::U16(b) | DeviceBins::Sparse16(b) => launch.arg(b),
+            DeviceBins::U32(b) | DeviceBins::Sparse32(b) => launch.arg(b),
+        };
+        match &self.row_words {
+            Some(words) => launch.arg(words),
+            None => launch.arg(&self.stride_arg),
         };
     }
 
@@ -105,20 +123,33 @@ impl DeviceMatrix {
     }
 
     /// The layout for `frame`: compressed rows when most values are null and that takes less
-    /// memory than the dense bins (decided from Arrow's null counts, then the longest row).
+    /// memory than the dense bins (decided from Arrow's null counts, then each row's present
+    /// values).
     pub fn plan(frame: &FeatureFrame, cuts: &[FeatureCuts]) -> Layout {
         let (n, nf) = (frame.n_rows(), frame.n_features());
         let dense = Self::dense(frame, cuts);
         let nulls: usize = frame.columns().iter().flat_map(|c| c.chunks()).map(|a| a.null_count()).sum();
-        // An entry holds a 16-bit bin: wider bins stay dense.
-        let wide = matches!(dense, Layout::Dense { width: 4, .. });
-        if nf >= 1 << 16 || n == 0 || wide || nulls * 2 < n * nf {
+        // A histogram group's start within a row is kept in 16 bits (`index_groups`).
+        if nf > MAX_SPARSE_FEATURES || n == 0 || nulls * 2 < n * nf {
             return dense;
         }
-        // Rows padded to whole 16-byte words: the kernels read four entries a load.
-        let stride = longest_row(frame).max(1).next_multiple_of(SPARSE_ENTRIES_PER_LOAD);
-        if stride * 4 < dense.bytes_per_row() {
-            Layout::Sparse { stride }
+        let total_slots: u64 = cuts.iter().map(|c| c.n_bins() as u64 + 1).sum();
+        // Slots 0..total_slots, and the padding above them.
+        let entry_bytes = if total_slots < u16::MAX as u64 { 2 } else { 4 };
+        let per_word = 16 / entry_bytes;
+        let mut row_words = Vec::with_capacity(n + 1);
+        row_words.push(0u32);
+        let mut words = 0u64;
+        for present in present_per_row(frame) {
+            words += (present as u64).div_ceil(per_word as u64);
+            if words > u32::MAX as u64 {
+                return dense;
+            }
+            row_words.push(words as u32);
+        }
+        let sparse = Layout::Sparse(CompressedRows { entry_bytes, row_words });
+        if sparse.device_bytes(n, nf) < dense.device_bytes(n, nf) {
+            sparse
         } else {
             dense
         }
@@ -159,11 +190,23 @@ impl DeviceMatrix {
         let slot_offsets_dev = memory.upload(stream, &slot_offsets)?;
 
         let mut cols = if layout.keeps_columns() { Some(memory.zeros::<u8>(stream, n * nf)?) } else { None };
-        let (mut bins, stride) = match layout {
-            Layout::Dense { width: 2, stride } => (DeviceBins::U16(memory.zeros::<u16>(stream, n * stride)?), stride),
-            Layout::Dense { width: 4, stride } => (DeviceBins::U32(memory.zeros::<u32>(stream, n * stride)?), stride),
-            Layout::Dense { stride, .. } => (DeviceBins::U8(memory.zeros::<u8>(stream, n * stride)?), stride),
-            Layout::Sparse { stride } => (DeviceBins::Sparse(memory.zeros::<u32>(stream, n * stride)?), stride),
+        let (mut bins, stride, row_words) = match &layout {
+            &Layout::Dense { width: 2, stride } => {
+                (DeviceBins::U16(memory.zeros::<u16>(stream, n * stride)?), stride, None)
+            }
+            &Layout::Dense { width: 4, stride } => {
+                (DeviceBins::U32(memory.zeros::<u32>(stream, n * stride)?), stride, None)
+            }
+            &Layout::Dense { stride, .. } => (DeviceBins::U8(memory.zeros::<u8>(stream, n * stride)?), stride, None),
+            Layout::Sparse(rows) => {
+                // Every row's words, and one more so that an empty matrix allocates something.
+                let words = *rows.row_words.last().unwrap() as usize + 1;
+                let entries = match rows.entry_bytes {
+                    2 => DeviceBins::Sparse16(memory.zeros::<u16>(stream, words * 8)?),
+                    _ => DeviceBins::Sparse32(memory.zeros::<u32>(stream, words * 4)?),
+                };
+                (entries, 0, Some(memory.upload(stream, &rows.row_words)?))
+            }
         };
         let block = STAGE_ROWS.min(n.max(1));
         let ctx = stream.context();
@@ -173,14 +216,14 @@ impl DeviceMatrix {
         let binning = Binning { cuts: &d_cuts, cut_offsets: &d_cut_offsets, categorical: &categorical_dev };
         // Compressed rows count each row's entries as its values arrive (then sort them).
         let mut row_len = match layout {
-            Layout::Sparse { .. } => Some(memory.zeros::<u32>(stream, n.max(1))?),
+            Layout::Sparse(_) => Some(memory.zeros::<u32>(stream, n.max(1))?),
             Layout::Dense { .. } => None,
         };
         let mut staged = Vec::new();
         for _ in 0..if n <= block { 1 } else { 2 } {
             let slot = match layout {
                 // Compressed rows stage only the present values (a mostly-null block is mostly NaN).
-                Layout::Sparse { .. } => Staged::Present(Box::new(PresentStage::new(stream, memory, nf)?)),
+                Layout::Sparse(_) => Staged::Present(Box::new(PresentStage::new(stream, memory, nf)?)),
                 Layout::Dense { .. } => {
                     let host = if pageable {
                         DenseHost::Pageable(vec![0f32; block * nf])
@@ -200,9 +243,12 @@ impl DeviceMatrix {
             let (slot, done) = &mut staged[i % 2];
             done.synchronize().map_err(device_error)?;
             match (slot, &mut bins) {
-                (Staged::Present(p), DeviceBins::Sparse(entries)) => {
+                (Staged::Present(p), entries) => {
                     let row_len = row_len.as_mut().expect("compressed rows count their entries");
-                    p.stage(rt, memory, frame, start, rows, &binning, stride, row_len, entries)?;
+                    let row_words = row_words.as_ref().expect("compressed rows know where each row starts");
+                    let place =
+                        Placement { binning: &binning, slot_offsets: &slot_offsets_dev, row_words, row_len, entries };
+                    p.stage(rt, memory, frame, start, rows, place)?;
                 }
                 (Staged::Dense { host, dev }, dense) => {
                     let values = match host {
@@ -230,8 +276,8 @@ impl DeviceMatrix {
                         .arg(binning.categorical);
                     match dense {
                         DeviceBins::U8(b) => launch.arg(b),
-                        DeviceBins::U16(b) => launch.arg(b),
-                        DeviceBins::U32(b) | DeviceBins::Sparse(b) => launch.arg(b),
+                        DeviceBins::U16(b) | DeviceBins::Sparse16(b) => launch.arg(b),
+                        DeviceBins::U32(b) | DeviceBins::Sparse32(b) => launch.arg(b),
                     };
                     // Without a column copy the kernel writes none (col_rows 0), and the staged
                     // values stand in as its never-touched argument.
@@ -245,23 +291,23 @@ impl DeviceMatrix {
                     // below rows * nf (values) and n * stride (bins).
                     unsafe { launch.launch(grid_for(rt, (rows * nf) as u64, 256)) }.map_err(device_error)?;
                 }
-                _ => unreachable!("a layout's staging matches its bins"),
             }
             done.record(stream).map_err(device_error)?;
         }
-        if let (Some(row_len), DeviceBins::Sparse(entries)) = (row_len.take(), &mut bins) {
-            let (n32, stride32) = (n as u32, stride as u32);
-            // SAFETY: row_len holds n counts, entries n rows of `stride` entries.
-            unsafe {
-                stream
-                    .launch_builder(&rt.kernels.sort_rows)
-                    .arg(&row_len)
-                    .arg(&n32)
-                    .arg(&stride32)
-                    .arg(entries)
-                    .launch(grid_for(rt, n as u64, 256))
-            }
-            .map_err(device_error)?;
+        if let (Some(row_len), Some(row_words)) = (row_len.take(), &row_words) {
+            let n32 = n as u32;
+            let mut launch = match bins {
+                DeviceBins::Sparse16(_) => stream.launch_builder(&rt.kernels.sort_rows_s16),
+                _ => stream.launch_builder(&rt.kernels.sort_rows_s32),
+            };
+            launch.arg(&row_len).arg(&n32).arg(row_words);
+            match &mut bins {
+                DeviceBins::Sparse16(e) => launch.arg(e),
+                DeviceBins::Sparse32(e) => launch.arg(e),
+                _ => unreachable!("compressed rows are 16- or 32-bit entries"),
+            };
+            // SAFETY: row_len holds n counts, row_words n + 1 ascending offsets within the entries.
+            unsafe { launch.launch(grid_for(rt, n as u64, 256)) }.map_err(device_error)?;
             memory.allocated -= 4 * row_len.len();
         }
         stream.synchronize().map_err(device_error)?;
@@ -270,6 +316,8 @@ impl DeviceMatrix {
             n_rows: n,
             n_features: nf,
             stride,
+            row_words,
+            stride_arg: stride as u32,
             cols,
             n_bins,
             slot_offsets,
@@ -290,6 +338,16 @@ enum Staged {
 enum DenseHost {
     Pinned(PinnedHostSlice<f32>),
     Pageable(Vec<f32>),
+}
+
+/// Where a block's present values go: their rows' entries (compressed rows), each row's
+/// entries placed so far counted in `row_len`.
+struct Placement<'a> {
+    binning: &'a Binning<'a>,
+    slot_offsets: &'a CudaSlice<u32>,
+    row_words: &'a CudaSlice<u32>,
+    row_len: &'a mut CudaSlice<u32>,
+    entries: &'a mut DeviceBins,
 }
 
 /// The cut points on the device, as the binning kernels take them.
@@ -334,9 +392,7 @@ impl PresentStage {
         })
     }
 
-    /// Queues rows `start..start + rows` of `frame` into their compressed rows in `entries`
-    /// (`stride` entries a row; `row_len` counts each row's entries placed so far).
-    #[allow(clippy::too_many_arguments)]
+    /// Queues rows `start..start + rows` of `frame` into their compressed rows.
     fn stage(
         &mut self,
         rt: &Runtime,
@@ -344,10 +400,7 @@ impl PresentStage {
         frame: &FeatureFrame,
         start: usize,
         rows: usize,
-        binning: &Binning,
-        stride: usize,
-        row_len: &mut CudaSlice<u32>,
-        entries: &mut CudaSlice<u32>,
+        place: Placement,
     ) -> Result<()> {
         let stream = &self.stream.clone();
         let nf = frame.n_features();
@@ -403,52 +456,68 @@ impl PresentStage {
         stream
             .memcpy_htod(self.starts_host.as_slice().map_err(device_error)?, &mut self.starts_dev)
             .map_err(device_error)?;
-        let (total32, nf32, start32, stride32) = (total as u32, nf as u32, start as u32, stride as u32);
+        let (total32, nf32, start32) = (total as u32, nf as u32, start as u32);
+        let mut launch = match place.entries {
+            DeviceBins::Sparse16(_) => stream.launch_builder(&rt.kernels.place_present_s16),
+            _ => stream.launch_builder(&rt.kernels.place_present_s32),
+        };
+        launch
+            .arg(&self.rows_dev)
+            .arg(&self.vals_dev)
+            .arg(&total32)
+            .arg(&self.starts_dev)
+            .arg(&nf32)
+            .arg(&start32)
+            .arg(place.binning.cuts)
+            .arg(place.binning.cut_offsets)
+            .arg(place.binning.categorical)
+            .arg(place.slot_offsets)
+            .arg(place.row_words)
+            .arg(place.row_len);
+        match place.entries {
+            DeviceBins::Sparse16(e) => launch.arg(e),
+            DeviceBins::Sparse32(e) => launch.arg(e),
+            _ => unreachable!("present values are placed in compressed rows"),
+        };
         // SAFETY: the entries' rows are below `rows` (so start + row below the matrix's rows,
-        // which row_len and entries hold) and their columns below nf; `starts` has nf + 1
-        // ascending offsets ending at `total`, the entries' count; the kernel writes at most
-        // `stride` entries a row.
-        unsafe {
-            stream
-                .launch_builder(&rt.kernels.place_present)
-                .arg(&self.rows_dev)
-                .arg(&self.vals_dev)
-                .arg(&total32)
-                .arg(&self.starts_dev)
-                .arg(&nf32)
-                .arg(&start32)
-                .arg(binning.cuts)
-                .arg(binning.cut_offsets)
-                .arg(binning.categorical)
-                .arg(&stride32)
-                .arg(row_len)
-                .arg(entries)
-                .launch(grid_for(rt, total as u64, 256))
-        }
-        .map_err(device_error)?;
+        // which row_len and row_words cover) and their columns below nf; `starts` has nf + 1
+        // ascending offsets ending at `total`, the entries' count; the kernel writes inside
+        // each row's words.
+        unsafe { launch.launch(grid_for(rt, total as u64, 256)) }.map_err(device_error)?;
         Ok(())
     }
 }
 
-/// Entries of a compressed row the kernels read at once (one 16-byte load).
-const SPARSE_ENTRIES_PER_LOAD: usize = 4;
+/// Features past which data stays dense: a histogram group's start within a compressed row
+/// is kept in 16 bits (`kernels/sparse.cu`, index_groups), and a row holds up to one entry
+/// per feature plus a word's padding.
+const MAX_SPARSE_FEATURES: usize = 65_000;
 
 /// How the bins are stored on the device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Layout {
     Dense { width: usize, stride: usize },
-    Sparse { stride: usize },
+    Sparse(CompressedRows),
+}
+
+/// The shape of compressed rows, known from the columns' validity before anything is sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompressedRows {
+    /// 2 or 4: an entry is a histogram slot, 16 bits when every slot fits.
+    pub entry_bytes: usize,
+    /// Where each row's 16-byte words start, and the total at the end (n_rows + 1 offsets).
+    pub row_words: Vec<u32>,
+}
+
+impl CompressedRows {
+    /// Entries of the longest row, padding included.
+    pub fn longest_row(&self) -> usize {
+        let words = self.row_words.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as usize;
+        words * 16 / self.entry_bytes
+    }
 }
 
 impl Layout {
-    /// Bytes of the row-major bins (or compressed rows) per row.
-    pub fn bytes_per_row(&self) -> usize {
-        match *self {
-            Layout::Dense { width, stride } => width * stride,
-            Layout::Sparse { stride } => 4 * stride,
-        }
-    }
-
     /// Whether the bins are kept column-major as well ([`DeviceMatrix::cols`]): dense 8-bit
     /// bins. Wider bins come from columns of hundreds of categories or more, whose fits the
     /// split search bounds rather than the partition, and whose matrix is already larger.
@@ -456,19 +525,21 @@ impl Layout {
         matches!(*self, Layout::Dense { width: 1, .. })
     }
 
-    /// Device bytes per row of the matrix, both copies, for `n_features` features.
-    pub fn device_bytes_per_row(&self, n_features: usize) -> usize {
-        match *self {
-            Layout::Dense { .. } if self.keeps_columns() => self.bytes_per_row() + n_features,
-            _ => self.bytes_per_row(),
+    /// Device bytes of the matrix, every copy, for `n_rows` rows of `n_features` features.
+    pub fn device_bytes(&self, n_rows: usize, n_features: usize) -> usize {
+        match self {
+            &Layout::Dense { width, stride } => {
+                n_rows * (width * stride + if self.keeps_columns() { n_features } else { 0 })
+            }
+            Layout::Sparse(rows) => 16 * *rows.row_words.last().unwrap() as usize + 4 * rows.row_words.len(),
         }
     }
 }
 
-/// The most present (non-missing) values in any row, read block by block.
-fn longest_row(frame: &FeatureFrame) -> usize {
+/// Each row's present (non-missing) values, counted block by block.
+fn present_per_row(frame: &FeatureFrame) -> Vec<u32> {
     let n = frame.n_rows();
-    (0..n.div_ceil(STAGE_ROWS))
+    let blocks: Vec<Vec<u32>> = (0..n.div_ceil(STAGE_ROWS))
         .into_par_iter()
         .map(|b| {
             let start = b * STAGE_ROWS;
@@ -477,10 +548,10 @@ fn longest_row(frame: &FeatureFrame) -> usize {
             for col in frame.columns() {
                 col.for_each_present(start, rows, |row, _| present[row - start] += 1);
             }
-            present.into_iter().max().unwrap_or(0) as usize
+            present
         })
-        .max()
-        .unwrap_or(0)
+        .collect();
+    blocks.concat()
 }
 
 /// A grid-stride launch for `work` items: enough blocks to fill the GPU, no more.

@@ -236,15 +236,18 @@ impl HistogramBuilder {
             return Ok(());
         }
         let total = self.pool.total_slots as u32;
-        let stride = matrix.stride as u32;
         // Groups wider than this sum in global memory (see `feature_groups`).
         let shared_slots = self.group_shared_bytes / 8;
         let k = &dev.rt.kernels;
-        let mut launch =
-            dev.launcher(matrix.kernel_for([&k.histogram_u8, &k.histogram_u16, &k.histogram_u32, &k.histogram_sparse]));
-        matrix.bins_arg(&mut launch);
+        let mut launch = dev.launcher(matrix.kernel_for([
+            &k.histogram_u8,
+            &k.histogram_u16,
+            &k.histogram_u32,
+            &k.histogram_s16,
+            &k.histogram_s32,
+        ]));
+        matrix.rows_arg(&mut launch);
         launch
-            .arg(&stride)
             .arg(grads)
             .arg(ridx)
             .arg(&self.builds.buf)
@@ -255,7 +258,7 @@ impl HistogramBuilder {
             .arg(&total)
             .arg(&rpb)
             .arg(&mut self.pool.buf);
-        if let DeviceBins::Sparse(_) = matrix.bins {
+        if matrix.is_sparse() {
             launch.arg(&self.group_starts);
         }
         let groups = self.groups.len() as u32 - 1;
@@ -269,27 +272,28 @@ impl HistogramBuilder {
 /// For compressed rows in several feature groups: each row's first entry of each group.
 fn index_groups(dev: &mut FitDevice, matrix: &DeviceMatrix, starts: &[u32]) -> Result<CudaSlice<u16>> {
     let n_groups = starts.len() - 1;
-    let DeviceBins::Sparse(entries) = &matrix.bins else { return dev.zeros(1) };
+    let Some(row_words) = &matrix.row_words else { return dev.zeros(1) };
     if n_groups < 2 || matrix.n_rows == 0 {
         return dev.zeros(1);
     }
     let mut out = dev.zeros::<u16>(matrix.n_rows * n_groups)?;
     let first_features = dev.upload(starts)?;
-    let (n32, stride, g32) = (matrix.n_rows as u32, matrix.stride as u32, n_groups as u32);
+    let (n32, g32) = (matrix.n_rows as u32, n_groups as u32);
     let config = dev.grid(matrix.n_rows as u64, 256);
-    // SAFETY: entries hold n_rows rows of `stride` entries, `out` n_rows x n_groups starts
-    // (a stride below 2^15: compressed rows are kept only when smaller than 2-byte dense bins).
-    unsafe {
-        dev.launcher(&dev.rt.kernels.index_groups)
-            .arg(entries)
-            .arg(&n32)
-            .arg(&stride)
-            .arg(&first_features)
-            .arg(&g32)
-            .arg(&mut out)
-            .launch(config)
-    }
-    .map_err(device_error)?;
+    let k = &dev.rt.kernels;
+    let mut launch = match matrix.bins {
+        DeviceBins::Sparse16(_) => dev.launcher(&k.index_groups_s16),
+        _ => dev.launcher(&k.index_groups_s32),
+    };
+    match &matrix.bins {
+        DeviceBins::Sparse16(e) => launch.arg(e),
+        DeviceBins::Sparse32(e) => launch.arg(e),
+        _ => unreachable!("only compressed rows have row words"),
+    };
+    launch.arg(&n32).arg(row_words).arg(&matrix.slot_offsets_dev).arg(&first_features).arg(&g32).arg(&mut out);
+    // SAFETY: the entries hold each row's words at row_words; `out` holds n_rows x n_groups
+    // starts, each below 2^16 (a row has at most MAX_SPARSE_FEATURES entries and a word's padding).
+    unsafe { launch.launch(config) }.map_err(device_error)?;
     Ok(out)
 }
 

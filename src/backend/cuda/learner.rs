@@ -125,7 +125,7 @@ impl<'r> GpuLearner<'r> {
         let mut layout = DeviceMatrix::plan(&data.features, cuts);
         if comm.world() > 1 {
             // Histogram slots follow the layout: every worker takes compressed rows, or none.
-            let mut sparse = [matches!(layout, Layout::Sparse { .. }) as i64];
+            let mut sparse = [matches!(layout, Layout::Sparse(_)) as i64];
             comm.all_reduce_sum(&mut sparse)?;
             if sparse[0] != comm.world() as i64 {
                 layout = DeviceMatrix::dense(&data.features, cuts);
@@ -136,7 +136,7 @@ impl<'r> GpuLearner<'r> {
         let refit_bytes = if refit.is_some() { DeviceRefit::bytes_per_row(weighed) } else { 0 };
         let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit_bytes;
         // Checked before the fit takes anything of the GPU (a stream of its own included).
-        DeviceMemory::check_fits(&rt.stream, n * (layout.device_bytes_per_row(nf) + row_bytes))?;
+        DeviceMemory::check_fits(&rt.stream, layout.device_bytes(n, nf) + n * row_bytes)?;
         // A fit on its own stream, so that fits sharing the GPU (`Runtime::take_turn`) overlap;
         // but a worker of a fit over several GPUs on the runtime's, where NCCL sums its histograms.
         let stream = match comm.device_sums() {

@@ -109,25 +109,26 @@ impl RowPartitioner {
         let (n_tasks, threads) = (tasks.len() as u32, self.threads);
         let k = &dev.rt.kernels;
         // The column-major copy where there is one (one feature's bins in one run), else the rows.
-        let (mut launch, stride) = match &matrix.cols {
+        let cols_rows = matrix.n_rows as u32;
+        let mut launch = match &matrix.cols {
             Some(cols) => {
                 let mut launch = dev.launcher(&k.count_left_cols_u8);
-                launch.arg(cols);
-                (launch, matrix.n_rows as u32)
+                launch.arg(cols).arg(&cols_rows);
+                launch
             }
             None => {
                 let mut launch = dev.launcher(matrix.kernel_for([
                     &k.count_left_u8,
                     &k.count_left_u16,
                     &k.count_left_u32,
-                    &k.count_left_sparse,
+                    &k.count_left_s16,
+                    &k.count_left_s32,
                 ]));
-                matrix.bins_arg(&mut launch);
-                (launch, matrix.stride as u32)
+                matrix.rows_arg(&mut launch);
+                launch
             }
         };
         launch
-            .arg(&stride)
             .arg(&self.ridx)
             .arg(&self.tasks.buf)
             .arg(&n_tasks)
@@ -136,6 +137,10 @@ impl RowPartitioner {
             .arg(&rpb)
             .arg(&mut self.flags)
             .arg(&mut self.block_left.buf);
+        // Compressed rows find a feature's bin among its histogram slots.
+        if matrix.is_sparse() {
+            launch.arg(&matrix.slot_offsets_dev);
+        }
         // SAFETY (all launches): arguments follow the kernels' signatures; the tasks' runs lie
         // in ridx, and `blocks` blocks cover them.
         unsafe { launch.launch(cfg((blocks, 1), threads, 0)) }.map_err(device_error)?;
@@ -239,12 +244,20 @@ impl MarginUpdate {
         dev.fill(&mut self.nodes, &nodes)?;
         let words = if tree.category_words.is_empty() { &[0u32][..] } else { &tree.category_words };
         dev.fill(&mut self.words, words)?;
-        let (stride, n) = (matrix.stride as u32, matrix.n_rows as u32);
+        let n = matrix.n_rows as u32;
         let k = &dev.rt.kernels;
-        let mut launch =
-            dev.launcher(matrix.kernel_for([&k.add_tree_u8, &k.add_tree_u16, &k.add_tree_u32, &k.add_tree_sparse]));
-        matrix.bins_arg(&mut launch);
-        launch.arg(&stride).arg(&n).arg(&self.nodes.buf).arg(&self.words.buf).arg(&mut margin);
+        let mut launch = dev.launcher(matrix.kernel_for([
+            &k.add_tree_u8,
+            &k.add_tree_u16,
+            &k.add_tree_u32,
+            &k.add_tree_s16,
+            &k.add_tree_s32,
+        ]));
+        matrix.rows_arg(&mut launch);
+        launch.arg(&n).arg(&self.nodes.buf).arg(&self.words.buf).arg(&mut margin);
+        if matrix.is_sparse() {
+            launch.arg(&matrix.slot_offsets_dev);
+        }
         // SAFETY: the tree's nodes and words are uploaded whole; margin holds n rows.
         unsafe { launch.launch(dev.grid(n as u64, 256)) }.map(drop).map_err(device_error)
     }

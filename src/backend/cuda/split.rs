@@ -7,7 +7,7 @@
 use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 
 use super::buffers::{cfg, FitDevice, HistPool, Scratch};
-use super::data::{DeviceBins, DeviceMatrix};
+use super::data::DeviceMatrix;
 use super::device_error;
 use super::layout::{CategoricalParams, EvalTask, GradSum, SplitParamsDev, SplitResult, TaskRows, NO_MASK};
 use crate::data::FeatureCuts;
@@ -231,7 +231,7 @@ impl SplitEvaluator {
         let k = &dev.rt.kernels;
         // SAFETY (both launches): arguments follow the kernels' signatures; every task's slot
         // lies in the pool, and per_feature holds n_tasks x nf results.
-        if matches!(matrix.bins, DeviceBins::Sparse(_)) {
+        if matrix.is_sparse() {
             // Compressed rows leave missing values out: their sums are the totals' remainder.
             unsafe {
                 dev.launcher(&k.fill_missing)
