@@ -1,5 +1,5 @@
-// LambdaMART gradients of the ranking objectives (rank:ndcg, rank:pairwise), one block per
-// query group. Computes exactly what src/objective/ranking.rs computes, operation for
+// LambdaMART gradients of the ranking objectives (rank:ndcg, rank:map, rank:pairwise), one
+// block per query group. Computes exactly what src/objective/ranking.rs computes, operation for
 // operation and in the same order (its module comment says which), so the CPU and the GPU
 // grow the same trees. The gains, 1/IDCG per query and the position discounts come from the
 // host once per fit (they depend only on the labels).
@@ -34,12 +34,48 @@ __device__ void bitonic_sort(u64* keys, u32 m) {
     }
 }
 
+#define RANK_PAIRWISE 0
+#define RANK_NDCG 1
+#define RANK_MAP 2
+
+// |change in average precision| if the documents at ranks high < low (labels y_high, y_low)
+// swapped places, as src/objective/ranking.rs's delta_map (XGBoost's DeltaMAP).
+__device__ __forceinline__ double delta_map(const u32* relevant, const double* precision_sum, u32 n, float y_high,
+                                            float y_low, u32 high, u32 low) {
+    const double r_h = (double)high + 1.0, r_l = (double)low + 1.0;
+    const double total = (double)relevant[n - 1];
+    const double m = (double)relevant[low], c = (double)relevant[high];
+    const double b = precision_sum[low - 1] - precision_sum[high];
+    const double delta = y_high < y_low ? (m / r_l - (c + 1.0) / r_h - b) / total : (c / r_h - m / r_l + b) / total;
+    return fabs(delta);
+}
+
+// The query as the pairs see it (pointers from its first row, or by rank for rank:map's).
+struct RankQuery {
+    const float* s;
+    const float* y;
+    const double* gain;
+    const u32* position;
+    const double* discount;
+    double inv_idcg;
+    const u32* relevant;
+    const double* precision_sum;
+    u32 n;
+    u32 metric;
+};
+
 // (lambda, hessian) of the pair whose more relevant document is h.
-__device__ __forceinline__ void rank_pair(const float* s, const double* gain, const u32* position,
-                                          const double* discount, double inv_idcg, u32 ndcg, bool score_normalise,
-                                          u32 h, u32 l, double* lambda, double* hess) {
+__device__ __forceinline__ void rank_pair(const RankQuery& q, bool score_normalise, u32 h, u32 l, double* lambda,
+                                          double* hess) {
     double delta = 1.0;
-    if (ndcg) delta = fabs((gain[h] - gain[l]) * (discount[position[h]] - discount[position[l]])) * inv_idcg;
+    if (q.metric == RANK_NDCG) {
+        delta = fabs((q.gain[h] - q.gain[l]) * (q.discount[q.position[h]] - q.discount[q.position[l]])) * q.inv_idcg;
+    } else if (q.metric == RANK_MAP) {
+        const u32 ph = q.position[h], pl = q.position[l];
+        delta = ph < pl ? delta_map(q.relevant, q.precision_sum, q.n, q.y[h], q.y[l], ph, pl)
+                        : delta_map(q.relevant, q.precision_sum, q.n, q.y[l], q.y[h], pl, ph);
+    }
+    const float* s = q.s;
     const float diff = s[h] - s[l];
     if (score_normalise) delta /= (double)fabsf(diff) + 0.01;
     const double sig = (double)portable_sigmoidf(diff);
@@ -52,9 +88,10 @@ __device__ __forceinline__ void rank_pair(const float* s, const double* gain, co
 extern "C" __global__ void lambdarank(const float* __restrict__ score, const float* __restrict__ label,
                                       const double* __restrict__ gain, const double* __restrict__ inv_idcg,
                                       const double* __restrict__ discount, const u32* __restrict__ offsets,
-                                      const float* __restrict__ weight, u32 top_k, u32 ndcg, u32 normalise,
+                                      const float* __restrict__ weight, u32 top_k, u32 metric, u32 normalise,
                                       u32 score_normalise, u32 sort_capacity, u32* __restrict__ position,
-                                      u32* __restrict__ ranked, double* __restrict__ sums, GradPair* __restrict__ out) {
+                                      u32* __restrict__ ranked, double* __restrict__ sums, u32* __restrict__ relevant,
+                                      double* __restrict__ precision_sum, GradPair* __restrict__ out) {
     // sort_capacity keys (a power of two, or 0) of dynamic shared memory.
     extern __shared__ u64 rank_keys[];
     __shared__ float top[RANK_THREADS], bottom[RANK_THREADS];
@@ -108,10 +145,23 @@ extern "C" __global__ void lambdarank(const float* __restrict__ score, const flo
         }
     }
     __syncthreads();
+    // rank:map's running counts by rank, added in rank order by one thread as the CPU adds them.
+    if (metric == RANK_MAP && threadIdx.x == 0) {
+        u32 count = 0;
+        double sum = 0.0;
+        for (u32 p = 0; p < n; ++p) {
+            const float yp = y[by_rank[p]];
+            count += (u32)yp;
+            sum = sum + (double)yp / ((double)p + 1.0);
+            relevant[start + p] = count;
+            precision_sum[start + p] = sum;
+        }
+    }
+    __syncthreads();
 
     const u32 k = min(top_k, n);
-    const double inv = inv_idcg[blockIdx.x];
-    const double* g_row = gain + start;
+    const RankQuery q = {s, y, gain + start, pos, discount, inv_idcg[blockIdx.x], relevant + start,
+                         precision_sum + start, n, metric};
     double* sum = sums + 3 * (u64)start;
     // Each document's pairs, summed in the CPU's order: a top-k document visits every document
     // by row, the others the top k by rank. Threads take documents by rank, the top k first,
@@ -128,7 +178,7 @@ extern "C" __global__ void lambdarank(const float* __restrict__ score, const flo
             if (o == r || y[o] == yr) continue;
             const bool r_high = yr > y[o];
             double lambda, hess;
-            rank_pair(s, g_row, pos, discount, inv, ndcg, spread, r_high ? r : o, r_high ? o : r, &lambda, &hess);
+            rank_pair(q, spread, r_high ? r : o, r_high ? o : r, &lambda, &hess);
             G += r_high ? lambda : -lambda;
             H += hess;
             A -= lambda;

@@ -330,6 +330,11 @@ fn ranking_fits_the_same_trees_on_the_gpu_as_on_the_cpu() {
         .unwrap()
         .with_weight(per_query)
         .unwrap();
+    // rank:map takes binary relevance.
+    let relevant: Vec<f32> = y.iter().map(|&v| (v > 1.5) as u8 as f32).collect();
+    let binary = Dataset::new(frame.clone(), relevant.clone()).unwrap().with_group_sizes(&sizes).unwrap();
+    let binary_long =
+        Dataset::new(frame.clone(), relevant).unwrap().with_group_sizes(&[20_000, 15_000, 4_999, 1]).unwrap();
     let graded: Vec<f32> = y.iter().map(|v| v.clamp(0.0, 4.0) * 0.7).collect();
     let linear = Dataset::new(frame, graded).unwrap().with_group_sizes(&sizes).unwrap();
     for (json, data) in [
@@ -347,6 +352,11 @@ fn ranking_fits_the_same_trees_on_the_gpu_as_on_the_cpu() {
         (r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5}"#, &weighted),
         (r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5, "ndcg_exp_gain": false}"#, &linear),
         (r#"{"objective": "rank:ndcg", "n_estimators": 4, "max_depth": 5}"#, &long),
+        (r#"{"objective": "rank:map", "n_estimators": 6, "max_depth": 5}"#, &binary),
+        (
+            r#"{"objective": "rank:map", "n_estimators": 3, "max_depth": 5, "lambdarank_num_pair_per_sample": 5000}"#,
+            &binary_long,
+        ),
     ] {
         assert_same_trees(&fit(json, data, "cpu"), &fit(json, data, "cuda"), json);
     }

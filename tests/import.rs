@@ -111,7 +111,7 @@ fn malformed_foreign_models_are_errors() {
             XGB.replace("\"num_feature\": \"2\", \"num_target\"", "\"num_feature\": \"1000000000000\", \"num_target\""),
             "num_feature",
         ),
-        (XGB.replace("binary:logistic\", \"reg_loss_param", "rank:map\", \"reg_loss_param"), "rank:map"),
+        (XGB.replace("binary:logistic\", \"reg_loss_param", "rank:cox\", \"reg_loss_param"), "rank:cox"),
         (XGB.replace("\"categories_segments\": [0]", "\"categories_segments\": [5]"), "segment"),
         (XGB[..XGB.len() / 2].to_string(), "not JSON"),
     ];

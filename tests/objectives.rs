@@ -149,6 +149,29 @@ fn ranking_objectives_order_documents_by_relevance() {
 }
 
 #[test]
+fn rank_map_orders_relevant_documents_first() {
+    let mut rng = Rng::new(5, 0);
+    let (groups, per) = (100, 12);
+    let n = groups * per;
+    let x: Vec<f32> = (0..n).map(|_| rng.below(1000) as f32 / 1000.0).collect();
+    let noise: Vec<f32> = (0..n).map(|_| rng.below(1000) as f32 / 1000.0).collect();
+    let y: Vec<f32> = x.iter().map(|&v| (v > 0.7) as u8 as f32).collect();
+    let f = frame(vec![x, noise]);
+    let data = Dataset::new(f.clone(), y.clone()).unwrap().with_group_sizes(&vec![per; groups]).unwrap();
+    let offsets: Vec<usize> = (0..=groups).map(|g| g * per).collect();
+    let t = Targets { label: &y, label_upper: None, weight: None, groups: Some(&offsets) };
+    let model = fit(r#"{"objective": "rank:map", "n_estimators": 20, "max_depth": 3}"#, &data);
+    let map = Metric::Map(None).evaluate(&predict(&model, &f, PredictOutput::Value), 1, &t, &Default::default());
+    assert!(map > 0.99, "map {map}");
+    // Graded relevance is refused, naming the objective.
+    let graded =
+        Dataset::new(f, y.iter().map(|v| v * 2.0).collect()).unwrap().with_group_sizes(&vec![per; groups]).unwrap();
+    let config = TrainConfig::from_json(r#"{"objective": "rank:map"}"#).unwrap();
+    let err = train(&config, &graded, &[]).unwrap_err().to_string();
+    assert!(err.contains("rank:map labels must be 0 or 1"), "{err}");
+}
+
+#[test]
 fn softmax_predicts_classes_and_softprob_probabilities() {
     let n = 900;
     let x: Vec<f32> = (0..n).map(|i| (i % 3) as f32 + 0.1 * (i % 7) as f32).collect();

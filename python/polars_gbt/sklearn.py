@@ -636,7 +636,7 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
 
 class GBTRanker(_GBTBase):
     """Learning to rank: ``objective`` ``rank:ndcg`` (LambdaMART) unless set
-    (``rank:pairwise``). ``fit(X, y, group=...)`` takes the query id of each row (rows of a
+    (``rank:map``, ``rank:pairwise``). ``fit(X, y, group=...)`` takes the query id of each row (rows of a
     query contiguous); ``qid=`` is the same, under XGBoost's name. ``predict`` gives scores
     to sort by.
 
@@ -675,7 +675,7 @@ class GBTRanker(_GBTBase):
             raise ValueError("eval_qid, the query id of each eval_set row, is needed with eval_set")
         train = _Rows(df, y, _weights(sample_weight, y), _maybe_margins(base_margin, df.height), group)
         if callable(self.objective):
-            raise ValueError("GBTRanker trains with rank:ndcg or rank:pairwise; a callable objective is for the other estimators")
+            raise ValueError("GBTRanker trains with rank:ndcg, rank:map or rank:pairwise; a callable objective is for the other estimators")
         self._fit_model(train, valid, verbose, xgb_model, objective=self.objective or "rank:ndcg")
         return self
 

@@ -287,14 +287,13 @@ impl TrainConfig {
     }
 
     /// The metric evaluated when `eval_metric` is not given: the objective's, and for ranking
-    /// NDCG at the top k of the pair method (`lambdarank_num_pair_per_sample`, 32 by default),
-    /// as XGBoost's `ndcg@32`.
+    /// NDCG (MAP for `rank:map`) at the top k of the pair method
+    /// (`lambdarank_num_pair_per_sample`, 32 by default), as XGBoost's `ndcg@32` and `map@32`.
     pub fn default_metric(&self) -> Metric {
+        let k = || self.lambdarank_num_pair_per_sample.unwrap_or(RankingParams::default().top_k) as u32;
         match Metric::default_for(self.objective) {
-            Metric::Ndcg(None) if self.objective.is_ranking() => {
-                let k = self.lambdarank_num_pair_per_sample.unwrap_or(RankingParams::default().top_k);
-                Metric::Ndcg(Some(k as u32))
-            }
+            Metric::Ndcg(None) if self.objective.is_ranking() => Metric::Ndcg(Some(k())),
+            Metric::Map(None) if self.objective.is_ranking() => Metric::Map(Some(k())),
             m => m,
         }
     }

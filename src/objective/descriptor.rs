@@ -37,6 +37,8 @@ pub enum Objective {
     RankNdcg,
     #[serde(rename = "rank:pairwise")]
     RankPairwise,
+    #[serde(rename = "rank:map")]
+    RankMap,
     #[serde(rename = "reg:gamma")]
     Gamma,
     #[serde(rename = "reg:squaredlogerror")]
@@ -118,9 +120,9 @@ pub enum Outputs {
 pub enum DeviceGradient {
     /// Row by row, by `objective_gradient` in kernels/gradients.cu.
     Pointwise(GpuGradient),
-    /// Over the pairs of each query group, by `lambdarank` in kernels/ranking.cu (`ndcg`:
-    /// pairs weighted by their change of NDCG).
-    LambdaRank { ndcg: bool },
+    /// Over the pairs of each query group, by `lambdarank` in kernels/ranking.cu (`metric`:
+    /// what weighs a pair, its change of NDCG or of average precision, or nothing).
+    LambdaRank { metric: ranking::PairMetric },
 }
 
 /// Everything known about one objective besides its loss's arithmetic.
@@ -149,7 +151,7 @@ pub struct Descriptor {
 
 impl Objective {
     /// Every objective, in the order of their indices.
-    pub const ALL: [Objective; 16] = [
+    pub const ALL: [Objective; 17] = [
         Objective::SquaredError,
         Objective::PseudoHuber,
         Objective::Quantile,
@@ -161,6 +163,7 @@ impl Objective {
         Objective::Tweedie,
         Objective::RankNdcg,
         Objective::RankPairwise,
+        Objective::RankMap,
         Objective::Gamma,
         Objective::SquaredLogError,
         Objective::Cox,
@@ -366,11 +369,11 @@ impl Objective {
                 task: TaskKind::Ranking,
                 link: Link::Identity,
                 outputs: Outputs::One,
-                gpu_gradient: Some(DeviceGradient::LambdaRank { ndcg: true }),
+                gpu_gradient: Some(DeviceGradient::LambdaRank { metric: ranking::PairMetric::Ndcg }),
                 refits_leaves: false,
                 per_target: false,
                 default_metric: Metric::Ndcg(None),
-                loss: |p| Box::new(ranking::LambdaRank { ndcg: true, params: p.ranking }),
+                loss: |p| Box::new(ranking::LambdaRank { metric: ranking::PairMetric::Ndcg, params: p.ranking }),
             },
             Objective::RankPairwise => Descriptor {
                 name: "rank:pairwise",
@@ -379,11 +382,24 @@ impl Objective {
                 task: TaskKind::Ranking,
                 link: Link::Identity,
                 outputs: Outputs::One,
-                gpu_gradient: Some(DeviceGradient::LambdaRank { ndcg: false }),
+                gpu_gradient: Some(DeviceGradient::LambdaRank { metric: ranking::PairMetric::Pairwise }),
                 refits_leaves: false,
                 per_target: false,
                 default_metric: Metric::Ndcg(None),
-                loss: |p| Box::new(ranking::LambdaRank { ndcg: false, params: p.ranking }),
+                loss: |p| Box::new(ranking::LambdaRank { metric: ranking::PairMetric::Pairwise, params: p.ranking }),
+            },
+            Objective::RankMap => Descriptor {
+                name: "rank:map",
+                xgboost_aliases: &[],
+                lightgbm_names: &[],
+                task: TaskKind::Ranking,
+                link: Link::Identity,
+                outputs: Outputs::One,
+                gpu_gradient: Some(DeviceGradient::LambdaRank { metric: ranking::PairMetric::Map }),
+                refits_leaves: false,
+                per_target: false,
+                default_metric: Metric::Map(None),
+                loss: |p| Box::new(ranking::LambdaRank { metric: ranking::PairMetric::Map, params: p.ranking }),
             },
         }
     }

@@ -31,7 +31,7 @@ mod survival;
 pub(crate) use survival::by_time as survival_order;
 
 pub use descriptor::{Descriptor, DeviceGradient, GpuGradient, Link, Objective, ObjectiveParams, Outputs};
-pub use ranking::{RankingParams, RankingTables};
+pub use ranking::{PairMetric, RankingParams, RankingTables};
 
 pub use crate::data::Targets;
 use crate::error::{Error, Result};

@@ -1,13 +1,16 @@
-//! `rank:ndcg` (LambdaMART) and `rank:pairwise` (RankNet) over query groups, as XGBoost 2+
-//! defines them.
+//! `rank:ndcg` (LambdaMART), `rank:map` (LambdaMART on mean average precision) and
+//! `rank:pairwise` (RankNet) over query groups, as XGBoost 2+ defines them.
 //!
 //! Documents are ranked by their current scores (ties by row order). A pair of documents of a
 //! query with different relevance is used when the better-ranked of the two is within the top
 //! `lambdarank_num_pair_per_sample` (XGBoost's `topk` pair method; a large value uses every
 //! pair). The more relevant document `h` is pushed up and the other, `l`, down:
 //! `lambda = (sigmoid(s_h - s_l) - 1) * delta`, `hess = 2 sigmoid (1 - sigmoid) delta`, where
-//! `delta` is 1 for `rank:pairwise` and |change in NDCG| if the two swapped places for
-//! `rank:ndcg`, divided by `|s_h - s_l| + 0.01` under `lambdarank_score_normalization`.
+//! `delta` is 1 for `rank:pairwise`, |change in NDCG| if the two swapped places for
+//! `rank:ndcg`, and |change in average precision| for `rank:map` (binary relevance; XGBoost's
+//! `DeltaMAP`, from each rank's count of relevant documents at or above it and the running
+//! sum of relevance / rank), divided by `|s_h - s_l| + 0.01` under
+//! `lambdarank_score_normalization`.
 //! Each query's sums are scaled by `log2(1 + L) / L` (`L` the sum of the pairs' |lambda|,
 //! twice) under `lambdarank_normalization`.
 //!
@@ -48,8 +51,16 @@ impl Default for RankingParams {
     }
 }
 
+/// What a pair's delta measures: nothing (RankNet), NDCG or average precision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PairMetric {
+    Pairwise,
+    Ndcg,
+    Map,
+}
+
 pub struct LambdaRank {
-    pub ndcg: bool,
+    pub metric: PairMetric,
     pub params: RankingParams,
 }
 
@@ -89,22 +100,48 @@ impl RankingTables {
 /// One query's view for the pair arithmetic.
 struct Query<'a> {
     s: &'a [f32],
+    y: &'a [f32],
     gain: &'a [f64],
     position: &'a [usize],
     discount: &'a [f64],
     inv_idcg: f64,
+    /// `rank:map`: by rank, the relevant documents at or above it and the running sum of
+    /// relevance / (rank + 1) (empty otherwise).
+    relevant: &'a [f64],
+    precision_sum: &'a [f64],
     /// Highest and lowest score differ: score normalisation applies.
     spread: bool,
+}
+
+/// |change in average precision| if the documents at ranks `high < low` (labels `y_high`,
+/// `y_low`) swapped places: XGBoost's `DeltaMAP`, operation for operation.
+#[inline]
+fn delta_map(q: &Query, y_high: f32, y_low: f32, high: usize, low: usize) -> f64 {
+    let (r_h, r_l) = (high as f64 + 1.0, low as f64 + 1.0);
+    let total = q.relevant[q.relevant.len() - 1];
+    let (m, n) = (q.relevant[low], q.relevant[high]);
+    let b = q.precision_sum[low - 1] - q.precision_sum[high];
+    let delta = if y_high < y_low { (m / r_l - (n + 1.0) / r_h - b) / total } else { (n / r_h - m / r_l + b) / total };
+    delta.abs()
 }
 
 impl LambdaRank {
     /// `(lambda, hess)` of the pair whose more relevant document is `h`.
     #[inline]
     fn pair(&self, q: &Query, h: usize, l: usize) -> (f64, f64) {
-        let mut delta = if self.ndcg {
-            ((q.gain[h] - q.gain[l]) * (q.discount[q.position[h]] - q.discount[q.position[l]])).abs() * q.inv_idcg
-        } else {
-            1.0
+        let mut delta = match self.metric {
+            PairMetric::Pairwise => 1.0,
+            PairMetric::Ndcg => {
+                ((q.gain[h] - q.gain[l]) * (q.discount[q.position[h]] - q.discount[q.position[l]])).abs() * q.inv_idcg
+            }
+            PairMetric::Map => {
+                let (ph, pl) = (q.position[h], q.position[l]);
+                if ph < pl {
+                    delta_map(q, q.y[h], q.y[l], ph, pl)
+                } else {
+                    delta_map(q, q.y[l], q.y[h], pl, ph)
+                }
+            }
         };
         let diff = q.s[h] - q.s[l];
         if self.params.score_normalise && q.spread {
@@ -129,7 +166,28 @@ impl LambdaRank {
         for (p, &d) in ranked.iter().enumerate() {
             position[d] = p;
         }
-        let q = Query { s, gain, position: &position, discount, inv_idcg, spread: s[ranked[0]] != s[ranked[n - 1]] };
+        // rank:map's running counts, in rank order (one pass, as the GPU adds them).
+        let (mut relevant, mut precision_sum) = (Vec::new(), Vec::new());
+        if self.metric == PairMetric::Map {
+            let (mut count, mut sum) = (0f64, 0f64);
+            for (p, &d) in ranked.iter().enumerate() {
+                count += y[d] as f64;
+                sum += y[d] as f64 / (p as f64 + 1.0);
+                relevant.push(count);
+                precision_sum.push(sum);
+            }
+        }
+        let q = Query {
+            s,
+            y,
+            gain,
+            position: &position,
+            discount,
+            inv_idcg,
+            relevant: &relevant,
+            precision_sum: &precision_sum,
+            spread: s[ranked[0]] != s[ranked[n - 1]],
+        };
         let k = self.params.top_k.min(n);
         let mut sums = vec![(0f64, 0f64, 0f64); n];
         for (r, sum) in sums.iter_mut().enumerate() {
@@ -186,7 +244,9 @@ impl Loss for LambdaRank {
     }
 
     fn check_labels(&self, t: &Targets) -> Result<()> {
-        if self.params.exp_gain {
+        if self.metric == PairMetric::Map {
+            check_each(t.label, "rank:map labels must be 0 or 1 (not relevant or relevant)", |y| y == 0.0 || y == 1.0)?;
+        } else if self.params.exp_gain {
             check_each(
                 t.label,
                 "ranking relevance labels must be integers from 0 to 31 (set ndcg_exp_gain=false for other \
@@ -231,7 +291,7 @@ mod tests {
     use super::*;
 
     fn loss(ndcg: bool, params: RankingParams) -> LambdaRank {
-        LambdaRank { ndcg, params }
+        LambdaRank { metric: if ndcg { PairMetric::Ndcg } else { PairMetric::Pairwise }, params }
     }
 
     fn grads(l: &LambdaRank, s: &[f32], y: &[f32], groups: &[usize]) -> Vec<GradPair> {
@@ -263,6 +323,21 @@ mod tests {
     }
 
     #[test]
+    fn map_deltas_are_the_change_in_average_precision_by_hand() {
+        // Scores rank rows 0, 1, 2 in that order; labels 0, 1, 1: AP = (1/2 + 2/3) / 2.
+        // Swapping rows 0 and 1 gives AP (1 + 2/3) / 2 (+0.25); rows 0 and 2, AP 1 (+5/12).
+        let plain = RankingParams { normalise: false, score_normalise: false, ..Default::default() };
+        let map = LambdaRank { metric: PairMetric::Map, params: plain };
+        let g = grads(&map, &[3.0, 2.0, 1.0], &[0.0, 1.0, 1.0], &[0, 3]);
+        let sig = |d: f64| 1.0 / (1.0 + (-d).exp());
+        let (l1, l2) = ((sig(-1.0) - 1.0) * 0.25, (sig(-2.0) - 1.0) * 5.0 / 12.0);
+        assert!((g[0].g as f64 + l1 + l2).abs() < 1e-6, "{g:?}");
+        assert!((g[1].g as f64 - l1).abs() < 1e-6 && (g[2].g as f64 - l2).abs() < 1e-6, "{g:?}");
+        let t = Targets { label: &[0.0, 2.0], label_upper: None, weight: None, groups: None };
+        assert!(map.check_labels(&t).unwrap_err().to_string().contains("0 or 1"));
+    }
+
+    #[test]
     fn top_k_uses_only_pairs_with_a_document_in_the_top_k() {
         // Four documents ranked 0..3 by score; with k = 1 only the pairs of the top document
         // count, so documents 2 and 3 (equal to each other's relevance ordering otherwise)
@@ -287,12 +362,13 @@ mod tests {
     fn gradients_of_a_query_sum_to_zero_and_hessians_are_positive() {
         let s: Vec<f32> = (0..40).map(|i| ((i * 37) % 11) as f32 * 0.3 - 1.0).collect();
         let y: Vec<f32> = (0..40).map(|i| ((i * 7) % 5) as f32).collect();
-        for ndcg in [false, true] {
-            let g = grads(&loss(ndcg, RankingParams::default()), &s, &y, &[0, 17, 40]);
+        let binary: Vec<f32> = y.iter().map(|&v| (v > 2.0) as u8 as f32).collect();
+        for (metric, y) in [(PairMetric::Pairwise, &y), (PairMetric::Ndcg, &y), (PairMetric::Map, &binary)] {
+            let g = grads(&LambdaRank { metric, params: RankingParams::default() }, &s, y, &[0, 17, 40]);
             for q in [0..17, 17..40] {
                 let sum: f64 = g[q.clone()].iter().map(|p| p.g as f64).sum();
                 let scale: f64 = g[q.clone()].iter().map(|p| (p.g as f64).abs()).sum();
-                assert!(sum.abs() <= 1e-5 * scale, "ndcg {ndcg}: gradients of {q:?} sum to {sum}");
+                assert!(scale > 0.0 && sum.abs() <= 1e-5 * scale, "{metric:?}: gradients of {q:?} sum to {sum}");
                 assert!(g[q].iter().all(|p| p.h > 0.0));
             }
         }

@@ -489,8 +489,8 @@ def test_hinge_classifies_as_xgboosts(tmp_path):
 
 
 def test_ranking_evaluates_ndcg_at_the_pair_methods_k_as_xgboost():
-    """Without eval_metric, rank:ndcg and rank:pairwise report ndcg@k, k the top-k of their
-    pairs (32 by default), named and valued as XGBoost's on the same margins."""
+    """Without eval_metric, rank:ndcg and rank:pairwise report ndcg@k, and rank:map map@k, k
+    the top-k of their pairs (32 by default), named and valued as XGBoost's on the same margins."""
     rng = np.random.default_rng(41)
     sizes = rng.integers(5, 60, 200)
     qid = np.repeat(np.arange(len(sizes)), sizes)
@@ -499,22 +499,54 @@ def test_ranking_evaluates_ndcg_at_the_pair_methods_k_as_xgboost():
     rel = np.clip(np.round(X[:, 0] + rng.normal(scale=0.7, size=m)), 0, 3)
     valid = qid >= 150
     feats = ["x0", "x1", "x2"]
-    frame = pl.DataFrame({f: X[:, j] for j, f in enumerate(feats)}).with_columns(y=rel, valid=valid, qid=qid)
-    for params, name in (({}, "ndcg@32"), ({"lambdarank_num_pair_per_sample": 8}, "ndcg@8")):
+    frame = pl.DataFrame({f: X[:, j] for j, f in enumerate(feats)}).with_columns(valid=valid, qid=qid)
+    cases = (({}, "ndcg@32", "rank:ndcg"), ({"lambdarank_num_pair_per_sample": 8}, "ndcg@8", "rank:ndcg"),
+             ({}, "map@32", "rank:map"))
+    for params, name, objective in cases:
         evals: dict = {}
-        booster = xgb.train({"objective": "rank:ndcg", "max_depth": 3, "nthread": 2, **params},
-                            xgb.DMatrix(X[~valid], label=rel[~valid], qid=qid[~valid], feature_names=feats), 10,
-                            evals=[(xgb.DMatrix(X[valid], label=rel[valid], qid=qid[valid], feature_names=feats), "valid")],
+        labels = (rel > 1).astype(np.float32) if objective == "rank:map" else rel
+        booster = xgb.train({"objective": objective, "max_depth": 3, "nthread": 2, **params},
+                            xgb.DMatrix(X[~valid], label=labels[~valid], qid=qid[~valid], feature_names=feats), 10,
+                            evals=[(xgb.DMatrix(X[valid], label=labels[valid], qid=qid[valid], feature_names=feats),
+                                    "valid")],
                             evals_result=evals, verbose_eval=False)
         assert list(evals["valid"]) == [name]
         margins = booster.predict(xgb.DMatrix(X, qid=qid, feature_names=feats), output_margin=True)
-        ours = frame.with_columns(margin=pl.Series(margins, dtype=pl.Float32)).select(
+        ours = frame.with_columns(y=labels, margin=pl.Series(margins, dtype=pl.Float32)).select(
             pl.col(feats).gbt.fit("y", base_margin="margin", group="qid", eval_set=pl.col("valid"),
-                                  objective="rank:ndcg", n_estimators=1, learning_rate=1e-9, max_depth=1, **params)
+                                  objective=objective, n_estimators=1, learning_rate=1e-9, max_depth=1, **params)
         ).item()
         log = polars_gbt.Model.from_bytes(ours).evals_result()
         assert log.columns == ["round", f"valid-{name}"]
         assert log[f"valid-{name}"][0] == pytest.approx(evals["valid"][name][-1], rel=1e-5)
+
+
+@pytest.mark.parametrize("objective", ["rank:map", "rank:ndcg", "rank:pairwise"])
+def test_lambdarank_stumps_match_xgboosts_for_every_pair_metric(objective):
+    """One depth-1 tree on a binary feature (a single possible split, binned alike by both
+    libraries), grown from varied base margins so the documents are ranked: its leaf values
+    are -G / (H + lambda), equal to XGBoost's only if every pair's lambda, delta (NDCG, average
+    precision, or 1) and each query's normalisation are. rank:map takes binary relevance."""
+    rng = np.random.default_rng(11)
+    sizes = rng.integers(2, 45, 150)
+    qid = np.repeat(np.arange(len(sizes)), sizes)
+    m = len(qid)
+    b = rng.integers(0, 2, m).astype(np.float32)
+    margin = rng.normal(size=m).astype(np.float32)
+    graded = np.clip(np.round(b + 0.6 * margin + rng.normal(scale=0.8, size=m)), 0, 3).astype(np.float32)
+    rel = (graded > 1).astype(np.float32) if objective == "rank:map" else graded
+    booster = xgb.train(
+        {"objective": objective, "tree_method": "hist", "max_depth": 1, "eta": 1.0, "lambda": 1.0,
+         "min_child_weight": 0, "base_score": 0.0, "nthread": 2},
+        xgb.DMatrix(b[:, None], label=rel, qid=qid, base_margin=margin), 1)
+    theirs = booster.predict(xgb.DMatrix(b[:, None]), output_margin=True)
+    frame = pl.DataFrame({"b": b, "y": rel, "qid": qid, "margin": margin})
+    model = frame.select(pl.col("b").gbt.fit("y", base_margin="margin", group="qid", objective=objective,
+                                             n_estimators=1, max_depth=1, learning_rate=1.0, reg_lambda=1.0,
+                                             min_child_weight=0)).item()
+    ours = frame.select(pl.col("b").gbt.predict(model))["b"].to_numpy()
+    assert len(np.unique(theirs)) == 2
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-6)
 
 
 def test_several_quantiles_in_one_model_match_xgboosts(tmp_path):

@@ -11,7 +11,7 @@ use crate::collective::{sum_grads, Collective};
 use crate::config::TrainConfig;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
-use crate::objective::{DeviceGradient, GpuGradient, Loss, ObjectiveParams, Targets};
+use crate::objective::{DeviceGradient, GpuGradient, Loss, ObjectiveParams, PairMetric, Targets};
 use crate::tree::{Quantiser, Weighting};
 
 /// How the round's gradients are computed: row by row by a kernel (its objective code in
@@ -20,7 +20,7 @@ use crate::tree::{Quantiser, Weighting};
 #[derive(Clone, Copy, PartialEq)]
 pub(super) enum GradientKernel {
     Device { gradient: GpuGradient },
-    Ranking { ndcg: bool },
+    Ranking { metric: PairMetric },
     Host,
 }
 
@@ -32,7 +32,7 @@ impl GradientKernel {
         }
         match cfg.objective.gpu_gradient() {
             Some(DeviceGradient::Pointwise(g)) => GradientKernel::Device { gradient: g },
-            Some(DeviceGradient::LambdaRank { ndcg }) => GradientKernel::Ranking { ndcg },
+            Some(DeviceGradient::LambdaRank { metric }) => GradientKernel::Ranking { metric },
             None => GradientKernel::Host,
         }
     }
@@ -97,8 +97,8 @@ impl Gradients {
                 GradientKernel::Device { .. } => None,
             },
             ranking: match kernel {
-                GradientKernel::Ranking { ndcg } => {
-                    Some(RankingGradients::new(dev, &data.targets(), ndcg, cfg.objective_params().ranking)?)
+                GradientKernel::Ranking { metric } => {
+                    Some(RankingGradients::new(dev, &data.targets(), metric, cfg.objective_params().ranking)?)
                 }
                 _ => None,
             },

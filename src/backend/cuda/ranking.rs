@@ -9,7 +9,7 @@ use super::buffers::{cfg, FitDevice};
 use super::device_error;
 use super::layout::GradPair;
 use crate::error::{Error, Result};
-use crate::objective::{RankingParams, RankingTables, Targets};
+use crate::objective::{PairMetric, RankingParams, RankingTables, Targets};
 
 /// Threads per query group (RANK_THREADS in the kernel).
 const THREADS: u32 = 128;
@@ -25,19 +25,23 @@ pub(super) struct RankingGradients {
     position: CudaSlice<u32>,
     ranked: CudaSlice<u32>,
     sums: CudaSlice<f64>,
+    /// rank:map's scratch, by rank: relevant documents at or above it, and the running sum of
+    /// relevance / (rank + 1). One element each for the other metrics.
+    relevant: CudaSlice<u32>,
+    precision_sum: CudaSlice<f64>,
     n_groups: u32,
     /// Keys of the largest query's sort (a power of two; 0 when every query is ranked by
     /// counting, see RANK_COUNT_MAX), within the shared memory a block may take.
     sort_capacity: u32,
-    ndcg: bool,
+    metric: PairMetric,
     params: RankingParams,
 }
 
 impl RankingGradients {
-    /// Device bytes per row: the tables' gain, and the scratch.
-    pub(super) const BYTES_PER_ROW: usize = 8 + 4 + 4 + 3 * 8;
+    /// Device bytes per row: the tables' gain, and the scratch (rank:map's included).
+    pub(super) const BYTES_PER_ROW: usize = 8 + 4 + 4 + 3 * 8 + 4 + 8;
 
-    pub(super) fn new(dev: &mut FitDevice, t: &Targets, ndcg: bool, params: RankingParams) -> Result<Self> {
+    pub(super) fn new(dev: &mut FitDevice, t: &Targets, metric: PairMetric, params: RankingParams) -> Result<Self> {
         let offsets = t.groups.ok_or_else(|| Error::Data("ranking objectives need query groups".into()))?;
         let n = t.n_rows();
         if n > u32::MAX as usize / 3 {
@@ -59,9 +63,11 @@ impl RankingGradients {
             position: dev.zeros(n)?,
             ranked: dev.zeros(n)?,
             sums: dev.zeros(3 * n)?,
+            relevant: dev.zeros(if metric == PairMetric::Map { n } else { 1 })?,
+            precision_sum: dev.zeros(if metric == PairMetric::Map { n } else { 1 })?,
             n_groups: (offsets.len() - 1) as u32,
             sort_capacity,
-            ndcg,
+            metric,
             params,
         })
     }
@@ -79,7 +85,12 @@ impl RankingGradients {
             return Ok(());
         }
         let top_k = self.params.top_k.min(u32::MAX as usize) as u32;
-        let flags = [self.ndcg as u32, self.params.normalise as u32, self.params.score_normalise as u32];
+        let metric = match self.metric {
+            PairMetric::Pairwise => 0u32,
+            PairMetric::Ndcg => 1,
+            PairMetric::Map => 2,
+        };
+        let flags = [metric, self.params.normalise as u32, self.params.score_normalise as u32];
         let null = 0u64;
         let mut launch = dev.launcher(&dev.rt.kernels.lambdarank);
         launch.arg(margin).arg(label).arg(&self.gain).arg(&self.inv_idcg).arg(&self.discount).arg(&self.offsets);
@@ -96,9 +107,11 @@ impl RankingGradients {
             .arg(&mut self.position)
             .arg(&mut self.ranked)
             .arg(&mut self.sums)
+            .arg(&mut self.relevant)
+            .arg(&mut self.precision_sum)
             .arg(out);
         // SAFETY: the arguments match `lambdarank`'s signature in order and type; every buffer
-        // holds a value per row (sums three), the tables one per row, group or position; the
+        // holds a value per row (sums three; rank:map's two scratch buffers, read only for it), the tables one per row, group or position; the
         // dynamic shared memory holds sort_capacity keys.
         unsafe { launch.launch(cfg((self.n_groups, 1), THREADS, 8 * self.sort_capacity)) }
             .map(drop)

@@ -62,7 +62,8 @@ impl Model {
             | Objective::Cox
             | Objective::Hinge
             | Objective::RankNdcg
-            | Objective::RankPairwise => {}
+            | Objective::RankPairwise
+            | Objective::RankMap => {}
         }
         let mut model = json!({
             "gbtree_model_param": {"num_parallel_tree": "1", "num_trees": self.trees.len().to_string()},
