@@ -632,6 +632,35 @@ fn sparse_gpu_trees_equal_cpu_trees() {
         let wide = wide_sparse_data(30_000, nf, 4);
         assert_same_trees(&fit(json, &wide, "cpu"), &fit(json, &wide, "cuda"), &format!("{nf} mostly-null features"));
     }
+    // Mostly-null categorical columns among them (30 and 3,000 categories, 4% present), and
+    // objectives that walk the compressed rows for more than the margins: leaf refits (each
+    // row's leaf) and several outputs.
+    let mut rng = Rng::new(6, 1);
+    let n = 40_000;
+    let mut columns = data.features().columns().to_vec();
+    for (name, k) in [("c30", 30usize), ("c3000", 3000)] {
+        let keys = (0..n).map(|_| (rng.below(100) < 4).then(|| rng.below(k) as i32)).collect();
+        let values = (0..k).map(|c| format!("{name}_{c}")).collect();
+        columns.push(FeatureColumn::new(name, vec![dictionary(keys, values)]).unwrap());
+    }
+    let frame = FeatureFrame::new(columns).unwrap();
+    let cuts = polars_gbt::data::cuts::compute_cuts(&frame, None, 256, 0).unwrap();
+    use polars_gbt::backend::cuda::data::{DeviceMatrix, Layout};
+    assert!(matches!(DeviceMatrix::plan(&frame, &cuts), Layout::Sparse(_)), "the mixed frame is compressed rows");
+    let y: Vec<f32> = data.label().to_vec();
+    let classes: Vec<f32> = y.iter().map(|v| (v.abs() as u32 % 3) as f32).collect();
+    for (json, labels) in [
+        (r#"{"n_estimators": 6, "max_depth": 6}"#, &y),
+        (r#"{"objective": "reg:absoluteerror", "n_estimators": 5, "max_depth": 6}"#, &y),
+        (r#"{"objective": "multi:softprob", "num_class": 3, "n_estimators": 4, "max_depth": 5}"#, &classes),
+    ] {
+        let mixed = Dataset::new(frame.clone(), labels.clone()).unwrap();
+        assert_same_trees(
+            &fit(json, &mixed, "cpu"),
+            &fit(json, &mixed, "cuda"),
+            &format!("mostly-null categoricals {json}"),
+        );
+    }
 }
 
 /// Grows one tree of `json` on `data` with the GPU's steps and the CPU's in lockstep, `repeats`
