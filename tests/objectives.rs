@@ -125,18 +125,23 @@ fn pseudo_huber_resists_outliers() {
     assert!(mae_huber < mae_squared / 2.0, "huber {mae_huber} vs squared {mae_squared} on the clean target");
 }
 
-#[test]
-fn ranking_objectives_order_documents_by_relevance() {
-    let mut rng = Rng::new(4, 0);
-    let (groups, per) = (100, 10);
+/// `groups` queries of `per` documents: a relevant feature and a noise feature, both uniform
+/// in [0, 1), the relevance `relevance(x)`; the frame, labels and query offsets.
+fn ranked(seed: u64, groups: usize, per: usize, relevance: fn(f32) -> f32) -> (FeatureFrame, Vec<f32>, Vec<usize>) {
+    let mut rng = Rng::new(seed, 0);
     let n = groups * per;
     let x: Vec<f32> = (0..n).map(|_| rng.below(1000) as f32 / 1000.0).collect();
     let noise: Vec<f32> = (0..n).map(|_| rng.below(1000) as f32 / 1000.0).collect();
-    let y: Vec<f32> = x.iter().map(|&v| (v * 4.0).floor()).collect();
-    let f = frame(vec![x, noise]);
-    let sizes = vec![per; groups];
-    let data = Dataset::new(f.clone(), y.clone()).unwrap().with_group_sizes(&sizes).unwrap();
-    let offsets: Vec<usize> = (0..=groups).map(|g| g * per).collect();
+    let y: Vec<f32> = x.iter().map(|&v| relevance(v)).collect();
+    let offsets = (0..=groups).map(|g| g * per).collect();
+    (frame(vec![x, noise]), y, offsets)
+}
+
+#[test]
+fn ranking_objectives_order_documents_by_relevance() {
+    let (groups, per) = (100, 10);
+    let (f, y, offsets) = ranked(4, groups, per, |v| (v * 4.0).floor());
+    let data = Dataset::new(f.clone(), y.clone()).unwrap().with_group_sizes(&vec![per; groups]).unwrap();
     let t = Targets { label: &y, label_upper: None, weight: None, groups: Some(&offsets) };
     for objective in ["rank:ndcg", "rank:pairwise"] {
         let model = fit(&format!(r#"{{"objective": "{objective}", "n_estimators": 30, "max_depth": 3}}"#), &data);
@@ -150,15 +155,9 @@ fn ranking_objectives_order_documents_by_relevance() {
 
 #[test]
 fn rank_map_orders_relevant_documents_first() {
-    let mut rng = Rng::new(5, 0);
     let (groups, per) = (100, 12);
-    let n = groups * per;
-    let x: Vec<f32> = (0..n).map(|_| rng.below(1000) as f32 / 1000.0).collect();
-    let noise: Vec<f32> = (0..n).map(|_| rng.below(1000) as f32 / 1000.0).collect();
-    let y: Vec<f32> = x.iter().map(|&v| (v > 0.7) as u8 as f32).collect();
-    let f = frame(vec![x, noise]);
+    let (f, y, offsets) = ranked(5, groups, per, |v| (v > 0.7) as u8 as f32);
     let data = Dataset::new(f.clone(), y.clone()).unwrap().with_group_sizes(&vec![per; groups]).unwrap();
-    let offsets: Vec<usize> = (0..=groups).map(|g| g * per).collect();
     let t = Targets { label: &y, label_upper: None, weight: None, groups: Some(&offsets) };
     let model = fit(r#"{"objective": "rank:map", "n_estimators": 20, "max_depth": 3}"#, &data);
     let map = Metric::Map(None).evaluate(&predict(&model, &f, PredictOutput::Value), 1, &t, &Default::default());
