@@ -7,6 +7,7 @@ pub mod gradient;
 pub mod grow;
 mod lossguide;
 pub mod model;
+pub mod shap;
 pub mod split;
 
 pub use constraints::{Constraints, NodeLimits};

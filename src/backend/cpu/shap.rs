@@ -10,6 +10,7 @@
 //! categorical splits their category sets, exactly as prediction does (`Tree::next`); the
 //! contributions and the bias of a row sum to its margin.
 
+use crate::tree::shap::{cover_share, expected_value};
 use crate::tree::Tree;
 
 /// One feature on the path from the root to the current node.
@@ -96,17 +97,6 @@ fn unwound_sum(path: &[PathStep], i: usize) -> f64 {
     total
 }
 
-/// The share of `node`'s cover that reaches `child` (0 when the node has no cover, as an
-/// imported tree without covers may).
-pub(crate) fn cover_share(tree: &Tree, node: u32, child: u32) -> f64 {
-    let parent = tree.cover[node as usize] as f64;
-    if parent > 0.0 {
-        tree.cover[child as usize] as f64 / parent
-    } else {
-        0.0
-    }
-}
-
 /// Walks `node` for the row `x`, entering it by `step` (the split's feature and fractions)
 /// from the path `parent`; `share` is the part of the walk the condition lets through. Each
 /// level copies its path into the start of `scratch` and hands the rest to its children, so a
@@ -184,15 +174,6 @@ fn features_used(tree: &Tree) -> Vec<usize> {
     used
 }
 
-/// The cover-weighted mean of the tree's leaf values: its part of the bias.
-pub(crate) fn expected_value(tree: &Tree, node: u32) -> f64 {
-    if tree.is_leaf(node) {
-        return tree.value[node as usize] as f64;
-    }
-    let (l, r) = (tree.left[node as usize], tree.right[node as usize]);
-    cover_share(tree, node, l) * expected_value(tree, l) + cover_share(tree, node, r) * expected_value(tree, r)
-}
-
 /// A forest's SHAP values, row by row.
 pub struct TreeShap<'a> {
     trees: &'a [Tree],
@@ -206,7 +187,7 @@ pub struct TreeShap<'a> {
 
 impl<'a> TreeShap<'a> {
     pub fn new(trees: &'a [Tree], n_outputs: usize, n_features: usize) -> Self {
-        let expected = trees.iter().map(|t| expected_value(t, 0)).collect();
+        let expected = trees.iter().map(expected_value).collect();
         let scratch = scratch_len(trees.iter().map(Tree::depth).max().unwrap_or(0));
         TreeShap { trees, n_outputs, n_features, expected, scratch }
     }
@@ -417,7 +398,7 @@ mod tests {
             }
             // The bias sits at the corner; everything sums to the margin.
             let margin = 0.25 + t.value[t.leaf_of(|f| x[f]) as usize] as f64;
-            assert!((out[24] as f64 - (0.25 + expected_value(&t, 0))).abs() < 1e-5);
+            assert!((out[24] as f64 - (0.25 + expected_value(&t))).abs() < 1e-5);
             let sum: f64 = out.iter().map(|&v| v as f64).sum();
             assert!((sum - margin).abs() < 1e-5, "row {x:?}: sum {sum}, margin {margin}");
         }
@@ -461,7 +442,7 @@ mod tests {
         }
         assert!((first[4] - (1.0 + 2.0 * once[4])).abs() < 1e-5);
         assert!((second[4] - 2.0).abs() < 1e-6);
-        let expected = expected_value(&t, 0);
+        let expected = expected_value(&t);
         assert!((once[4] as f64 - expected).abs() < 1e-6);
     }
 }

@@ -18,9 +18,9 @@ use super::forest::split_test;
 use super::layout::{ShapElement, ShapSplit};
 use super::runtime::Runtime;
 use super::{device_error, knob, DeviceMemory};
-use crate::backend::cpu::shap::{cover_share, expected_value};
 use crate::data::FeatureColumn;
 use crate::error::{Error, Result};
+use crate::tree::shap::{cover_share, expected_value};
 use crate::tree::Tree;
 
 /// The feature of a bias element or a padding lane.
@@ -70,7 +70,7 @@ impl ShapLayout {
         let mut layout = ShapLayout { bias: vec![0.0; n_outputs], ..Default::default() };
         let mut paths = Vec::new();
         for (t, tree) in trees.iter().enumerate() {
-            layout.bias[t % n_outputs] += expected_value(tree, 0);
+            layout.bias[t % n_outputs] += expected_value(tree);
             let output = (t % n_outputs) as u32;
             layout.walk(tree, 0, output, &mut Vec::new(), &mut paths);
         }
