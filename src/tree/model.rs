@@ -194,16 +194,22 @@ impl Tree {
         node
     }
 
-    /// Depth of the deepest leaf (a lone root has depth 0).
+    /// Depth of the deepest leaf (a lone root has depth 0). Children come after their
+    /// parents (`validate`), so one forward pass gives every node its depth: no recursion,
+    /// whatever the depth.
     pub fn depth(&self) -> usize {
-        fn go(t: &Tree, n: u32) -> usize {
-            if t.is_leaf(n) {
-                0
+        let mut depth = vec![0usize; self.n_nodes()];
+        let mut deepest = 0;
+        for n in 0..self.n_nodes() {
+            if self.left[n] != NO_CHILD {
+                for c in [self.left[n], self.right[n]] {
+                    depth[c as usize] = depth[n] + 1;
+                }
             } else {
-                1 + go(t, t.left[n as usize]).max(go(t, t.right[n as usize]))
+                deepest = deepest.max(depth[n]);
             }
         }
-        go(self, 0)
+        deepest
     }
 
     /// Checks that the arrays agree in length, children point forward within the tree (so
