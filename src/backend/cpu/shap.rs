@@ -97,72 +97,110 @@ fn unwound_sum(path: &[PathStep], i: usize) -> f64 {
     total
 }
 
-/// Walks `node` for the row `x`, entering it by `step` (the split's feature and fractions)
-/// from the path `parent`; `share` is the part of the walk the condition lets through. Each
-/// level copies its path into the start of `scratch` and hands the rest to its children, so a
-/// walk allocates nothing (`scratch_len` says how much a tree needs).
-#[allow(clippy::too_many_arguments)]
-fn recurse(
-    tree: &Tree,
-    row: &[f32],
-    phi: &mut [f64],
+/// A node waiting to be walked: entered by `step` from the path of `len` steps that starts at
+/// `start` in the walk's arena, with `share` the part of the walk the condition lets through.
+#[derive(Clone, Copy)]
+struct Visit {
     node: u32,
-    parent: &[PathStep],
-    scratch: &mut [PathStep],
+    start: usize,
+    len: usize,
     step: PathStep,
-    cond: Condition,
     share: f64,
-) {
-    if share == 0.0 {
-        return;
-    }
-    let (path, deeper) = scratch.split_at_mut(parent.len() + 1);
-    path[..parent.len()].copy_from_slice(parent);
-    let mut len = parent.len();
-    // The held feature never enters the path: it is known or unknown throughout.
-    if cond.sign == 0 || step.feature != cond.feature {
-        len = extend(path, len, step.zero, step.one, step.feature);
-    }
-    if tree.is_leaf(node) {
-        let value = tree.value[node as usize] as f64;
-        for i in 1..len {
-            let w = unwound_sum(&path[..len], i);
-            phi[path[i].feature] += w * (path[i].one - path[i].zero) * value * share;
-        }
-        return;
-    }
-    let f = tree.feature[node as usize] as usize;
-    let hot = tree.next(node, row[f]);
-    let (left, right) = (tree.left[node as usize], tree.right[node as usize]);
-    let cold = if hot == left { right } else { left };
-    // A feature split on again: its earlier step leaves the path, its fractions carry on.
-    let (mut zero_in, mut one_in) = (1.0, 1.0);
-    if let Some(k) = path[..len].iter().skip(1).position(|p| p.feature == f).map(|k| k + 1) {
-        zero_in = path[k].zero;
-        one_in = path[k].one;
-        len = unwind(path, len, k);
-    }
-    let (hot_zero, cold_zero) = (cover_share(tree, node, hot), cover_share(tree, node, cold));
-    let (mut hot_share, mut cold_share) = (share, share);
-    if f == cond.feature {
-        match cond.sign {
-            1 => cold_share = 0.0,
-            -1 => {
-                hot_share *= hot_zero;
-                cold_share *= cold_zero;
-            }
-            _ => {}
-        }
-    }
-    let hot_step = PathStep { feature: f, zero: zero_in * hot_zero, one: one_in, weight: 0.0 };
-    recurse(tree, row, phi, hot, &path[..len], deeper, hot_step, cond, hot_share);
-    let cold_step = PathStep { feature: f, zero: zero_in * cold_zero, one: 0.0, weight: 0.0 };
-    recurse(tree, row, phi, cold, &path[..len], deeper, cold_step, cond, cold_share);
+    /// The node's sibling still needs the parent's path: copy it above, else extend in place.
+    copy: bool,
 }
 
-/// Scratch steps a walk of trees up to `depth` deep needs: level `d` holds `d + 2` steps.
-fn scratch_len(depth: usize) -> usize {
-    (depth + 2) * (depth + 3) / 2
+/// One walk's memory, kept between trees and rows: the pending visits and the arena of paths.
+#[derive(Default)]
+struct Walk {
+    pending: Vec<Visit>,
+    arena: Vec<PathStep>,
+}
+
+/// Walks `tree` for the row `x`, adding each feature's contribution into `phi`, with an
+/// explicit stack: no recursion, whatever the depth. Of a split's two children the one with
+/// the smaller subtree (`subtree`: node counts) is walked first, on a copy of the parent's
+/// path; the other then takes the parent's path over in place. So paths are kept only where
+/// a walk is inside a smaller half: at most log2(nodes) + 1 of them, each at most one step per
+/// distinct feature, and a chain of any depth walks in constant memory.
+fn walk(tree: &Tree, subtree: &[u32], row: &[f32], phi: &mut [f64], cond: Condition, scratch: &mut Walk) {
+    let Walk { pending, arena } = scratch;
+    pending.clear();
+    let root = PathStep { feature: NO_FEATURE, zero: 1.0, one: 1.0, weight: 0.0 };
+    pending.push(Visit { node: 0, start: 0, len: 0, step: root, share: 1.0, copy: false });
+    while let Some(v) = pending.pop() {
+        if v.share == 0.0 {
+            continue;
+        }
+        let start = if v.copy { v.start + v.len } else { v.start };
+        // Room for the parent's steps and one more.
+        if arena.len() < start + v.len + 1 {
+            arena.resize(start + v.len + 1, EMPTY_STEP);
+        }
+        if v.copy {
+            arena.copy_within(v.start..v.start + v.len, start);
+        }
+        let path = &mut arena[start..];
+        let mut len = v.len;
+        let step = v.step;
+        // The held feature never enters the path: it is known or unknown throughout.
+        if cond.sign == 0 || step.feature != cond.feature {
+            len = extend(path, len, step.zero, step.one, step.feature);
+        }
+        let node = v.node;
+        if tree.is_leaf(node) {
+            let value = tree.value[node as usize] as f64;
+            for i in 1..len {
+                let w = unwound_sum(&path[..len], i);
+                phi[path[i].feature] += w * (path[i].one - path[i].zero) * value * v.share;
+            }
+            continue;
+        }
+        let f = tree.feature[node as usize] as usize;
+        let hot = tree.next(node, row[f]);
+        let (left, right) = (tree.left[node as usize], tree.right[node as usize]);
+        let cold = if hot == left { right } else { left };
+        // A feature split on again: its earlier step leaves the path, its fractions carry on.
+        let (mut zero_in, mut one_in) = (1.0, 1.0);
+        if let Some(k) = path[..len].iter().skip(1).position(|p| p.feature == f).map(|k| k + 1) {
+            zero_in = path[k].zero;
+            one_in = path[k].one;
+            len = unwind(path, len, k);
+        }
+        let (hot_zero, cold_zero) = (cover_share(tree, node, hot), cover_share(tree, node, cold));
+        let (mut hot_share, mut cold_share) = (v.share, v.share);
+        if f == cond.feature {
+            match cond.sign {
+                1 => cold_share = 0.0,
+                -1 => {
+                    hot_share *= hot_zero;
+                    cold_share *= cold_zero;
+                }
+                _ => {}
+            }
+        }
+        let hot_step = PathStep { feature: f, zero: zero_in * hot_zero, one: one_in, weight: 0.0 };
+        let cold_step = PathStep { feature: f, zero: zero_in * cold_zero, one: 0.0, weight: 0.0 };
+        let hot = Visit { node: hot, start, len, step: hot_step, share: hot_share, copy: false };
+        let cold = Visit { node: cold, start, len, step: cold_step, share: cold_share, copy: false };
+        // The larger subtree goes below (walked last, in place), the smaller on top (first).
+        let (last, first) =
+            if subtree[hot.node as usize] >= subtree[cold.node as usize] { (hot, cold) } else { (cold, hot) };
+        pending.push(last);
+        pending.push(Visit { copy: true, ..first });
+    }
+}
+
+/// Each node's subtree size (itself and every node below it), by one backward pass: children
+/// come after their parents.
+fn subtree_sizes(tree: &Tree) -> Vec<u32> {
+    let mut size = vec![1u32; tree.n_nodes()];
+    for n in (0..tree.n_nodes()).rev() {
+        if tree.left[n] != crate::tree::NO_CHILD {
+            size[n] += size[tree.left[n] as usize] + size[tree.right[n] as usize];
+        }
+    }
+    size
 }
 
 /// The features a tree splits on, each once.
@@ -181,15 +219,15 @@ pub struct TreeShap<'a> {
     n_features: usize,
     /// Each tree's expected value (its part of the bias).
     expected: Vec<f64>,
-    /// Path steps a walk of the deepest tree needs (`scratch_len`).
-    scratch: usize,
+    /// Each tree's subtree sizes, which order a walk (`walk`).
+    subtree: Vec<Vec<u32>>,
 }
 
 impl<'a> TreeShap<'a> {
     pub fn new(trees: &'a [Tree], n_outputs: usize, n_features: usize) -> Self {
         let expected = trees.iter().map(expected_value).collect();
-        let scratch = scratch_len(trees.iter().map(Tree::depth).max().unwrap_or(0));
-        TreeShap { trees, n_outputs, n_features, expected, scratch }
+        let subtree = trees.iter().map(subtree_sizes).collect();
+        TreeShap { trees, n_outputs, n_features, expected, subtree }
     }
 
     /// Values per row: `n_outputs` blocks of `n_features + 1` (each feature, then the bias).
@@ -202,12 +240,11 @@ impl<'a> TreeShap<'a> {
     pub fn row(&self, x: &[f32], base: &[f32], out: &mut [f32]) {
         let width = self.n_features + 1;
         let mut phi = vec![0f64; self.n_outputs * width];
-        let mut scratch = vec![EMPTY_STEP; self.scratch];
+        let mut scratch = Walk::default();
         for (t, tree) in self.trees.iter().enumerate() {
             let k = t % self.n_outputs;
             let block = &mut phi[k * width..(k + 1) * width];
-            let root = PathStep { feature: NO_FEATURE, zero: 1.0, one: 1.0, weight: 0.0 };
-            recurse(tree, x, block, 0, &[], &mut scratch, root, UNCONDITIONED, 1.0);
+            walk(tree, &self.subtree[t], x, block, UNCONDITIONED, &mut scratch);
             block[self.n_features] += self.expected[t];
         }
         for (k, b) in base.iter().enumerate() {
@@ -236,17 +273,16 @@ impl<'a> TreeShap<'a> {
         self.row(x, base, &mut shap);
         let mut matrix = vec![0f64; self.n_outputs * m * m];
         let (mut on, mut off) = (vec![0f64; m], vec![0f64; m]);
-        let mut scratch = vec![EMPTY_STEP; self.scratch];
+        let mut scratch = Walk::default();
         for (t, tree) in self.trees.iter().enumerate() {
             let block = &mut matrix[(t % self.n_outputs) * m * m..][..m * m];
             // Features a tree does not split on have no interaction in it.
             for i in features_used(tree) {
                 on.fill(0.0);
                 off.fill(0.0);
-                let root = PathStep { feature: NO_FEATURE, zero: 1.0, one: 1.0, weight: 0.0 };
                 let held = |sign| Condition { feature: i, sign };
-                recurse(tree, x, &mut on, 0, &[], &mut scratch, root, held(1), 1.0);
-                recurse(tree, x, &mut off, 0, &[], &mut scratch, root, held(-1), 1.0);
+                walk(tree, &self.subtree[t], x, &mut on, held(1), &mut scratch);
+                walk(tree, &self.subtree[t], x, &mut off, held(-1), &mut scratch);
                 for j in (0..m).filter(|&j| j != i) {
                     let v = (on[j] - off[j]) / 2.0;
                     block[i * m + j] += v;
