@@ -34,6 +34,27 @@ const THREADS: u32 = 256;
 /// Host and device memory one streamed chunk of rows may take (inputs and values).
 const CHUNK_BYTES: usize = 512 << 20;
 
+/// The split tests the GPU layout holds at most, summed over every root-to-leaf path of a
+/// forest (8 bytes each, and the paths' copies on the host): a chain of depth d holds d²/2, so
+/// this admits chains of about 5,000 and refuses deeper ones with an error, before any is built.
+pub const MAX_PATH_TESTS: usize = 1 << 24;
+
+/// The split tests on all of a tree's root-to-leaf paths: the sum of its leaves' depths.
+fn path_tests(tree: &Tree) -> usize {
+    let mut depth = vec![0usize; tree.n_nodes()];
+    let mut total = 0;
+    for n in 0..tree.n_nodes() {
+        if tree.is_leaf(n as u32) {
+            total += depth[n];
+        } else {
+            for c in [tree.left[n], tree.right[n]] {
+                depth[c as usize] = depth[n] + 1;
+            }
+        }
+    }
+    total
+}
+
 /// One feature of a path, while the path is walked.
 #[derive(Clone)]
 struct OpenFeature {
@@ -69,10 +90,23 @@ impl ShapLayout {
     pub fn build(trees: &[Tree], n_outputs: usize) -> Result<Self> {
         let mut layout = ShapLayout { bias: vec![0.0; n_outputs], ..Default::default() };
         let mut paths = Vec::new();
+        let mut tests = 0usize;
         for (t, tree) in trees.iter().enumerate() {
+            // Every path holds each split test above its leaf: checked before any is built.
+            tests += path_tests(tree);
+            if tests > MAX_PATH_TESTS {
+                return Err(Error::param(
+                    "output",
+                    format!(
+                        "SHAP values on the GPU lay out every root-to-leaf path, at most {MAX_PATH_TESTS} split tests \
+                         in all, and the paths up to tree {t} (depth {}) hold {tests}; predict with device=\"cpu\"",
+                        tree.depth()
+                    ),
+                ));
+            }
             layout.bias[t % n_outputs] += expected_value(tree);
             let output = (t % n_outputs) as u32;
-            layout.walk(tree, 0, output, &mut Vec::new(), &mut paths);
+            layout.walk(tree, output, &mut paths);
         }
         if let Some(long) = paths.iter().find(|p| p.features.len() >= LANES) {
             return Err(Error::param(
@@ -102,36 +136,67 @@ impl ShapLayout {
         self.elements.len() / LANES
     }
 
-    /// Walks `node` of `tree` with the features of the path so far open; a leaf ends a path
-    /// (a tree that is one leaf has none: it adds only to the bias).
-    fn walk(&mut self, tree: &Tree, node: u32, output: u32, open: &mut Vec<OpenFeature>, paths: &mut Vec<Path>) {
-        let n = node as usize;
-        if tree.is_leaf(node) {
-            if !open.is_empty() {
-                paths.push(Path { features: open.clone(), value: tree.value[n], output });
-            }
-            return;
+    /// Walks `tree` depth first with the features of the path so far open; a leaf ends a
+    /// path (a tree that is one leaf has none: it adds only to the bias). An explicit stack,
+    /// not recursion, so any depth walks; each frame holds how to undo its entry.
+    fn walk(&mut self, tree: &Tree, output: u32, paths: &mut Vec<Path>) {
+        /// How a child's entry changed the open features.
+        enum Undo {
+            /// The child's split opened a new feature.
+            Close,
+            /// The child's split joined feature `i`, whose share was `zero`.
+            Restore { i: usize, zero: f64 },
         }
-        let (word, threshold) = split_test(tree, n, &mut self.sets, &mut self.words);
-        let feature = tree.feature[n];
-        for (child, takes_left) in [(tree.left[n], true), (tree.right[n], false)] {
+        /// A node on the walk: its split's test, the children entered so far, its entry's undo.
+        struct Frame {
+            node: u32,
+            test: (u32, f32),
+            entered: u8,
+            undo: Option<Undo>,
+        }
+        let mut open: Vec<OpenFeature> = Vec::new();
+        let mut frames = vec![Frame { node: 0, test: (0, 0.0), entered: 0, undo: None }];
+        while let Some(top) = frames.last_mut() {
+            let n = top.node as usize;
+            let done = tree.is_leaf(top.node) || top.entered == 2;
+            if done {
+                if tree.is_leaf(top.node) && !open.is_empty() {
+                    paths.push(Path { features: open.clone(), value: tree.value[n], output });
+                }
+                match frames.pop().and_then(|f| f.undo) {
+                    Some(Undo::Close) => {
+                        open.pop();
+                    }
+                    Some(Undo::Restore { i, zero }) => {
+                        open[i].splits.pop();
+                        open[i].zero = zero;
+                    }
+                    None => {}
+                }
+                continue;
+            }
+            if top.entered == 0 {
+                top.test = split_test(tree, n, &mut self.sets, &mut self.words);
+            }
+            let (word, threshold) = top.test;
+            let (child, takes_left) = if top.entered == 0 { (tree.left[n], true) } else { (tree.right[n], false) };
+            top.entered += 1;
             let split = ShapSplit { word: word | if takes_left { TAKES_LEFT } else { 0 }, threshold };
-            let share = cover_share(tree, node, child);
-            match open.iter().position(|o| o.feature == feature) {
+            let share = cover_share(tree, top.node, child);
+            let feature = tree.feature[n];
+            let undo = match open.iter().position(|o| o.feature == feature) {
                 Some(i) => {
                     let zero = open[i].zero;
                     open[i].zero *= share;
                     open[i].splits.push(split);
-                    self.walk(tree, child, output, open, paths);
-                    open[i].splits.pop();
-                    open[i].zero = zero;
+                    Undo::Restore { i, zero }
                 }
                 None => {
                     open.push(OpenFeature { feature, zero: share, splits: vec![split] });
-                    self.walk(tree, child, output, open, paths);
-                    open.pop();
+                    Undo::Close
                 }
-            }
+            };
+            frames.push(Frame { node: child, test: (0, 0.0), entered: 0, undo: Some(undo) });
         }
     }
 
