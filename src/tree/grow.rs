@@ -38,6 +38,11 @@ pub enum GrowPolicy {
     Lossguide,
 }
 
+/// The depth no grown tree exceeds, even with `max_depth = 0` ("no limit", loss-guided growth
+/// only): far past any depth that helps a model, and shallow enough that every walk over the
+/// tree (prediction, SHAP values on the CPU and the GPU, export) stays cheap.
+pub const MAX_GROWN_DEPTH: usize = 1024;
+
 /// What shapes a tree, besides the split regularisation.
 #[derive(Clone, Debug)]
 pub struct GrowParams {
@@ -65,7 +70,8 @@ impl GrowParams {
     }
 
     pub fn can_split_at(&self, depth: usize) -> bool {
-        self.max_depth == 0 || depth < self.max_depth
+        let limit = if self.max_depth == 0 { MAX_GROWN_DEPTH } else { self.max_depth };
+        depth < limit
     }
 
     /// `k` of the features `feats` for column sampling, drawn by `rng` (in proportion to
@@ -396,4 +402,21 @@ fn apply_split<N>(tree: &mut Tree, o: Open<N>, cuts: &[FeatureCuts], ctx: &TreeC
 /// The path keys ([`Open::key`]) of a node's left and right children.
 fn child_keys(key: u64) -> [u64; 2] {
     [hash64(key, 1), hash64(key, 2)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MAX_GROWN_DEPTH;
+    use crate::config::TrainConfig;
+
+    #[test]
+    fn no_depth_limit_still_stops_at_the_documented_bound() {
+        let names = ["a".to_string()];
+        let grow = |json: &str| TrainConfig::from_json(json).unwrap().grow_params(&names, &[false]).unwrap();
+        let unlimited = grow(r#"{"grow_policy": "lossguide", "max_depth": 0, "max_leaves": 100000}"#);
+        assert!(unlimited.can_split_at(MAX_GROWN_DEPTH - 1));
+        assert!(!unlimited.can_split_at(MAX_GROWN_DEPTH));
+        let limited = grow(r#"{"grow_policy": "lossguide", "max_depth": 5, "max_leaves": 100000}"#);
+        assert!(limited.can_split_at(4) && !limited.can_split_at(5));
+    }
 }
