@@ -32,6 +32,7 @@ pub mod error;
 pub mod metric;
 pub mod model;
 pub mod objective;
+pub mod params;
 pub mod prediction;
 #[cfg(feature = "python")]
 mod python;

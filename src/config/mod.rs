@@ -5,22 +5,23 @@
 
 mod constraints;
 mod feature_weights;
-mod quantile_alphas;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
 pub use self::constraints::{FeatureRef, InteractionConstraints, MonotoneConstraints};
 pub use self::feature_weights::FeatureWeights;
-pub use self::quantile_alphas::{QuantileAlphas, MAX_QUANTILES};
 use crate::error::{Error, Result};
-pub use crate::metric::aft::AftDistribution;
-use crate::metric::aft::AftParams;
 use crate::metric::{Metric, MetricParams};
 pub use crate::tree::GrowPolicy;
 use crate::tree::{GrowParams, SplitParams, Weighting};
 // The objective lives with its descriptor in `objective`, and is re-exported where it was.
 pub use crate::objective::Objective;
 use crate::objective::{ObjectiveParams, RankingParams};
+use crate::params::aft::AftParams;
+// The shared parameter types live in `params`, below `objective` and `metric`, and are
+// re-exported where they were.
+pub use crate::params::aft::AftDistribution;
+pub use crate::params::{QuantileAlphas, MAX_QUANTILES};
 
 /// Where training runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

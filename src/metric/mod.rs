@@ -16,21 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Targets;
 use crate::error::{Error, Result};
-
-/// What an objective's predictions are, which decides the metrics that apply to them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TaskKind {
-    /// One real value per row.
-    Regression,
-    /// The probability of the positive class.
-    Binary,
-    /// A probability per class.
-    Multiclass,
-    /// Scores ordered within query groups.
-    Ranking,
-    /// A time per row, learnt from an interval that holds it (`survival:aft`).
-    Interval,
-}
+use crate::params::QuantileAlphas;
+pub use crate::params::TaskKind;
 
 /// An evaluation metric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -81,7 +68,7 @@ pub enum Metric {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MetricParams {
     /// The quantiles of `Metric::Quantile`'s pinball loss, one per output.
-    pub quantile_alpha: crate::config::QuantileAlphas,
+    pub quantile_alpha: QuantileAlphas,
     /// The variance power of `Metric::TweedieNloglik(None)`.
     pub tweedie_variance_power: f64,
     /// The distribution and scale of `Metric::AftNloglik`.
@@ -91,7 +78,7 @@ pub struct MetricParams {
 impl Default for MetricParams {
     fn default() -> Self {
         MetricParams {
-            quantile_alpha: crate::config::QuantileAlphas::default(),
+            quantile_alpha: QuantileAlphas::default(),
             tweedie_variance_power: 1.5,
             aft: aft::AftParams::default(),
         }

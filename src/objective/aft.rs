@@ -1,6 +1,6 @@
 //! `survival:aft`: accelerated failure time, the negative log-likelihood of each row's
 //! interval of times (its label the lower bound, `Targets::label_upper` the upper one) under
-//! `ln T = margin + sigma Z`. The distributions are in `metric::aft`. The model's output is the
+//! `ln T = margin + sigma Z`. The distributions are in `params::aft`. The model's output is the
 //! predicted time, `exp(margin)`.
 //!
 //! With `z = (ln t - margin) / sigma`, an observed event at `t` costs `-ln f(z) + ln(sigma t)`,
@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use super::{Loss, Targets};
 use crate::error::{Error, Result};
-use crate::metric::aft::{AftDistribution, AftParams};
+use crate::params::aft::{AftDistribution, AftParams};
 use crate::tree::GradPair;
 
 pub struct Aft {

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use super::math::{exp, sigmoid};
 use super::{aft, count, logistic, quantile, ranking, softmax, squared, survival, Loss};
 use crate::error::{Error, Result};
-use crate::metric::{Metric, TaskKind};
+use crate::metric::Metric;
+use crate::params::aft::AftParams;
+use crate::params::{QuantileAlphas, TaskKind};
 
 /// The loss being minimised. Serialised with XGBoost's names (`"binary:logistic"`, ...).
 /// The binary model format stores the variant's index: new variants go last.
@@ -59,7 +61,7 @@ pub struct ObjectiveParams {
     /// `binary:logistic`: the weight multiplier of rows labelled 1.
     pub scale_pos_weight: f64,
     /// Target quantiles of `reg:quantileerror` (one per output).
-    pub quantile_alpha: crate::config::QuantileAlphas,
+    pub quantile_alpha: QuantileAlphas,
     /// Variance power of `reg:tweedie`.
     pub tweedie_variance_power: f64,
     /// Number of classes of the `multi:*` objectives.
@@ -67,7 +69,7 @@ pub struct ObjectiveParams {
     /// Pairs, gains and normalisation of the ranking objectives.
     pub ranking: ranking::RankingParams,
     /// Distribution and scale of `survival:aft`.
-    pub aft: crate::metric::aft::AftParams,
+    pub aft: AftParams,
     /// Labels per row: several make one output per target (`Descriptor::per_target`).
     pub num_target: usize,
 }
@@ -282,7 +284,7 @@ impl Objective {
                 refits_leaves: true,
                 per_target: true,
                 default_metric: Metric::Mae,
-                loss: |_| Box::new(quantile::Quantile { alphas: crate::config::QuantileAlphas::one(0.5) }),
+                loss: |_| Box::new(quantile::Quantile { alphas: QuantileAlphas::one(0.5) }),
             },
             Objective::BinaryLogistic => Descriptor {
                 name: "binary:logistic",
@@ -619,11 +621,11 @@ mod tests {
     const PARAMS: ObjectiveParams = ObjectiveParams {
         huber_slope: 1.0,
         scale_pos_weight: 1.0,
-        quantile_alpha: crate::config::QuantileAlphas::one(0.3),
+        quantile_alpha: QuantileAlphas::one(0.3),
         tweedie_variance_power: 1.5,
         num_class: 3,
         ranking: ranking::RankingParams::DEFAULT,
-        aft: crate::metric::aft::AftParams { distribution: crate::metric::aft::AftDistribution::Normal, scale: 1.0 },
+        aft: AftParams { distribution: crate::params::aft::AftDistribution::Normal, scale: 1.0 },
         num_target: 1,
     };
 

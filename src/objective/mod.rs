@@ -35,7 +35,7 @@ pub use ranking::{PairMetric, RankingParams, RankingTables};
 
 pub use crate::data::Targets;
 use crate::error::{Error, Result};
-pub use crate::metric::TaskKind;
+pub use crate::params::TaskKind;
 use crate::tree::GradPair;
 
 /// A loss function as the boosting loop uses it.

@@ -5,8 +5,8 @@
 use rayon::prelude::*;
 
 use super::{check_each, weighted_quantile, Loss, Targets};
-use crate::config::QuantileAlphas;
 use crate::error::Result;
+use crate::params::QuantileAlphas;
 use crate::tree::GradPair;
 
 pub struct Quantile {
