@@ -1,5 +1,6 @@
 //! Labels and what goes with them, as losses and metrics read them. It sits in `data`, below
-//! both, so that neither `metric` nor `objective` needs the other for it.
+//! both, so that neither `metric` nor `objective` needs the other for it (nor for the order
+//! of survival times, which `survival:cox` and `cox-nloglik` both walk).
 
 /// Labels and what goes with them.
 #[derive(Clone, Copy)]
@@ -22,4 +23,12 @@ impl Targets<'_> {
     pub fn n_rows(&self) -> usize {
         self.label.len()
     }
+}
+
+/// Rows by `|label|`, ascending (ties in row order): the order of survival times (a label is
+/// a time, negative when censored) that the Cox loss and metric walk.
+pub(crate) fn survival_order(label: &[f32]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..label.len()).collect();
+    order.sort_by(|&a, &b| label[a].abs().total_cmp(&label[b].abs()));
+    order
 }

@@ -1,6 +1,7 @@
 //! Regression metrics.
 
 use super::weighted_average;
+use crate::data::targets::survival_order;
 use crate::data::Targets;
 
 pub fn rmse(pred: &[f32], t: &Targets) -> f64 {
@@ -112,7 +113,7 @@ pub fn tweedie_nloglik(pred: &[f32], t: &Targets, rho: f64) -> f64 {
 /// Cox negative partial log-likelihood per event (Breslow ties), of hazard ratios `pred`;
 /// labels are times, negative when censored.
 pub fn cox_nloglik(pred: &[f32], t: &Targets) -> f64 {
-    let order = crate::objective::survival_order(t.label);
+    let order = survival_order(t.label);
     let mut risk_sum: f64 = pred.iter().map(|&p| p as f64).sum();
     let (mut total, mut events) = (0f64, 0usize);
     let (mut leaving, mut last_time, mut last_hazard) = (0f64, 0f64, 0f64);

@@ -28,8 +28,6 @@ mod softmax;
 mod squared;
 mod survival;
 
-pub(crate) use survival::by_time as survival_order;
-
 pub use descriptor::{Descriptor, DeviceGradient, GpuGradient, Link, Objective, ObjectiveParams, Outputs};
 pub use ranking::{PairMetric, RankingParams, RankingTables};
 

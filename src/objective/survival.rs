@@ -4,24 +4,18 @@
 //! (`exp` of the margin).
 
 use super::{check_each, Loss, Targets};
+use crate::data::targets::survival_order;
 use crate::error::Result;
 use crate::tree::GradPair;
 
 pub struct Cox;
-
-/// Rows by `|label|`, ascending (ties in row order).
-pub(crate) fn by_time(label: &[f32]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..label.len()).collect();
-    order.sort_by(|&a, &b| label[a].abs().total_cmp(&label[b].abs()));
-    order
-}
 
 impl Loss for Cox {
     /// Row i's risk set is every row whose time is at least its own. Walking the rows by
     /// time, the risk set's sum of hazards loses a row's hazard once time moves past it; `r`
     /// and `s` accumulate, over the events so far, 1 / sum and 1 / sum^2.
     fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
-        let order = by_time(t.label);
+        let order = survival_order(t.label);
         let mut risk_sum: f64 = margin.iter().map(|&m| (m as f64).exp()).sum();
         let (mut r, mut s) = (0f64, 0f64);
         let (mut leaving, mut last_time, mut last_hazard) = (0f64, 0f64, 0f64);
