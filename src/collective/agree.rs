@@ -1,7 +1,7 @@
 //! What the workers of a distributed fit agree on before the first tree: that their data
 //! has one schema, and one set of categories per categorical feature (the sorted union of
 //! every worker's, as one worker holding all rows would have). Cut points and the base
-//! score are agreed where they are computed (`data::cuts`, the booster), from gathered
+//! score are agreed where they are computed (`collective::cuts`, the booster), from gathered
 //! samples and labels.
 
 use std::collections::BTreeSet;

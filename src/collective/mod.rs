@@ -11,6 +11,7 @@
 //! (`backend::cuda::nccl`), in one process or several.
 
 pub mod agree;
+pub mod cuts;
 pub mod ring;
 pub mod shard;
 

@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 
 use super::column::FeatureColumn;
 use super::frame::FeatureFrame;
-use crate::collective::{pack, unpack, Shard};
 use crate::error::{Error, Result};
 use crate::random::hash64;
 
@@ -81,27 +80,36 @@ impl FeatureCuts {
     }
 }
 
-/// Cut points for every feature of `frame`, computed in parallel over features.
+/// Cut points for every feature of `frame`, computed in parallel over features. A
+/// distributed fit's workers compute them together with `collective::cuts::compute_cuts_sharded`,
+/// from the same steps.
 pub fn compute_cuts(
     frame: &FeatureFrame,
     weights: Option<&[f32]>,
     max_bin: usize,
     seed: u64,
 ) -> Result<Vec<FeatureCuts>> {
-    compute_cuts_sharded(frame, weights, max_bin, seed, &Shard::solo(frame.n_rows()))
+    let samples = sample_features(frame, weights, seed, frame.n_rows(), None)?;
+    let cuts = cuts_from_samples(frame, samples, max_bin);
+    if !any_present_value(frame) {
+        return Err(all_missing());
+    }
+    Ok(cuts)
 }
 
-/// [`compute_cuts`] for one worker of a distributed fit: every worker samples its rows by
-/// their global index and the samples are gathered, so every worker computes the cuts one
-/// worker holding all rows would.
-pub fn compute_cuts_sharded(
+/// A numeric feature's sampled `(value, weight)` pairs (None for a categorical feature).
+pub(crate) type Samples = Option<Vec<(f32, f32)>>;
+
+/// Each feature's sample (see [`Samples`]) of `frame`'s rows, out of `n_global` rows of every
+/// worker; a categorical feature with too many categories is an error. `global_rows` maps
+/// local rows to global ones (None: they are the same).
+pub(crate) fn sample_features(
     frame: &FeatureFrame,
     weights: Option<&[f32]>,
-    max_bin: usize,
     seed: u64,
-    shard: &Shard,
-) -> Result<Vec<FeatureCuts>> {
-    let n_global = shard.rows.n_global();
+    n_global: usize,
+    global_rows: Option<&[u64]>,
+) -> Result<Vec<Samples>> {
     // Sample rows with a hash of (seed, global row): the same rows whatever the chunking,
     // the threads or the workers.
     let keep_below = if n_global > SKETCH_ROWS {
@@ -109,8 +117,7 @@ pub fn compute_cuts_sharded(
     } else {
         u64::MAX
     };
-    let global_rows: Option<Vec<u64>> = shard.is_distributed().then(|| shard.rows.global_rows().collect());
-    let mut samples: Vec<Samples> = frame
+    frame
         .columns()
         .par_iter()
         .map(|col| match col.categories() {
@@ -123,13 +130,14 @@ pub fn compute_cuts_sharded(
                 }
                 Ok(None)
             }
-            None => Ok(Some(sample_values(col, weights, seed, keep_below, global_rows.as_deref()))),
+            None => Ok(Some(sample_values(col, weights, seed, keep_below, global_rows))),
         })
-        .collect::<Result<_>>()?;
-    if shard.is_distributed() {
-        samples = gather_samples(shard, samples)?;
-    }
-    let cuts: Vec<FeatureCuts> = frame
+        .collect::<Result<_>>()
+}
+
+/// Each feature's cuts from its (gathered) sample.
+pub(crate) fn cuts_from_samples(frame: &FeatureFrame, samples: Vec<Samples>, max_bin: usize) -> Vec<FeatureCuts> {
+    frame
         .columns()
         .par_iter()
         .zip(samples)
@@ -137,44 +145,17 @@ pub fn compute_cuts_sharded(
             (Some(categories), _) => FeatureCuts::Categorical { n_categories: categories.len() as u32 },
             (None, s) => FeatureCuts::Numeric { cuts: weighted_quantile_cuts(s.unwrap_or_default(), max_bin - 1) },
         })
-        .collect();
-    let mut any_present = [frame.columns().par_iter().any(has_present_value) as i64];
-    shard.comm.all_reduce_max(&mut any_present)?;
-    if any_present[0] == 0 {
-        return Err(Error::data("every feature is entirely missing (null or NaN); there is nothing to split on"));
-    }
-    Ok(cuts)
+        .collect()
 }
 
-/// A numeric feature's sampled `(value, weight)` pairs (None for a categorical feature).
-type Samples = Option<Vec<(f32, f32)>>;
+/// Whether any feature of `frame` has a present (not null, not NaN) value.
+pub(crate) fn any_present_value(frame: &FeatureFrame) -> bool {
+    frame.columns().par_iter().any(has_present_value)
+}
 
-/// Every worker's samples of each numeric feature, concatenated (their order does not
-/// matter: the cuts sort them).
-fn gather_samples(shard: &Shard, mine: Vec<Samples>) -> Result<Vec<Samples>> {
-    let bytes: Vec<Vec<u8>> = mine
-        .iter()
-        .map(|s| s.iter().flatten().flat_map(|&(x, w)| [x.to_le_bytes(), w.to_le_bytes()]).flatten().collect())
-        .collect();
-    let gathered = shard.comm.all_gather(&pack(&bytes.iter().map(Vec::as_slice).collect::<Vec<_>>()))?;
-    let mut out = mine;
-    for s in out.iter_mut().flatten() {
-        s.clear();
-    }
-    for block in &gathered {
-        let per_feature = unpack(block)?;
-        if per_feature.len() != out.len() {
-            return Err(Error::Collective("workers disagree on the number of features".into()));
-        }
-        for (s, b) in out.iter_mut().zip(per_feature) {
-            if let Some(s) = s {
-                s.extend(b.chunks_exact(8).map(|c| {
-                    (f32::from_le_bytes(c[..4].try_into().unwrap()), f32::from_le_bytes(c[4..].try_into().unwrap()))
-                }));
-            }
-        }
-    }
-    Ok(out)
+/// The error of a fit whose every feature is entirely missing (on every worker).
+pub(crate) fn all_missing() -> Error {
+    Error::data("every feature is entirely missing (null or NaN); there is nothing to split on")
 }
 
 fn has_present_value(col: &FeatureColumn) -> bool {
