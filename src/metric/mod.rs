@@ -1,8 +1,10 @@
 //! Evaluation metrics, named as in XGBoost (`"auc"`, `"ndcg@10"`, ...). Each takes the
 //! transformed predictions row-major (`n_rows x n_outputs`) and the targets.
 //!
-//! Metrics know tasks ([`TaskKind`]), not objectives: `objective` sits above this module and
-//! says which task each objective is, and holds `Metric::default_for` / `check_applies`.
+//! Metrics know tasks ([`TaskKind`], in `params`), not objectives: `objective` sits above this
+//! module and says which task each objective is, and holds `Metric::default_for` /
+//! `check_applies`. This module imports neither `objective` nor `config` (`tests/layering.rs`
+//! enforces the order).
 
 pub mod aft;
 mod classification;

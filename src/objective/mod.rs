@@ -14,7 +14,9 @@
 //! so the compiler points at any that need a case.
 //!
 //! This module sits above `metric` and below `config`: it imports neither `config` nor
-//! anything above it; `TrainConfig::objective_params` hands the losses their parameters.
+//! anything above it (`tests/layering.rs` enforces the order); `TrainConfig::objective_params`
+//! hands the losses their parameters, whose types `config` shares with this module live in
+//! `params`.
 
 mod aft;
 mod count;
