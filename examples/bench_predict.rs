@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use cudarc::driver::sys::CUevent_flags;
-use polars_gbt::backend::cuda::runtime;
+use polars_gbt::backend::cuda::{runtime, GpuForest};
 use polars_gbt::{Model, PredictOutput};
 
 #[allow(dead_code)] // the training harness's loaders are not used here
@@ -29,7 +29,7 @@ fn main() {
     let (values, frame) = bench_data::load_columns(std::path::Path::new(&args[2]), n, nf);
 
     let clock = Instant::now();
-    let forest = model.gpu_forest().unwrap();
+    let forest = GpuForest::new(&model.forest_spec()).unwrap();
     let build_ms = clock.elapsed().as_secs_f64() * 1e3;
 
     // Rows on the device.

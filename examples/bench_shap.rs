@@ -15,6 +15,7 @@
 
 use std::time::Instant;
 
+use polars_gbt::backend::cuda::GpuForest;
 use polars_gbt::{FeatureFrame, Model, PredictOutput};
 
 #[allow(dead_code)] // the training harness's loaders are not used here
@@ -42,7 +43,7 @@ fn main() {
     let (n, nf): (usize, usize) = (args[3].parse().unwrap(), args[4].parse().unwrap());
     let (values, frame) = bench_data::load_columns(std::path::Path::new(&args[2]), n, nf);
     let theirs = bench_data::read_f32(std::path::Path::new(&args[5]));
-    let forest = model.gpu_forest().unwrap();
+    let forest = GpuForest::new(&model.forest_spec()).unwrap();
 
     let clock = Instant::now();
     let mut ours = floats(model.predict_with(&forest, &frame, PredictOutput::Contrib, None).unwrap());

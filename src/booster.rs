@@ -2,9 +2,8 @@
 //! margin updates, evaluation and early stopping.
 
 use crate::backend::cpu::predict::add_tree_binned;
-use crate::backend::cpu::CpuLearner;
 use crate::backend::refit::LeafRefit;
-use crate::backend::{Backend, Learner};
+use crate::backend::{Backend, Engine, Fit, Learner};
 use crate::collective::cuts::compute_cuts_sharded;
 use crate::collective::{agree, even_ranges, max_magnitudes, sum_count, RowSpans, Shard};
 use crate::config::TrainConfig;
@@ -15,11 +14,6 @@ use crate::model::{bind_columns, EvalSeries, FeatureInfo, Model, PredictOutput, 
 use crate::objective::{loss_for, transform_row, Loss};
 use crate::random::{hash64, Rng};
 use crate::tree::{GrowParams, Tree, Weighting};
-
-/// A GPU fit of at most this many values (rows x features) shares the GPU with other small
-/// fits, each on its own stream (`Runtime::take_turn`); a larger one has the GPU to itself.
-/// 4M values is a few tens of MiB on the device, and enough rows to keep the GPU busy alone.
-const SMALL_GPU_FIT_CELLS: usize = 1 << 22;
 
 /// One round's evaluation results, as `(dataset, metric, value)`.
 #[derive(Clone, Debug, PartialEq)]
@@ -202,13 +196,14 @@ fn fit(
             "needs an evaluation set to watch (eval_set in gbt.fit, eval_df in polars_gbt.train); none was given",
         ));
     }
-    let (backend, _) = crate::backend::select(cfg)?;
-    if backend == Backend::Cuda && cfg.n_gpus > 1 && !shard.is_distributed() {
-        return fit_on_gpus(cfg, data, evals, user, callback);
+    let (engine, _) = crate::backend::select(cfg)?;
+    // `n_gpus` counts GPUs: on the CPU (`device="auto"` without a GPU) the fit is one worker's.
+    if engine.backend() == Backend::Cuda && cfg.n_gpus > 1 && !shard.is_distributed() {
+        return fit_on_devices(engine, cfg, data, evals, user, callback);
     }
     let data = &agree::unify_categories(shard, data)?;
     let mut user = Some(user);
-    let mut run = || Trainer::new(cfg, data, evals, user.take().unwrap_or_default(), shard)?.run(backend, callback);
+    let mut run = || Trainer::new(cfg, data, evals, user.take().unwrap_or_default(), shard)?.run(engine, callback);
     if cfg.n_jobs > 0 {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(cfg.n_jobs)
@@ -220,11 +215,13 @@ fn fit(
     }
 }
 
-/// A fit over `cfg.n_gpus` GPUs of this process: the rows (and each evaluation set's) are cut
-/// into contiguous shards, one per GPU, and each GPU runs this fit on its shard as one worker
-/// of a distributed fit whose collective is NCCL, so the trees are one device's. GPU 0 calls
-/// `callback` and tells the others whether to go on.
-fn fit_on_gpus(
+/// A fit over `cfg.n_gpus` devices of this process: the rows (and each evaluation set's) are
+/// cut into contiguous shards, one per device, and each device runs this fit on its shard as
+/// one worker of a distributed fit over the collective its engine gives (NCCL between GPUs),
+/// so the trees are one device's. Device 0 calls `callback` and tells the others whether to go
+/// on; its model is the fit's.
+fn fit_on_devices(
+    engine: &dyn Engine,
     cfg: &TrainConfig,
     data: &Dataset,
     evals: &[(&str, &Dataset)],
@@ -242,7 +239,8 @@ fn fit_on_gpus(
         .map(|(_, d)| even_ranges(d.n_rows(), k, d.group_offsets.as_deref(), true))
         .collect::<Result<Vec<_>>>()?;
     let callback = std::sync::Mutex::new(Some(callback));
-    crate::backend::cuda::on_each_gpu(k, |rank, comm| {
+    let lead_model = std::sync::Mutex::new(None);
+    engine.on_each_device(k, &|rank, comm| {
         let (start, len) = ranges[rank];
         let part = data.row_range(start, len)?;
         let eval_parts = evals
@@ -276,16 +274,20 @@ fn fit_on_gpus(
                 comm.broadcast(&[code], 0)?;
                 decision
             };
-            fit(cfg, &part, &eval_refs, UserFunctions::default(), &mut lead, &shard)
+            let model = fit(cfg, &part, &eval_refs, UserFunctions::default(), &mut lead, &shard)?;
+            *lead_model.lock().unwrap_or_else(|p| p.into_inner()) = Some(model);
         } else {
             let mut follow = |_: &RoundLog| match comm.broadcast(&[], 0)?[..] {
                 [GO_ON] => Ok(true),
                 [STOP] => Ok(false),
                 _ => Err(Error::Collective("stopped: GPU 0's round callback ended the fit with an error".into())),
             };
-            fit(cfg, &part, &eval_refs, UserFunctions::default(), &mut follow, &shard)
+            fit(cfg, &part, &eval_refs, UserFunctions::default(), &mut follow, &shard)?;
         }
-    })
+        Ok(())
+    })?;
+    let model = lead_model.into_inner().unwrap_or_else(|p| p.into_inner());
+    model.ok_or_else(|| Error::Device("the fit over several devices ended without device 0's model".into()))
 }
 
 /// `cfg` with `num_target` the label's number of targets (XGBoost reads it off the label's
@@ -335,7 +337,7 @@ pub fn train_continued_with_user_functions(
     }
     let cfg = &with_targets_of(cfg, data)?;
     crate::model::check_start(init, cfg.objective, cfg.num_outputs(), &data.features.names())?;
-    let forest = init.cpu_forest();
+    let forest = init.predictor(Backend::Cpu)?;
     let from_init = |d: &Dataset| -> Result<Dataset> {
         if d.base_margin.is_some() {
             return Err(Error::param(
@@ -343,7 +345,7 @@ pub fn train_continued_with_user_functions(
                 "and base_margin together are not supported: the rows start from init_model's margins",
             ));
         }
-        let margins = match init.predict_with(&forest, &d.features, PredictOutput::Margin, None)? {
+        let margins = match init.predict_with(&*forest, &d.features, PredictOutput::Margin, None)? {
             Predictions::Float { values, .. } => values,
             Predictions::Index { .. } => unreachable!("margins are numbers"),
         };
@@ -629,47 +631,23 @@ impl<'a> Trainer<'a> {
         Ok((drawn > 0 && drawn < self.shard.rows.n_global()).then_some(rows))
     }
 
-    fn run(self, backend: Backend, callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send)) -> Result<Model> {
-        let margin = Self::start_margin(&self.base_margin, self.data, self.k);
-        match backend {
-            Backend::Cpu => {
-                let n_bins: Vec<u32> = self.cuts.iter().map(FeatureCuts::n_bins).collect();
-                let width = BinnedMatrix::bin_width(&n_bins);
-                let (n, nf) = (self.data.n_rows(), self.cuts.len());
-                crate::backend::cpu::memory::check_fits(
-                    crate::backend::cpu::memory::fit_bytes(n, nf, width, self.k),
-                    n,
-                    nf,
-                )?;
-                let binned = BinnedMatrix::new(&self.data.features, &self.cuts);
-                let weights = self.data.weight.as_deref();
-                let learner =
-                    CpuLearner::new(binned, &self.cuts, self.grow.clone(), margin, weights, self.leaf_refit())
-                        .with_collective(self.shard.comm);
-                self.boost(learner, callback)
-            }
-            Backend::Cuda => {
-                // A worker of a fit over several GPUs trains on its communicator's GPU.
-                let ordinal = self.shard.comm.device_sums().map_or(0, |d| d.ordinal());
-                let rt = crate::backend::cuda::runtime_on(ordinal)?;
-                // Small fits share the GPU (a lane each), a large one has it to itself; others
-                // queue here. Not a distributed fit's worker: its fit waits on the other
-                // workers, which may share this GPU (a fit over several GPUs took them whole).
-                let whole = self.data.n_rows() * self.cuts.len().max(1) > SMALL_GPU_FIT_CELLS;
-                let _turn = (!self.shard.is_distributed()).then(|| rt.take_turn(whole));
-                let learner = crate::backend::cuda::GpuLearner::new(
-                    &rt,
-                    self.data,
-                    &self.cuts,
-                    self.grow.clone(),
-                    self.cfg,
-                    &margin,
-                    self.leaf_refit(),
-                    self.shard.comm,
-                )?;
-                self.boost(learner, callback)
-            }
-        }
+    /// Boosts on `engine`: it makes the learner, and the loop runs with it.
+    fn run(self, engine: &dyn Engine, callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send)) -> Result<Model> {
+        let fit = Fit {
+            data: self.data,
+            cuts: &self.cuts,
+            grow: self.grow.clone(),
+            cfg: self.cfg,
+            margin: Self::start_margin(&self.base_margin, self.data, self.k),
+            refit: self.leaf_refit(),
+            shard: self.shard,
+        };
+        let mut model = None;
+        engine.fit(fit, &mut |learner| {
+            model = Some(self.boost(learner, &mut *callback)?);
+            Ok(())
+        })?;
+        model.ok_or_else(|| Error::Device("the engine ended the fit without running it".into()))
     }
 
     /// The leaf refits of an L1-type loss (None for the others). Output c's residuals are
@@ -684,7 +662,7 @@ impl<'a> Trainer<'a> {
 
     fn boost(
         &self,
-        mut learner: impl Learner,
+        learner: &mut dyn Learner,
         callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
     ) -> Result<Model> {
         let k = self.k;

@@ -1,7 +1,8 @@
 //! The CUDA backend against the CPU oracle. With integer-quantised gradients both backends
 //! sum the same integers, so they must grow the same trees: the same splits and bitwise the
-//! same leaf values. These tests need a GPU (run them on one with `scripts/gpu-tests.sh`);
-//! without one, only the checks that `device="cuda"` fails cleanly and `"auto"` falls back run.
+//! same leaf values. These tests need a GPU (`scripts/gpu-build.sh` builds them as
+//! `.gpu/cuda_tests` to run on one: docs/benchmarks.md); without one, only the checks that
+//! `device="cuda"` fails cleanly and `"auto"` falls back run.
 #![cfg(feature = "cuda")]
 
 mod common;
@@ -10,7 +11,9 @@ use std::sync::Arc;
 
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Float32Array};
+use polars_gbt::backend::cpu::predict::FlatForest;
 use polars_gbt::backend::cuda;
+use polars_gbt::backend::cuda::GpuForest;
 use polars_gbt::collective::Solo;
 use polars_gbt::random::Rng;
 use polars_gbt::{train, Dataset, Error, FeatureColumn, FeatureFrame, Model, PredictOutput, Predictions, TrainConfig};
@@ -737,8 +740,8 @@ fn cuda_without_support_is_a_clear_error_and_auto_falls_back() {
     cfg.device = polars_gbt::Device::Auto;
     let model = train(&cfg, &data, &[]).expect("auto falls back to the CPU");
     assert_eq!(model.trees().len(), 3);
-    let (backend, note) = polars_gbt::backend::select(&cfg).unwrap();
-    assert_eq!(backend, polars_gbt::backend::Backend::Cpu);
+    let (engine, note) = polars_gbt::backend::select(&cfg).unwrap();
+    assert_eq!(engine.backend(), polars_gbt::backend::Backend::Cpu);
     assert!(note.unwrap().contains("trains on the CPU"));
 }
 
@@ -814,7 +817,7 @@ fn gpu_predictions_equal_cpu_predictions() {
         let model = fit(json, &data, "cuda");
         assert_gpu_predicts_as_cpu(&model, &frame, json);
         if json.contains("1024") {
-            assert!(model.gpu_forest().unwrap().description.contains("u16 bins"));
+            assert!(GpuForest::new(&model.forest_spec()).unwrap().description.contains("u16 bins"));
         }
     }
     let labels: Vec<f32> = y.iter().map(|v| (v.abs() as usize % 4) as f32).collect();
@@ -837,7 +840,7 @@ fn concurrent_requests_of_every_size_score_as_the_cpu() {
     }
     let (frame, y) = random_data(600_001, 9, 22);
     let model = fit(r#"{"n_estimators": 30, "max_depth": 6}"#, &Dataset::new(frame.clone(), y).unwrap(), "cuda");
-    let forest = model.gpu_forest().unwrap();
+    let forest = GpuForest::new(&model.forest_spec()).unwrap();
     let cpu = values(model.predict(&frame, PredictOutput::Margin).unwrap());
     let sizes = [1, 999, 32_768, 40_000, 100_001, 262_145, 600_001];
     std::thread::scope(|s| {
@@ -891,7 +894,7 @@ fn wide_models_read_rows_from_global_memory() {
     // 3,000 features of u8 bins do not fit either: the forest is scored on floats.
     let (frame, y) = random_data(2_000, 3000, 5);
     let wide = fit(r#"{"n_estimators": 3, "max_depth": 4}"#, &Dataset::new(frame.clone(), y).unwrap(), "cpu");
-    assert!(wide.gpu_forest().unwrap().description.contains("on floats"));
+    assert!(GpuForest::new(&wide.forest_spec()).unwrap().description.contains("on floats"));
     assert_gpu_predicts_as_cpu(&wide, &frame, "3000 features");
     assert_gpu_predicts_as_cpu(&model, &frame, "1500 features");
 }
@@ -945,8 +948,8 @@ fn assert_close(got: &[f32], want: &[f32], rel: f32, what: &str) {
 /// for bit, and each row's values summing to its margin. Interaction values on the first
 /// `interaction_rows` rows.
 fn assert_gpu_shap_as_cpu(model: &Model, frame: &FeatureFrame, small: &FeatureFrame, what: &str) {
-    let forest = model.gpu_forest().unwrap();
-    let cpu_forest = model.cpu_forest();
+    let forest = GpuForest::new(&model.forest_spec()).unwrap();
+    let cpu_forest = FlatForest::new(&model.forest_spec());
     let (k, m) = (model.n_outputs(), model.features().len() + 1);
     let start: Vec<f32> = (0..frame.n_rows() * k).map(|i| (i % 7) as f32 * 0.25 - 0.5).collect();
     for base in [None, Some(&start[..])] {
@@ -1036,7 +1039,8 @@ fn shap_values_of_imported_models_equal_their_libraries_on_the_cpu_and_the_gpu()
         let ours = values(model.predict(&frame, PredictOutput::Contrib).unwrap());
         assert_close(&ours, &theirs, 1e-5, &format!("{what} on the CPU"));
         if gpu() {
-            let ours = shap(&model, &model.gpu_forest().unwrap(), &frame, PredictOutput::Contrib, None);
+            let ours =
+                shap(&model, &GpuForest::new(&model.forest_spec()).unwrap(), &frame, PredictOutput::Contrib, None);
             assert_close(&ours, &theirs, 1e-5, &format!("{what} on the GPU"));
         }
     }

@@ -469,11 +469,11 @@ fn check(model: &Model, f: &Forest, base: f32, rows: &[Vec<f32>], ids_kept: bool
             assert!(close(s as f32, contrib[r * width + i] as f64, scale * 2.0), "{what}: row {r} interactions {i}");
         }
     }
-    let gpu = polars_gbt::backend::cuda::availability()
-        .is_ok()
-        .then(|| model.gpu_forest().unwrap_or_else(|e| panic!("{what}: GPU forest: {e}")));
+    let gpu = polars_gbt::backend::cuda::availability().is_ok().then(|| {
+        model.predictor(polars_gbt::backend::Backend::Cuda).unwrap_or_else(|e| panic!("{what}: GPU forest: {e}"))
+    });
     if let Some(gpu) = &gpu {
-        check_gpu(model, gpu, &data, (&margins, &leaves, &contrib), scale, what);
+        check_gpu(model, &**gpu, &data, (&margins, &leaves, &contrib), scale, what);
     }
 }
 

@@ -82,7 +82,7 @@ fn check_with(
         let model = decode(bytes).ok()?;
         let forest = polars_gbt::backend::cuda::availability()
             .is_ok()
-            .then(|| model.gpu_forest().expect("a GPU forest of a valid model"));
+            .then(|| model.predictor(polars_gbt::backend::Backend::Cuda).expect("a GPU forest of a valid model"));
         for output in [PredictOutput::Margin, PredictOutput::Value, PredictOutput::Leaf, PredictOutput::Class] {
             let cpu = model.predict(probe, output);
             if let Ok(Predictions::Float { values, .. }) = &cpu {
@@ -91,7 +91,7 @@ fn check_with(
                 }
             }
             if let (Some(forest), Ok(cpu)) = (&forest, &cpu) {
-                let gpu = model.predict_with(forest, probe, output, None).expect("GPU prediction");
+                let gpu = model.predict_with(&**forest, probe, output, None).expect("GPU prediction");
                 let same = match (cpu, &gpu) {
                     (Predictions::Float { values: a, .. }, Predictions::Float { values: b, .. }) => {
                         a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-5 * x.abs().max(1.0))

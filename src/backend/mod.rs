@@ -1,7 +1,8 @@
 //! Execution backends. The boundary is coarse, as DESIGN.md asks: a backend keeps the
 //! training margins, computes each round's gradients and grows a whole tree from them;
 //! everything that is not execution (cuts, split math, objectives, the model) is shared. The
-//! CPU backend is also the oracle for tests.
+//! CPU backend is also the oracle for tests. Each backend is reached through its [`Engine`]
+//! (`engine.rs`): availability, a learner for a fit, a predictor for a forest.
 //!
 //! Backends sit below the model: they take what they need (data, cuts, trees as a
 //! [`ForestSpec`](crate::prediction::ForestSpec)) and never import `crate::model`. Without the `cuda` feature, [`cuda`] is a
@@ -11,11 +12,13 @@
 pub mod cpu;
 #[cfg_attr(not(feature = "cuda"), path = "cuda_stub.rs")]
 pub mod cuda;
+pub mod engine;
 pub mod refit;
 
-use crate::config::{Device, TrainConfig};
+pub use engine::{for_scoring, select, Backend, Engine, Fit};
+
 use crate::data::FeatureColumn;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::objective::{Loss, Targets};
 use crate::prediction::{PredictOutput, Predictions};
 use crate::tree::Tree;
@@ -43,34 +46,4 @@ pub trait Predictor {
         base_margin: Option<&[f32]>,
         output: PredictOutput,
     ) -> Result<Predictions>;
-}
-
-/// Where a fit runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    Cpu,
-    Cuda,
-}
-
-/// The backend for `cfg` on `data`, and, when `device="auto"` chose the CPU, why.
-/// `device="cuda"` that cannot run is an error that says why.
-pub fn select(cfg: &TrainConfig) -> Result<(Backend, Option<String>)> {
-    match cfg.device {
-        Device::Cpu => Ok((Backend::Cpu, None)),
-        Device::Cuda => match cuda_obstacle(cfg) {
-            None => Ok((Backend::Cuda, None)),
-            Some(why) => Err(Error::Device(format!("device=\"cuda\" cannot be used: {why}"))),
-        },
-        Device::Auto => match cuda_obstacle(cfg) {
-            None => Ok((Backend::Cuda, None)),
-            Some(why) => Ok((Backend::Cpu, Some(format!("device=\"auto\" trains on the CPU: {why}")))),
-        },
-    }
-}
-
-fn cuda_obstacle(cfg: &TrainConfig) -> Option<String> {
-    if let Err(why) = cuda::availability() {
-        return Some(why);
-    }
-    cuda::learner::unsupported(cfg.max_bin)
 }

@@ -21,9 +21,7 @@ pub use import::decode_ubjson;
 pub use importance::ImportanceType;
 pub use table::TreeTable;
 
-use crate::backend::cpu::predict::FlatForest;
-use crate::backend::cuda::GpuForest;
-use crate::backend::Predictor;
+use crate::backend::{Backend, Predictor};
 use crate::config::{Objective, TrainConfig};
 use crate::data::{FeatureColumn, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
@@ -165,7 +163,7 @@ impl Model {
 
     /// Predicts every row of `frame` on the CPU.
     pub fn predict(&self, frame: &FeatureFrame, output: PredictOutput) -> Result<Predictions> {
-        self.predict_with(&self.cpu_forest(), frame, output, None)
+        self.predict_with(&*self.predictor(Backend::Cpu)?, frame, output, None)
     }
 
     /// What a backend builds its predictor from: the trees, the outputs and their base
@@ -187,21 +185,15 @@ impl Model {
         }
     }
 
-    /// The trees laid out for the CPU predictor. Building it costs about as much as scoring a
-    /// few thousand rows, so callers that score many batches build it once and use
-    /// [`Model::predict_with`].
-    pub fn cpu_forest(&self) -> FlatForest {
-        FlatForest::new(&self.forest_spec())
+    /// The trees laid out for `backend`'s predictor ([`Backend::engine`]); the error says
+    /// why that backend cannot score here (a build without CUDA, no usable GPU). Building it
+    /// costs about as much as scoring a few thousand rows on the CPU (an upload on the GPU), so
+    /// callers that score many batches build it once and use [`Model::predict_with`].
+    pub fn predictor(&self, backend: Backend) -> Result<Arc<dyn Predictor + Send + Sync>> {
+        backend.engine().predictor(&self.forest_spec())
     }
 
-    /// The trees uploaded to the GPU, for [`Model::predict_with`]; the error says why no GPU
-    /// can be used (always, in a build without the `cuda` feature).
-    pub fn gpu_forest(&self) -> Result<GpuForest> {
-        GpuForest::new(&self.forest_spec())
-    }
-
-    /// [`Model::predict`] with a predictor built from this model ([`Model::cpu_forest`],
-    /// [`Model::gpu_forest`]), starting from `base_margin` (row-major, `n_outputs` per row) in
+    /// [`Model::predict`] with a predictor built from this model ([`Model::predictor`]), starting from `base_margin` (row-major, `n_outputs` per row) in
     /// place of the base score when given. The GPU's predictions equal the CPU's up to float
     /// rounding in the link function.
     pub fn predict_with(
@@ -235,7 +227,7 @@ impl Model {
         base_margin: &[f32],
         output: PredictOutput,
     ) -> Result<Predictions> {
-        self.predict_with(&self.cpu_forest(), frame, output, Some(base_margin))
+        self.predict_with(&*self.predictor(Backend::Cpu)?, frame, output, Some(base_margin))
     }
 
     /// Class output only means something for classifiers.

@@ -8,16 +8,17 @@ use std::sync::{Arc, Mutex, OnceLock};
 use polars::prelude::PolarsResult;
 
 use super::convert::to_polars;
-use crate::backend::cpu::predict::FlatForest;
-use crate::backend::cuda::GpuForest;
+use crate::backend::{Backend, Predictor};
 use crate::Model;
 
-/// A parsed model with its CPU forest and, once a batch asks for the GPU, its forest on the
-/// device.
+/// A forest laid out for one backend, or why it could not be.
+type Laid = std::result::Result<Arc<dyn Predictor + Send + Sync>, String>;
+
+/// A parsed model with, once a batch asks for a backend, its forest laid out for it.
 pub(super) struct CachedModel {
     pub(super) model: Arc<Model>,
-    pub(super) cpu: OnceLock<FlatForest>,
-    pub(super) gpu: OnceLock<std::result::Result<Arc<GpuForest>, String>>,
+    /// By [`Backend::index`].
+    predictors: [OnceLock<Laid>; Backend::ALL.len()],
     /// The bytes, kept to compare when the key is only a checksum.
     bytes: Option<Vec<u8>>,
     size: usize,
@@ -41,6 +42,16 @@ impl Key {
         match self {
             Key::Digest(_, r) | Key::Content(_, _, r) => *r,
         }
+    }
+}
+
+impl CachedModel {
+    /// The model's forest laid out for `backend`, on the first request for it (a failure is
+    /// kept too, as its message: a batch after it fails alike without trying again).
+    pub(super) fn predictor(&self, backend: Backend) -> Laid {
+        self.predictors[backend.index()]
+            .get_or_init(|| self.model.predictor(backend).map_err(|e| e.to_string()))
+            .clone()
     }
 }
 
@@ -101,8 +112,7 @@ fn lookup(key: Key, bytes: &[u8]) -> crate::Result<Arc<CachedModel>> {
     }
     let entry = Arc::new(CachedModel {
         model: Arc::new(model),
-        cpu: OnceLock::new(),
-        gpu: OnceLock::new(),
+        predictors: Default::default(),
         // Content keys are compared in full on every hit; digests are trusted.
         bytes: matches!(key, Key::Content(..)).then(|| bytes.to_vec()),
         size: bytes.len(),

@@ -170,7 +170,7 @@ fn interrupt_fits() {
 /// None when training can use a GPU here, else why not.
 #[pyfunction]
 fn cuda_unavailable_reason() -> PyResult<Option<String>> {
-    super::catch_panics_py(|| Ok(crate::backend::cuda::availability().err()))
+    super::catch_panics_py(|| Ok(crate::backend::Backend::Cuda.engine().availability().err()))
 }
 
 /// Starts the rendezvous of a distributed fit's `world` workers on `host` (a background

@@ -16,6 +16,8 @@ use super::convert::{feature_column, margin_values, predictions_series, to_polar
 use super::dtypes::{as_in_training, broadcast, dtype_name};
 use super::expressions::display_name;
 use super::model_cache::{self, CachedModel};
+use crate::backend::Backend;
+use crate::config::Device;
 use crate::{FeatureFrame, Model, PredictOutput, Predictions};
 
 /// `predict`'s keyword arguments. Inputs: the features, then the per-row base margin when
@@ -112,23 +114,26 @@ fn row_models_dtype(output: PredictOutput, num_class: Option<usize>) -> DataType
     }
 }
 
-/// Whether to score on the GPU: "cuda" requires one, "auto" uses one when it is usable.
-fn use_gpu(device: &str) -> PolarsResult<bool> {
-    match device {
-        "cpu" => Ok(false),
-        "cuda" => crate::backend::cuda::availability().map(|_| true).map_err(|e| to_polars(crate::Error::Device(e))),
-        "auto" => Ok(crate::backend::cuda::availability().is_ok()),
-        other => Err(to_polars(crate::Error::param(
-            "device",
-            format!("`{other}` is not one of \"cpu\", \"cuda\", \"auto\""),
-        ))),
-    }
+/// Where to score: "cuda" requires a usable GPU, "auto" takes one when there is one.
+fn scoring_backend(device: &str) -> PolarsResult<Backend> {
+    let device = match device {
+        "cpu" => Device::Cpu,
+        "cuda" => Device::Cuda,
+        "auto" => Device::Auto,
+        other => {
+            return Err(to_polars(crate::Error::param(
+                "device",
+                format!("`{other}` is not one of \"cpu\", \"cuda\", \"auto\""),
+            )))
+        }
+    };
+    crate::backend::for_scoring(device).map(|engine| engine.backend()).map_err(to_polars)
 }
 
 /// Scores the rows of `inputs`; a constant model's bytes are `model_bytes`.
 pub(super) fn predict(inputs: &[Series], kwargs: &PredictKwargs, model_bytes: &[u8]) -> PolarsResult<Series> {
     let output: PredictOutput = kwargs.output.parse().map_err(to_polars)?;
-    let gpu = use_gpu(&kwargs.device)?;
+    let backend = scoring_backend(&kwargs.device)?;
     // Literals broadcast to the longest column, as everywhere else in Polars.
     let inputs = &broadcast(inputs)[..];
     let (inputs, models) = match (kwargs.model_column, inputs.split_last()) {
@@ -147,7 +152,7 @@ pub(super) fn predict(inputs: &[Series], kwargs: &PredictKwargs, model_bytes: &[
     match models {
         None => {
             let cached = constant_model(kwargs, model_bytes)?;
-            let p = score(&cached, features, margin, output, gpu)?;
+            let p = score(&cached, features, margin, output, backend)?;
             let (k, m) = (cached.model.n_outputs(), cached.model.features().len() + 1);
             match output {
                 PredictOutput::Contrib if k > 1 => nested_f32(name, p, &[k, m]),
@@ -158,7 +163,7 @@ pub(super) fn predict(inputs: &[Series], kwargs: &PredictKwargs, model_bytes: &[
         }
         Some(models) => {
             let dtype = row_models_dtype(output, kwargs.num_class);
-            score_row_models(name, features, margin, models, kwargs.iteration_range, output, gpu, &dtype)
+            score_row_models(name, features, margin, models, kwargs.iteration_range, output, backend, &dtype)
         }
     }
 }
@@ -190,7 +195,7 @@ fn score(
     features: &[Series],
     margin: Option<&Series>,
     output: PredictOutput,
-    gpu: bool,
+    backend: Backend,
 ) -> PolarsResult<Predictions> {
     let model = &cached.model;
     let base_margin = match margin {
@@ -215,17 +220,8 @@ fn score(
         None => None,
     };
     let frame = FeatureFrame::new(scoring_columns(model, features)?).map_err(to_polars)?;
-    if gpu {
-        let forest = cached
-            .gpu
-            .get_or_init(|| model.gpu_forest().map(Arc::new).map_err(|e| e.to_string()))
-            .clone()
-            .map_err(|e| polars_err!(ComputeError: "{}", e))?;
-        model.predict_with(&*forest, &frame, output, base_margin.as_deref())
-    } else {
-        model.predict_with(cached.cpu.get_or_init(|| model.cpu_forest()), &frame, output, base_margin.as_deref())
-    }
-    .map_err(to_polars)
+    let forest = cached.predictor(backend).map_err(|e| polars_err!(ComputeError: "{}", e))?;
+    model.predict_with(&*forest, &frame, output, base_margin.as_deref()).map_err(to_polars)
 }
 
 /// Scores each row with its own row's model (`models`, a Binary column; a null model gives a
@@ -239,7 +235,7 @@ fn score_row_models(
     models: &Series,
     rounds: model_cache::Rounds,
     output: PredictOutput,
-    gpu: bool,
+    backend: Backend,
     dtype: &DataType,
 ) -> PolarsResult<Series> {
     if models.dtype() != &DataType::Binary {
@@ -284,12 +280,12 @@ fn score_row_models(
         let first = rows[0] as usize;
         check_row_model(&cached.model, output, dtype, first)?;
         let p = if rows.len() == n {
-            score(cached, features, margin, output, gpu)?
+            score(cached, features, margin, output, backend)?
         } else {
             let idx = IdxCa::from_vec(PlSmallStr::EMPTY, rows.clone());
             let picked: Vec<Series> = features.iter().map(|s| s.take(&idx)).collect::<PolarsResult<_>>()?;
             let margin = margin.map(|m| m.take(&idx)).transpose()?;
-            score(cached, &picked, margin.as_ref(), output, gpu)?
+            score(cached, &picked, margin.as_ref(), output, backend)?
         };
         debug_assert!(g == scored.len());
         scored.push(p);

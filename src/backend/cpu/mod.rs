@@ -1,5 +1,6 @@
 //! The rayon CPU backend: histograms, row partitioning, tree growth and prediction.
 
+pub mod engine;
 pub mod grow;
 mod heap_simd;
 pub mod histogram;

@@ -20,6 +20,7 @@
 
 mod buffers;
 pub mod data;
+pub mod engine;
 pub mod forest;
 pub mod gpus;
 mod gradients;

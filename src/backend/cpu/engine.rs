@@ -1,0 +1,51 @@
+//! The CPU's [`Engine`]: rayon on this process's threads, always available.
+
+use std::sync::Arc;
+
+use super::predict::FlatForest;
+use super::{memory, CpuLearner};
+use crate::backend::{Backend, Engine, Fit, Learner, Predictor};
+use crate::collective::{Collective, Solo};
+use crate::config::TrainConfig;
+use crate::data::{BinnedMatrix, FeatureCuts};
+use crate::error::{Error, Result};
+use crate::prediction::ForestSpec;
+
+pub struct CpuEngine;
+
+impl Engine for CpuEngine {
+    fn backend(&self) -> Backend {
+        Backend::Cpu
+    }
+
+    fn availability(&self) -> std::result::Result<(), String> {
+        Ok(())
+    }
+
+    fn unsupported(&self, _: &TrainConfig) -> Option<String> {
+        None
+    }
+
+    fn fit(&self, fit: Fit<'_>, boost: &mut dyn FnMut(&mut dyn Learner) -> Result<()>) -> Result<()> {
+        let n_bins: Vec<u32> = fit.cuts.iter().map(FeatureCuts::n_bins).collect();
+        let width = BinnedMatrix::bin_width(&n_bins);
+        let (n, nf, k) = (fit.data.n_rows(), fit.cuts.len(), fit.cfg.num_outputs());
+        memory::check_fits(memory::fit_bytes(n, nf, width, k), n, nf)?;
+        let binned = BinnedMatrix::new(&fit.data.features, fit.cuts);
+        let weights = fit.data.weight.as_deref();
+        let mut learner =
+            CpuLearner::new(binned, fit.cuts, fit.grow, fit.margin, weights, fit.refit).with_collective(fit.shard.comm);
+        boost(&mut learner)
+    }
+
+    fn on_each_device(&self, k: usize, work: &(dyn Fn(usize, &dyn Collective) -> Result<()> + Sync)) -> Result<()> {
+        match k {
+            1 => work(0, &Solo),
+            _ => Err(Error::param("n_gpus", "trains on several GPUs: it needs device=\"cuda\" (or \"auto\")")),
+        }
+    }
+
+    fn predictor(&self, spec: &ForestSpec) -> Result<Arc<dyn Predictor + Send + Sync>> {
+        Ok(Arc::new(FlatForest::new(spec)))
+    }
+}

@@ -1,0 +1,56 @@
+//! The CUDA [`Engine`]. What it keeps between fits lives in `runtime.rs`: each GPU's context,
+//! stream, compiled kernels, pinned buffers and lanes, started on first use and kept for the
+//! process.
+
+use std::sync::Arc;
+
+use super::{availability, learner, on_each_gpu, runtime_on, GpuForest, GpuLearner};
+use crate::backend::{Backend, Engine, Fit, Learner, Predictor};
+use crate::collective::Collective;
+use crate::config::TrainConfig;
+use crate::error::Result;
+use crate::prediction::ForestSpec;
+
+/// A GPU fit of at most this many values (rows x features) shares the GPU with other small
+/// fits, each on its own stream (`Runtime::take_turn`); a larger one has the GPU to itself.
+/// 4M values is a few tens of MiB on the device, and enough rows to keep the GPU busy alone.
+const SMALL_GPU_FIT_CELLS: usize = 1 << 22;
+
+pub struct CudaEngine;
+
+impl Engine for CudaEngine {
+    fn backend(&self) -> Backend {
+        Backend::Cuda
+    }
+
+    fn availability(&self) -> std::result::Result<(), String> {
+        availability()
+    }
+
+    fn unsupported(&self, cfg: &TrainConfig) -> Option<String> {
+        learner::unsupported(cfg.max_bin)
+    }
+
+    fn fit(&self, fit: Fit<'_>, boost: &mut dyn FnMut(&mut dyn Learner) -> Result<()>) -> Result<()> {
+        let shard = fit.shard;
+        // A worker of a fit over several GPUs trains on its communicator's GPU.
+        let ordinal = shard.comm.device_sums().map_or(0, |d| d.ordinal());
+        let rt = runtime_on(ordinal)?;
+        // Small fits share the GPU (a lane each), a large one has it to itself; others queue
+        // here. Not a distributed fit's worker: its fit waits on the other workers, which may
+        // share this GPU (a fit over several GPUs took them whole).
+        let whole = fit.data.n_rows() * fit.cuts.len().max(1) > SMALL_GPU_FIT_CELLS;
+        let _turn = (!shard.is_distributed()).then(|| rt.take_turn(whole));
+        let mut learner =
+            GpuLearner::new(&rt, fit.data, fit.cuts, fit.grow, fit.cfg, &fit.margin, fit.refit, shard.comm)?;
+        boost(&mut learner)
+    }
+
+    fn on_each_device(&self, k: usize, work: &(dyn Fn(usize, &dyn Collective) -> Result<()> + Sync)) -> Result<()> {
+        on_each_gpu(k, work)
+    }
+
+    fn predictor(&self, spec: &ForestSpec) -> Result<Arc<dyn Predictor + Send + Sync>> {
+        Ok(Arc::new(GpuForest::new(spec)?))
+    }
+}

@@ -1,0 +1,113 @@
+//! What a device is, to the rest of the crate: an [`Engine`]. The booster asks the engine of
+//! its [`Backend`] for a learner and hands it the boosting loop; the model and the plugin's
+//! model cache ask it for a predictor of a forest. Only `src/backend/` names the backends, so a
+//! new device is one more [`Backend`] and one more engine, and nothing above this layer changes.
+//!
+//! Engines are process-wide (`Backend::engine` gives a `'static` one): what a device keeps
+//! between fits and predictions (the CUDA contexts, compiled kernels, pinned buffers and the
+//! lanes that share a GPU) belongs to its engine's module and outlives any one fit.
+
+use std::sync::Arc;
+
+use super::refit::LeafRefit;
+use super::{cpu, cuda, Learner, Predictor};
+use crate::collective::{Collective, Shard};
+use crate::config::{Device, TrainConfig};
+use crate::data::{Dataset, FeatureCuts};
+use crate::error::{Error, Result};
+use crate::prediction::ForestSpec;
+use crate::tree::GrowParams;
+
+/// Where a fit or a prediction runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Backend {
+    Cpu,
+    Cuda,
+}
+
+impl Backend {
+    /// Every backend, in [`Backend::index`] order.
+    pub const ALL: [Backend; 2] = [Backend::Cpu, Backend::Cuda];
+
+    /// The backend's place in [`Backend::ALL`] (for per-backend tables, such as a model's
+    /// predictors).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The process's engine of this backend.
+    pub fn engine(self) -> &'static dyn Engine {
+        match self {
+            Backend::Cpu => &cpu::engine::CpuEngine,
+            Backend::Cuda => &cuda::engine::CudaEngine,
+        }
+    }
+}
+
+/// Everything a backend needs to train: the rows and their cut points, what shapes a tree,
+/// the starting margins, the leaf refits of L1-type losses, and this worker's place among the
+/// fit's workers ([`Shard::solo`] for one).
+pub struct Fit<'a> {
+    pub data: &'a Dataset,
+    pub cuts: &'a [FeatureCuts],
+    pub grow: GrowParams,
+    pub cfg: &'a TrainConfig,
+    /// Class-major: output c's margins for every row, then output c + 1's.
+    pub margin: Vec<f32>,
+    pub refit: Option<LeafRefit<'a>>,
+    pub shard: &'a Shard<'a>,
+}
+
+/// A kind of device the crate trains and scores on.
+pub trait Engine: Sync {
+    fn backend(&self) -> Backend;
+
+    /// Whether this engine can run here; the error says why not.
+    fn availability(&self) -> std::result::Result<(), String>;
+
+    /// Why this engine cannot train `cfg`, when it cannot (besides not being available).
+    fn unsupported(&self, cfg: &TrainConfig) -> Option<String>;
+
+    /// Makes a learner for `fit` and hands it to `boost`, which runs the whole boosting loop
+    /// with it; the engine's share of the device is held until `boost` returns.
+    fn fit(&self, fit: Fit<'_>, boost: &mut dyn FnMut(&mut dyn Learner) -> Result<()>) -> Result<()>;
+
+    /// Runs `work` once for each of `k` devices of this process, each as one worker of a
+    /// distributed fit over the collective it is given (device `rank` of `k`); the result is
+    /// the first failure, or success.
+    fn on_each_device(&self, k: usize, work: &(dyn Fn(usize, &dyn Collective) -> Result<()> + Sync)) -> Result<()>;
+
+    /// A model's forest laid out for this engine, to score any number of batches.
+    fn predictor(&self, spec: &ForestSpec) -> Result<Arc<dyn Predictor + Send + Sync>>;
+}
+
+/// The engine for training `cfg`, and, when `device="auto"` chose the CPU, why.
+/// `device="cuda"` that cannot run is an error that says why.
+pub fn select(cfg: &TrainConfig) -> Result<(&'static dyn Engine, Option<String>)> {
+    let obstacle = |e: &dyn Engine| e.availability().err().or_else(|| e.unsupported(cfg));
+    choose(cfg.device, "train", &obstacle)
+}
+
+/// The engine for scoring on `device` ("cuda" must be usable; "auto" takes it when it is).
+pub fn for_scoring(device: Device) -> Result<&'static dyn Engine> {
+    choose(device, "score", &|e: &dyn Engine| e.availability().err()).map(|(engine, _)| engine)
+}
+
+fn choose(
+    device: Device,
+    verb: &str,
+    obstacle: &dyn Fn(&dyn Engine) -> Option<String>,
+) -> Result<(&'static dyn Engine, Option<String>)> {
+    let (cpu, gpu) = (Backend::Cpu.engine(), Backend::Cuda.engine());
+    match device {
+        Device::Cpu => Ok((cpu, None)),
+        Device::Cuda => match obstacle(gpu) {
+            None => Ok((gpu, None)),
+            Some(why) => Err(Error::Device(format!("device=\"cuda\" cannot be used: {why}"))),
+        },
+        Device::Auto => match obstacle(gpu) {
+            None => Ok((gpu, None)),
+            Some(why) => Ok((cpu, Some(format!("device=\"auto\" {verb}s on the CPU: {why}")))),
+        },
+    }
+}
