@@ -87,9 +87,8 @@ fn main() {
                         rows: RowSpans::new(vec![(start as u64, data.n_rows() as u64)], n as u64).unwrap(),
                         evals: Vec::new(),
                     };
-                    let model = pool(each)
-                        .install(|| polars_gbt::booster::train_sharded(&cfg, &data, &[], &shard, &mut |_| Ok(true)))
-                        .unwrap();
+                    let model =
+                        pool(each).install(|| polars_gbt::Training::new(&cfg, &data).shard(&shard).run()).unwrap();
                     (model.to_bytes(), ring.usage())
                 })
             })

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use polars_gbt::metric::Metric;
 use polars_gbt::objective::Targets;
-use polars_gbt::{train_with_callback, Dataset, PredictOutput, TrainConfig};
+use polars_gbt::{Dataset, PredictOutput, TrainConfig, Training};
 
 #[path = "common/bench_data.rs"]
 mod bench_data;
@@ -32,13 +32,15 @@ fn main() {
     // separates the set-up from the steady state.
     let t = Instant::now();
     let mut first_round_s = 0.0;
-    let model = train_with_callback(&cfg, &data, &[], &mut |log| {
-        if log.round == 0 {
-            first_round_s = t.elapsed().as_secs_f64();
-        }
-        Ok(true)
-    })
-    .unwrap();
+    let model = Training::new(&cfg, &data)
+        .callback(&mut |log| {
+            if log.round == 0 {
+                first_round_s = t.elapsed().as_secs_f64();
+            }
+            Ok(true)
+        })
+        .run()
+        .unwrap();
     let total_s = t.elapsed().as_secs_f64();
     let per_tree_s = (total_s - first_round_s) / (cfg.n_estimators.max(2) - 1) as f64;
 

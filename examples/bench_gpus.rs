@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use polars_gbt::{train_with_callback, Dataset, FeatureColumn, FeatureFrame, Model, TrainConfig};
+use polars_gbt::{Dataset, FeatureColumn, FeatureFrame, Model, TrainConfig, Training};
 
 #[path = "common/bench_data.rs"]
 #[allow(dead_code)]
@@ -49,14 +49,16 @@ fn main() {
         // start) and the end (NCCL's teardown) from the steady state.
         let clock = Instant::now();
         let (mut first, mut last) = (0.0, 0.0);
-        let model = train_with_callback(&cfg, &data, &[], &mut |log| {
-            last = clock.elapsed().as_secs_f64();
-            if log.round == 0 {
-                first = last;
-            }
-            Ok(true)
-        })
-        .unwrap();
+        let model = Training::new(&cfg, &data)
+            .callback(&mut |log| {
+                last = clock.elapsed().as_secs_f64();
+                if log.round == 0 {
+                    first = last;
+                }
+                Ok(true)
+            })
+            .run()
+            .unwrap();
         let total = clock.elapsed().as_secs_f64();
         eprintln!("n_gpus={gpus}: {total:.2} s in all, {:.2} s after the last tree", total - last);
         (model, first, (last - first) / (rounds.max(2) - 1) as f64)

@@ -39,10 +39,7 @@ mod python;
 pub mod random;
 pub mod tree;
 
-pub use booster::{
-    train, train_continued, train_continued_with_user_functions, train_with_callback, train_with_user_functions,
-    RoundLog, UserFunctions,
-};
+pub use booster::{train, RoundCallback, RoundLog, Training, UserFunctions};
 pub use config::{Device, GrowPolicy, Objective, TrainConfig};
 pub use data::{Dataset, FeatureColumn, FeatureFrame};
 pub use error::{Error, Result};

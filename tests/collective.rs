@@ -327,7 +327,7 @@ fn distributed_evaluation_sets_and_early_stopping_match_one_worker() {
                 rows: RowSpans::new(train_spans[r].clone(), n as u64)?,
                 evals: vec![RowSpans::new(eval_spans[r].clone(), n_eval as u64)?],
             };
-            polars_gbt::booster::train_sharded(&cfg, &data, &[("valid", &valid)], &shard, &mut |_| Ok(true))
+            polars_gbt::Training::new(&cfg, &data).evals(&[("valid", &valid)]).shard(&shard).run()
         });
         for m in models {
             let m = m.unwrap();

@@ -1,4 +1,4 @@
-//! Continued training (`train_continued`): rounds added to an existing model. Without row or
+//! Continued training (`Training::init_model`): rounds added to an existing model. Without row or
 //! column sampling, 10 rounds and then 10 more must be exactly the 20-round fit: the same cut
 //! points (the same data), and every row starting the second fit from the first's margins,
 //! summed tree by tree in the order the booster added them.
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, Float32Array};
 use polars_gbt::random::Rng;
 use polars_gbt::{
-    train, train_continued, Dataset, FeatureColumn, FeatureFrame, Model, PredictOutput, Predictions, TrainConfig,
+    train, Dataset, FeatureColumn, FeatureFrame, Model, PredictOutput, Predictions, TrainConfig, Training,
 };
 
 fn frame(n: usize, seed: u64) -> (FeatureFrame, Vec<f32>) {
@@ -48,7 +48,7 @@ fn margins(m: &Model, f: &FeatureFrame) -> Vec<f32> {
 
 fn continued(json_first: &str, json_more: &str, data: &Dataset, evals: &[(&str, &Dataset)]) -> Model {
     let first = train(&cfg(json_first), data, evals).unwrap();
-    train_continued(&first, &cfg(json_more), data, evals, &mut |_| Ok(true)).unwrap()
+    Training::new(&cfg(json_more), data).evals(evals).init_model(&first).run().unwrap()
 }
 
 #[test]
@@ -81,7 +81,7 @@ fn evaluation_and_early_stopping_continue_from_the_first_model() {
     };
     let whole = train(&cfg(&json(200)), &data, &[("valid", &valid)]).unwrap();
     let first = train(&cfg(&json(5)), &data, &[("valid", &valid)]).unwrap();
-    let joined = train_continued(&first, &cfg(&json(200)), &data, &[("valid", &valid)], &mut |_| Ok(true)).unwrap();
+    let joined = Training::new(&cfg(&json(200)), &data).evals(&[("valid", &valid)]).init_model(&first).run().unwrap();
     // The continued log starts where the first left off: its first value is the whole fit's
     // sixth.
     let (w, j) = (&whole.evals_result()[0].values, &joined.evals_result()[0].values);
@@ -96,13 +96,13 @@ fn continuing_needs_the_same_columns_and_no_base_score_or_margins() {
     let data = Dataset::new(f.clone(), y.clone()).unwrap();
     let first = train(&cfg(r#"{"n_estimators": 3}"#), &data, &[]).unwrap();
     let fewer = Dataset::new(f.without(&["x3"]).unwrap(), y.clone()).unwrap();
-    let e = train_continued(&first, &cfg(r#"{"n_estimators": 3}"#), &fewer, &[], &mut |_| Ok(true)).unwrap_err();
+    let e = Training::new(&cfg(r#"{"n_estimators": 3}"#), &fewer).init_model(&first).run().unwrap_err();
     assert!(e.to_string().contains("same columns"), "{e}");
-    let e = train_continued(&first, &cfg(r#"{"n_estimators": 3, "base_score": 0.5}"#), &data, &[], &mut |_| Ok(true))
-        .unwrap_err();
+    let e =
+        Training::new(&cfg(r#"{"n_estimators": 3, "base_score": 0.5}"#), &data).init_model(&first).run().unwrap_err();
     assert!(e.to_string().contains("`base_score`"), "{e}");
     let with_margin = data.clone().with_base_margin(vec![0.0; 500]).unwrap();
-    let e = train_continued(&first, &cfg(r#"{"n_estimators": 3}"#), &with_margin, &[], &mut |_| Ok(true)).unwrap_err();
+    let e = Training::new(&cfg(r#"{"n_estimators": 3}"#), &with_margin).init_model(&first).run().unwrap_err();
     assert!(e.to_string().contains("base_margin"), "{e}");
     let other = train(
         &cfg(r#"{"objective": "binary:logistic", "n_estimators": 3}"#),
@@ -110,6 +110,6 @@ fn continuing_needs_the_same_columns_and_no_base_score_or_margins() {
         &[],
     )
     .unwrap();
-    let e = train_continued(&other, &cfg(r#"{"n_estimators": 3}"#), &data, &[], &mut |_| Ok(true)).unwrap_err();
+    let e = Training::new(&cfg(r#"{"n_estimators": 3}"#), &data).init_model(&other).run().unwrap_err();
     assert!(e.to_string().contains("binary:logistic"), "{e}");
 }

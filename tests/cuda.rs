@@ -913,7 +913,7 @@ fn continued_training_on_the_gpu_is_the_whole_fit() {
     let first = fit(&json(8), &data, "cuda");
     let mut more = TrainConfig::from_json(&json(8)).unwrap();
     more.device = serde_json::from_value(serde_json::Value::String("cuda".into())).unwrap();
-    let joined = polars_gbt::train_continued(&first, &more, &data, &[], &mut |_| Ok(true)).unwrap();
+    let joined = polars_gbt::Training::new(&more, &data).init_model(&first).run().unwrap();
     assert_same_trees(&fit(&json(16), &data, "cuda"), &joined, "continued on the GPU");
     assert_same_trees(&fit(&json(16), &data, "cpu"), &joined, "continued on the GPU against the CPU");
 }
@@ -1206,22 +1206,28 @@ fn several_gpus_of_one_process_give_one_gpus_model() {
     let one = train(&cfg, &plain, &[("valid", &valid)]).unwrap();
     cfg.n_gpus = 2;
     let mut rounds = 0;
-    let two = polars_gbt::train_with_callback(&cfg, &plain, &[("valid", &valid)], &mut |_| {
-        rounds += 1;
-        Ok(true)
-    })
-    .unwrap();
+    let two = polars_gbt::Training::new(&cfg, &plain)
+        .evals(&[("valid", &valid)])
+        .callback(&mut |_| {
+            rounds += 1;
+            Ok(true)
+        })
+        .run()
+        .unwrap();
     assert!(one.best_iteration().is_some_and(|b| b + 3 < 199), "early stopping should stop early");
     // The callback ran on GPU 0 once a round: to the best round and the 3 after it.
     assert_eq!(rounds, one.best_iteration().unwrap() + 4);
     assert!(json_without_gpu_count(&two, 2) == json_without_gpu_count(&one, 1), "early-stopped fit differs");
     // A callback that stops the fit stops every GPU.
     let mut seen = 0;
-    let stopped = polars_gbt::train_with_callback(&cfg, &plain, &[("valid", &valid)], &mut |_| {
-        seen += 1;
-        Ok(seen < 2)
-    })
-    .unwrap();
+    let stopped = polars_gbt::Training::new(&cfg, &plain)
+        .evals(&[("valid", &valid)])
+        .callback(&mut |_| {
+            seen += 1;
+            Ok(seen < 2)
+        })
+        .run()
+        .unwrap();
     assert_eq!(stopped.num_rounds(), 2);
     // More GPUs than the driver sees is an error naming the parameter.
     cfg.early_stopping_rounds = None;

@@ -306,7 +306,7 @@ fn user_functions_reproduce_the_builtin_squared_error_and_rmse() {
     use polars_gbt::metric::CustomMetric;
     use polars_gbt::objective::Loss;
     use polars_gbt::tree::GradPair;
-    use polars_gbt::{train_with_callback, train_with_user_functions, UserFunctions};
+    use polars_gbt::{Training, UserFunctions};
 
     struct MySquared;
     impl Loss for MySquared {
@@ -343,12 +343,11 @@ fn user_functions_reproduce_the_builtin_squared_error_and_rmse() {
     let data = Dataset::new(frame(vec![x[..2000].to_vec()]), y[..2000].to_vec()).unwrap();
     let valid = Dataset::new(frame(vec![x[2000..].to_vec()]), y[2000..].to_vec()).unwrap();
     let json = r#"{"n_estimators": 12, "max_depth": 4, "base_score": 0.0, "eval_metric": "rmse"}"#;
-    let builtin =
-        train_with_callback(&TrainConfig::from_json(json).unwrap(), &data, &[("v", &valid)], &mut |_| Ok(true));
+    let builtin = polars_gbt::train(&TrainConfig::from_json(json).unwrap(), &data, &[("v", &valid)]);
     let mut cfg = TrainConfig::from_json(json).unwrap();
     cfg.custom_objective = Some("my_squared".into());
     let user = UserFunctions { objective: Some(Box::new(MySquared)), metrics: vec![Box::new(MyRmse)] };
-    let mine = train_with_user_functions(&cfg, &data, &[("v", &valid)], user, &mut |_| Ok(true)).unwrap();
+    let mine = Training::new(&cfg, &data).evals(&[("v", &valid)]).user_functions(user).run().unwrap();
     let builtin = builtin.unwrap();
     assert_eq!(mine.trees(), builtin.trees());
     let (log, want) = (mine.evals_result(), builtin.evals_result());

@@ -214,7 +214,7 @@ impl Dataset {
     }
 
     /// [`Dataset::with_labels`], with no rows allowed: a worker's share of a distributed
-    /// fit's evaluation set may be empty (`booster::train_sharded`).
+    /// fit's evaluation set may be empty (`booster::Training::shard`).
     pub fn with_labels_or_empty(features: FeatureFrame, label: ScalarBuffer<f32>, n_targets: usize) -> Result<Self> {
         let n = features.n_rows();
         if n_targets == 0 || label.len() != n * n_targets {

@@ -92,7 +92,8 @@ impl DistributedKwargs {
         })?;
         let eval_rows =
             self.evals.iter().map(|(spans, n)| RowSpans::new(spans.clone(), *n)).collect::<crate::Result<Vec<_>>>()?;
-        crate::booster::train_sharded(cfg, data, evals, &Shard { comm: &ring, rows, evals: eval_rows }, log)
+        let shard = Shard { comm: &ring, rows, evals: eval_rows };
+        crate::Training::new(cfg, data).evals(evals).callback(log).shard(&shard).run()
     }
 }
 
@@ -296,9 +297,10 @@ impl<'a> FitInputs<'a> {
             })
             .collect();
         let user = crate::UserFunctions { objective, metrics };
+        let fit = crate::Training::new(cfg, data).evals(evals).callback(log).user_functions(user);
         match &self.init {
-            None => crate::train_with_user_functions(cfg, data, evals, user, log),
-            Some(init) => crate::train_continued_with_user_functions(init, cfg, data, evals, user, log),
+            None => fit.run(),
+            Some(init) => fit.init_model(init).run(),
         }
         .map_err(to_polars)
     }

@@ -145,6 +145,6 @@ pub fn train_shards(
         let spans = shards[ring.rank()].clone();
         let data = make(&rows_of(&spans));
         let shard = Shard { comm: ring, rows: RowSpans::new(spans, n as u64)?, evals: Vec::new() };
-        polars_gbt::booster::train_sharded(&cfg, &data, &[], &shard, &mut |_| Ok(true))
+        polars_gbt::Training::new(&cfg, &data).shard(&shard).run()
     })
 }

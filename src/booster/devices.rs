@@ -1,0 +1,86 @@
+//! A fit over several devices of this process (`n_gpus`): each device trains its own share
+//! of the rows as one worker of a distributed fit, so the trees are one device's.
+
+use crate::backend::Engine;
+use crate::collective::{even_ranges, RowSpans, Shard};
+use crate::config::TrainConfig;
+use crate::data::Dataset;
+use crate::error::{Error, Result};
+use crate::model::Model;
+
+use super::{fit, RoundLog, UserFunctions};
+
+/// A fit over `cfg.n_gpus` devices of this process: the rows (and each evaluation set's) are
+/// cut into contiguous shards, one per device, and each device runs this fit on its shard as
+/// one worker of a distributed fit over the collective its engine gives (NCCL between GPUs),
+/// so the trees are one device's. Device 0 calls `callback` and tells the others whether to go
+/// on; its model is the fit's.
+pub(super) fn fit_on_devices(
+    engine: &dyn Engine,
+    cfg: &TrainConfig,
+    data: &Dataset,
+    evals: &[(&str, &Dataset)],
+    user: UserFunctions,
+    callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
+) -> Result<Model> {
+    if user.objective.is_some() || !user.metrics.is_empty() {
+        return Err(Error::param("n_gpus", "a fit over several GPUs cannot call a user's objective or metrics yet"));
+    }
+    let k = cfg.n_gpus;
+    let n = data.n_rows();
+    let ranges = even_ranges(n, k, data.group_offsets.as_deref(), false)?;
+    let eval_ranges = evals
+        .iter()
+        .map(|(_, d)| even_ranges(d.n_rows(), k, d.group_offsets.as_deref(), true))
+        .collect::<Result<Vec<_>>>()?;
+    let callback = std::sync::Mutex::new(Some(callback));
+    let lead_model = std::sync::Mutex::new(None);
+    engine.on_each_device(k, &|rank, comm| {
+        let (start, len) = ranges[rank];
+        let part = data.row_range(start, len)?;
+        let eval_parts = evals
+            .iter()
+            .zip(&eval_ranges)
+            .map(|((_, d), r)| d.row_range(r[rank].0, r[rank].1))
+            .collect::<Result<Vec<_>>>()?;
+        let eval_refs: Vec<(&str, &Dataset)> = evals.iter().zip(&eval_parts).map(|((name, _), d)| (*name, d)).collect();
+        let span = |(start, len): (usize, usize), n: usize| RowSpans::new(vec![(start as u64, len as u64)], n as u64);
+        let shard = Shard {
+            comm,
+            rows: span(ranges[rank], n)?,
+            evals: evals
+                .iter()
+                .zip(&eval_ranges)
+                .map(|((_, d), r)| span(r[rank], d.n_rows()))
+                .collect::<Result<_>>()?,
+        };
+        const STOP: u8 = 0;
+        const GO_ON: u8 = 1;
+        const FAILED: u8 = 2;
+        if rank == 0 {
+            let user_callback = callback.lock().unwrap_or_else(|p| p.into_inner()).take().expect("one GPU 0");
+            let mut lead = |log: &RoundLog| {
+                let decision = user_callback(log);
+                let code = match decision {
+                    Ok(true) => GO_ON,
+                    Ok(false) => STOP,
+                    Err(_) => FAILED,
+                };
+                comm.broadcast(&[code], 0)?;
+                decision
+            };
+            let model = fit(cfg, &part, &eval_refs, UserFunctions::default(), &mut lead, &shard)?;
+            *lead_model.lock().unwrap_or_else(|p| p.into_inner()) = Some(model);
+        } else {
+            let mut follow = |_: &RoundLog| match comm.broadcast(&[], 0)?[..] {
+                [GO_ON] => Ok(true),
+                [STOP] => Ok(false),
+                _ => Err(Error::Collective("stopped: GPU 0's round callback ended the fit with an error".into())),
+            };
+            fit(cfg, &part, &eval_refs, UserFunctions::default(), &mut follow, &shard)?;
+        }
+        Ok(())
+    })?;
+    let model = lead_model.into_inner().unwrap_or_else(|p| p.into_inner());
+    model.ok_or_else(|| Error::Device("the fit over several devices ended without device 0's model".into()))
+}
