@@ -3,13 +3,18 @@
 //! root-to-leaf path of every tree stays within one interaction set, and constraints that
 //! allow everything leave the trees as they were.
 
+mod common;
+
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float32Array};
 use polars_gbt::random::Rng;
 use polars_gbt::tree::{Tree, NO_CHILD};
-use polars_gbt::{train, Dataset, FeatureColumn, FeatureFrame, Model, PredictOutput, Predictions, TrainConfig};
+use polars_gbt::{Dataset, FeatureColumn, FeatureFrame, Model, PredictOutput, Predictions, TrainConfig};
 use proptest::prelude::*;
+
+// Every scenario trains on the CPU and on every other backend here, against the CPU.
+use common::backends::train;
 
 const NF: usize = 5;
 

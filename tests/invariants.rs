@@ -1,6 +1,8 @@
-//! Exact invariants of the CPU trainer: a split computed by hand, histogram subtraction,
+//! Exact invariants of the trainer, on every backend here (the CPU the oracle, `common::backends`): a split computed by hand, histogram subtraction,
 //! determinism, serialisation round trips, missing-value directions, categorical splits,
 //! growth limits and early stopping.
+
+mod common;
 
 use std::sync::Arc;
 
@@ -13,9 +15,10 @@ use polars_gbt::data::cuts::compute_cuts;
 use polars_gbt::data::BinnedMatrix;
 use polars_gbt::random::Rng;
 use polars_gbt::tree::{GradPair, GradSum, Quantiser};
-use polars_gbt::{
-    train, Dataset, FeatureColumn, FeatureFrame, GrowPolicy, Model, PredictOutput, Predictions, TrainConfig,
-};
+use polars_gbt::{Dataset, FeatureColumn, FeatureFrame, GrowPolicy, Model, PredictOutput, Predictions, TrainConfig};
+
+// Every scenario trains on the CPU and on every other backend here, against the CPU.
+use common::backends::train;
 
 fn float_column(name: &str, values: Vec<f32>) -> FeatureColumn {
     FeatureColumn::new(name, vec![Arc::new(Float32Array::from(values)) as ArrayRef]).unwrap()

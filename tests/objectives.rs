@@ -2,13 +2,18 @@
 //! quantile leaves land on the residuals' median and quantile, count models match the mean,
 //! ranking objectives order documents by relevance, softmax returns classes.
 
+mod common;
+
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float32Array};
 use polars_gbt::metric::Metric;
 use polars_gbt::objective::Targets;
 use polars_gbt::random::Rng;
-use polars_gbt::{train, Dataset, FeatureColumn, FeatureFrame, Model, PredictOutput, Predictions, TrainConfig};
+use polars_gbt::{Dataset, FeatureColumn, FeatureFrame, Model, PredictOutput, Predictions, TrainConfig};
+
+// Every scenario trains on the CPU and on every other backend here, against the CPU.
+use common::backends::train;
 
 fn frame(columns: Vec<Vec<f32>>) -> FeatureFrame {
     FeatureFrame::new(

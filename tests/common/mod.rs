@@ -17,6 +17,7 @@
 
 #![allow(dead_code)] // Each test binary uses only some of the loaders.
 
+pub mod backends;
 pub mod distributed;
 pub mod lockstep;
 
