@@ -1,6 +1,7 @@
-//! Exact invariants of the trainer, on every backend here (the CPU the oracle, `common::backends`): a split computed by hand, histogram subtraction,
+//! Exact invariants of the trainer: a split computed by hand, histogram subtraction,
 //! determinism, serialisation round trips, missing-value directions, categorical splits,
-//! growth limits and early stopping.
+//! growth limits and early stopping. Every fit runs on every backend here, each against the
+//! CPU's trees (`common::backends`).
 
 mod common;
 
