@@ -80,82 +80,171 @@ impl FeatureCuts {
     }
 }
 
-/// Cut points for every feature of `frame`, computed in parallel over features. A
-/// distributed fit's workers compute them together with `collective::cuts::compute_cuts_sharded`,
-/// from the same steps.
+/// Cut points for every feature of `frame`, computed in parallel over features: the
+/// [`CutSketch`] of all its rows.
 pub fn compute_cuts(
     frame: &FeatureFrame,
     weights: Option<&[f32]>,
     max_bin: usize,
     seed: u64,
 ) -> Result<Vec<FeatureCuts>> {
-    let samples = sample_features(frame, weights, seed, frame.n_rows(), None)?;
-    let cuts = cuts_from_samples(frame, samples, max_bin);
-    if !any_present_value(frame) {
-        return Err(all_missing());
+    let mut sketch = CutSketch::new(frame, seed, frame.n_rows())?;
+    sketch.add(frame, weights, GlobalRows::From(0));
+    sketch.cuts(max_bin)
+}
+
+/// Where a part's rows sit among all the rows of a fit: from a first global row on (a batch of
+/// a stream, one process's rows), or listed one by one (a worker's spans).
+#[derive(Clone, Copy)]
+pub enum GlobalRows<'a> {
+    From(u64),
+    Listed(&'a [u64]),
+}
+
+impl GlobalRows<'_> {
+    #[inline]
+    fn of(&self, row: usize) -> u64 {
+        match self {
+            GlobalRows::From(first) => first + row as u64,
+            GlobalRows::Listed(rows) => rows[row],
+        }
     }
-    Ok(cuts)
 }
 
-/// A numeric feature's sampled `(value, weight)` pairs (None for a categorical feature).
-pub(crate) type Samples = Option<Vec<(f32, f32)>>;
+/// One feature's part of a [`CutSketch`].
+#[derive(Clone, Debug, PartialEq)]
+enum FeatureSketch {
+    /// The sampled rows' present values with their weights.
+    Numeric(Vec<(f32, f32)>),
+    /// Category codes are the bins: nothing to sample.
+    Categorical { n_categories: u32 },
+}
 
-/// Each feature's sample (see [`Samples`]) of `frame`'s rows, out of `n_global` rows of every
-/// worker; a categorical feature with too many categories is an error. `global_rows` maps
-/// local rows to global ones (None: they are the same).
-pub(crate) fn sample_features(
-    frame: &FeatureFrame,
-    weights: Option<&[f32]>,
+/// What cut points are computed from, the one place they come from: each numeric feature's
+/// present values (with their weights) of a sample of the rows, and whether any feature had a
+/// present value. A row is sampled by a hash of (seed, its global row index), at a rate set by
+/// the fit's row count alone, so the sketch of all rows is the merge of the sketches of any
+/// partition of them (a distributed fit's shards, a stream's batches), in any order: the cuts
+/// sort the samples completely (`weighted_quantile_cuts`), so they are the same bit for bit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CutSketch {
     seed: u64,
-    n_global: usize,
-    global_rows: Option<&[u64]>,
-) -> Result<Vec<Samples>> {
-    // Sample rows with a hash of (seed, global row): the same rows whatever the chunking,
-    // the threads or the workers.
-    let keep_below = if n_global > SKETCH_ROWS {
-        ((SKETCH_ROWS as f64 / n_global as f64) * u64::MAX as f64) as u64
-    } else {
-        u64::MAX
-    };
-    frame
-        .columns()
-        .par_iter()
-        .map(|col| match col.categories() {
-            Some(categories) => {
-                if categories.len() > MAX_CATEGORIES {
-                    return Err(Error::column(
-                        col.name(),
-                        format!("has {} categories; at most {MAX_CATEGORIES} are supported", categories.len()),
-                    ));
-                }
-                Ok(None)
+    /// Rows whose hash is at most this are sampled (`u64::MAX`: every row).
+    keep_below: u64,
+    features: Vec<FeatureSketch>,
+    any_present: bool,
+}
+
+impl CutSketch {
+    /// An empty sketch for `frame`'s features (their kinds and category counts; no rows read)
+    /// in a fit of `n_global` rows in all; a categorical feature with too many categories is
+    /// an error.
+    pub fn new(frame: &FeatureFrame, seed: u64, n_global: usize) -> Result<Self> {
+        let keep_below = if n_global > SKETCH_ROWS {
+            ((SKETCH_ROWS as f64 / n_global as f64) * u64::MAX as f64) as u64
+        } else {
+            u64::MAX
+        };
+        let features = frame
+            .columns()
+            .iter()
+            .map(|col| match col.categories() {
+                Some(categories) if categories.len() > MAX_CATEGORIES => Err(Error::column(
+                    col.name(),
+                    format!("has {} categories; at most {MAX_CATEGORIES} are supported", categories.len()),
+                )),
+                Some(categories) => Ok(FeatureSketch::Categorical { n_categories: categories.len() as u32 }),
+                None => Ok(FeatureSketch::Numeric(Vec::new())),
+            })
+            .collect::<Result<_>>()?;
+        Ok(CutSketch { seed, keep_below, features, any_present: false })
+    }
+
+    /// Adds the rows of `frame` (the sketch's features, in order), weighted by `weights`,
+    /// placed among the fit's rows by `global`.
+    pub fn add(&mut self, frame: &FeatureFrame, weights: Option<&[f32]>, global: GlobalRows) {
+        let (seed, keep_below) = (self.seed, self.keep_below);
+        let present: Vec<bool> = self
+            .features
+            .par_iter_mut()
+            .zip(frame.columns().par_iter())
+            .map(|(feature, col)| match feature {
+                FeatureSketch::Numeric(samples) => sample_values(col, weights, seed, keep_below, global, samples),
+                FeatureSketch::Categorical { .. } => has_present_value(col),
+            })
+            .collect();
+        self.any_present |= present.into_iter().any(|p| p);
+    }
+
+    /// Adds another sketch of the same features (another part of the rows).
+    pub fn merge(&mut self, other: CutSketch) -> Result<()> {
+        if other.features.len() != self.features.len() || other.keep_below != self.keep_below {
+            return Err(Error::data("cut point sketches of different features or row counts cannot be merged"));
+        }
+        for (mine, theirs) in self.features.iter_mut().zip(other.features) {
+            match (mine, theirs) {
+                (FeatureSketch::Numeric(a), FeatureSketch::Numeric(b)) => a.extend(b),
+                (FeatureSketch::Categorical { n_categories: a }, FeatureSketch::Categorical { n_categories: b })
+                    if *a == b => {}
+                _ => return Err(Error::data("cut point sketches disagree on a feature's kind or categories")),
             }
-            None => Ok(Some(sample_values(col, weights, seed, keep_below, global_rows))),
-        })
-        .collect::<Result<_>>()
-}
+        }
+        self.any_present |= other.any_present;
+        Ok(())
+    }
 
-/// Each feature's cuts from its (gathered) sample.
-pub(crate) fn cuts_from_samples(frame: &FeatureFrame, samples: Vec<Samples>, max_bin: usize) -> Vec<FeatureCuts> {
-    frame
-        .columns()
-        .par_iter()
-        .zip(samples)
-        .map(|(col, s)| match (col.categories(), s) {
-            (Some(categories), _) => FeatureCuts::Categorical { n_categories: categories.len() as u32 },
-            (None, s) => FeatureCuts::Numeric { cuts: weighted_quantile_cuts(s.unwrap_or_default(), max_bin - 1) },
-        })
-        .collect()
-}
+    /// The sketch as bytes, for another process to [`CutSketch::merge_bytes`]: the presence
+    /// flag, then each numeric feature's count and (value, weight) pairs, little-endian.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = vec![self.any_present as u8];
+        for f in &self.features {
+            if let FeatureSketch::Numeric(samples) = f {
+                out.extend((samples.len() as u64).to_le_bytes());
+                out.extend(samples.iter().flat_map(|&(x, w)| [x.to_le_bytes(), w.to_le_bytes()]).flatten());
+            }
+        }
+        out
+    }
 
-/// Whether any feature of `frame` has a present (not null, not NaN) value.
-pub(crate) fn any_present_value(frame: &FeatureFrame) -> bool {
-    frame.columns().par_iter().any(has_present_value)
-}
+    /// Merges a sketch of the same features given as [`CutSketch::to_bytes`] wrote it.
+    pub fn merge_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        let bad = || Error::Collective("a cut point sketch from another worker is malformed".into());
+        let (&present, mut rest) = bytes.split_first().ok_or_else(bad)?;
+        for f in &mut self.features {
+            if let FeatureSketch::Numeric(samples) = f {
+                let (count, tail) = rest.split_at_checked(8).ok_or_else(bad)?;
+                let count = u64::from_le_bytes(count.try_into().unwrap()) as usize;
+                let (pairs, tail) = tail.split_at_checked(count.checked_mul(8).ok_or_else(bad)?).ok_or_else(bad)?;
+                samples.extend(pairs.chunks_exact(8).map(|c| {
+                    (f32::from_le_bytes(c[..4].try_into().unwrap()), f32::from_le_bytes(c[4..].try_into().unwrap()))
+                }));
+                rest = tail;
+            }
+        }
+        if !rest.is_empty() {
+            return Err(bad());
+        }
+        self.any_present |= present != 0;
+        Ok(())
+    }
 
-/// The error of a fit whose every feature is entirely missing (on every worker).
-pub(crate) fn all_missing() -> Error {
-    Error::data("every feature is entirely missing (null or NaN); there is nothing to split on")
+    /// Each feature's cuts, at most `max_bin` bins with the missing one; a fit whose every
+    /// feature is entirely missing is an error.
+    pub fn cuts(self, max_bin: usize) -> Result<Vec<FeatureCuts>> {
+        if !self.any_present {
+            return Err(Error::data("every feature is entirely missing (null or NaN); there is nothing to split on"));
+        }
+        Ok(self
+            .features
+            .into_par_iter()
+            .map(|f| match f {
+                FeatureSketch::Categorical { n_categories } => FeatureCuts::Categorical { n_categories },
+                FeatureSketch::Numeric(samples) => {
+                    FeatureCuts::Numeric { cuts: weighted_quantile_cuts(samples, max_bin - 1) }
+                }
+            })
+            .collect())
+    }
 }
 
 fn has_present_value(col: &FeatureColumn) -> bool {
@@ -172,28 +261,30 @@ fn has_present_value(col: &FeatureColumn) -> bool {
     false
 }
 
-/// A column's present values (with their weights) of the sampled rows: rows whose hash of
-/// (seed, global row) is at most `keep_below`. `global_rows` maps local rows to global
-/// ones (None: they are the same).
+/// Adds a column's present values (with their weights) of the sampled rows to `samples`: rows
+/// whose hash of (seed, global row) is at most `keep_below`. Returns whether the column has a
+/// present value.
 fn sample_values(
     col: &FeatureColumn,
     weights: Option<&[f32]>,
     seed: u64,
     keep_below: u64,
-    global_rows: Option<&[u64]>,
-) -> Vec<(f32, f32)> {
+    global: GlobalRows,
+    samples: &mut Vec<(f32, f32)>,
+) -> bool {
     let n = col.len();
-    let mut samples: Vec<(f32, f32)> = Vec::with_capacity(n.min(SKETCH_ROWS * 2));
+    samples.reserve(n.min(SKETCH_ROWS * 2));
+    let mut present = false;
     // Only present values are visited: a mostly-null column costs its values, not its rows.
     col.for_each_present(0, n, |row, x| {
+        present = true;
         let w = weights.map_or(1.0, |w| w[row]);
-        let global = global_rows.map_or(row as u64, |g| g[row]);
         // A row of weight zero is as good as absent: it must not place cut points either.
-        if w > 0.0 && (keep_below == u64::MAX || hash64(seed ^ 0x5eed_c075, global) <= keep_below) {
+        if w > 0.0 && (keep_below == u64::MAX || hash64(seed ^ 0x5eed_c075, global.of(row)) <= keep_below) {
             samples.push((x, w));
         }
     });
-    samples
+    present
 }
 
 /// Cut points putting about equal weight in each of at most `budget` bins (so at most
@@ -265,6 +356,60 @@ fn midpoint(a: f32, b: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A frame of `n` rows: a numeric column with nulls and repeated values, weights, and a
+    /// categorical column.
+    fn frame(n: usize) -> (FeatureFrame, Vec<f32>) {
+        use arrow_array::types::Int32Type;
+        use arrow_array::{ArrayRef, DictionaryArray, Float32Array, StringArray};
+        use std::sync::Arc;
+        let x: ArrayRef = Arc::new(Float32Array::from(
+            (0..n).map(|i| (i % 11 != 0).then(|| ((i * 7919) % 1000) as f32 / 7.0)).collect::<Vec<_>>(),
+        ));
+        let keys: Vec<i32> = (0..n).map(|i| (i % 3) as i32).collect();
+        let c: ArrayRef = Arc::new(
+            DictionaryArray::<Int32Type>::try_new(keys.into(), Arc::new(StringArray::from(vec!["a", "b", "c"])))
+                .unwrap(),
+        );
+        let frame = FeatureFrame::new(vec![
+            FeatureColumn::new("x", vec![x]).unwrap(),
+            FeatureColumn::new("c", vec![c]).unwrap(),
+        ])
+        .unwrap();
+        (frame, (0..n).map(|i| 0.5 + (i % 4) as f32).collect())
+    }
+
+    #[test]
+    fn a_sketch_of_all_rows_is_the_merge_of_its_parts_in_any_order() {
+        // Past SKETCH_ROWS, so rows are sampled: by global row, whatever the part.
+        let n = SKETCH_ROWS + 40_000;
+        let (all, w) = frame(n);
+        let whole = compute_cuts(&all, Some(&w), 64, 9).unwrap();
+        let parts = [(0, 100_000), (100_000, 7), (100_007, n - 100_007)];
+        let sketch_of = |(start, len): (usize, usize)| {
+            let mut s = CutSketch::new(&all, 9, n).unwrap();
+            s.add(&all.row_range(start, len), Some(&w[start..start + len]), GlobalRows::From(start as u64));
+            s
+        };
+        for order in [[0, 1, 2], [2, 0, 1], [1, 2, 0]] {
+            let mut merged = CutSketch::new(&all, 9, n).unwrap();
+            for i in order {
+                merged.merge(sketch_of(parts[i])).unwrap();
+            }
+            assert_eq!(merged.cuts(64).unwrap(), whole, "parts merged in order {order:?}");
+        }
+        // Through bytes, with the rows of a part listed one by one (a worker's spans).
+        let mut merged = CutSketch::new(&all, 9, n).unwrap();
+        for &(start, len) in parts.iter().rev() {
+            let rows: Vec<u64> = (start as u64..(start + len) as u64).collect();
+            let mut s = CutSketch::new(&all, 9, n).unwrap();
+            s.add(&all.row_range(start, len), Some(&w[start..start + len]), GlobalRows::Listed(&rows));
+            merged.merge_bytes(&s.to_bytes()).unwrap();
+        }
+        assert_eq!(merged.cuts(64).unwrap(), whole);
+        assert!(CutSketch::new(&all, 9, n).unwrap().merge_bytes(&[1, 2, 3]).is_err());
+        assert!(CutSketch::new(&all, 9, n).unwrap().cuts(64).is_err(), "no rows: every feature missing");
+    }
 
     #[test]
     fn few_distinct_values_get_a_bin_each() {
