@@ -2,6 +2,7 @@
 //! written by the harness and prints one JSON line. Not a test; see docs/benchmarks.md.
 //!
 //! Usage: bench_gpu DIR [--rounds N] [--max-depth N] [--max-bin N] [--learning-rate X] [--device D]
+//!        [--save MODEL.json] (the model as XGBoost JSON, for bench_predict)
 
 use std::time::Instant;
 
@@ -54,6 +55,10 @@ fn main() {
         &Targets { label: &y_test, label_upper: None, weight: None, groups: None },
         &Default::default(),
     );
+    let save = opt("--save", "");
+    if !save.is_empty() {
+        std::fs::write(&save, model.to_xgboost_json()).unwrap();
+    }
     println!(
         "{}",
         serde_json::json!({
