@@ -51,12 +51,15 @@ impl Default for RankingParams {
     }
 }
 
-/// What a pair's delta measures: nothing (RankNet), NDCG or average precision.
+/// What a pair's delta measures: nothing (RankNet), NDCG or average precision. The
+/// discriminants are the codes of `lambdarank`'s `metric` argument (`RANK_*` in
+/// kernels/ranking.cu).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
 pub enum PairMetric {
-    Pairwise,
-    Ndcg,
-    Map,
+    Pairwise = 0,
+    Ndcg = 1,
+    Map = 2,
 }
 
 pub struct LambdaRank {

@@ -85,12 +85,7 @@ impl RankingGradients {
             return Ok(());
         }
         let top_k = self.params.top_k.min(u32::MAX as usize) as u32;
-        let metric = match self.metric {
-            PairMetric::Pairwise => 0u32,
-            PairMetric::Ndcg => 1,
-            PairMetric::Map => 2,
-        };
-        let flags = [metric, self.params.normalise as u32, self.params.score_normalise as u32];
+        let flags = [self.metric as u32, self.params.normalise as u32, self.params.score_normalise as u32];
         let null = 0u64;
         let mut launch = dev.launcher(&dev.rt.kernels.lambdarank);
         launch.arg(margin).arg(label).arg(&self.gain).arg(&self.inv_idcg).arg(&self.discount).arg(&self.offsets);
