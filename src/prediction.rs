@@ -123,9 +123,7 @@ impl ForestSpec<'_> {
 pub fn finish(objective: Objective, k: usize, mut margin: Vec<f32>, output: PredictOutput) -> Predictions {
     match output {
         PredictOutput::Margin => Predictions::Float { values: margin, width: k },
-        PredictOutput::Value if objective == Objective::MultiSoftmax => {
-            finish(objective, k, margin, PredictOutput::Class)
-        }
+        PredictOutput::Value if objective.predicts_classes() => finish(objective, k, margin, PredictOutput::Class),
         PredictOutput::Value => {
             margin.chunks_mut(k).for_each(|row| transform_row(objective, row));
             Predictions::Float { values: margin, width: k }

@@ -12,7 +12,7 @@ use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
 use crate::metric::{CustomMetric, Metric};
 use crate::model::{bind_columns, EvalSeries, FeatureInfo, Model};
-use crate::objective::{loss_for, transform_row, Loss};
+use crate::objective::{loss_for, transform_row, Loss, Objective, TaskKind};
 use crate::random::{hash64, Rng};
 use crate::tree::{GrowParams, Tree, Weighting};
 
@@ -216,11 +216,12 @@ impl<'a> Trainer<'a> {
                 format!("of eval set `{name}` has {} targets but the training label has {n_targets}", d.n_targets()),
             ));
         }
-        if d.label_upper.is_some() && cfg.objective != crate::config::Objective::Aft {
+        if d.label_upper.is_some() && cfg.objective.task() != TaskKind::Interval {
+            let interval = Objective::names_where(|d| d.task == TaskKind::Interval, " and ");
             return Err(Error::column(
                 "label_upper_bound",
                 format!(
-                    "interval labels are only used by survival:aft, not {} (data `{name}`)",
+                    "interval labels are only used by {interval}, not {} (data `{name}`)",
                     cfg.custom_objective.as_deref().unwrap_or(cfg.objective.name())
                 ),
             ));

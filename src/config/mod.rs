@@ -256,12 +256,10 @@ impl TrainConfig {
         Ok(cfg)
     }
 
-    /// Number of model outputs (trees per round).
+    /// Number of model outputs (trees per round): the objective's for each target. (Several
+    /// quantiles are their own targets: `validate` rejects them with several labels.)
     pub fn num_outputs(&self) -> usize {
-        match self.objective {
-            Objective::Quantile if self.quantile_alpha.len() > 1 => self.quantile_alpha.len(),
-            _ => self.objective.num_outputs(self.num_class) * self.num_target.max(1),
-        }
+        self.objective.num_outputs(self.num_class, self.quantile_alpha.len()) * self.num_target.max(1)
     }
 
     /// The parameters the objective's loss reads.
@@ -359,13 +357,6 @@ impl TrainConfig {
 
     /// Checks every range; the error names the parameter.
     pub fn validate(&self) -> Result<()> {
-        fn check(ok: bool, name: &str, reason: &str) -> Result<()> {
-            if ok {
-                Ok(())
-            } else {
-                Err(Error::param(name, reason))
-            }
-        }
         let unit = |x: f64| x > 0.0 && x <= 1.0;
         check(self.n_estimators >= 1, "n_estimators", "must be at least 1")?;
         check(self.n_gpus >= 1, "n_gpus", "must be at least 1")?;
@@ -397,48 +388,7 @@ impl TrainConfig {
         check(unit(self.colsample_bytree), "colsample_bytree", "must be in (0, 1]")?;
         check(unit(self.colsample_bylevel), "colsample_bylevel", "must be in (0, 1]")?;
         check(unit(self.colsample_bynode), "colsample_bynode", "must be in (0, 1]")?;
-        check(self.huber_slope.is_finite() && self.huber_slope > 0.0, "huber_slope", "must be > 0")?;
-        check(
-            self.scale_pos_weight.is_finite() && self.scale_pos_weight > 0.0,
-            "scale_pos_weight",
-            "must be a finite number > 0",
-        )?;
-        check(
-            self.scale_pos_weight == 1.0 || self.objective == Objective::BinaryLogistic,
-            "scale_pos_weight",
-            "applies to binary:logistic only",
-        )?;
-        check(
-            self.quantile_alpha.as_slice().iter().all(|a| *a > 0.0 && *a < 1.0),
-            "quantile_alpha",
-            "must be in (0, 1)",
-        )?;
-        check(
-            self.quantile_alpha.len() == 1 || self.objective == Objective::Quantile,
-            "quantile_alpha",
-            "with several quantiles needs objective=\"reg:quantileerror\"",
-        )?;
-        check((1.0..2.0).contains(&self.tweedie_variance_power), "tweedie_variance_power", "must be in [1, 2)")?;
-        check(self.num_target >= 1, "num_target", "must be at least 1")?;
-        if self.num_target > 1 {
-            let what = match (self.custom_objective.is_some(), self.quantile_alpha.len() > 1) {
-                (true, _) => Some("a user's objective".to_string()),
-                (false, true) => Some("several quantiles (one output each already)".to_string()),
-                (false, false) if !self.objective.descriptor().per_target => Some(self.objective.name().to_string()),
-                _ => None,
-            };
-            if let Some(what) = what {
-                return Err(Error::param(
-                    "num_target",
-                    format!("several targets (one output each) cannot be fit with {what}"),
-                ));
-            }
-        }
-        check(
-            self.aft_loss_distribution_scale.is_finite() && self.aft_loss_distribution_scale > 0.0,
-            "aft_loss_distribution_scale",
-            "must be > 0",
-        )?;
+        self.validate_objective_params()?;
         check(self.max_cat_threshold >= 1, "max_cat_threshold", "must be at least 1")?;
         check(self.cat_smooth.is_finite() && self.cat_smooth >= 0.0, "cat_smooth", "must be >= 0")?;
         check(self.cat_l2.is_finite() && self.cat_l2 >= 0.0, "cat_l2", "must be >= 0")?;
@@ -476,6 +426,61 @@ impl TrainConfig {
         }
         self.objective.check_num_class(self.num_class)?;
         Ok(())
+    }
+
+    /// `validate`'s checks of the losses' parameters: their ranges, and those that only
+    /// some objectives read (the parameters of their descriptors' XGBoost blocks).
+    fn validate_objective_params(&self) -> Result<()> {
+        check(self.huber_slope.is_finite() && self.huber_slope > 0.0, "huber_slope", "must be > 0")?;
+        check(
+            self.scale_pos_weight.is_finite() && self.scale_pos_weight > 0.0,
+            "scale_pos_weight",
+            "must be a finite number > 0",
+        )?;
+        if self.scale_pos_weight != 1.0 && !self.objective.reads("scale_pos_weight") {
+            let names = Objective::names_reading("scale_pos_weight", " and ");
+            return Err(Error::param("scale_pos_weight", format!("applies to {names} only")));
+        }
+        check(
+            self.quantile_alpha.as_slice().iter().all(|a| *a > 0.0 && *a < 1.0),
+            "quantile_alpha",
+            "must be in (0, 1)",
+        )?;
+        if self.quantile_alpha.len() > 1 && !self.objective.reads("quantile_alpha") {
+            let names = Objective::names_reading("quantile_alpha", "\" or objective=\"");
+            return Err(Error::param("quantile_alpha", format!("with several quantiles needs objective=\"{names}\"")));
+        }
+        check((1.0..2.0).contains(&self.tweedie_variance_power), "tweedie_variance_power", "must be in [1, 2)")?;
+        check(self.num_target >= 1, "num_target", "must be at least 1")?;
+        if self.num_target > 1 {
+            let what = match (self.custom_objective.is_some(), self.quantile_alpha.len() > 1) {
+                (true, _) => Some("a user's objective".to_string()),
+                (false, true) => Some("several quantiles (one output each already)".to_string()),
+                (false, false) if !self.objective.descriptor().per_target => Some(self.objective.name().to_string()),
+                _ => None,
+            };
+            if let Some(what) = what {
+                return Err(Error::param(
+                    "num_target",
+                    format!("several targets (one output each) cannot be fit with {what}"),
+                ));
+            }
+        }
+        check(
+            self.aft_loss_distribution_scale.is_finite() && self.aft_loss_distribution_scale > 0.0,
+            "aft_loss_distribution_scale",
+            "must be > 0",
+        )?;
+        Ok(())
+    }
+}
+
+/// Fails with `reason`, for the parameter `name`, unless `ok`.
+fn check(ok: bool, name: &str, reason: &str) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::param(name, reason))
     }
 }
 

@@ -25,6 +25,7 @@ use crate::backend::{Backend, Predictor};
 use crate::config::{Objective, TrainConfig};
 use crate::data::{FeatureColumn, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
+use crate::params::TaskKind;
 use crate::prediction::ForestSpec;
 use crate::tree::Tree;
 
@@ -232,8 +233,7 @@ impl Model {
 
     /// Class output only means something for classifiers.
     fn check_output(&self, output: PredictOutput) -> Result<()> {
-        let classifier = matches!(self.objective(), Objective::BinaryLogistic | Objective::Hinge)
-            || self.objective().is_multiclass();
+        let classifier = matches!(self.objective().task(), TaskKind::Binary | TaskKind::Multiclass);
         if output == PredictOutput::Class && !classifier {
             return Err(Error::param(
                 "output",

@@ -109,12 +109,24 @@ pub enum GpuGradient {
     AbsoluteError = 8,
 }
 
-/// How many outputs (trees per round) a model of the objective has.
+/// How many outputs (trees per round) a model of the objective has, for each target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outputs {
     One,
     /// One per class: `num_class`.
     NumClass,
+    /// One per quantile of `quantile_alpha` (several quantiles are fit as several targets).
+    PerQuantile,
+}
+
+/// An objective's parameters as XGBoost's model files keep them: a block of the `objective`
+/// object, holding parameters whose names are also ours (`TrainConfig`'s fields).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XgbParams {
+    /// The block's name (`"tweedie_regression_param"`, ...).
+    pub block: &'static str,
+    /// The parameters in it: those of `TrainConfig`'s that the objective alone reads.
+    pub params: &'static [&'static str],
 }
 
 /// How the GPU computes an objective's gradients.
@@ -132,13 +144,21 @@ pub enum DeviceGradient {
 pub struct Descriptor {
     /// XGBoost's name, which is also the serde name (a test checks that they agree).
     pub name: &'static str,
+    /// Its parameter block in XGBoost's model files (exported and imported); None: none.
+    pub xgboost_params: Option<XgbParams>,
     /// Other names XGBoost's model files give it.
     pub xgboost_aliases: &'static [&'static str],
     /// LightGBM's names for it, its usual one first (none: the LightGBM importer rejects it).
     pub lightgbm_names: &'static [&'static str],
+    /// Its task, which also picks its scikit-learn estimator ([`Descriptor::estimator`]), and
+    /// whether it is multiclass or ranking.
     pub task: TaskKind,
+    /// How its margins become predictions (on the CPU by [`Link::apply`], on the GPU by the
+    /// link's code in kernels/predict.cu).
     pub link: Link,
     pub outputs: Outputs,
+    /// Whether its predicted values are classes (`multi:softmax`'s), not the link's output.
+    pub predicts_classes: bool,
     /// How the GPU computes its gradients; None: the host computes them.
     pub gpu_gradient: Option<DeviceGradient>,
     /// Whether leaves are refit to a quantile of their residuals after each tree (L1 losses).
@@ -178,11 +198,13 @@ impl Objective {
         match self {
             Objective::SquaredError => Descriptor {
                 name: "reg:squarederror",
+                xgboost_params: None,
                 xgboost_aliases: &["reg:linear"],
                 lightgbm_names: &["regression", "regression_l2", "l2", "mean_squared_error", "mse"],
                 task: TaskKind::Regression,
                 link: Link::Identity,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::SquaredError)),
                 refits_leaves: false,
                 per_target: true,
@@ -191,11 +213,13 @@ impl Objective {
             },
             Objective::Hinge => Descriptor {
                 name: "binary:hinge",
+                xgboost_params: None,
                 xgboost_aliases: &[],
                 lightgbm_names: &[],
                 task: TaskKind::Binary,
                 link: Link::Hinge,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 gpu_gradient: None,
                 refits_leaves: false,
                 per_target: true,
@@ -204,11 +228,16 @@ impl Objective {
             },
             Objective::Aft => Descriptor {
                 name: "survival:aft",
+                xgboost_params: Some(XgbParams {
+                    block: "aft_loss_param",
+                    params: &["aft_loss_distribution", "aft_loss_distribution_scale"],
+                }),
                 xgboost_aliases: &[],
                 lightgbm_names: &[],
                 task: TaskKind::Interval,
                 link: Link::Exp,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 // The host computes its gradients, for the GPU too (as survival:cox's): the
                 // normal's erfc has no twin in the kernels that would give the CPU's trees.
                 gpu_gradient: None,
@@ -219,11 +248,13 @@ impl Objective {
             },
             Objective::Cox => Descriptor {
                 name: "survival:cox",
+                xgboost_params: None,
                 xgboost_aliases: &[],
                 lightgbm_names: &[],
                 task: TaskKind::Regression,
                 link: Link::Exp,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 // A walk over the rows by time: the host computes it, for the GPU too.
                 gpu_gradient: None,
                 refits_leaves: false,
@@ -233,11 +264,13 @@ impl Objective {
             },
             Objective::SquaredLogError => Descriptor {
                 name: "reg:squaredlogerror",
+                xgboost_params: None,
                 xgboost_aliases: &[],
                 lightgbm_names: &[],
                 task: TaskKind::Regression,
                 link: Link::Identity,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 // On the GPU the host computes its gradients (log1p has no shared twin of the
                 // CPU's, as `exp` has in kernels/math.cuh), so that both grow the same trees.
                 gpu_gradient: None,
@@ -248,11 +281,13 @@ impl Objective {
             },
             Objective::PseudoHuber => Descriptor {
                 name: "reg:pseudohubererror",
+                xgboost_params: Some(XgbParams { block: "pseudo_huber_param", params: &["huber_slope"] }),
                 xgboost_aliases: &[],
                 lightgbm_names: &[],
                 task: TaskKind::Regression,
                 link: Link::Identity,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::PseudoHuber)),
                 refits_leaves: false,
                 per_target: true,
@@ -261,11 +296,13 @@ impl Objective {
             },
             Objective::Quantile => Descriptor {
                 name: "reg:quantileerror",
+                xgboost_params: Some(XgbParams { block: "quantile_loss_param", params: &["quantile_alpha"] }),
                 xgboost_aliases: &[],
                 lightgbm_names: &["quantile"],
                 task: TaskKind::Regression,
                 link: Link::Identity,
-                outputs: Outputs::One,
+                outputs: Outputs::PerQuantile,
+                predicts_classes: false,
                 gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Quantile)),
                 refits_leaves: true,
                 per_target: true,
@@ -275,11 +312,13 @@ impl Objective {
             },
             Objective::AbsoluteError => Descriptor {
                 name: "reg:absoluteerror",
+                xgboost_params: None,
                 xgboost_aliases: &[],
                 lightgbm_names: &["regression_l1", "l1", "mean_absolute_error", "mae"],
                 task: TaskKind::Regression,
                 link: Link::Identity,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::AbsoluteError)),
                 refits_leaves: true,
                 per_target: true,
@@ -288,11 +327,13 @@ impl Objective {
             },
             Objective::BinaryLogistic => Descriptor {
                 name: "binary:logistic",
+                xgboost_params: Some(XgbParams { block: "reg_loss_param", params: &["scale_pos_weight"] }),
                 xgboost_aliases: &["reg:logistic"],
                 lightgbm_names: &["binary"],
                 task: TaskKind::Binary,
                 link: Link::Logistic,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Logistic)),
                 refits_leaves: false,
                 per_target: true,
@@ -301,11 +342,13 @@ impl Objective {
             },
             Objective::MultiSoftprob => Descriptor {
                 name: "multi:softprob",
+                xgboost_params: Some(XgbParams { block: "softmax_multiclass_param", params: &["num_class"] }),
                 xgboost_aliases: &[],
                 lightgbm_names: &["multiclass", "softmax"],
                 task: TaskKind::Multiclass,
                 link: Link::Softmax,
                 outputs: Outputs::NumClass,
+                predicts_classes: false,
                 gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Softmax)),
                 refits_leaves: false,
                 per_target: false,
@@ -314,11 +357,13 @@ impl Objective {
             },
             Objective::MultiSoftmax => Descriptor {
                 name: "multi:softmax",
+                xgboost_params: Some(XgbParams { block: "softmax_multiclass_param", params: &["num_class"] }),
                 xgboost_aliases: &[],
                 lightgbm_names: &[],
                 task: TaskKind::Multiclass,
                 link: Link::Softmax,
                 outputs: Outputs::NumClass,
+                predicts_classes: true,
                 gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Softmax)),
                 refits_leaves: false,
                 per_target: false,
@@ -327,11 +372,13 @@ impl Objective {
             },
             Objective::Poisson => Descriptor {
                 name: "count:poisson",
+                xgboost_params: None,
                 xgboost_aliases: &[],
                 lightgbm_names: &["poisson"],
                 task: TaskKind::Regression,
                 link: Link::Exp,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Poisson)),
                 refits_leaves: false,
                 per_target: true,
@@ -340,11 +387,13 @@ impl Objective {
             },
             Objective::Gamma => Descriptor {
                 name: "reg:gamma",
+                xgboost_params: None,
                 xgboost_aliases: &[],
                 lightgbm_names: &["gamma"],
                 task: TaskKind::Regression,
                 link: Link::Exp,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Gamma)),
                 refits_leaves: false,
                 per_target: true,
@@ -353,11 +402,16 @@ impl Objective {
             },
             Objective::Tweedie => Descriptor {
                 name: "reg:tweedie",
+                xgboost_params: Some(XgbParams {
+                    block: "tweedie_regression_param",
+                    params: &["tweedie_variance_power"],
+                }),
                 xgboost_aliases: &[],
                 lightgbm_names: &["tweedie"],
                 task: TaskKind::Regression,
                 link: Link::Exp,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Tweedie)),
                 refits_leaves: false,
                 per_target: true,
@@ -366,11 +420,13 @@ impl Objective {
             },
             Objective::RankNdcg => Descriptor {
                 name: "rank:ndcg",
+                xgboost_params: None,
                 xgboost_aliases: &[],
                 lightgbm_names: &["lambdarank"],
                 task: TaskKind::Ranking,
                 link: Link::Identity,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 gpu_gradient: Some(DeviceGradient::LambdaRank { metric: ranking::PairMetric::Ndcg }),
                 refits_leaves: false,
                 per_target: false,
@@ -379,11 +435,13 @@ impl Objective {
             },
             Objective::RankPairwise => Descriptor {
                 name: "rank:pairwise",
+                xgboost_params: None,
                 xgboost_aliases: &[],
                 lightgbm_names: &[],
                 task: TaskKind::Ranking,
                 link: Link::Identity,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 gpu_gradient: Some(DeviceGradient::LambdaRank { metric: ranking::PairMetric::Pairwise }),
                 refits_leaves: false,
                 per_target: false,
@@ -392,11 +450,13 @@ impl Objective {
             },
             Objective::RankMap => Descriptor {
                 name: "rank:map",
+                xgboost_params: None,
                 xgboost_aliases: &[],
                 lightgbm_names: &[],
                 task: TaskKind::Ranking,
                 link: Link::Identity,
                 outputs: Outputs::One,
+                predicts_classes: false,
                 gpu_gradient: Some(DeviceGradient::LambdaRank { metric: ranking::PairMetric::Map }),
                 refits_leaves: false,
                 per_target: false,
@@ -427,12 +487,30 @@ impl Objective {
         self.task() == TaskKind::Ranking
     }
 
-    /// Outputs (trees per round) of a model with `num_class` classes.
-    pub fn num_outputs(self, num_class: usize) -> usize {
+    /// Outputs (trees per round) for each target of a model with `num_class` classes and
+    /// `n_quantiles` quantiles.
+    pub fn num_outputs(self, num_class: usize, n_quantiles: usize) -> usize {
         match self.descriptor().outputs {
             Outputs::One => 1,
             Outputs::NumClass => num_class,
+            Outputs::PerQuantile => n_quantiles,
         }
+    }
+
+    /// Whether its predicted values are classes rather than the link's output.
+    pub fn predicts_classes(self) -> bool {
+        self.descriptor().predicts_classes
+    }
+
+    /// Whether its loss reads the parameter `param` (one of `TrainConfig`'s), which no
+    /// other objective's reads: the parameters of its XGBoost block.
+    pub fn reads(self, param: &str) -> bool {
+        self.descriptor().xgboost_params.is_some_and(|x| x.params.contains(&param))
+    }
+
+    /// The names of the objectives that read `param`, joined by `sep` (for error messages).
+    pub fn names_reading(param: &str, sep: &str) -> String {
+        Self::names_where(|d| d.xgboost_params.is_some_and(|x| x.params.contains(&param)), sep)
     }
 
     pub fn gpu_gradient(self) -> Option<DeviceGradient> {
@@ -467,7 +545,7 @@ impl Objective {
     }
 
     /// The names of the objectives for which `pick` holds, joined by `sep`.
-    fn names_where(pick: impl Fn(&Descriptor) -> bool, sep: &str) -> String {
+    pub fn names_where(pick: impl Fn(&Descriptor) -> bool, sep: &str) -> String {
         let names = Self::ALL.iter().map(|o| o.descriptor()).filter(|d| pick(d)).map(|d| d.name);
         names.collect::<Vec<_>>().join(sep)
     }
@@ -492,12 +570,23 @@ impl Objective {
         let per_class = Self::names_where(|d| d.outputs == Outputs::NumClass, " / ");
         let (ok, reason) = match self.descriptor().outputs {
             Outputs::NumClass => (num_class >= 2, format!("must be at least 2 for {per_class}")),
-            Outputs::One => (num_class <= 1, format!("is only used by {per_class}")),
+            Outputs::One | Outputs::PerQuantile => (num_class <= 1, format!("is only used by {per_class}")),
         };
         if ok {
             Ok(())
         } else {
             Err(Error::param("num_class", reason))
+        }
+    }
+}
+
+impl Descriptor {
+    /// The scikit-learn estimator (python/polars_gbt/sklearn.py) that fits it, by its task.
+    pub fn estimator(&self) -> &'static str {
+        match self.task {
+            TaskKind::Regression | TaskKind::Interval => "GBTRegressor",
+            TaskKind::Binary | TaskKind::Multiclass => "GBTClassifier",
+            TaskKind::Ranking => "GBTRanker",
         }
     }
 }
@@ -679,10 +768,12 @@ mod tests {
             let d = o.descriptor();
             let loss = (d.loss)(&PARAMS);
             assert_eq!(loss.leaf_quantile(0).is_some(), d.refits_leaves, "{}: leaf refits", d.name);
-            assert_eq!(loss.estimate_base_margin(&t).len(), o.num_outputs(PARAMS.num_class), "{}: outputs", d.name);
+            let k = o.num_outputs(PARAMS.num_class, PARAMS.quantile_alpha.len());
+            assert_eq!(loss.estimate_base_margin(&t).len(), k, "{}: outputs", d.name);
             assert_eq!(d.outputs == Outputs::NumClass, d.task == TaskKind::Multiclass, "{}: outputs", d.name);
             assert_eq!(d.link == Link::Softmax, d.outputs == Outputs::NumClass, "{}: link", d.name);
-            assert!(d.default_metric.applies_to(d.task, o.num_outputs(PARAMS.num_class)), "{}: metric", d.name);
+            assert!(d.default_metric.applies_to(d.task, k), "{}: metric", d.name);
+            assert!(!d.predicts_classes || d.task == TaskKind::Multiclass, "{}: classes", d.name);
             if d.refits_leaves {
                 // The refits need the kernel's sign gradients, not the host's.
                 assert!(

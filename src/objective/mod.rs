@@ -30,7 +30,7 @@ mod softmax;
 mod squared;
 mod survival;
 
-pub use descriptor::{Descriptor, DeviceGradient, GpuGradient, Link, Objective, ObjectiveParams, Outputs};
+pub use descriptor::{Descriptor, DeviceGradient, GpuGradient, Link, Objective, ObjectiveParams, Outputs, XgbParams};
 pub use ranking::{PairMetric, RankingParams, RankingTables};
 
 pub use crate::data::Targets;

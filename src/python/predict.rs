@@ -92,7 +92,7 @@ pub(super) fn predict_field(fields: &[Field], kwargs: &PredictKwargs, model_byte
                 }
             }
             PredictOutput::Class => DataType::UInt32,
-            PredictOutput::Value if model.objective() == crate::Objective::MultiSoftmax => DataType::UInt32,
+            PredictOutput::Value if model.objective().predicts_classes() => DataType::UInt32,
             PredictOutput::Value | PredictOutput::Margin if model.n_outputs() > 1 => {
                 array(DataType::Float32, model.n_outputs())
             }
@@ -298,8 +298,8 @@ fn check_row_model(model: &Model, output: PredictOutput, dtype: &DataType, row: 
     let k = model.n_outputs();
     let fail = |why: String| Err(to_polars(crate::Error::column("model", format!("row {row}'s model {why}"))));
     match (output, dtype) {
-        (PredictOutput::Value, _) if model.objective() == crate::Objective::MultiSoftmax => {
-            fail("is multi:softmax, whose values are classes: score it with output=\"class\"".into())
+        (PredictOutput::Value, _) if model.objective().predicts_classes() => {
+            fail(format!("is {}, whose values are classes: score it with output=\"class\"", model.objective().name()))
         }
         (PredictOutput::Value | PredictOutput::Margin, DataType::Array(_, width)) if *width != k => {
             fail(format!("has {k} outputs, not num_class={width}"))

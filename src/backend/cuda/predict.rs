@@ -561,7 +561,7 @@ fn stream_rows(
     let per_row_index = match output {
         PredictOutput::Leaf => n_trees,
         PredictOutput::Class => 1,
-        PredictOutput::Value if forest.objective == Objective::MultiSoftmax => 1,
+        PredictOutput::Value if forest.objective.predicts_classes() => 1,
         _ => 0,
     };
     let leaf = output == PredictOutput::Leaf;

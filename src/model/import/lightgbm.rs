@@ -122,7 +122,7 @@ pub fn import(text: &str) -> Result<Model> {
     if let Some(p) = option("tweedie_variance_power") {
         config.tweedie_variance_power = p;
     }
-    if config.objective == Objective::MultiSoftprob {
+    if config.objective.is_multiclass() {
         config.num_class = option("num_class").unwrap_or(k as f64) as usize;
     }
     // A binary model's probability is sigmoid(sigmoid_param * margin): fold the factor into
@@ -215,13 +215,13 @@ fn stated_params(text: &str, config: &TrainConfig, rounds: usize) -> serde_json:
     known.insert("n_estimators".into(), rounds.into());
     // LightGBM grows every tree leaf-wise: best leaf first.
     known.insert("grow_policy".into(), "lossguide".into());
-    if config.objective == Objective::MultiSoftprob {
+    if config.objective.is_multiclass() {
         known.insert("num_class".into(), config.num_class.into());
     }
-    if config.objective == Objective::Quantile {
+    if config.objective.reads("quantile_alpha") {
         known.insert("quantile_alpha".into(), config.quantile_alpha.get(0).into());
     }
-    if config.objective == Objective::Tweedie {
+    if config.objective.reads("tweedie_variance_power") {
         known.insert("tweedie_variance_power".into(), config.tweedie_variance_power.into());
     }
     let section = text.split("\nparameters:\n").nth(1).map(|s| s.split("end of parameters").next().unwrap_or(""));

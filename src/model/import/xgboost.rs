@@ -136,6 +136,63 @@ fn score_to_margin(obj: Objective, score: f64) -> Result<f32> {
     Ok(m as f32)
 }
 
+/// Reads the objective parameter `param` (one a descriptor's `xgboost_params` names) from
+/// the objective's block, when there, into `config` and `known`.
+fn read_param(
+    config: &mut TrainConfig,
+    known: &mut serde_json::Map<String, Value>,
+    block: &Value,
+    param: &str,
+) -> Result<()> {
+    let Some(given) = block.get(param) else { return Ok(()) };
+    let Some(number) = param_number(block, param) else { return read_text_param(config, known, given, param) };
+    match param {
+        "tweedie_variance_power" => config.tweedie_variance_power = number,
+        "huber_slope" => config.huber_slope = number,
+        "scale_pos_weight" => config.scale_pos_weight = number,
+        "aft_loss_distribution_scale" if !(number.is_finite() && number > 0.0) => {
+            return Err(bad(format!("aft_loss_distribution_scale {number} is not > 0")))
+        }
+        "aft_loss_distribution_scale" => config.aft_loss_distribution_scale = number,
+        // learner_model_param's num_class is the one read; a quantile is a list.
+        "num_class" | "quantile_alpha" | "aft_loss_distribution" => {
+            return read_text_param(config, known, given, param)
+        }
+        other => unreachable!("`{other}` is no objective parameter XGBoost's model files keep"),
+    }
+    known.insert(param.into(), number.into());
+    Ok(())
+}
+
+/// [`read_param`] for the parameters that are not one number.
+fn read_text_param(
+    config: &mut TrainConfig,
+    known: &mut serde_json::Map<String, Value>,
+    given: &Value,
+    param: &str,
+) -> Result<()> {
+    match (param, given) {
+        ("aft_loss_distribution", Value::String(name)) => {
+            config.aft_loss_distribution = crate::config::AftDistribution::from_name(name)
+                .ok_or_else(|| bad(format!("aft_loss_distribution `{name}` is not supported")))?;
+            known.insert(param.into(), name.as_str().into());
+        }
+        ("quantile_alpha", Value::String(s)) => {
+            let alphas = base_scores(s)?;
+            config.quantile_alpha = crate::config::QuantileAlphas::many(&alphas).ok_or_else(|| {
+                bad(format!(
+                    "quantile_alpha has {} quantiles; 1 to {} are supported",
+                    alphas.len(),
+                    crate::config::MAX_QUANTILES
+                ))
+            })?;
+            known.insert(param.into(), serde_json::to_value(config.quantile_alpha).unwrap_or_default());
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Reads an XGBoost JSON or UBJSON model.
 pub fn import(bytes: &[u8]) -> Result<Model> {
     let doc: Value = match bytes.first() {
@@ -172,53 +229,11 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
         known.insert("num_class".into(), num_class.into());
     }
     let obj_params = at(learner, &["objective"])?;
-    if obj == Objective::Tweedie {
-        if let Some(p) =
-            obj_params.get("tweedie_regression_param").and_then(|p| param_number(p, "tweedie_variance_power"))
-        {
-            config.tweedie_variance_power = p;
-            known.insert("tweedie_variance_power".into(), p.into());
-        }
-    }
-    if obj == Objective::PseudoHuber {
-        if let Some(p) = obj_params.get("pseudo_huber_param").and_then(|p| param_number(p, "huber_slope")) {
-            config.huber_slope = p;
-            known.insert("huber_slope".into(), p.into());
-        }
-    }
-    if obj == Objective::BinaryLogistic {
-        if let Some(p) = obj_params.get("reg_loss_param").and_then(|p| param_number(p, "scale_pos_weight")) {
-            config.scale_pos_weight = p;
-            known.insert("scale_pos_weight".into(), p.into());
-        }
-    }
-    if obj == Objective::Aft {
-        if let Some(p) = obj_params.get("aft_loss_param") {
-            if let Some(name) = p.get("aft_loss_distribution").and_then(Value::as_str) {
-                config.aft_loss_distribution = crate::config::AftDistribution::from_name(name)
-                    .ok_or_else(|| bad(format!("aft_loss_distribution `{name}` is not supported")))?;
-                known.insert("aft_loss_distribution".into(), name.into());
+    if let Some(x) = obj.descriptor().xgboost_params {
+        if let Some(block) = obj_params.get(x.block) {
+            for param in x.params {
+                read_param(&mut config, &mut known, block, param)?;
             }
-            if let Some(scale) = param_number(p, "aft_loss_distribution_scale") {
-                if !(scale.is_finite() && scale > 0.0) {
-                    return Err(bad(format!("aft_loss_distribution_scale {scale} is not > 0")));
-                }
-                config.aft_loss_distribution_scale = scale;
-                known.insert("aft_loss_distribution_scale".into(), scale.into());
-            }
-        }
-    }
-    if obj == Objective::Quantile {
-        if let Some(Value::String(s)) = obj_params.get("quantile_loss_param").and_then(|p| p.get("quantile_alpha")) {
-            let alphas = base_scores(s)?;
-            config.quantile_alpha = crate::config::QuantileAlphas::many(&alphas).ok_or_else(|| {
-                bad(format!(
-                    "quantile_alpha has {} quantiles; 1 to {} are supported",
-                    alphas.len(),
-                    crate::config::MAX_QUANTILES
-                ))
-            })?;
-            known.insert("quantile_alpha".into(), serde_json::to_value(config.quantile_alpha).unwrap_or_default());
         }
     }
     if config.quantile_alpha.len() > 1 {
@@ -443,4 +458,42 @@ fn read_tree(tree: &Value) -> Result<Vec<ForeignNode>> {
             Ok(node)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::import::xgboost_export::param_text;
+
+    /// Every parameter of a descriptor's XGBoost block is exported and read back.
+    #[test]
+    fn objective_blocks_round_trip() {
+        let cfg = TrainConfig {
+            tweedie_variance_power: 1.3,
+            huber_slope: 2.5,
+            quantile_alpha: crate::config::QuantileAlphas::many(&[0.2, 0.7]).unwrap(),
+            scale_pos_weight: 3.0,
+            aft_loss_distribution: crate::config::AftDistribution::from_name("logistic").unwrap(),
+            aft_loss_distribution_scale: 2.0,
+            num_class: 4,
+            ..TrainConfig::default()
+        };
+        let mut blocks = 0;
+        for o in Objective::ALL {
+            let Some(x) = o.descriptor().xgboost_params else { continue };
+            let block: serde_json::Map<String, Value> =
+                x.params.iter().map(|&p| (p.to_string(), Value::String(param_text(&cfg, p)))).collect();
+            let (mut read, mut known) = (TrainConfig::default(), serde_json::Map::new());
+            for p in x.params {
+                read_param(&mut read, &mut known, &Value::Object(block.clone()), p).unwrap();
+            }
+            let (want, got) = (serde_json::to_value(&cfg).unwrap(), serde_json::to_value(&read).unwrap());
+            for &p in x.params.iter().filter(|&&p| p != "num_class") {
+                assert_eq!(got[p], want[p], "{}: {p}", o.name());
+                assert!(known.contains_key(p), "{}: {p}", o.name());
+            }
+            blocks += 1;
+        }
+        assert_eq!(blocks, 7);
+    }
 }

@@ -7,8 +7,9 @@
 
 use serde_json::{json, Value};
 
-use crate::config::Objective;
+use crate::config::TrainConfig;
 use crate::model::Model;
+use crate::objective::Outputs;
 use crate::tree::{Tree, NO_CHILD};
 
 /// XGBoost writes floats in scientific notation inside its string parameters.
@@ -30,41 +31,12 @@ impl Model {
         let tree_info: Vec<usize> = (0..self.trees.len()).map(|t| t % k).collect();
         let mut objective = json!({"name": obj.name()});
         let cfg = &self.config;
-        match obj {
-            Objective::MultiSoftprob | Objective::MultiSoftmax => {
-                objective["softmax_multiclass_param"] = json!({"num_class": cfg.num_class.to_string()})
-            }
-            Objective::Tweedie => {
-                objective["tweedie_regression_param"] =
-                    json!({"tweedie_variance_power": cfg.tweedie_variance_power.to_string()})
-            }
-            Objective::PseudoHuber => {
-                objective["pseudo_huber_param"] = json!({"huber_slope": cfg.huber_slope.to_string()})
-            }
-            Objective::Quantile => {
-                let alphas: Vec<String> = cfg.quantile_alpha.as_slice().iter().map(f64::to_string).collect();
-                objective["quantile_loss_param"] = json!({"quantile_alpha": format!("[{}]", alphas.join(","))})
-            }
-            Objective::BinaryLogistic => {
-                objective["reg_loss_param"] = json!({"scale_pos_weight": cfg.scale_pos_weight.to_string()})
-            }
-            Objective::Aft => {
-                objective["aft_loss_param"] = json!({
-                    "aft_loss_distribution": cfg.aft_loss_distribution.name(),
-                    "aft_loss_distribution_scale": cfg.aft_loss_distribution_scale.to_string(),
-                })
-            }
-            Objective::SquaredError
-            | Objective::AbsoluteError
-            | Objective::Poisson
-            | Objective::Gamma
-            | Objective::SquaredLogError
-            | Objective::Cox
-            | Objective::Hinge
-            | Objective::RankNdcg
-            | Objective::RankPairwise
-            | Objective::RankMap => {}
+        if let Some(x) = obj.descriptor().xgboost_params {
+            let block: serde_json::Map<String, Value> =
+                x.params.iter().map(|&p| (p.to_string(), Value::String(param_text(cfg, p)))).collect();
+            objective[x.block] = Value::Object(block);
         }
+        let quantile_targets = obj.descriptor().outputs == Outputs::PerQuantile;
         let mut model = json!({
             "gbtree_model_param": {"num_parallel_tree": "1", "num_trees": self.trees.len().to_string()},
             "iteration_indptr": indptr,
@@ -113,13 +85,32 @@ impl Model {
                     "num_class": if obj.is_multiclass() { cfg.num_class.to_string() } else { "0".into() },
                     "num_feature": n_features.to_string(),
                     // Targets, one scalar tree each a round; several quantiles are targets too.
-                    "num_target": if obj == Objective::Quantile { k.to_string() } else { cfg.num_target.to_string() },
+                    "num_target": if quantile_targets { k.to_string() } else { cfg.num_target.to_string() },
                 },
                 "objective": objective,
             },
             "version": [3, 1, 0],
         });
         doc.to_string()
+    }
+}
+
+/// An objective parameter of `cfg` (one a descriptor's `xgboost_params` names) as XGBoost
+/// writes it in the objective's block: as text.
+pub(super) fn param_text(cfg: &TrainConfig, param: &str) -> String {
+    match param {
+        "num_class" => cfg.num_class.to_string(),
+        "tweedie_variance_power" => cfg.tweedie_variance_power.to_string(),
+        "huber_slope" => cfg.huber_slope.to_string(),
+        "quantile_alpha" => {
+            let alphas: Vec<String> = cfg.quantile_alpha.as_slice().iter().map(f64::to_string).collect();
+            format!("[{}]", alphas.join(","))
+        }
+        "scale_pos_weight" => cfg.scale_pos_weight.to_string(),
+        "aft_loss_distribution" => cfg.aft_loss_distribution.name().to_string(),
+        "aft_loss_distribution_scale" => cfg.aft_loss_distribution_scale.to_string(),
+        // A test exports every descriptor's parameters.
+        other => unreachable!("`{other}` is no objective parameter XGBoost's model files keep"),
     }
 }
 
