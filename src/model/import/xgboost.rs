@@ -193,23 +193,10 @@ fn read_text_param(
     Ok(())
 }
 
-/// Reads an XGBoost JSON or UBJSON model.
-pub fn import(bytes: &[u8]) -> Result<Model> {
-    let doc: Value = match bytes.first() {
-        // UBJSON starts an object with `{` followed by a length marker or `$`/`#`.
-        Some(b'{') if matches!(bytes.get(1), Some(b'U' | b'i' | b'I' | b'l' | b'L' | b'$' | b'#' | b'}')) => {
-            super::ubjson::decode(bytes)?
-        }
-        _ => match serde_json::from_slice(bytes) {
-            Ok(v) => v,
-            // XGBoost writes non-finite floats as NaN and (-)Infinity, which JSON lacks.
-            Err(e) => {
-                serde_json::from_slice(&nonfinite_tokens(bytes)).map_err(|_| bad(format!("not JSON or UBJSON: {e}")))?
-            }
-        },
-    };
-    let learner = at(&doc, &["learner"])?;
-    let param = at(learner, &["learner_model_param"])?;
+/// The objective and its parameters from the learner's `objective` and
+/// `learner_model_param` (`param`): the configuration, and what the file states of it under
+/// our names.
+fn objective_config(learner: &Value, param: &Value) -> Result<(TrainConfig, serde_json::Map<String, Value>)> {
     let obj_name = at(learner, &["objective", "name"])?.as_str().ok_or_else(|| bad("objective name is not text"))?;
     let obj = objective(obj_name)?;
     let num_class = param_number(param, "num_class").unwrap_or(0.0) as usize;
@@ -245,18 +232,14 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
         config.num_target = num_target;
         known.insert("num_target".into(), num_target.into());
     }
-    let k = config.num_outputs();
+    Ok((config, known))
+}
 
-    // Features: names and types; categories from `cats` when present.
-    let booster = at(learner, &["gradient_booster"])?;
-    let booster_name = at(booster, &["name"])?.as_str().unwrap_or("");
-    let (model, weight_drop) = match booster_name {
-        "gbtree" => (at(booster, &["model"])?, None),
-        "dart" => (at(booster, &["gbtree", "model"])?, Some(floats(booster, "weight_drop")?)),
-        other => return Err(bad(format!("booster `{other}` is not supported (gbtree and dart are)"))),
-    };
+/// The features: names and types; categories from the model's `cats` when present.
+/// `n_bytes` (the file's size) bounds their number.
+fn features(learner: &Value, model: &Value, param: &Value, n_bytes: usize) -> Result<Vec<ForeignFeature>> {
     let n_features = param_number(param, "num_feature").ok_or_else(|| bad("num_feature is missing"))?;
-    if !(n_features >= 1.0 && n_features <= bytes.len() as f64) {
+    if !(n_features >= 1.0 && n_features <= n_bytes as f64) {
         return Err(bad(format!("num_feature {n_features} is not a count this file can describe")));
     }
     let n_features = n_features as usize;
@@ -272,13 +255,44 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
         return Err(bad(format!("{} feature names and {} types for {n_features} features", names.len(), types.len())));
     }
     let categories = category_names(model.get("cats"), n_features)?;
-    let features: Vec<ForeignFeature> = (0..n_features)
+    let features = (0..n_features)
         .map(|i| ForeignFeature {
             name: names[i].clone(),
             categorical: types[i] == "c",
             categories: if types[i] == "c" { categories[i].clone() } else { None },
         })
         .collect();
+    Ok(features)
+}
+
+/// Reads an XGBoost JSON or UBJSON model.
+pub fn import(bytes: &[u8]) -> Result<Model> {
+    let doc: Value = match bytes.first() {
+        // UBJSON starts an object with `{` followed by a length marker or `$`/`#`.
+        Some(b'{') if matches!(bytes.get(1), Some(b'U' | b'i' | b'I' | b'l' | b'L' | b'$' | b'#' | b'}')) => {
+            super::ubjson::decode(bytes)?
+        }
+        _ => match serde_json::from_slice(bytes) {
+            Ok(v) => v,
+            // XGBoost writes non-finite floats as NaN and (-)Infinity, which JSON lacks.
+            Err(e) => {
+                serde_json::from_slice(&nonfinite_tokens(bytes)).map_err(|_| bad(format!("not JSON or UBJSON: {e}")))?
+            }
+        },
+    };
+    let learner = at(&doc, &["learner"])?;
+    let param = at(learner, &["learner_model_param"])?;
+    let (mut config, mut known) = objective_config(learner, param)?;
+    let (obj, k) = (config.objective, config.num_outputs());
+
+    let booster = at(learner, &["gradient_booster"])?;
+    let booster_name = at(booster, &["name"])?.as_str().unwrap_or("");
+    let (model, weight_drop) = match booster_name {
+        "gbtree" => (at(booster, &["model"])?, None),
+        "dart" => (at(booster, &["gbtree", "model"])?, Some(floats(booster, "weight_drop")?)),
+        other => return Err(bad(format!("booster `{other}` is not supported (gbtree and dart are)"))),
+    };
+    let features = features(learner, model, param, bytes.len())?;
 
     // Trees, regrouped round-major by output.
     let trees = array(model, "trees")?;
