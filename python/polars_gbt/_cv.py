@@ -31,7 +31,6 @@ _REFUSED = {
     "verbose": "the folds train at once and would print over each other; print the returned frame",
     "progress": "the folds train at once and would draw over each other",
 }
-_CLASSIFICATION = ("binary:", "multi:")
 # n_estimators and its aliases (src/config.rs), and its default there (a test compares).
 _N_ESTIMATORS = ("n_estimators", "num_boost_round", "num_round", "num_iterations")
 _DEFAULT_N_ESTIMATORS = 100
@@ -340,7 +339,7 @@ def _assigned_folds(
         raise ParameterError(f"nfold must be an integer of at least 2, not {nfold!r}")
     if stratified:
         objective = objective or "reg:squarederror"
-        if not objective.startswith(_CLASSIFICATION):
+        if _internal.OBJECTIVES.get(objective, {}).get("estimator") != "GBTClassifier":
             raise ParameterError(
                 f"stratified folds need a classification objective (binary:*, multi:*), not {objective!r}"
             )

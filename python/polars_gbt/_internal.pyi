@@ -3,6 +3,10 @@
 from typing import Any
 
 PREDICT_OUTPUTS: list[str]
+# By objective name (XGBoost's): "estimator" (the scikit-learn class that fits it:
+# "GBTRegressor", "GBTClassifier" or "GBTRanker"), "multiclass" (one output per class) and
+# "predicts_classes" (its values are classes, as multi:softmax's), from its descriptor.
+OBJECTIVES: dict[str, dict[str, Any]]
 
 def model_to_json(bytes: bytes) -> str: ...
 def model_from_json(text: str) -> bytes: ...

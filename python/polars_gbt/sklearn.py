@@ -62,7 +62,7 @@ from sklearn.utils.validation import (
 )
 
 import polars_gbt._namespace  # noqa: F401  (registers the gbt namespace)
-from polars_gbt import _custom
+from polars_gbt import _custom, _internal
 from polars_gbt._errors import translated
 from polars_gbt._model import Model, margin_series, run_interruptibly
 
@@ -75,6 +75,17 @@ _RESERVED = (_TARGET, _WEIGHT, _GROUP, _MARGIN, _EVAL)
 # Constructor parameters that are the estimator's own, not the trainer's.
 _WRAPPER_PARAMS = ("importance_type",)
 _IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
+
+
+def _fact(objective: Any, fact: str) -> Any:
+    """``fact`` of the objective named ``objective`` (``_internal.OBJECTIVES``, read from the
+    objectives' descriptors); None for a name that is no objective (the trainer rejects it)."""
+    return _internal.OBJECTIVES.get(objective, {}).get(fact) if isinstance(objective, str) else None
+
+
+def _fitted_by(estimator: str) -> list[str]:
+    """The objectives the estimator named ``estimator`` fits."""
+    return [name for name, facts in _internal.OBJECTIVES.items() if facts["estimator"] == estimator]
 
 
 class _GBTBase(BaseEstimator):
@@ -588,9 +599,10 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
             link = "multi:softprob" if self.n_classes_ > 2 else "binary:logistic"
             if self.n_classes_ > 2:
                 extra["num_class"] = self.n_classes_
-        elif self.n_classes_ > 2 or objective.startswith("multi:"):
-            # XGBoost's rule: more than two classes take multi:softprob unless multi:softmax is asked.
-            objective = "multi:softmax" if objective == "multi:softmax" else "multi:softprob"
+        elif self.n_classes_ > 2 or _fact(objective, "multiclass"):
+            # XGBoost's rule: more than two classes take multi:softprob unless another multiclass
+            # objective (multi:softmax) is asked.
+            objective = objective if _fact(objective, "multiclass") else "multi:softprob"
             extra["num_class"] = max(self.n_classes_, 2)
         train = _Rows(df, codes, _weights(sample_weight, codes), _maybe_margins(base_margin, df.height), None)
         self._fit_model(train, valid, verbose, xgb_model, objective=objective, link=link, **extra)
@@ -605,8 +617,8 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
         two classes) replaces the base score, as in XGBoost. ``iteration_range=(start, end)``
         uses those boosting rounds' trees only."""
         check_is_fitted(self, "model_")
-        if getattr(self, "objective_", None) == "multi:softmax":
-            raise ValueError("multi:softmax does not support `predict_proba`; use multi:softprob instead")
+        if _fact(getattr(self, "objective_", None), "predicts_classes"):
+            raise ValueError(f"{self.objective_} does not support `predict_proba`; use multi:softprob instead")
         p = self._predict_raw(X, "value", base_margin, iteration_range).astype(np.float64)
         if len(self.classes_) == 1:
             return np.ones((len(p), 1))
@@ -628,7 +640,7 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
         if pred_contribs or pred_interactions:
             return self.contributions(X, base_margin, interactions=pred_interactions)
         check_is_fitted(self, "model_")
-        if getattr(self, "objective_", None) == "multi:softmax":
+        if _fact(getattr(self, "objective_", None), "predicts_classes"):
             return self.classes_[self._predict_raw(X, "class", base_margin, iteration_range).astype(np.int64)]
         p = self.predict_proba(X, base_margin, iteration_range)
         return self.classes_[np.argmax(p, axis=1)]
@@ -675,7 +687,10 @@ class GBTRanker(_GBTBase):
             raise ValueError("eval_qid, the query id of each eval_set row, is needed with eval_set")
         train = _Rows(df, y, _weights(sample_weight, y), _maybe_margins(base_margin, df.height), group)
         if callable(self.objective):
-            raise ValueError("GBTRanker trains with rank:ndcg, rank:map or rank:pairwise; a callable objective is for the other estimators")
+            *others, last = _fitted_by("GBTRanker")
+            raise ValueError(
+                f"GBTRanker trains with {', '.join(others)} or {last}; a callable objective is for the other estimators"
+            )
         self._fit_model(train, valid, verbose, xgb_model, objective=self.objective or "rank:ndcg")
         return self
 

@@ -190,6 +190,22 @@ fn start_tracker(host: &str, world: usize, token: &str, timeout_s: f64) -> PyRes
     })
 }
 
+/// The objectives' descriptors, as far as the Python side reads them: by XGBoost name, the
+/// scikit-learn estimator that fits it, whether it is multiclass and whether its predicted
+/// values are classes (`_internal.pyi`'s `OBJECTIVES`).
+fn objectives(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let table = PyDict::new(py);
+    for o in crate::Objective::ALL {
+        let d = o.descriptor();
+        let facts = PyDict::new(py);
+        facts.set_item("estimator", d.estimator())?;
+        facts.set_item("multiclass", o.is_multiclass())?;
+        facts.set_item("predicts_classes", d.predicts_classes)?;
+        table.set_item(d.name, facts)?;
+    }
+    Ok(table)
+}
+
 #[pymodule]
 fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_to_json, m)?)?;
@@ -209,5 +225,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(start_tracker, m)?)?;
     // The names `output=` takes, from the one list (`gbt.predict` checks against it).
     m.add("PREDICT_OUTPUTS", PredictOutput::ALL.map(PredictOutput::name).to_vec())?;
+    // What the scikit-learn estimators and cv need to know of each objective, from the descriptors.
+    m.add("OBJECTIVES", objectives(m.py())?)?;
     Ok(())
 }

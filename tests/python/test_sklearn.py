@@ -477,6 +477,21 @@ def test_classifier_objectives_follow_xgboosts_rules():
         hard.predict_proba(X)
 
 
+def test_the_estimators_read_the_objectives_descriptors():
+    """Which estimator fits each objective, and which are multiclass or predict classes,
+    come from the Rust descriptors (``_internal.OBJECTIVES``), not from names here."""
+    from polars_gbt import _internal
+
+    table = _internal.OBJECTIVES
+    fitted = {e: sorted(n for n, f in table.items() if f["estimator"] == e) for e in ("GBTClassifier", "GBTRanker")}
+    assert fitted["GBTRanker"] == ["rank:map", "rank:ndcg", "rank:pairwise"]
+    assert fitted["GBTClassifier"] == ["binary:hinge", "binary:logistic", "multi:softmax", "multi:softprob"]
+    assert [n for n, f in table.items() if f["predicts_classes"]] == ["multi:softmax"]
+    assert sorted(n for n, f in table.items() if f["multiclass"]) == ["multi:softmax", "multi:softprob"]
+    with pytest.raises(ValueError, match="GBTRanker trains with rank:ndcg, rank:pairwise or rank:map"):
+        GBTRanker(objective=lambda y, p: (p - y, np.ones_like(p))).fit([[0.0], [1.0]], [0, 1], group=[0, 0])
+
+
 def test_a_ranker_stops_early_on_its_evaluation_queries():
     rng = np.random.default_rng(13)
     X = rng.random((1200, 3))
