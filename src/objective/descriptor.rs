@@ -1,8 +1,28 @@
 //! What the crate knows about each objective, in one table ([`Objective::descriptor`]): its
-//! names, link, task, outputs, GPU gradient kernel, leaf refits, default metric and loss.
-//! Code elsewhere asks the descriptor instead of matching on objectives, so that a new
-//! objective is an entry here (plus its loss), and a case left out is a compile error rather
+//! names (XGBoost's and LightGBM's), its parameter block in XGBoost's model files, link,
+//! task (and so whether it is multiclass or ranking, and its scikit-learn estimator),
+//! outputs, whether its values are classes, GPU gradient kernel, leaf refits, default metric
+//! and loss. Code elsewhere asks the descriptor instead of matching on objectives (prediction
+//! on the CPU and GPU, the importers and XGBoost export, parameter validation, and the Python
+//! package through `_internal.OBJECTIVES`), so that a case left out is a compile error rather
 //! than a wildcard arm's silent default.
+//!
+//! A new objective touches:
+//! 1. its loss: a `Loss` in a file of `objective/` (a new one, with its `mod` line in
+//!    `objective/mod.rs`, or its family's);
+//! 2. here: its `Objective` variant (last: the binary model format stores the index), its
+//!    place in `Objective::ALL`, and its entry in `descriptor`;
+//! 3. if the GPU computes its gradients row by row: its kernel in kernels/gradients.cu (an
+//!    `OBJECTIVE_*` code and a case of `objective_gradient`), named by a `GpuGradient`
+//!    variant here (with its `kernel_name` and `param`); the layout probe
+//!    (tests/cuda_kernels.rs) checks that the codes agree. Without one (`gpu_gradient: None`)
+//!    the host computes its gradients for the GPU too. (Pairwise gradients over query groups
+//!    have their own kernel, kernels/ranking.cu, with a `PairMetric` code.)
+//!
+//! Nothing else: a row-wise objective without parameters of its own needs no other file. One
+//! with a new parameter also adds it to `TrainConfig` (and `objective_params`), and names it
+//! in its `xgboost_params` block, whose readers (the XGBoost export's `param_text` and
+//! import's `read_param`) then need its case.
 
 use serde::{Deserialize, Serialize};
 

@@ -2,16 +2,8 @@
 //! estimates the starting margin. Margins and gradients are class-major: output `k` of row
 //! `i` sits at `k * n_rows + i`.
 //!
-//! A new objective touches:
-//! 1. its loss: a `Loss` in a file here (a new one, or its family's);
-//! 2. its `Objective` variant (last) and its entry in `descriptor.rs`;
-//! 3. if the GPU computes its gradients row by row: its kernel in kernels/gradients.cu (an
-//!    `OBJECTIVE_*` code and a case of `objective_gradient`), named by a `GpuGradient` variant
-//!    in its descriptor; the layout probe (tests/cuda_kernels.rs) checks that the codes agree.
-//!    (Pairwise gradients over query groups have their own kernel, kernels/ranking.cu.)
-//!
-//! The remaining matches over objectives are exhaustive (XGBoost export's parameter block),
-//! so the compiler points at any that need a case.
+//! A new objective touches what `descriptor.rs`'s module documentation lists: its loss's
+//! file here (and its `mod` line), its descriptor, and for a GPU gradient kernels/gradients.cu.
 //!
 //! This module sits above `metric` and below `config`: it imports neither `config` nor
 //! anything above it (`tests/layering.rs` enforces the order); `TrainConfig::objective_params`
