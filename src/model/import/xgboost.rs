@@ -265,9 +265,9 @@ fn features(learner: &Value, model: &Value, param: &Value, n_bytes: usize) -> Re
     Ok(features)
 }
 
-/// Reads an XGBoost JSON or UBJSON model.
-pub fn import(bytes: &[u8]) -> Result<Model> {
-    let doc: Value = match bytes.first() {
+/// The model file's document: UBJSON, or JSON (with XGBoost's non-finite floats).
+fn parse(bytes: &[u8]) -> Result<Value> {
+    Ok(match bytes.first() {
         // UBJSON starts an object with `{` followed by a length marker or `$`/`#`.
         Some(b'{') if matches!(bytes.get(1), Some(b'U' | b'i' | b'I' | b'l' | b'L' | b'$' | b'#' | b'}')) => {
             super::ubjson::decode(bytes)?
@@ -279,7 +279,12 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
                 serde_json::from_slice(&nonfinite_tokens(bytes)).map_err(|_| bad(format!("not JSON or UBJSON: {e}")))?
             }
         },
-    };
+    })
+}
+
+/// Reads an XGBoost JSON or UBJSON model.
+pub fn import(bytes: &[u8]) -> Result<Model> {
+    let doc = parse(bytes)?;
     let learner = at(&doc, &["learner"])?;
     let param = at(learner, &["learner_model_param"])?;
     let (mut config, mut known) = objective_config(learner, param)?;
