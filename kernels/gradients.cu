@@ -15,6 +15,69 @@
 #define OBJECTIVE_QUANTILE 7u
 #define OBJECTIVE_ABSOLUTE_ERROR 8u
 
+// The kernels' argument structs (each kernel takes one, by value), mirrored in
+// src/backend/cuda/gradients.rs and checked by the layout probe.
+
+// The rows of one output whose gradients an objective kernel computes (objective_gradient's
+// arguments). Null `weight`, `repeats`: none.
+struct ObjectiveRows {
+    u32 kind;
+    float param;
+    const float* margin;
+    const float* label;
+    const float* weight;
+    const float* repeats;
+    u32 n;
+    u32 k;
+    u32 c;
+};
+
+struct ObjectiveMaxArgs {
+    ObjectiveRows rows;
+    Quantisation* q;
+};
+
+struct ObjectiveQuantiseArgs {
+    ObjectiveRows rows;
+    const Quantisation* q;
+    QuantGrad* out;
+};
+
+// Float gradient pairs computed elsewhere (the host, the ranking kernel).
+struct GradientRows {
+    const GradPair* grads;
+    const float* repeats;
+    u32 n;
+};
+
+struct GradientMaxArgs {
+    GradientRows rows;
+    Quantisation* q;
+};
+
+struct QuantiseArgs {
+    GradientRows rows;
+    const Quantisation* q;
+    QuantGrad* out;
+};
+
+struct FinishQuantisationArgs {
+    Quantisation* q;
+    u32 shrink_bits;
+};
+
+struct SumRowsArgs {
+    const QuantGrad* grads;
+    const u32* ridx;
+    u32 n;
+    GradSum* out;
+};
+
+struct FillIdentityArgs {
+    u32* ridx;
+    u32 n;
+};
+
 // The gradient pair of output c of row i; margins are class-major (output c of row i at
 // c * n + i). `param`: the Huber slope, the Tweedie power, the
 // logistic loss's scale_pos_weight, or output c's quantile. Each formula repeats its Rust
@@ -80,9 +143,16 @@ __device__ __forceinline__ GradPair objective_gradient(u32 kind, const float* ma
             p.g = (m >= y ? 1.0f - param : -param) * w;
             p.h = w;
             break;
-        default:
+        case OBJECTIVE_SQUARED_ERROR:
             p.g = (m - y) * w;
             p.h = w;
+            break;
+        case OBJECTIVE_SOFTMAX:  // returned above
+        default:
+            // A backstop only: the host checks every code before a launch (objective_code in
+            // src/backend/cuda/gradients.rs), and that check is how an unknown code is reported.
+            // A trap poisons the whole CUDA context, so it must never be the error path.
+            __trap();
     }
     return p;
 }
@@ -107,9 +177,9 @@ __device__ __forceinline__ void max_into(Quantisation* q, float gm, float hm, bo
 // The objectives with a kernel never store float gradients: one pass finds the largest
 // magnitudes, a second recomputes each gradient and quantises it (a few flops per row are
 // cheaper than 8 bytes per row of device memory, written and read back).
-extern "C" __global__ void objective_max(u32 kind, float param, const float* margin, const float* label,
-                                         const float* weight, const float* repeats, u32 n, u32 k, u32 c,
-                                         Quantisation* q) {
+__device__ __forceinline__ void objective_max_body(u32 kind, float param, const float* margin, const float* label,
+                                                  const float* weight, const float* repeats, u32 n, u32 k, u32 c,
+                                                  Quantisation* q) {
     float gm = 0.0f, hm = 0.0f;
     bool negative = false;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -122,8 +192,13 @@ extern "C" __global__ void objective_max(u32 kind, float param, const float* mar
     max_into(q, gm, hm, negative);
 }
 
+extern "C" __global__ void objective_max(const ObjectiveMaxArgs a) {
+    const ObjectiveRows& r = a.rows;
+    objective_max_body(r.kind, r.param, r.margin, r.label, r.weight, r.repeats, r.n, r.k, r.c, a.q);
+}
+
 // Largest |g| and |h|, into q (zeroed before the launch).
-extern "C" __global__ void gradient_max(const GradPair* grads, const float* repeats, u32 n, Quantisation* q) {
+__device__ __forceinline__ void gradient_max_body(const GradPair* grads, const float* repeats, u32 n, Quantisation* q) {
     float gm = 0.0f, hm = 0.0f;
     bool negative = false;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -136,6 +211,10 @@ extern "C" __global__ void gradient_max(const GradPair* grads, const float* repe
     max_into(q, gm, hm, negative);
 }
 
+extern "C" __global__ void gradient_max(const GradientMaxArgs a) {
+    gradient_max_body(a.rows.grads, a.rows.repeats, a.rows.n, a.q);
+}
+
 // The largest power of two with max_abs * scale <= 2^15 (src/tree/gradient.rs: scale_for).
 __device__ double scale_for(float max_abs) {
     if (!(max_abs > 0.0f) || isinf(max_abs)) return 1.0;
@@ -146,7 +225,9 @@ __device__ double scale_for(float max_abs) {
 }
 
 // The scales, lowered `shrink_bits` halvings (Weighting::shrink_bits: exact, powers of two).
-extern "C" __global__ void finish_quantisation(Quantisation* q, u32 shrink_bits) {
+extern "C" __global__ void finish_quantisation(const FinishQuantisationArgs a) {
+    Quantisation* q = a.q;
+    const u32 shrink_bits = a.shrink_bits;
     if (threadIdx.x == 0 && blockIdx.x == 0) {
         q->g_scale = ldexp(scale_for(__uint_as_float(q->g_max_bits)), -(int)shrink_bits);
         q->h_scale = ldexp(scale_for(__uint_as_float(q->h_max_bits)), -(int)shrink_bits);
@@ -168,23 +249,37 @@ __device__ __forceinline__ QuantGrad quantise_pair(GradPair p, double gs, double
     return r;
 }
 
-extern "C" __global__ void quantise(const GradPair* grads, const float* repeats, u32 n, const Quantisation* q,
-                                    QuantGrad* out) {
+__device__ __forceinline__ void quantise_body(const GradPair* grads, const float* repeats, u32 n, const Quantisation* q,
+                                              QuantGrad* out) {
     double gs = q->g_scale, hs = q->h_scale;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         out[i] = quantise_pair(grads[i], gs, hs, repeats, i);
 }
 
-extern "C" __global__ void objective_quantise(u32 kind, float param, const float* margin, const float* label,
-                                              const float* weight, const float* repeats, u32 n, u32 k, u32 c,
-                                              const Quantisation* q, QuantGrad* out) {
+extern "C" __global__ void quantise(const QuantiseArgs a) {
+    quantise_body(a.rows.grads, a.rows.repeats, a.rows.n, a.q, a.out);
+}
+
+__device__ __forceinline__ void objective_quantise_body(u32 kind, float param, const float* margin,
+                                                       const float* label, const float* weight,
+                                                       const float* repeats, u32 n, u32 k, u32 c,
+                                                       const Quantisation* q, QuantGrad* out) {
     double gs = q->g_scale, hs = q->h_scale;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
         out[i] = quantise_pair(objective_gradient(kind, margin, label, weight, i, n, k, c, param), gs, hs, repeats, i);
 }
 
+extern "C" __global__ void objective_quantise(const ObjectiveQuantiseArgs a) {
+    const ObjectiveRows& r = a.rows;
+    objective_quantise_body(r.kind, r.param, r.margin, r.label, r.weight, r.repeats, r.n, r.k, r.c, a.q, a.out);
+}
+
 // Sum of the quantised pairs of rows ridx[0..n] (the root's total), into out (zeroed).
-extern "C" __global__ void sum_rows(const QuantGrad* grads, const u32* ridx, u32 n, GradSum* out) {
+extern "C" __global__ void sum_rows(const SumRowsArgs a) {
+    const QuantGrad* grads = a.grads;
+    const u32* ridx = a.ridx;
+    const u32 n = a.n;
+    GradSum* out = a.out;
     i64 g = 0, h = 0;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         QuantGrad q = grads[ridx[i]];
@@ -201,6 +296,8 @@ extern "C" __global__ void sum_rows(const QuantGrad* grads, const u32* ridx, u32
     }
 }
 
-extern "C" __global__ void fill_identity(u32* ridx, u32 n) {
+extern "C" __global__ void fill_identity(const FillIdentityArgs a) {
+    u32* ridx = a.ridx;
+    const u32 n = a.n;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) ridx[i] = i;
 }

@@ -85,13 +85,14 @@ __device__ __forceinline__ void rank_pair(const RankQuery& q, bool score_normali
 
 // Scratch (global, per row): position (rank in the query), ranked (row at each rank) and
 // sums (g, h, |lambda| per row, as doubles), all indexed from the query's first row.
-extern "C" __global__ void lambdarank(const float* __restrict__ score, const float* __restrict__ label,
-                                      const double* __restrict__ gain, const double* __restrict__ inv_idcg,
-                                      const double* __restrict__ discount, const u32* __restrict__ offsets,
-                                      const float* __restrict__ weight, u32 top_k, u32 metric, u32 normalise,
-                                      u32 score_normalise, u32 sort_capacity, u32* __restrict__ position,
-                                      u32* __restrict__ ranked, double* __restrict__ sums, u32* __restrict__ relevant,
-                                      double* __restrict__ precision_sum, GradPair* __restrict__ out) {
+__device__ __forceinline__ void lambdarank_body(const float* __restrict__ score, const float* __restrict__ label,
+                                                const double* __restrict__ gain, const double* __restrict__ inv_idcg,
+                                                const double* __restrict__ discount, const u32* __restrict__ offsets,
+                                                const float* __restrict__ weight, u32 top_k, u32 metric, u32 normalise,
+                                                u32 score_normalise, u32 sort_capacity, u32* __restrict__ position,
+                                                u32* __restrict__ ranked, double* __restrict__ sums,
+                                                u32* __restrict__ relevant, double* __restrict__ precision_sum,
+                                                GradPair* __restrict__ out) {
     // sort_capacity keys (a power of two, or 0) of dynamic shared memory.
     extern __shared__ u64 rank_keys[];
     __shared__ float top[RANK_THREADS], bottom[RANK_THREADS];
@@ -202,4 +203,32 @@ extern "C" __global__ void lambdarank(const float* __restrict__ score, const flo
         p.h = fmaxf((float)(sum[3 * r + 1] * norm), 1e-16f) * w;
         out[start + r] = p;
     }
+}
+
+// lambdarank's arguments (src/backend/cuda/ranking.rs: LambdarankArgs). Null `weight`: none.
+struct LambdarankArgs {
+    const float* score;
+    const float* label;
+    const double* gain;
+    const double* inv_idcg;
+    const double* discount;
+    const u32* offsets;
+    const float* weight;
+    u32 top_k;
+    u32 metric;
+    u32 normalise;
+    u32 score_normalise;
+    u32 sort_capacity;
+    u32* position;
+    u32* ranked;
+    double* sums;
+    u32* relevant;
+    double* precision_sum;
+    GradPair* out;
+};
+
+extern "C" __global__ void lambdarank(const LambdarankArgs a) {
+    lambdarank_body(a.score, a.label, a.gain, a.inv_idcg, a.discount, a.offsets, a.weight, a.top_k, a.metric,
+                    a.normalise, a.score_normalise, a.sort_capacity, a.position, a.ranked, a.sums, a.relevant,
+                    a.precision_sum, a.out);
 }

@@ -10,6 +10,7 @@ use cudarc::driver::{
 };
 
 use super::data::grid_for;
+use super::launch::{self, Kernel, KernelArgs, Pins};
 use super::layout::GradSum;
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
@@ -68,6 +69,24 @@ impl<'r> FitDevice<'r> {
 
     pub(super) fn launcher<'a>(&'a self, f: &'a CudaFunction) -> LaunchArgs<'a> {
         self.stream.launch_builder(f)
+    }
+
+    /// Hands out device pointers for a launch on the fit's stream (see [`Pins`]).
+    pub(super) fn pins(&self) -> Pins<'_> {
+        Pins::new(&self.stream)
+    }
+
+    /// Queues `kernel` with `args` on the fit's stream ([`launch::launch`]).
+    ///
+    /// # Safety
+    /// As [`launch::launch`].
+    pub(super) unsafe fn launch<A: KernelArgs>(
+        &self,
+        kernel: &Kernel<A::Key>,
+        args: &A,
+        cfg: LaunchConfig,
+    ) -> Result<()> {
+        launch::launch(&self.stream, kernel, args, cfg)
     }
 }
 

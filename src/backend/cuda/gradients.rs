@@ -1,10 +1,11 @@
 //! A fit's labels, margins and gradients on the device (`kernels/gradients.cu`): each round's
 //! gradients, quantised to fixed point per tree, and the sum of a tree's rows.
 
-use cudarc::driver::{CudaSlice, CudaView, LaunchArgs, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaView};
 
 use super::buffers::{cfg, FitDevice};
 use super::device_error;
+use super::launch::{kernel_args, DevPtr, DevPtrMut, Pins};
 use super::layout::{GradPair, GradSum, QuantGrad, Quantisation};
 use super::ranking::RankingGradients;
 use crate::collective::{sum_grads, Collective};
@@ -13,6 +14,109 @@ use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::objective::{DeviceGradient, GpuGradient, Loss, ObjectiveParams, PairMetric, Targets};
 use crate::tree::{Quantiser, Weighting};
+
+/// The rows of one output whose gradients an objective kernel computes (`ObjectiveRows` in
+/// kernels/gradients.cu). Null `weight`, `repeats`: none.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ObjectiveRows<'a> {
+    /// The objective's code, checked by [`objective_code`].
+    pub kind: u32,
+    pub param: f32,
+    pub margin: DevPtr<'a, f32>,
+    pub label: DevPtr<'a, f32>,
+    pub weight: DevPtr<'a, f32>,
+    pub repeats: DevPtr<'a, f32>,
+    pub n: u32,
+    pub k: u32,
+    pub c: u32,
+}
+
+/// `objective_max`: the rows' largest gradient magnitudes, into `q`.
+#[repr(C)]
+pub struct ObjectiveMaxArgs<'a> {
+    pub rows: ObjectiveRows<'a>,
+    pub q: DevPtrMut<'a, Quantisation>,
+}
+
+/// `objective_quantise`: the rows' gradients at `q`'s scales, into `out`.
+#[repr(C)]
+pub struct ObjectiveQuantiseArgs<'a> {
+    pub rows: ObjectiveRows<'a>,
+    pub q: DevPtr<'a, Quantisation>,
+    pub out: DevPtrMut<'a, QuantGrad>,
+}
+
+/// Float gradient pairs computed elsewhere (`GradientRows`). Null `repeats`: none.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct GradientRows<'a> {
+    pub grads: DevPtr<'a, GradPair>,
+    pub repeats: DevPtr<'a, f32>,
+    pub n: u32,
+}
+
+/// `gradient_max`.
+#[repr(C)]
+pub struct GradientMaxArgs<'a> {
+    pub rows: GradientRows<'a>,
+    pub q: DevPtrMut<'a, Quantisation>,
+}
+
+/// `quantise`.
+#[repr(C)]
+pub struct QuantiseArgs<'a> {
+    pub rows: GradientRows<'a>,
+    pub q: DevPtr<'a, Quantisation>,
+    pub out: DevPtrMut<'a, QuantGrad>,
+}
+
+/// `finish_quantisation`.
+#[repr(C)]
+pub struct FinishQuantisationArgs<'a> {
+    pub q: DevPtrMut<'a, Quantisation>,
+    pub shrink_bits: u32,
+}
+
+/// `sum_rows`: the sum of `grads` over rows `ridx[..n]`, into `out` (zeroed).
+#[repr(C)]
+pub struct SumRowsArgs<'a> {
+    pub grads: DevPtr<'a, QuantGrad>,
+    pub ridx: DevPtr<'a, u32>,
+    pub n: u32,
+    pub out: DevPtrMut<'a, GradSum>,
+}
+
+/// `fill_identity`: `ridx[i] = i` for `i < n`.
+#[repr(C)]
+pub struct FillIdentityArgs<'a> {
+    pub ridx: DevPtrMut<'a, u32>,
+    pub n: u32,
+}
+
+kernel_args!(
+    ObjectiveRows,
+    ObjectiveMaxArgs,
+    ObjectiveQuantiseArgs,
+    GradientRows,
+    GradientMaxArgs,
+    QuantiseArgs,
+    FinishQuantisationArgs,
+    SumRowsArgs,
+    FillIdentityArgs
+);
+
+/// The code of `gradient` in kernels/gradients.cu, checked before any launch: the kernel's
+/// `switch` traps on a code it does not know, which would poison the CUDA context, so an
+/// unknown code must be an error here instead.
+pub(super) fn objective_code(gradient: GpuGradient) -> Result<u32> {
+    let code = gradient as u32;
+    if GpuGradient::ALL.iter().any(|g| *g as u32 == code) {
+        Ok(code)
+    } else {
+        Err(Error::Device(format!("objective code {code} has no gradient kernel")))
+    }
+}
 
 /// How the round's gradients are computed: row by row by a kernel (its objective code in
 /// kernels/gradients.cu, with the objective's parameters), over query groups by the ranking
@@ -177,16 +281,17 @@ impl Gradients {
         self.quantise(dev, c, comm)?;
         let s = dev.stream.clone();
         s.memset_zeros(&mut self.root_sum).map_err(device_error)?;
-        // SAFETY: ridx holds at least n_active rows, each below the gradients' length.
-        unsafe {
-            dev.launcher(&dev.rt.kernels.sum_rows)
-                .arg(&self.quantised)
-                .arg(ridx)
-                .arg(&n_active)
-                .arg(&mut self.root_sum)
-                .launch(dev.grid(n_active as u64, 256))
+        {
+            let mut p = dev.pins();
+            let args = SumRowsArgs {
+                grads: p.read(&self.quantised),
+                ridx: p.read(ridx),
+                n: n_active,
+                out: p.write(&mut self.root_sum),
+            };
+            // SAFETY: ridx holds at least n_active rows, each below the gradients' length.
+            unsafe { dev.launch(&dev.rt.kernels.sum_rows, &args, dev.grid(n_active as u64, 256)) }?;
         }
-        .map_err(device_error)?;
         let scales = dev.download(self.quant.slice(..))?[0];
         let mut total = dev.download(self.root_sum.slice(..))?;
         sum_grads(comm, &mut total)?;
@@ -199,64 +304,69 @@ impl Gradients {
 
     /// Queues the fixed-point gradients of output `c` into `quantised` (the scales into `quant`).
     fn quantise(&mut self, dev: &mut FitDevice, c: usize, comm: &dyn Collective) -> Result<()> {
-        let n = self.n as u32;
-        let s = dev.stream.clone();
-        s.memset_zeros(&mut self.quant).map_err(device_error)?;
-        let g = dev.grid(self.n as u64, 256);
-        let null = 0u64;
-        let k = &dev.rt.kernels;
+        let rt = dev.rt;
+        dev.stream.memset_zeros(&mut self.quant).map_err(device_error)?;
         let shrink = self.weighting.shrink_bits();
         // The weights go to the loss, or multiply the rounded pairs (kernels/gradients.cu).
         let (in_loss, repeats) = match self.weighting {
             Weighting::InLoss => (self.weight.as_ref(), None),
             Weighting::Repeats { .. } => (None, self.weight.as_ref()),
         };
-        // SAFETY (all launches below): arguments match the kernels' signatures in order and
-        // type; buffers are at least as long as the counts passed with them.
         match (self.kernel, &self.float_grads) {
             (GradientKernel::Device { gradient }, _) => {
-                // Output c's parameter: its own quantile with several.
-                let (kind, param) = (gradient as u32, gradient.param(&self.params, c));
-                let (outputs, c32) = (self.k as u32, c as u32);
                 let margin = self.round_margin.as_ref().unwrap_or(&self.margin);
                 let label = label_column(&self.label, self.n, self.n_targets, c);
-                let mut launch = dev.launcher(&k.objective_max);
-                launch.arg(&kind).arg(&param).arg(margin).arg(&label);
-                weights_arg(&mut launch, in_loss, &null);
-                weights_arg(&mut launch, repeats, &null);
-                launch.arg(&n).arg(&outputs).arg(&c32).arg(&mut self.quant);
-                unsafe { launch.launch(g) }.map_err(device_error)?;
-                share_maxima(dev, &mut self.quant, comm)?;
-                finish_quantisation(dev, &mut self.quant, shrink)?;
-                let mut launch = dev.launcher(&k.objective_quantise);
-                launch.arg(&kind).arg(&param).arg(margin).arg(&label);
-                weights_arg(&mut launch, in_loss, &null);
-                weights_arg(&mut launch, repeats, &null);
-                launch.arg(&n).arg(&outputs).arg(&c32).arg(&self.quant).arg(&mut self.quantised);
-                unsafe { launch.launch(g) }.map_err(device_error)?;
+                let s = dev.stream.clone();
+                let mut p = Pins::new(&s);
+                let rows = ObjectiveRows {
+                    kind: objective_code(gradient)?,
+                    // Output c's parameter: its own quantile with several.
+                    param: gradient.param(&self.params, c),
+                    margin: p.read(margin),
+                    label: p.read(&label),
+                    weight: p.read_opt(in_loss),
+                    repeats: p.read_opt(repeats),
+                    n: self.n as u32,
+                    k: self.k as u32,
+                    c: c as u32,
+                };
+                let (k, g) = (&rt.kernels, dev.grid(self.n as u64, 256));
+                let mut q = Pins::new(&s);
+                // SAFETY (both launches): the rows' buffers hold n rows (k outputs of margins).
+                unsafe { dev.launch(&k.objective_max, &ObjectiveMaxArgs { rows, q: q.write(&mut self.quant) }, g) }?;
+                drop(q);
+                scale(dev, &mut self.quant, comm, shrink)?;
+                let mut q = Pins::new(&s);
+                let args = ObjectiveQuantiseArgs { rows, q: q.read(&self.quant), out: q.write(&mut self.quantised) };
+                unsafe { dev.launch(&k.objective_quantise, &args, g) }
             }
             (GradientKernel::Host | GradientKernel::Ranking { .. }, Some(all)) => {
                 // These float pairs are unweighted when the weights are repeats.
                 let grads: CudaView<GradPair> = all.slice(c * self.n..(c + 1) * self.n);
-                let mut launch = dev.launcher(&k.gradient_max);
-                launch.arg(&grads);
-                weights_arg(&mut launch, repeats, &null);
-                launch.arg(&n).arg(&mut self.quant);
-                unsafe { launch.launch(g) }.map_err(device_error)?;
-                share_maxima(dev, &mut self.quant, comm)?;
-                finish_quantisation(dev, &mut self.quant, shrink)?;
-                let mut launch = dev.launcher(&k.quantise);
-                launch.arg(&grads);
-                weights_arg(&mut launch, repeats, &null);
-                launch.arg(&n).arg(&self.quant).arg(&mut self.quantised);
-                unsafe { launch.launch(g) }.map_err(device_error)?;
+                let s = dev.stream.clone();
+                let mut p = Pins::new(&s);
+                let rows = GradientRows { grads: p.read(&grads), repeats: p.read_opt(repeats), n: self.n as u32 };
+                let (k, g) = (&rt.kernels, dev.grid(self.n as u64, 256));
+                let mut q = Pins::new(&s);
+                // SAFETY (both launches): the rows' buffers hold n rows.
+                unsafe { dev.launch(&k.gradient_max, &GradientMaxArgs { rows, q: q.write(&mut self.quant) }, g) }?;
+                drop(q);
+                scale(dev, &mut self.quant, comm, shrink)?;
+                let mut q = Pins::new(&s);
+                let args = QuantiseArgs { rows, q: q.read(&self.quant), out: q.write(&mut self.quantised) };
+                unsafe { dev.launch(&k.quantise, &args, g) }
             }
             (GradientKernel::Host | GradientKernel::Ranking { .. }, None) => {
                 unreachable!("host and ranking gradients have a device buffer")
             }
         }
-        Ok(())
     }
+}
+
+/// The scales from the maxima in `quant` (every worker's, in a distributed fit).
+fn scale(dev: &mut FitDevice, quant: &mut CudaSlice<Quantisation>, comm: &dyn Collective, shrink: u32) -> Result<()> {
+    share_maxima(dev, quant, comm)?;
+    finish_quantisation(dev, quant, shrink)
 }
 
 /// In a distributed fit, the gradients' magnitudes (and the negative-hessian flag) of every
@@ -272,20 +382,12 @@ fn share_maxima(dev: &mut FitDevice, quant: &mut CudaSlice<Quantisation>, comm: 
     dev.stream.memcpy_htod(&q, quant).map_err(device_error)
 }
 
-/// Passes `w`, or a null pointer for none.
-fn weights_arg<'a>(launch: &mut LaunchArgs<'a>, w: Option<&'a CudaSlice<f32>>, null: &'a u64) {
-    match w {
-        Some(w) => launch.arg(w),
-        None => launch.arg(null),
-    };
-}
-
 /// The scales from the maxima in `quant`, lowered `shrink_bits` halvings.
 fn finish_quantisation(dev: &FitDevice, quant: &mut CudaSlice<Quantisation>, shrink_bits: u32) -> Result<()> {
+    let mut p = dev.pins();
+    let args = FinishQuantisationArgs { q: p.write(quant), shrink_bits };
     // SAFETY: one Quantisation, as the kernel expects.
-    unsafe { dev.launcher(&dev.rt.kernels.finish_quantisation).arg(quant).arg(&shrink_bits).launch(cfg((1, 1), 32, 0)) }
-        .map(drop)
-        .map_err(device_error)
+    unsafe { dev.launch(&dev.rt.kernels.finish_quantisation, &args, cfg((1, 1), 32, 0)) }
 }
 
 /// Output `output`'s labels among `n_targets` target-major columns of `n`.

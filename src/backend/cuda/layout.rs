@@ -245,6 +245,48 @@ device_types!(
     ShapSplit
 );
 
+/// The kernels' argument structs, probed as the shared structs are (their `probe!` lines,
+/// family by family).
+macro_rules! kernel_arg_probes {
+    ($probe:ident) => {
+        use super::gradients::*;
+        $probe!(ObjectiveRows, "ObjectiveRows", [kind, param, margin, label, weight, repeats, n, k, c]);
+        $probe!(ObjectiveMaxArgs, "ObjectiveMaxArgs", [rows, q]);
+        $probe!(ObjectiveQuantiseArgs, "ObjectiveQuantiseArgs", [rows, q, out]);
+        $probe!(GradientRows, "GradientRows", [grads, repeats, n]);
+        $probe!(GradientMaxArgs, "GradientMaxArgs", [rows, q]);
+        $probe!(QuantiseArgs, "QuantiseArgs", [rows, q, out]);
+        $probe!(FinishQuantisationArgs, "FinishQuantisationArgs", [q, shrink_bits]);
+        $probe!(SumRowsArgs, "SumRowsArgs", [grads, ridx, n, out]);
+        $probe!(FillIdentityArgs, "FillIdentityArgs", [ridx, n]);
+        use super::ranking::*;
+        $probe!(
+            LambdarankArgs,
+            "LambdarankArgs",
+            [
+                score,
+                label,
+                gain,
+                inv_idcg,
+                discount,
+                offsets,
+                weight,
+                top_k,
+                metric,
+                normalise,
+                score_normalise,
+                sort_capacity,
+                position,
+                ranked,
+                sums,
+                relevant,
+                precision_sum,
+                out
+            ]
+        );
+    };
+}
+
 /// A kernel that stores the size of every shared struct and the offset of each of its fields,
 /// as the CUDA compiler lays them out, then the value of each code and flag bit the host
 /// passes to kernels (objective and link codes, node word flags), with the values Rust
@@ -299,6 +341,7 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
     probe!(PredTile, "PredTile", [first, end, node_begin, node_end, leaf_begin, leaf_end]);
     probe!(ShapElement, "ShapElement", [feature, zero, value, output, shape, word, threshold, more_begin, more_end]);
     probe!(ShapSplit, "ShapSplit", [word, threshold]);
+    kernel_arg_probes!(probe);
     let mut constants: Vec<(&str, u64)> = Vec::new();
     constants.extend(GpuGradient::ALL.map(|g| (g.kernel_name(), g as u64)));
     constants.extend(Link::ALL.map(|l| (l.kernel_name(), l as u64)));

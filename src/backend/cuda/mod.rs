@@ -27,6 +27,7 @@ mod gradients;
 mod grow;
 mod histogram;
 pub mod kernels;
+mod launch;
 pub mod layout;
 pub mod learner;
 pub mod nccl;

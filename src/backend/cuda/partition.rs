@@ -8,6 +8,7 @@ use cudarc::driver::{CudaSlice, CudaViewMut, PushKernelArg};
 use super::buffers::{cfg, FitDevice, Scratch};
 use super::data::DeviceMatrix;
 use super::device_error;
+use super::gradients::FillIdentityArgs;
 use super::layout::{RowTask, SplitRule, TreeNode};
 use crate::error::Result;
 use crate::tree::{Tree, NO_CHILD};
@@ -72,14 +73,10 @@ impl RowPartitioner {
             Some(r) => dev.stream.memcpy_htod(r, &mut self.ridx.slice_mut(..r.len())).map_err(device_error)?,
             None => {
                 let n32 = n as u32;
+                let mut p = dev.pins();
+                let args = FillIdentityArgs { ridx: p.write(&mut self.ridx), n: n32 };
                 // SAFETY: ridx holds n rows.
-                unsafe {
-                    dev.launcher(&dev.rt.kernels.fill_identity)
-                        .arg(&mut self.ridx)
-                        .arg(&n32)
-                        .launch(dev.grid(n as u64, 256))
-                }
-                .map_err(device_error)?;
+                unsafe { dev.launch(&dev.rt.kernels.fill_identity, &args, dev.grid(n as u64, 256)) }?;
             }
         }
         Ok(rows.map_or(n, <[u32]>::len) as u32)

@@ -3,10 +3,10 @@
 //! each query's documents (a sort in shared memory for long queries) and turns the margins
 //! into float gradient pairs, which `Gradients` quantises as any other.
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::CudaSlice;
 
 use super::buffers::{cfg, FitDevice};
-use super::device_error;
+use super::launch::{kernel_args, DevPtr, DevPtrMut};
 use super::layout::GradPair;
 use crate::error::{Error, Result};
 use crate::objective::{PairMetric, RankingParams, RankingTables, Targets};
@@ -15,6 +15,32 @@ use crate::objective::{PairMetric, RankingParams, RankingTables, Targets};
 const THREADS: u32 = 128;
 /// Queries up to this long are ranked by counting, longer ones by a sort (RANK_COUNT_MAX).
 const COUNT_MAX: usize = 128;
+
+/// `lambdarank`'s arguments (kernels/ranking.cu). Null `weight`: none.
+#[repr(C)]
+pub struct LambdarankArgs<'a> {
+    pub score: DevPtr<'a, f32>,
+    pub label: DevPtr<'a, f32>,
+    pub gain: DevPtr<'a, f64>,
+    pub inv_idcg: DevPtr<'a, f64>,
+    pub discount: DevPtr<'a, f64>,
+    pub offsets: DevPtr<'a, u32>,
+    pub weight: DevPtr<'a, f32>,
+    pub top_k: u32,
+    /// RANK_PAIRWISE, RANK_NDCG or RANK_MAP.
+    pub metric: u32,
+    pub normalise: u32,
+    pub score_normalise: u32,
+    pub sort_capacity: u32,
+    pub position: DevPtrMut<'a, u32>,
+    pub ranked: DevPtrMut<'a, u32>,
+    pub sums: DevPtrMut<'a, f64>,
+    pub relevant: DevPtrMut<'a, u32>,
+    pub precision_sum: DevPtrMut<'a, f64>,
+    pub out: DevPtrMut<'a, GradPair>,
+}
+
+kernel_args!(LambdarankArgs);
 
 pub(super) struct RankingGradients {
     offsets: CudaSlice<u32>,
@@ -85,31 +111,32 @@ impl RankingGradients {
             return Ok(());
         }
         let top_k = self.params.top_k.min(u32::MAX as usize) as u32;
-        let flags = [self.metric as u32, self.params.normalise as u32, self.params.score_normalise as u32];
-        let null = 0u64;
-        let mut launch = dev.launcher(&dev.rt.kernels.lambdarank);
-        launch.arg(margin).arg(label).arg(&self.gain).arg(&self.inv_idcg).arg(&self.discount).arg(&self.offsets);
-        match weight {
-            Some(w) => launch.arg(w),
-            None => launch.arg(&null),
+        let mut p = dev.pins();
+        let args = LambdarankArgs {
+            score: p.read(margin),
+            label: p.read(label),
+            gain: p.read(&self.gain),
+            inv_idcg: p.read(&self.inv_idcg),
+            discount: p.read(&self.discount),
+            offsets: p.read(&self.offsets),
+            weight: p.read_opt(weight),
+            top_k,
+            metric: self.metric as u32,
+            normalise: self.params.normalise as u32,
+            score_normalise: self.params.score_normalise as u32,
+            sort_capacity: self.sort_capacity,
+            position: p.write(&mut self.position),
+            ranked: p.write(&mut self.ranked),
+            sums: p.write(&mut self.sums),
+            relevant: p.write(&mut self.relevant),
+            precision_sum: p.write(&mut self.precision_sum),
+            out: p.write(out),
         };
-        launch
-            .arg(&top_k)
-            .arg(&flags[0])
-            .arg(&flags[1])
-            .arg(&flags[2])
-            .arg(&self.sort_capacity)
-            .arg(&mut self.position)
-            .arg(&mut self.ranked)
-            .arg(&mut self.sums)
-            .arg(&mut self.relevant)
-            .arg(&mut self.precision_sum)
-            .arg(out);
-        // SAFETY: the arguments match `lambdarank`'s signature in order and type; every buffer
-        // holds a value per row (sums three; rank:map's two scratch buffers, read only for it), the tables one per row, group or position; the
-        // dynamic shared memory holds sort_capacity keys.
-        unsafe { launch.launch(cfg((self.n_groups, 1), THREADS, 8 * self.sort_capacity)) }
-            .map(drop)
-            .map_err(device_error)
+        // SAFETY: every buffer holds a value per row (sums three; rank:map's two scratch
+        // buffers, read only for it), the tables one per row, group or position; the dynamic
+        // shared memory holds sort_capacity keys.
+        unsafe {
+            dev.launch(&dev.rt.kernels.lambdarank, &args, cfg((self.n_groups, 1), THREADS, 8 * self.sort_capacity))
+        }
     }
 }

@@ -15,21 +15,22 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaStream, PinnedHostSlice};
 use cudarc::nvrtc::Ptx;
 
 use super::kernels;
+use super::launch::Kernel;
 use crate::error::{Error, Result};
 
 macro_rules! kernel_table {
-    ($($name:ident),* $(,)?) => {
-        /// Every kernel of the module, loaded once.
+    ($($name:ident: $args:ty),* $(,)?) => {
+        /// Every kernel of the module, loaded once, typed by its argument struct.
         pub struct Kernels {
-            $(pub $name: CudaFunction,)*
+            $(pub $name: Kernel<$args>,)*
         }
 
         impl Kernels {
             fn load(module: &Arc<cudarc::driver::CudaModule>) -> std::result::Result<Self, String> {
                 Ok(Kernels {
-                    $($name: module
+                    $($name: Kernel::new(module
                         .load_function(stringify!($name))
-                        .map_err(|e| format!("kernel {} is missing: {e}", stringify!($name)))?,)*
+                        .map_err(|e| format!("kernel {} is missing: {e}", stringify!($name)))?),)*
                 })
             }
         }
@@ -37,76 +38,76 @@ macro_rules! kernel_table {
 }
 
 kernel_table!(
-    bin_block_u8,
-    bin_block_u16,
-    bin_block_u32,
-    objective_max,
-    objective_quantise,
-    gradient_max,
-    finish_quantisation,
-    quantise,
-    sum_rows,
-    lambdarank,
-    fill_identity,
-    histogram_u8,
-    histogram_u16,
-    histogram_u32,
-    zero_histograms,
-    derive_siblings,
-    copy_histograms,
-    plan_children,
-    evaluate_features,
-    best_feature,
-    evaluate_categorical,
-    gather_runs,
-    count_left_u8,
-    count_left_u16,
-    count_left_u32,
-    count_left_cols_u8,
-    scatter,
-    copy_runs,
-    add_tree_u8,
-    add_tree_u16,
-    add_tree_u32,
-    place_present_s16,
-    place_present_s32,
-    sort_rows_s16,
-    sort_rows_s32,
-    index_groups_s16,
-    index_groups_s32,
-    histogram_s16,
-    histogram_s32,
-    fill_missing,
-    count_left_s16,
-    count_left_s32,
-    add_tree_s16,
-    add_tree_s32,
-    refit_count,
-    refit_scatter,
-    refit_radix_count,
-    refit_radix_pick,
-    refit_weigh,
-    refit_radix_weigh,
-    refit_radix_pick_weighed,
-    refit_values,
-    predict_complete,
-    predict_complete_cat,
-    predict_complete_global_rows,
-    predict_complete_cat_global_rows,
-    predict_linked,
-    predict_linked_cat,
-    predict_linked_global_rows,
-    predict_linked_cat_global_rows,
-    finish_predictions,
-    bin_rows_u8,
-    bin_rows_u16,
-    predict_binned,
-    predict_binned_cat,
-    predict_binned_u16,
-    predict_binned_cat_u16,
-    shap_contrib_shared,
-    shap_contrib_global,
-    shap_interactions,
+    bin_block_u8: (),
+    bin_block_u16: (),
+    bin_block_u32: (),
+    objective_max: super::gradients::ObjectiveMaxArgs<'static>,
+    objective_quantise: super::gradients::ObjectiveQuantiseArgs<'static>,
+    gradient_max: super::gradients::GradientMaxArgs<'static>,
+    finish_quantisation: super::gradients::FinishQuantisationArgs<'static>,
+    quantise: super::gradients::QuantiseArgs<'static>,
+    sum_rows: super::gradients::SumRowsArgs<'static>,
+    lambdarank: super::ranking::LambdarankArgs<'static>,
+    fill_identity: super::gradients::FillIdentityArgs<'static>,
+    histogram_u8: (),
+    histogram_u16: (),
+    histogram_u32: (),
+    zero_histograms: (),
+    derive_siblings: (),
+    copy_histograms: (),
+    plan_children: (),
+    evaluate_features: (),
+    best_feature: (),
+    evaluate_categorical: (),
+    gather_runs: (),
+    count_left_u8: (),
+    count_left_u16: (),
+    count_left_u32: (),
+    count_left_cols_u8: (),
+    scatter: (),
+    copy_runs: (),
+    add_tree_u8: (),
+    add_tree_u16: (),
+    add_tree_u32: (),
+    place_present_s16: (),
+    place_present_s32: (),
+    sort_rows_s16: (),
+    sort_rows_s32: (),
+    index_groups_s16: (),
+    index_groups_s32: (),
+    histogram_s16: (),
+    histogram_s32: (),
+    fill_missing: (),
+    count_left_s16: (),
+    count_left_s32: (),
+    add_tree_s16: (),
+    add_tree_s32: (),
+    refit_count: (),
+    refit_scatter: (),
+    refit_radix_count: (),
+    refit_radix_pick: (),
+    refit_weigh: (),
+    refit_radix_weigh: (),
+    refit_radix_pick_weighed: (),
+    refit_values: (),
+    predict_complete: (),
+    predict_complete_cat: (),
+    predict_complete_global_rows: (),
+    predict_complete_cat_global_rows: (),
+    predict_linked: (),
+    predict_linked_cat: (),
+    predict_linked_global_rows: (),
+    predict_linked_cat_global_rows: (),
+    finish_predictions: (),
+    bin_rows_u8: (),
+    bin_rows_u16: (),
+    predict_binned: (),
+    predict_binned_cat: (),
+    predict_binned_u16: (),
+    predict_binned_cat_u16: (),
+    shap_contrib_shared: (),
+    shap_contrib_global: (),
+    shap_interactions: (),
 );
 
 /// Lets each of `kernels` take all the shared memory a block may opt into (`max`) less its own
