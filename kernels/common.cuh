@@ -146,6 +146,22 @@ struct TreeNode {
     u32 pad;
 };
 
+// The rows of a training matrix, as the kernels of every layout take them (the first field of
+// their argument structs; src/backend/cuda/data.rs: DenseBins, SparseEntries): dense bins of
+// type B and the stride of a row, or compressed rows' entries of type E and where each row
+// starts (kernels/sparse.cu).
+template <typename B>
+struct DenseBins {
+    const B* bins;
+    u32 stride;
+};
+
+template <typename E>
+struct SparseEntries {
+    const E* entries;
+    const u32* row_words;
+};
+
 // The task that block `block` of a launch works on: tasks are ordered by first_block.
 __device__ __forceinline__ u32 find_task(const RowTask* tasks, u32 n_tasks, u32 block) {
     u32 lo = 0, hi = n_tasks;

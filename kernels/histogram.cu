@@ -121,13 +121,31 @@ __device__ void build_histograms(const Bin* bins, u32 stride, const QuantGrad* g
     hg.flush();
 }
 
+// A histogram build's arguments but the rows (src/backend/cuda/histogram.rs: HistogramBuild).
+struct HistogramBuild {
+    const QuantGrad* grads;
+    const u32* ridx;
+    const RowTask* tasks;
+    u32 n_tasks;
+    const u32* slot_offsets;
+    const u32* group_first_feature;
+    u32 shared_slots;
+    u32 total_slots;
+    u32 rows_per_block;
+    GradSum* hist;
+};
+
+template <typename B>
+struct HistogramArgs {
+    DenseBins<B> rows;
+    HistogramBuild build;
+};
+
 #define HISTOGRAM_KERNEL(BIN)                                                                                  \
-    extern "C" __global__ void histogram_##BIN(const BIN* bins, u32 stride, const QuantGrad* grads, const u32* ridx, \
-                                               const RowTask* tasks, u32 n_tasks, const u32* slot_offsets,         \
-                                               const u32* group_first_feature, u32 shared_slots,                   \
-                                               u32 total_slots, u32 rows_per_block, GradSum* hist) {               \
-        build_histograms<BIN>(bins, stride, grads, ridx, tasks, n_tasks, slot_offsets, group_first_feature,         \
-                              shared_slots, total_slots, rows_per_block, hist);                                    \
+    extern "C" __global__ void histogram_##BIN(const HistogramArgs<BIN> a) {                                     \
+        const HistogramBuild& b = a.build;                                                                       \
+        build_histograms<BIN>(a.rows.bins, a.rows.stride, b.grads, b.ridx, b.tasks, b.n_tasks, b.slot_offsets,  \
+                              b.group_first_feature, b.shared_slots, b.total_slots, b.rows_per_block, b.hist);  \
     }
 
 HISTOGRAM_KERNEL(u8)
@@ -135,7 +153,19 @@ HISTOGRAM_KERNEL(u16)
 HISTOGRAM_KERNEL(u32)
 
 // Zeroes the histograms of tasks[blockIdx.y] before a build.
-extern "C" __global__ void zero_histograms(const RowTask* tasks, u32 total_slots, GradSum* hist) {
+// The launches over whole histogram slots: a slot list (tasks, triples or pairs), the slots'
+// length, and the pool (src/backend/cuda/histogram.rs: SlotsArgs).
+template <typename T>
+struct SlotsArgs {
+    const T* list;
+    u32 total_slots;
+    GradSum* hist;
+};
+
+extern "C" __global__ void zero_histograms(const SlotsArgs<RowTask> a) {
+    const RowTask* tasks = a.list;
+    const u32 total_slots = a.total_slots;
+    GradSum* hist = a.hist;
     GradSum* h = hist + (u64)tasks[blockIdx.y].slot * total_slots;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < total_slots; i += gridDim.x * blockDim.x) {
         h[i].g = 0;
@@ -146,7 +176,10 @@ extern "C" __global__ void zero_histograms(const RowTask* tasks, u32 total_slots
 // Each split node's children from its parent and its built child, in place (no third slot):
 // triples (parent slot, fresh slot, built_right). The smaller child was built into the fresh
 // slot; the left child ends there and the right child in the parent's slot.
-extern "C" __global__ void derive_siblings(const u32* triples, u32 total_slots, GradSum* hist) {
+extern "C" __global__ void derive_siblings(const SlotsArgs<u32> a) {
+    const u32* triples = a.list;
+    const u32 total_slots = a.total_slots;
+    GradSum* hist = a.hist;
     const u32* t = triples + 3 * blockIdx.y;
     GradSum* parent = hist + (u64)t[0] * total_slots;
     GradSum* fresh = hist + (u64)t[1] * total_slots;
@@ -162,7 +195,10 @@ extern "C" __global__ void derive_siblings(const u32* triples, u32 total_slots, 
 
 // Copies histograms between slots: pairs (from, to), one per blockIdx.y (a distributed fit
 // gathers a level's histograms into one run, summed over the workers there in one exchange).
-extern "C" __global__ void copy_histograms(const u32* pairs, u32 total_slots, GradSum* hist) {
+extern "C" __global__ void copy_histograms(const SlotsArgs<u32> a) {
+    const u32* pairs = a.list;
+    const u32 total_slots = a.total_slots;
+    GradSum* hist = a.hist;
     const GradSum* from = hist + (u64)pairs[2 * blockIdx.y] * total_slots;
     GradSum* to = hist + (u64)pairs[2 * blockIdx.y + 1] * total_slots;
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < total_slots; i += gridDim.x * blockDim.x) {
@@ -175,8 +211,22 @@ extern "C" __global__ void copy_histograms(const u32* pairs, u32 total_slots, Gr
 // decided on the device from the partition's counts, so the host need not wait for them:
 // build tasks (into the fresh slot) and the triples of derive_siblings. Block i plans parent i
 // and zeroes the histogram it is about to build.
-extern "C" __global__ void plan_children(const ChildSlots* parents, const u32* node_left, u32 total_slots,
-                                         RowTask* builds, u32* triples, GradSum* hist) {
+struct PlanChildrenArgs {
+    const ChildSlots* parents;
+    const u32* node_left;
+    u32 total_slots;
+    RowTask* builds;
+    u32* triples;
+    GradSum* hist;
+};
+
+extern "C" __global__ void plan_children(const PlanChildrenArgs a) {
+    const ChildSlots* parents = a.parents;
+    const u32* node_left = a.node_left;
+    const u32 total_slots = a.total_slots;
+    RowTask* builds = a.builds;
+    u32* triples = a.triples;
+    GradSum* hist = a.hist;
     const u32 i = blockIdx.x;
     const ChildSlots p = parents[i];
     if (threadIdx.x == 0) {

@@ -229,6 +229,25 @@ struct SparseRows {
     }
 };
 
+// The argument structs of the compressed rows' kernels (src/backend/cuda/histogram.rs).
+template <typename E>
+struct IndexGroupsArgs {
+    SparseEntries<E> rows;
+    u32 n_rows;
+    const u32* slot_offsets;
+    const u32* group_first_feature;
+    u32 n_groups;
+    u16* starts;
+};
+
+// The dense build's, and each row's first entry of each feature group.
+template <typename E>
+struct SparseHistogramArgs {
+    SparseEntries<E> rows;
+    HistogramBuild build;
+    const u16* group_starts;
+};
+
 // The kernels of compressed rows, for 16- and 32-bit entries (`_s16`, `_s32`).
 #define SPARSE_KERNELS(E, NAME)                                                                                  \
     extern "C" __global__ void place_present_##NAME(                                                            \
@@ -241,18 +260,15 @@ struct SparseRows {
     extern "C" __global__ void sort_rows_##NAME(const u32* row_len, u32 n_rows, const u32* row_words, E* entries) { \
         sort_rows<E>(row_len, n_rows, row_words, entries);                                                      \
     }                                                                                                           \
-    extern "C" __global__ void index_groups_##NAME(const E* entries, u32 n_rows, const u32* row_words,            \
-                                                   const u32* slot_offsets, const u32* group_first_feature,       \
-                                                   u32 n_groups, u16* starts) {                                   \
-        index_groups<E>(entries, n_rows, row_words, slot_offsets, group_first_feature, n_groups, starts);         \
+    extern "C" __global__ void index_groups_##NAME(const IndexGroupsArgs<E> a) {                                 \
+        index_groups<E>(a.rows.entries, a.n_rows, a.rows.row_words, a.slot_offsets, a.group_first_feature,       \
+                        a.n_groups, a.starts);                                                                  \
     }                                                                                                           \
-    extern "C" __global__ void histogram_##NAME(const E* entries, const u32* row_words, const QuantGrad* grads,    \
-                                                const u32* ridx, const RowTask* tasks, u32 n_tasks,              \
-                                                const u32* slot_offsets, const u32* group_first_feature,         \
-                                                u32 shared_slots, u32 total_slots, u32 rows_per_block,           \
-                                                GradSum* hist, const u16* group_starts) {                        \
-        histogram_sparse<E>(entries, row_words, grads, ridx, tasks, n_tasks, slot_offsets, group_first_feature,  \
-                            shared_slots, total_slots, rows_per_block, hist, group_starts);                      \
+    extern "C" __global__ void histogram_##NAME(const SparseHistogramArgs<E> a) {                                \
+        const HistogramBuild& b = a.build;                                                                       \
+        histogram_sparse<E>(a.rows.entries, a.rows.row_words, b.grads, b.ridx, b.tasks, b.n_tasks,               \
+                            b.slot_offsets, b.group_first_feature, b.shared_slots, b.total_slots,               \
+                            b.rows_per_block, b.hist, a.group_starts);                                          \
     }                                                                                                           \
     extern "C" __global__ void count_left_##NAME(const E* entries, const u32* row_words, const u32* ridx,         \
                                                  const RowTask* tasks, u32 n_tasks, const SplitRule* rules,      \

@@ -13,6 +13,7 @@ use cudarc::driver::{
 };
 use rayon::prelude::*;
 
+use super::launch::{kernel_args, DevPtr, Pins};
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
 use crate::data::{BinnedMatrix, FeatureCuts, FeatureFrame};
@@ -34,6 +35,35 @@ pub enum DeviceBins {
     /// padded with the type's maximum; 16-bit entries when every slot fits, else 32-bit.
     Sparse16(CudaSlice<u16>),
     Sparse32(CudaSlice<u32>),
+}
+
+/// Dense rows as the kernels take them (`DenseBins` in kernels/common.cuh): the bins and the
+/// stride of a row.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct DenseBins<'a, B> {
+    pub bins: DevPtr<'a, B>,
+    pub stride: u32,
+}
+
+/// Compressed rows as the kernels take them (`SparseEntries`): the entries and where each
+/// row starts.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct SparseEntries<'a, E> {
+    pub entries: DevPtr<'a, E>,
+    pub row_words: DevPtr<'a, u32>,
+}
+
+kernel_args!(DenseBins<B>, SparseEntries<E>);
+
+/// A matrix's rows in its layout, for the kernel of the layout ([`DeviceMatrix::rows`]).
+pub enum MatrixRows<'a> {
+    U8(DenseBins<'a, u8>),
+    U16(DenseBins<'a, u16>),
+    U32(DenseBins<'a, u32>),
+    S16(SparseEntries<'a, u16>),
+    S32(SparseEntries<'a, u32>),
 }
 
 pub struct DeviceMatrix {
@@ -98,6 +128,25 @@ impl DeviceMatrix {
             DeviceBins::U32(_) => kernels[2],
             DeviceBins::Sparse16(_) => kernels[3],
             DeviceBins::Sparse32(_) => kernels[4],
+        }
+    }
+
+    /// The rows as the kernels of the matrix's layout take them.
+    pub(super) fn rows<'a>(&'a self, p: &mut Pins<'a>) -> MatrixRows<'a> {
+        let stride = self.stride_arg;
+        match (&self.bins, &self.row_words) {
+            (DeviceBins::U8(b), _) => MatrixRows::U8(DenseBins { bins: p.read(b), stride }),
+            (DeviceBins::U16(b), _) => MatrixRows::U16(DenseBins { bins: p.read(b), stride }),
+            (DeviceBins::U32(b), _) => MatrixRows::U32(DenseBins { bins: p.read(b), stride }),
+            (DeviceBins::Sparse16(e), Some(w)) => {
+                MatrixRows::S16(SparseEntries { entries: p.read(e), row_words: p.read(w) })
+            }
+            (DeviceBins::Sparse32(e), Some(w)) => {
+                MatrixRows::S32(SparseEntries { entries: p.read(e), row_words: p.read(w) })
+            }
+            (DeviceBins::Sparse16(_) | DeviceBins::Sparse32(_), None) => {
+                unreachable!("compressed rows know where each row starts")
+            }
         }
     }
 

@@ -2,11 +2,11 @@
 //! feature groups whose histograms fit one block's shared memory, and the launches that build
 //! the root's histogram and the children's (the smaller built, the sibling subtracted).
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::CudaSlice;
 
 use super::buffers::{cfg, FitDevice, HistPool, Scratch};
-use super::data::{DeviceBins, DeviceMatrix};
-use super::device_error;
+use super::data::{DenseBins, DeviceMatrix, MatrixRows, SparseEntries};
+use super::launch::{kernel_args, DevPtr, DevPtrMut};
 use super::layout::{ChildSlots, GradSum, QuantGrad, RowTask};
 use crate::error::Result;
 use crate::tree::{GrowParams, GrowPolicy};
@@ -18,6 +18,78 @@ const MIN_ROWS_PER_BLOCK: u32 = 1 << 10;
 const THREADS: u32 = 1024;
 /// Waves of histogram blocks aimed at (docs/gpu-notes.md has the measurements behind both).
 const WAVES: u64 = 2;
+
+/// A histogram build's arguments but the rows (`HistogramBuild` in kernels/histogram.cu):
+/// the tasks' rows `ridx[task.start..][..task.len]`, blocks `first_block..` of a task working
+/// on `rows_per_block` rows each, feature group `blockIdx.y` summed into `hist`'s task slot.
+#[repr(C)]
+pub struct HistogramBuild<'a> {
+    pub grads: DevPtr<'a, QuantGrad>,
+    pub ridx: DevPtr<'a, u32>,
+    pub tasks: DevPtr<'a, RowTask>,
+    pub n_tasks: u32,
+    pub slot_offsets: DevPtr<'a, u32>,
+    pub group_first_feature: DevPtr<'a, u32>,
+    pub shared_slots: u32,
+    pub total_slots: u32,
+    pub rows_per_block: u32,
+    pub hist: DevPtrMut<'a, GradSum>,
+}
+
+/// `histogram_u8`, `_u16`, `_u32`: dense bins of type `B`.
+#[repr(C)]
+pub struct HistogramArgs<'a, B> {
+    pub rows: DenseBins<'a, B>,
+    pub build: HistogramBuild<'a>,
+}
+
+/// `histogram_s16`, `_s32`: compressed rows, with each row's first entry of each feature group.
+#[repr(C)]
+pub struct SparseHistogramArgs<'a, E> {
+    pub rows: SparseEntries<'a, E>,
+    pub build: HistogramBuild<'a>,
+    pub group_starts: DevPtr<'a, u16>,
+}
+
+/// The launches over whole histogram slots (`zero_histograms` over tasks, `derive_siblings`
+/// over triples, `copy_histograms` over pairs): one list entry per `blockIdx.y`.
+#[repr(C)]
+pub struct SlotsArgs<'a, T> {
+    pub list: DevPtr<'a, T>,
+    pub total_slots: u32,
+    pub hist: DevPtrMut<'a, GradSum>,
+}
+
+/// `plan_children`.
+#[repr(C)]
+pub struct PlanChildrenArgs<'a> {
+    pub parents: DevPtr<'a, ChildSlots>,
+    pub node_left: DevPtr<'a, u32>,
+    pub total_slots: u32,
+    pub builds: DevPtrMut<'a, RowTask>,
+    pub triples: DevPtrMut<'a, u32>,
+    pub hist: DevPtrMut<'a, GradSum>,
+}
+
+/// `index_groups_s16`, `_s32`.
+#[repr(C)]
+pub struct IndexGroupsArgs<'a, E> {
+    pub rows: SparseEntries<'a, E>,
+    pub n_rows: u32,
+    pub slot_offsets: DevPtr<'a, u32>,
+    pub group_first_feature: DevPtr<'a, u32>,
+    pub n_groups: u32,
+    pub starts: DevPtrMut<'a, u16>,
+}
+
+kernel_args!(
+    HistogramBuild,
+    HistogramArgs<B>,
+    SparseHistogramArgs<E>,
+    SlotsArgs<T>,
+    PlanChildrenArgs,
+    IndexGroupsArgs<E>
+);
 
 /// The histogram launch shape: threads per block, waves of blocks, or a fixed number of rows
 /// per block. `POLARS_GBT_HIST_THREADS`, `POLARS_GBT_HIST_WAVES` and
@@ -134,15 +206,15 @@ impl HistogramBuilder {
         let blocks = n_active.div_ceil(rpb);
         dev.fill(&mut self.builds, &[RowTask { start: 0, len: n_active, first_block: 0, slot }])?;
         let total = self.pool.total_slots as u32;
-        // SAFETY: one build task, whose slot lies in the pool.
-        unsafe {
-            dev.launcher(&dev.rt.kernels.zero_histograms)
-                .arg(&self.builds.buf)
-                .arg(&total)
-                .arg(&mut self.pool.buf)
-                .launch(cfg((total.div_ceil(256).min(64), 1), 256, 0))
+        {
+            let mut p = dev.pins();
+            let args =
+                SlotsArgs { list: p.read(&self.builds.buf), total_slots: total, hist: p.write(&mut self.pool.buf) };
+            // SAFETY: one build task, whose slot lies in the pool.
+            unsafe {
+                dev.launch(&dev.rt.kernels.zero_histograms, &args, cfg((total.div_ceil(256).min(64), 1), 256, 0))
+            }?;
         }
-        .map_err(device_error)?;
         self.launch(dev, matrix, grads, ridx, 1, blocks, rpb)
     }
 
@@ -176,28 +248,25 @@ impl HistogramBuilder {
         dev.reserve(&mut self.builds, n)?;
         dev.reserve(&mut self.triples, 3 * n)?;
         let (n32, total) = (n as u32, self.pool.total_slots as u32);
-        // SAFETY (both launches): n plans, builds and triples; every slot lies in the pool.
-        unsafe {
-            dev.launcher(&dev.rt.kernels.plan_children)
-                .arg(&self.plan.buf)
-                .arg(node_left)
-                .arg(&total)
-                .arg(&mut self.builds.buf)
-                .arg(&mut self.triples.buf)
-                .arg(&mut self.pool.buf)
-                .launch(cfg((n32, 1), 256, 0))
+        let k = &dev.rt.kernels;
+        {
+            let mut p = dev.pins();
+            let args = PlanChildrenArgs {
+                parents: p.read(&self.plan.buf),
+                node_left: p.read(node_left),
+                total_slots: total,
+                builds: p.write(&mut self.builds.buf),
+                triples: p.write(&mut self.triples.buf),
+                hist: p.write(&mut self.pool.buf),
+            };
+            // SAFETY: n plans, builds and triples; every slot lies in the pool.
+            unsafe { dev.launch(&k.plan_children, &args, cfg((n32, 1), 256, 0)) }?;
         }
-        .map_err(device_error)?;
         self.launch(dev, matrix, grads, ridx, n32, blocks, rpb)?;
-        unsafe {
-            dev.launcher(&dev.rt.kernels.derive_siblings)
-                .arg(&self.triples.buf)
-                .arg(&total)
-                .arg(&mut self.pool.buf)
-                .launch(cfg((total.div_ceil(256).min(64), n32), 256, 0))
-        }
-        .map_err(device_error)?;
-        Ok(())
+        let mut p = dev.pins();
+        let args = SlotsArgs { list: p.read(&self.triples.buf), total_slots: total, hist: p.write(&mut self.pool.buf) };
+        // SAFETY: n triples of slots of the pool.
+        unsafe { dev.launch(&k.derive_siblings, &args, cfg((total.div_ceil(256).min(64), n32), 256, 0)) }
     }
 
     /// Copies the histogram of each `(from, to)` slot pair, in one launch.
@@ -208,16 +277,10 @@ impl HistogramBuilder {
         }
         dev.fill(&mut self.triples, pairs)?;
         let total = self.pool.total_slots as u32;
+        let mut p = dev.pins();
+        let args = SlotsArgs { list: p.read(&self.triples.buf), total_slots: total, hist: p.write(&mut self.pool.buf) };
         // SAFETY: n pairs of slots of the pool.
-        unsafe {
-            dev.launcher(&dev.rt.kernels.copy_histograms)
-                .arg(&self.triples.buf)
-                .arg(&total)
-                .arg(&mut self.pool.buf)
-                .launch(cfg((total.div_ceil(256).min(64), n), 256, 0))
-        }
-        .map_err(device_error)?;
-        Ok(())
+        unsafe { dev.launch(&dev.rt.kernels.copy_histograms, &args, cfg((total.div_ceil(256).min(64), n), 256, 0)) }
     }
 
     /// Builds the histograms of the `n_tasks` tasks in `builds` (zeroed beforehand).
@@ -239,61 +302,71 @@ impl HistogramBuilder {
         // Groups wider than this sum in global memory (see `feature_groups`).
         let shared_slots = self.group_shared_bytes / 8;
         let k = &dev.rt.kernels;
-        let mut launch = dev.launcher(matrix.kernel_for([
-            &k.histogram_u8,
-            &k.histogram_u16,
-            &k.histogram_u32,
-            &k.histogram_s16,
-            &k.histogram_s32,
-        ]));
-        matrix.rows_arg(&mut launch);
-        launch
-            .arg(grads)
-            .arg(ridx)
-            .arg(&self.builds.buf)
-            .arg(&n_tasks)
-            .arg(&matrix.slot_offsets_dev)
-            .arg(&self.groups_dev)
-            .arg(&shared_slots)
-            .arg(&total)
-            .arg(&rpb)
-            .arg(&mut self.pool.buf);
-        if matrix.is_sparse() {
-            launch.arg(&self.group_starts);
-        }
+        let mut p = dev.pins();
+        let build = HistogramBuild {
+            grads: p.read(grads),
+            ridx: p.read(ridx),
+            tasks: p.read(&self.builds.buf),
+            n_tasks,
+            slot_offsets: p.read(&matrix.slot_offsets_dev),
+            group_first_feature: p.read(&self.groups_dev),
+            shared_slots,
+            total_slots: total,
+            rows_per_block: rpb,
+            hist: p.write(&mut self.pool.buf),
+        };
         let groups = self.groups.len() as u32 - 1;
-        // SAFETY: the arguments follow the kernel's signature; tasks' rows lie in ridx.
-        unsafe { launch.launch(cfg((blocks, groups), self.shape.threads, self.group_shared_bytes)) }
-            .map_err(device_error)?;
-        Ok(())
+        let c = cfg((blocks, groups), self.shape.threads, self.group_shared_bytes);
+        // SAFETY: the tasks' rows lie in ridx, their slots in the pool; the groups' shared
+        // histograms fit group_shared_bytes; group_starts holds each row's starts of every group.
+        unsafe {
+            match matrix.rows(&mut p) {
+                MatrixRows::U8(rows) => dev.launch(&k.histogram_u8, &HistogramArgs { rows, build }, c),
+                MatrixRows::U16(rows) => dev.launch(&k.histogram_u16, &HistogramArgs { rows, build }, c),
+                MatrixRows::U32(rows) => dev.launch(&k.histogram_u32, &HistogramArgs { rows, build }, c),
+                MatrixRows::S16(rows) => {
+                    let group_starts = p.read(&self.group_starts);
+                    dev.launch(&k.histogram_s16, &SparseHistogramArgs { rows, build, group_starts }, c)
+                }
+                MatrixRows::S32(rows) => {
+                    let group_starts = p.read(&self.group_starts);
+                    dev.launch(&k.histogram_s32, &SparseHistogramArgs { rows, build, group_starts }, c)
+                }
+            }
+        }
     }
 }
 
 /// For compressed rows in several feature groups: each row's first entry of each group.
 fn index_groups(dev: &mut FitDevice, matrix: &DeviceMatrix, starts: &[u32]) -> Result<CudaSlice<u16>> {
     let n_groups = starts.len() - 1;
-    let Some(row_words) = &matrix.row_words else { return dev.zeros(1) };
-    if n_groups < 2 || matrix.n_rows == 0 {
+    if matrix.row_words.is_none() || n_groups < 2 || matrix.n_rows == 0 {
         return dev.zeros(1);
     }
     let mut out = dev.zeros::<u16>(matrix.n_rows * n_groups)?;
     let first_features = dev.upload(starts)?;
-    let (n32, g32) = (matrix.n_rows as u32, n_groups as u32);
+    let (n_rows, n_groups) = (matrix.n_rows as u32, n_groups as u32);
     let config = dev.grid(matrix.n_rows as u64, 256);
     let k = &dev.rt.kernels;
-    let mut launch = match matrix.bins {
-        DeviceBins::Sparse16(_) => dev.launcher(&k.index_groups_s16),
-        _ => dev.launcher(&k.index_groups_s32),
-    };
-    match &matrix.bins {
-        DeviceBins::Sparse16(e) => launch.arg(e),
-        DeviceBins::Sparse32(e) => launch.arg(e),
-        _ => unreachable!("only compressed rows have row words"),
-    };
-    launch.arg(&n32).arg(row_words).arg(&matrix.slot_offsets_dev).arg(&first_features).arg(&g32).arg(&mut out);
+    let mut p = dev.pins();
+    let (slot_offsets, group_first_feature) = (p.read(&matrix.slot_offsets_dev), p.read(&first_features));
+    let starts = p.write(&mut out);
     // SAFETY: the entries hold each row's words at row_words; `out` holds n_rows x n_groups
     // starts, each below 2^16 (a row has at most MAX_SPARSE_FEATURES entries and a word's padding).
-    unsafe { launch.launch(config) }.map_err(device_error)?;
+    unsafe {
+        match matrix.rows(&mut p) {
+            MatrixRows::S16(rows) => {
+                let args = IndexGroupsArgs { rows, n_rows, slot_offsets, group_first_feature, n_groups, starts };
+                dev.launch(&k.index_groups_s16, &args, config)
+            }
+            MatrixRows::S32(rows) => {
+                let args = IndexGroupsArgs { rows, n_rows, slot_offsets, group_first_feature, n_groups, starts };
+                dev.launch(&k.index_groups_s32, &args, config)
+            }
+            _ => unreachable!("only compressed rows have row words"),
+        }
+    }?;
+    drop(p);
     Ok(out)
 }
 

@@ -259,6 +259,47 @@ macro_rules! kernel_arg_probes {
         $probe!(FinishQuantisationArgs, "FinishQuantisationArgs", [q, shrink_bits]);
         $probe!(SumRowsArgs, "SumRowsArgs", [grads, ridx, n, out]);
         $probe!(FillIdentityArgs, "FillIdentityArgs", [ridx, n]);
+        use super::data::{DenseBins, SparseEntries};
+        $probe!(DenseBins<u8>, "DenseBins<u8>", [bins, stride]);
+        $probe!(DenseBins<u16>, "DenseBins<u16>", [bins, stride]);
+        $probe!(DenseBins<u32>, "DenseBins<u32>", [bins, stride]);
+        $probe!(SparseEntries<u16>, "SparseEntries<u16>", [entries, row_words]);
+        $probe!(SparseEntries<u32>, "SparseEntries<u32>", [entries, row_words]);
+        use super::histogram::*;
+        $probe!(
+            HistogramBuild,
+            "HistogramBuild",
+            [
+                grads,
+                ridx,
+                tasks,
+                n_tasks,
+                slot_offsets,
+                group_first_feature,
+                shared_slots,
+                total_slots,
+                rows_per_block,
+                hist
+            ]
+        );
+        $probe!(HistogramArgs<u8>, "HistogramArgs<u8>", [rows, build]);
+        $probe!(HistogramArgs<u16>, "HistogramArgs<u16>", [rows, build]);
+        $probe!(HistogramArgs<u32>, "HistogramArgs<u32>", [rows, build]);
+        $probe!(SparseHistogramArgs<u16>, "SparseHistogramArgs<u16>", [rows, build, group_starts]);
+        $probe!(SparseHistogramArgs<u32>, "SparseHistogramArgs<u32>", [rows, build, group_starts]);
+        $probe!(SlotsArgs<RowTask>, "SlotsArgs<RowTask>", [list, total_slots, hist]);
+        $probe!(SlotsArgs<u32>, "SlotsArgs<u32>", [list, total_slots, hist]);
+        $probe!(PlanChildrenArgs, "PlanChildrenArgs", [parents, node_left, total_slots, builds, triples, hist]);
+        $probe!(
+            IndexGroupsArgs<u16>,
+            "IndexGroupsArgs<u16>",
+            [rows, n_rows, slot_offsets, group_first_feature, n_groups, starts]
+        );
+        $probe!(
+            IndexGroupsArgs<u32>,
+            "IndexGroupsArgs<u32>",
+            [rows, n_rows, slot_offsets, group_first_feature, n_groups, starts]
+        );
         use super::ranking::*;
         $probe!(
             LambdarankArgs,

@@ -16,6 +16,7 @@ use cudarc::nvrtc::Ptx;
 
 use super::kernels;
 use super::launch::Kernel;
+use super::layout::RowTask;
 use crate::error::{Error, Result};
 
 macro_rules! kernel_table {
@@ -49,13 +50,13 @@ kernel_table!(
     sum_rows: super::gradients::SumRowsArgs<'static>,
     lambdarank: super::ranking::LambdarankArgs<'static>,
     fill_identity: super::gradients::FillIdentityArgs<'static>,
-    histogram_u8: (),
-    histogram_u16: (),
-    histogram_u32: (),
-    zero_histograms: (),
-    derive_siblings: (),
-    copy_histograms: (),
-    plan_children: (),
+    histogram_u8: super::histogram::HistogramArgs<'static, u8>,
+    histogram_u16: super::histogram::HistogramArgs<'static, u16>,
+    histogram_u32: super::histogram::HistogramArgs<'static, u32>,
+    zero_histograms: super::histogram::SlotsArgs<'static, RowTask>,
+    derive_siblings: super::histogram::SlotsArgs<'static, u32>,
+    copy_histograms: super::histogram::SlotsArgs<'static, u32>,
+    plan_children: super::histogram::PlanChildrenArgs<'static>,
     evaluate_features: (),
     best_feature: (),
     evaluate_categorical: (),
@@ -73,10 +74,10 @@ kernel_table!(
     place_present_s32: (),
     sort_rows_s16: (),
     sort_rows_s32: (),
-    index_groups_s16: (),
-    index_groups_s32: (),
-    histogram_s16: (),
-    histogram_s32: (),
+    index_groups_s16: super::histogram::IndexGroupsArgs<'static, u16>,
+    index_groups_s32: super::histogram::IndexGroupsArgs<'static, u32>,
+    histogram_s16: super::histogram::SparseHistogramArgs<'static, u16>,
+    histogram_s32: super::histogram::SparseHistogramArgs<'static, u32>,
     fill_missing: (),
     count_left_s16: (),
     count_left_s32: (),
