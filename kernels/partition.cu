@@ -53,8 +53,67 @@ __device__ void count_left(const Rows rows, const u32* ridx, const RowTask* task
     if (threadIdx.x == 0) block_left[blockIdx.x] = block_count;
 }
 
-extern "C" __global__ void scatter(const u8* flags, const u32* ridx, const RowTask* tasks, u32 n_tasks,
-                                   u32 rows_per_block, const u32* block_left, u32* node_left, u32* ridx_out) {
+// The kernels' argument structs (src/backend/cuda/partition.rs). count_left's but the rows:
+struct CountLeft {
+    const u32* ridx;
+    const RowTask* tasks;
+    u32 n_tasks;
+    const SplitRule* rules;
+    const u32* category_words;
+    u32 rows_per_block;
+    u8* flags;
+    u32* block_left;
+};
+
+template <typename B>
+struct CountLeftArgs {
+    DenseBins<B> rows;
+    CountLeft part;
+};
+
+// The column-major 8-bit bins (DeviceMatrix::cols) and their rows.
+struct CountLeftColsArgs {
+    const u8* cols;
+    u32 n_rows;
+    CountLeft part;
+};
+
+struct ScatterArgs {
+    const u8* flags;
+    const u32* ridx;
+    const RowTask* tasks;
+    u32 n_tasks;
+    u32 rows_per_block;
+    const u32* block_left;
+    u32* node_left;
+    u32* ridx_out;
+};
+
+struct CopyRunsArgs {
+    const u32* from;
+    const RowTask* tasks;
+    u32 n_tasks;
+    u32 rows_per_block;
+    u32* to;
+};
+
+// add_tree's arguments but the rows.
+struct TreeWalk {
+    u32 n_rows;
+    const TreeNode* nodes;
+    const u32* category_words;
+    float* margin;
+};
+
+template <typename B>
+struct AddTreeArgs {
+    DenseBins<B> rows;
+    TreeWalk walk;
+};
+
+__device__ __forceinline__ void scatter_body(const u8* flags, const u32* ridx, const RowTask* tasks, u32 n_tasks,
+                                             u32 rows_per_block, const u32* block_left, u32* node_left,
+                                             u32* ridx_out) {
     __shared__ u32 warp_counts[32];
     __shared__ u32 shared_base, shared_total;
     const u32 ti = find_task(tasks, n_tasks, blockIdx.x);
@@ -113,33 +172,41 @@ extern "C" __global__ void scatter(const u8* flags, const u32* ridx, const RowTa
     }
 }
 
-extern "C" __global__ void count_left_u8(const u8* bins, u32 stride, const u32* ridx, const RowTask* tasks,
-                                         u32 n_tasks, const SplitRule* rules, const u32* category_words,
-                                         u32 rows_per_block, u8* flags, u32* block_left) {
-    count_left(DenseRows<u8>{bins, stride}, ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left);
+extern "C" __global__ void scatter(const ScatterArgs a) {
+    scatter_body(a.flags, a.ridx, a.tasks, a.n_tasks, a.rows_per_block, a.block_left, a.node_left, a.ridx_out);
 }
 
-extern "C" __global__ void count_left_u16(const u16* bins, u32 stride, const u32* ridx, const RowTask* tasks,
-                                          u32 n_tasks, const SplitRule* rules, const u32* category_words,
-                                          u32 rows_per_block, u8* flags, u32* block_left) {
-    count_left(DenseRows<u16>{bins, stride}, ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left);
+extern "C" __global__ void count_left_u8(const CountLeftArgs<u8> a) {
+    const CountLeft& c = a.part;
+    count_left(DenseRows<u8>{a.rows.bins, a.rows.stride}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
+               c.rows_per_block, c.flags, c.block_left);
 }
 
-extern "C" __global__ void count_left_u32(const u32* bins, u32 stride, const u32* ridx, const RowTask* tasks,
-                                          u32 n_tasks, const SplitRule* rules, const u32* category_words,
-                                          u32 rows_per_block, u8* flags, u32* block_left) {
-    count_left(DenseRows<u32>{bins, stride}, ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left);
+extern "C" __global__ void count_left_u16(const CountLeftArgs<u16> a) {
+    const CountLeft& c = a.part;
+    count_left(DenseRows<u16>{a.rows.bins, a.rows.stride}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
+               c.rows_per_block, c.flags, c.block_left);
+}
+
+extern "C" __global__ void count_left_u32(const CountLeftArgs<u32> a) {
+    const CountLeft& c = a.part;
+    count_left(DenseRows<u32>{a.rows.bins, a.rows.stride}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
+               c.rows_per_block, c.flags, c.block_left);
 }
 
 // Copies the partitioned runs back into the row index.
 // The column-major variant (8-bit bins): `cols` and `n_rows` in the place of `bins` and `stride`.
-extern "C" __global__ void count_left_cols_u8(const u8* cols, u32 n_rows, const u32* ridx, const RowTask* tasks,
-                                              u32 n_tasks, const SplitRule* rules, const u32* category_words,
-                                              u32 rows_per_block, u8* flags, u32* block_left) {
-    count_left(DenseCols<u8>{cols, n_rows}, ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left);
+extern "C" __global__ void count_left_cols_u8(const CountLeftColsArgs a) {
+    const CountLeft& c = a.part;
+    count_left(DenseCols<u8>{a.cols, a.n_rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
+               c.rows_per_block, c.flags, c.block_left);
 }
 
-extern "C" __global__ void copy_runs(const u32* from, const RowTask* tasks, u32 n_tasks, u32 rows_per_block, u32* to) {
+extern "C" __global__ void copy_runs(const CopyRunsArgs a) {
+    const u32* from = a.from;
+    const RowTask* tasks = a.tasks;
+    const u32 n_tasks = a.n_tasks, rows_per_block = a.rows_per_block;
+    u32* to = a.to;
     const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
     const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
     const u32 end = min(begin + rows_per_block, task.len);
@@ -162,17 +229,17 @@ __device__ void add_tree(const Rows rows, u32 n_rows, const TreeNode* nodes, con
     }
 }
 
-extern "C" __global__ void add_tree_u8(const u8* bins, u32 stride, u32 n_rows, const TreeNode* nodes,
-                                       const u32* category_words, float* margin) {
-    add_tree(DenseRows<u8>{bins, stride}, n_rows, nodes, category_words, margin);
+extern "C" __global__ void add_tree_u8(const AddTreeArgs<u8> a) {
+    add_tree(DenseRows<u8>{a.rows.bins, a.rows.stride}, a.walk.n_rows, a.walk.nodes, a.walk.category_words,
+             a.walk.margin);
 }
 
-extern "C" __global__ void add_tree_u16(const u16* bins, u32 stride, u32 n_rows, const TreeNode* nodes,
-                                        const u32* category_words, float* margin) {
-    add_tree(DenseRows<u16>{bins, stride}, n_rows, nodes, category_words, margin);
+extern "C" __global__ void add_tree_u16(const AddTreeArgs<u16> a) {
+    add_tree(DenseRows<u16>{a.rows.bins, a.rows.stride}, a.walk.n_rows, a.walk.nodes, a.walk.category_words,
+             a.walk.margin);
 }
 
-extern "C" __global__ void add_tree_u32(const u32* bins, u32 stride, u32 n_rows, const TreeNode* nodes,
-                                        const u32* category_words, float* margin) {
-    add_tree(DenseRows<u32>{bins, stride}, n_rows, nodes, category_words, margin);
+extern "C" __global__ void add_tree_u32(const AddTreeArgs<u32> a) {
+    add_tree(DenseRows<u32>{a.rows.bins, a.rows.stride}, a.walk.n_rows, a.walk.nodes, a.walk.category_words,
+             a.walk.margin);
 }

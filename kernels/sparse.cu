@@ -248,6 +248,21 @@ struct SparseHistogramArgs {
     const u16* group_starts;
 };
 
+// The partition's and the margin update's, with the histogram slots a feature's entries lie in.
+template <typename E>
+struct SparseCountLeftArgs {
+    SparseEntries<E> rows;
+    CountLeft part;
+    const u32* slot_offsets;
+};
+
+template <typename E>
+struct SparseAddTreeArgs {
+    SparseEntries<E> rows;
+    TreeWalk walk;
+    const u32* slot_offsets;
+};
+
 // The kernels of compressed rows, for 16- and 32-bit entries (`_s16`, `_s32`).
 #define SPARSE_KERNELS(E, NAME)                                                                                  \
     extern "C" __global__ void place_present_##NAME(                                                            \
@@ -270,17 +285,14 @@ struct SparseHistogramArgs {
                             b.slot_offsets, b.group_first_feature, b.shared_slots, b.total_slots,               \
                             b.rows_per_block, b.hist, a.group_starts);                                          \
     }                                                                                                           \
-    extern "C" __global__ void count_left_##NAME(const E* entries, const u32* row_words, const u32* ridx,         \
-                                                 const RowTask* tasks, u32 n_tasks, const SplitRule* rules,      \
-                                                 const u32* category_words, u32 rows_per_block, u8* flags,       \
-                                                 u32* block_left, const u32* slot_offsets) {                     \
-        count_left(SparseRows<E>{entries, row_words, slot_offsets}, ridx, tasks, n_tasks, rules, category_words, \
-                   rows_per_block, flags, block_left);                                                          \
+    extern "C" __global__ void count_left_##NAME(const SparseCountLeftArgs<E> a) {                                \
+        const CountLeft& c = a.part;                                                                             \
+        count_left(SparseRows<E>{a.rows.entries, a.rows.row_words, a.slot_offsets}, c.ridx, c.tasks, c.n_tasks,  \
+                   c.rules, c.category_words, c.rows_per_block, c.flags, c.block_left);                          \
     }                                                                                                           \
-    extern "C" __global__ void add_tree_##NAME(const E* entries, const u32* row_words, u32 n_rows,                \
-                                               const TreeNode* nodes, const u32* category_words, float* margin,  \
-                                               const u32* slot_offsets) {                                        \
-        add_tree(SparseRows<E>{entries, row_words, slot_offsets}, n_rows, nodes, category_words, margin);        \
+    extern "C" __global__ void add_tree_##NAME(const SparseAddTreeArgs<E> a) {                                   \
+        add_tree(SparseRows<E>{a.rows.entries, a.rows.row_words, a.slot_offsets}, a.walk.n_rows, a.walk.nodes,   \
+                 a.walk.category_words, a.walk.margin);                                                          \
     }
 
 SPARSE_KERNELS(u16, s16)

@@ -8,9 +8,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{
-    CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchArgs, LaunchConfig, PinnedHostSlice, PushKernelArg,
-};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use rayon::prelude::*;
 
 use super::launch::{kernel_args, DevPtr, Pins};
@@ -120,17 +118,6 @@ impl DeviceMatrix {
         }
     }
 
-    /// The kernel of a family for this matrix's layout: `[u8, u16, u32, s16, s32]`.
-    pub(super) fn kernel_for<'k>(&self, kernels: [&'k CudaFunction; 5]) -> &'k CudaFunction {
-        match self.bins {
-            DeviceBins::U8(_) => kernels[0],
-            DeviceBins::U16(_) => kernels[1],
-            DeviceBins::U32(_) => kernels[2],
-            DeviceBins::Sparse16(_) => kernels[3],
-            DeviceBins::Sparse32(_) => kernels[4],
-        }
-    }
-
     /// The rows as the kernels of the matrix's layout take them.
     pub(super) fn rows<'a>(&'a self, p: &mut Pins<'a>) -> MatrixRows<'a> {
         let stride = self.stride_arg;
@@ -148,20 +135,6 @@ impl DeviceMatrix {
                 unreachable!("compressed rows know where each row starts")
             }
         }
-    }
-
-    /// Passes the rows as the kernels of every layout take them: the bins and their stride,
-    /// or the compressed rows' entries and where each row starts.
-    pub(super) fn rows_arg<'a>(&'a self, launch: &mut LaunchArgs<'a>) {
-        match &self.bins {
-            DeviceBins::U8(b) => launch.arg(b),
-            DeviceBins::U16(b) | DeviceBins::Sparse16(b) => launch.arg(b),
-            DeviceBins::U32(b) | DeviceBins::Sparse32(b) => launch.arg(b),
-        };
-        match &self.row_words {
-            Some(words) => launch.arg(words),
-            None => launch.arg(&self.stride_arg),
-        };
     }
 
     /// The dense layout for `frame`: one bin per value, 8, 16 or 32 bits as `cuts` need.

@@ -300,6 +300,30 @@ macro_rules! kernel_arg_probes {
             "IndexGroupsArgs<u32>",
             [rows, n_rows, slot_offsets, group_first_feature, n_groups, starts]
         );
+        use super::partition::*;
+        $probe!(
+            CountLeft,
+            "CountLeft",
+            [ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left]
+        );
+        $probe!(CountLeftArgs<u8>, "CountLeftArgs<u8>", [rows, part]);
+        $probe!(CountLeftArgs<u16>, "CountLeftArgs<u16>", [rows, part]);
+        $probe!(CountLeftArgs<u32>, "CountLeftArgs<u32>", [rows, part]);
+        $probe!(CountLeftColsArgs, "CountLeftColsArgs", [cols, n_rows, part]);
+        $probe!(SparseCountLeftArgs<u16>, "SparseCountLeftArgs<u16>", [rows, part, slot_offsets]);
+        $probe!(SparseCountLeftArgs<u32>, "SparseCountLeftArgs<u32>", [rows, part, slot_offsets]);
+        $probe!(
+            ScatterArgs,
+            "ScatterArgs",
+            [flags, ridx, tasks, n_tasks, rows_per_block, block_left, node_left, ridx_out]
+        );
+        $probe!(CopyRunsArgs, "CopyRunsArgs", [from, tasks, n_tasks, rows_per_block, to]);
+        $probe!(TreeWalk, "TreeWalk", [n_rows, nodes, category_words, margin]);
+        $probe!(AddTreeArgs<u8>, "AddTreeArgs<u8>", [rows, walk]);
+        $probe!(AddTreeArgs<u16>, "AddTreeArgs<u16>", [rows, walk]);
+        $probe!(AddTreeArgs<u32>, "AddTreeArgs<u32>", [rows, walk]);
+        $probe!(SparseAddTreeArgs<u16>, "SparseAddTreeArgs<u16>", [rows, walk, slot_offsets]);
+        $probe!(SparseAddTreeArgs<u32>, "SparseAddTreeArgs<u32>", [rows, walk, slot_offsets]);
         use super::ranking::*;
         $probe!(
             LambdarankArgs,

@@ -3,12 +3,13 @@
 //! feature's column-major bins where the matrix keeps them, then a stable scatter), and
 //! adding a finished tree to the training margins by walking it on the bins.
 
-use cudarc::driver::{CudaSlice, CudaViewMut, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaViewMut, LaunchConfig};
 
 use super::buffers::{cfg, FitDevice, Scratch};
-use super::data::DeviceMatrix;
+use super::data::{DenseBins, DeviceMatrix, MatrixRows, SparseEntries};
 use super::device_error;
 use super::gradients::FillIdentityArgs;
+use super::launch::{kernel_args, DevPtr, DevPtrMut};
 use super::layout::{RowTask, SplitRule, TreeNode};
 use crate::error::Result;
 use crate::tree::{Tree, NO_CHILD};
@@ -16,6 +17,103 @@ use crate::tree::{Tree, NO_CHILD};
 /// Rows one partition block routes, and its threads.
 const ROWS_PER_BLOCK: u32 = 1 << 12;
 const THREADS: u32 = 256;
+
+/// `count_left`'s arguments but the rows (`CountLeft` in kernels/partition.cu): each task's
+/// rows routed by its rule into `flags`, each block's left-going count into `block_left`.
+#[repr(C)]
+pub struct CountLeft<'a> {
+    pub ridx: DevPtr<'a, u32>,
+    pub tasks: DevPtr<'a, RowTask>,
+    pub n_tasks: u32,
+    pub rules: DevPtr<'a, SplitRule>,
+    pub category_words: DevPtr<'a, u32>,
+    pub rows_per_block: u32,
+    pub flags: DevPtrMut<'a, u8>,
+    pub block_left: DevPtrMut<'a, u32>,
+}
+
+/// `count_left_u8`, `_u16`, `_u32`: dense bins.
+#[repr(C)]
+pub struct CountLeftArgs<'a, B> {
+    pub rows: DenseBins<'a, B>,
+    pub part: CountLeft<'a>,
+}
+
+/// `count_left_cols_u8`: the column-major 8-bit bins of `n_rows` rows.
+#[repr(C)]
+pub struct CountLeftColsArgs<'a> {
+    pub cols: DevPtr<'a, u8>,
+    pub n_rows: u32,
+    pub part: CountLeft<'a>,
+}
+
+/// `count_left_s16`, `_s32`: compressed rows, whose entries are histogram slots.
+#[repr(C)]
+pub struct SparseCountLeftArgs<'a, E> {
+    pub rows: SparseEntries<'a, E>,
+    pub part: CountLeft<'a>,
+    pub slot_offsets: DevPtr<'a, u32>,
+}
+
+/// `scatter`.
+#[repr(C)]
+pub struct ScatterArgs<'a> {
+    pub flags: DevPtr<'a, u8>,
+    pub ridx: DevPtr<'a, u32>,
+    pub tasks: DevPtr<'a, RowTask>,
+    pub n_tasks: u32,
+    pub rows_per_block: u32,
+    pub block_left: DevPtr<'a, u32>,
+    pub node_left: DevPtrMut<'a, u32>,
+    pub ridx_out: DevPtrMut<'a, u32>,
+}
+
+/// `copy_runs`: the tasks' runs of `from` into `to`.
+#[repr(C)]
+pub struct CopyRunsArgs<'a> {
+    pub from: DevPtr<'a, u32>,
+    pub tasks: DevPtr<'a, RowTask>,
+    pub n_tasks: u32,
+    pub rows_per_block: u32,
+    pub to: DevPtrMut<'a, u32>,
+}
+
+/// `add_tree`'s arguments but the rows (`TreeWalk`): each of `n_rows` rows walks `nodes` and
+/// adds its leaf's value to `margin`.
+#[repr(C)]
+pub struct TreeWalk<'a> {
+    pub n_rows: u32,
+    pub nodes: DevPtr<'a, TreeNode>,
+    pub category_words: DevPtr<'a, u32>,
+    pub margin: DevPtrMut<'a, f32>,
+}
+
+/// `add_tree_u8`, `_u16`, `_u32`.
+#[repr(C)]
+pub struct AddTreeArgs<'a, B> {
+    pub rows: DenseBins<'a, B>,
+    pub walk: TreeWalk<'a>,
+}
+
+/// `add_tree_s16`, `_s32`.
+#[repr(C)]
+pub struct SparseAddTreeArgs<'a, E> {
+    pub rows: SparseEntries<'a, E>,
+    pub walk: TreeWalk<'a>,
+    pub slot_offsets: DevPtr<'a, u32>,
+}
+
+kernel_args!(
+    CountLeft,
+    CountLeftArgs<B>,
+    CountLeftColsArgs,
+    SparseCountLeftArgs<E>,
+    ScatterArgs,
+    CopyRunsArgs,
+    TreeWalk,
+    AddTreeArgs<B>,
+    SparseAddTreeArgs<E>
+);
 
 /// The tasks' first blocks for `rows_per_block` rows a block, and the blocks in all.
 pub(super) fn assign_blocks(tasks: &mut [RowTask], rows_per_block: u32) -> u32 {
@@ -103,73 +201,79 @@ impl RowPartitioner {
         dev.fill(&mut self.rules, rules)?;
         dev.fill(&mut self.rule_words, if words.is_empty() { &[0] } else { words })?;
         dev.reserve(&mut self.block_left, blocks as usize)?;
-        let (n_tasks, threads) = (tasks.len() as u32, self.threads);
+        let (n_tasks, c) = (tasks.len() as u32, cfg((blocks, 1), self.threads, 0));
+        self.count_left(dev, matrix, n_tasks, c)?;
         let k = &dev.rt.kernels;
-        // The column-major copy where there is one (one feature's bins in one run), else the rows.
-        let cols_rows = matrix.n_rows as u32;
-        let mut launch = match &matrix.cols {
-            Some(cols) => {
-                let mut launch = dev.launcher(&k.count_left_cols_u8);
-                launch.arg(cols).arg(&cols_rows);
-                launch
-            }
-            None => {
-                let mut launch = dev.launcher(matrix.kernel_for([
-                    &k.count_left_u8,
-                    &k.count_left_u16,
-                    &k.count_left_u32,
-                    &k.count_left_s16,
-                    &k.count_left_s32,
-                ]));
-                matrix.rows_arg(&mut launch);
-                launch
-            }
-        };
-        launch
-            .arg(&self.ridx)
-            .arg(&self.tasks.buf)
-            .arg(&n_tasks)
-            .arg(&self.rules.buf)
-            .arg(&self.rule_words.buf)
-            .arg(&rpb)
-            .arg(&mut self.flags)
-            .arg(&mut self.block_left.buf);
-        // Compressed rows find a feature's bin among its histogram slots.
-        if matrix.is_sparse() {
-            launch.arg(&matrix.slot_offsets_dev);
+        {
+            let mut p = dev.pins();
+            let args = ScatterArgs {
+                flags: p.read(&self.flags),
+                ridx: p.read(&self.ridx),
+                tasks: p.read(&self.tasks.buf),
+                n_tasks,
+                rows_per_block: rpb,
+                block_left: p.read(&self.block_left.buf),
+                node_left: p.write(&mut self.node_left.buf),
+                ridx_out: p.write(&mut self.ridx_tmp),
+            };
+            // SAFETY (both launches): the tasks' runs lie in the row indices, and the blocks of
+            // `c` cover them (as count_left's).
+            unsafe { dev.launch(&k.scatter, &args, c) }?;
         }
-        // SAFETY (all launches): arguments follow the kernels' signatures; the tasks' runs lie
-        // in ridx, and `blocks` blocks cover them.
-        unsafe { launch.launch(cfg((blocks, 1), threads, 0)) }.map_err(device_error)?;
-        unsafe {
-            dev.launcher(&k.scatter)
-                .arg(&self.flags)
-                .arg(&self.ridx)
-                .arg(&self.tasks.buf)
-                .arg(&n_tasks)
-                .arg(&rpb)
-                .arg(&self.block_left.buf)
-                .arg(&mut self.node_left.buf)
-                .arg(&mut self.ridx_tmp)
-                .launch(cfg((blocks, 1), threads, 0))
-        }
-        .map_err(device_error)?;
         if keep_others {
-            unsafe {
-                dev.launcher(&k.copy_runs)
-                    .arg(&self.ridx_tmp)
-                    .arg(&self.tasks.buf)
-                    .arg(&n_tasks)
-                    .arg(&rpb)
-                    .arg(&mut self.ridx)
-                    .launch(cfg((blocks, 1), threads, 0))
-            }
-            .map_err(device_error)?;
+            let mut p = dev.pins();
+            let args = CopyRunsArgs {
+                from: p.read(&self.ridx_tmp),
+                tasks: p.read(&self.tasks.buf),
+                n_tasks,
+                rows_per_block: rpb,
+                to: p.write(&mut self.ridx),
+            };
+            unsafe { dev.launch(&k.copy_runs, &args, c) }?;
         } else {
             // Only the split nodes' rows are needed from here on, and they are all in ridx_tmp.
             std::mem::swap(&mut self.ridx, &mut self.ridx_tmp);
         }
         Ok(())
+    }
+
+    /// Routes the rows of the `n_tasks` uploaded tasks by their rules (`flags`, `block_left`),
+    /// reading the column-major copy where there is one (one feature's bins in one run), else
+    /// the rows.
+    fn count_left(&mut self, dev: &FitDevice, matrix: &DeviceMatrix, n_tasks: u32, c: LaunchConfig) -> Result<()> {
+        let k = &dev.rt.kernels;
+        let mut p = dev.pins();
+        let part = CountLeft {
+            ridx: p.read(&self.ridx),
+            tasks: p.read(&self.tasks.buf),
+            n_tasks,
+            rules: p.read(&self.rules.buf),
+            category_words: p.read(&self.rule_words.buf),
+            rows_per_block: self.rows_per_block,
+            flags: p.write(&mut self.flags),
+            block_left: p.write(&mut self.block_left.buf),
+        };
+        // SAFETY: the tasks' runs lie in ridx, and the blocks of `c` cover them; compressed
+        // rows find a feature's bin among its histogram slots.
+        unsafe {
+            if let Some(cols) = &matrix.cols {
+                let args = CountLeftColsArgs { cols: p.read(cols), n_rows: matrix.n_rows as u32, part };
+                return dev.launch(&k.count_left_cols_u8, &args, c);
+            }
+            match matrix.rows(&mut p) {
+                MatrixRows::U8(rows) => dev.launch(&k.count_left_u8, &CountLeftArgs { rows, part }, c),
+                MatrixRows::U16(rows) => dev.launch(&k.count_left_u16, &CountLeftArgs { rows, part }, c),
+                MatrixRows::U32(rows) => dev.launch(&k.count_left_u32, &CountLeftArgs { rows, part }, c),
+                MatrixRows::S16(rows) => {
+                    let slot_offsets = p.read(&matrix.slot_offsets_dev);
+                    dev.launch(&k.count_left_s16, &SparseCountLeftArgs { rows, part, slot_offsets }, c)
+                }
+                MatrixRows::S32(rows) => {
+                    let slot_offsets = p.read(&matrix.slot_offsets_dev);
+                    dev.launch(&k.count_left_s32, &SparseCountLeftArgs { rows, part, slot_offsets }, c)
+                }
+            }
+        }
     }
 
     /// The left-going row counts of the last partition's first `n` tasks.
@@ -242,20 +346,29 @@ impl MarginUpdate {
         let words = if tree.category_words.is_empty() { &[0u32][..] } else { &tree.category_words };
         dev.fill(&mut self.words, words)?;
         let n = matrix.n_rows as u32;
-        let k = &dev.rt.kernels;
-        let mut launch = dev.launcher(matrix.kernel_for([
-            &k.add_tree_u8,
-            &k.add_tree_u16,
-            &k.add_tree_u32,
-            &k.add_tree_s16,
-            &k.add_tree_s32,
-        ]));
-        matrix.rows_arg(&mut launch);
-        launch.arg(&n).arg(&self.nodes.buf).arg(&self.words.buf).arg(&mut margin);
-        if matrix.is_sparse() {
-            launch.arg(&matrix.slot_offsets_dev);
-        }
+        let (k, c) = (&dev.rt.kernels, dev.grid(n as u64, 256));
+        let mut p = dev.pins();
+        let walk = TreeWalk {
+            n_rows: n,
+            nodes: p.read(&self.nodes.buf),
+            category_words: p.read(&self.words.buf),
+            margin: p.write(&mut margin),
+        };
         // SAFETY: the tree's nodes and words are uploaded whole; margin holds n rows.
-        unsafe { launch.launch(dev.grid(n as u64, 256)) }.map(drop).map_err(device_error)
+        unsafe {
+            match matrix.rows(&mut p) {
+                MatrixRows::U8(rows) => dev.launch(&k.add_tree_u8, &AddTreeArgs { rows, walk }, c),
+                MatrixRows::U16(rows) => dev.launch(&k.add_tree_u16, &AddTreeArgs { rows, walk }, c),
+                MatrixRows::U32(rows) => dev.launch(&k.add_tree_u32, &AddTreeArgs { rows, walk }, c),
+                MatrixRows::S16(rows) => {
+                    let slot_offsets = p.read(&matrix.slot_offsets_dev);
+                    dev.launch(&k.add_tree_s16, &SparseAddTreeArgs { rows, walk, slot_offsets }, c)
+                }
+                MatrixRows::S32(rows) => {
+                    let slot_offsets = p.read(&matrix.slot_offsets_dev);
+                    dev.launch(&k.add_tree_s32, &SparseAddTreeArgs { rows, walk, slot_offsets }, c)
+                }
+            }
+        }
     }
 }
