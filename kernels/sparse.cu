@@ -173,8 +173,19 @@ __device__ void histogram_sparse(const E* entries, const u32* row_words, const Q
 }
 
 // Grid (n_features, n_tasks): each feature's missing slot = node total - its present bins.
-extern "C" __global__ void fill_missing(const EvalTask* tasks, const u32* slot_offsets, u32 total_slots,
-                                        GradSum* hist) {
+// fill_missing's arguments (src/backend/cuda/split.rs: FillMissingArgs).
+struct FillMissingArgs {
+    const EvalTask* tasks;
+    const u32* slot_offsets;
+    u32 total_slots;
+    GradSum* hist;
+};
+
+extern "C" __global__ void fill_missing(const FillMissingArgs a) {
+    const EvalTask* tasks = a.tasks;
+    const u32* slot_offsets = a.slot_offsets;
+    const u32 total_slots = a.total_slots;
+    GradSum* hist = a.hist;
     __shared__ i64 sum_g[32], sum_h[32];
     const u32 f = blockIdx.x;
     const EvalTask task = tasks[blockIdx.y];

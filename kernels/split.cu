@@ -100,10 +100,24 @@ __device__ void block_scan(i64& g, i64& h, i64* warp_g, i64* warp_h) {
 }
 
 // Grid (n_features, n_tasks), SCAN_THREADS threads: the best numeric split of one feature of one node.
-extern "C" __global__ void evaluate_features(const GradSum* hist, u32 total_slots, const u32* slot_offsets,
-                                             const u32* categorical, const EvalTask* tasks, const u8* masks,
-                                             const i8* monotone, u32 n_features, SplitParams p,
-                                             SplitResult* out) {
+// The kernels' argument structs (src/backend/cuda/split.rs).
+struct EvaluateFeaturesArgs {
+    const GradSum* hist;
+    u32 total_slots;
+    const u32* slot_offsets;
+    const u32* categorical;
+    const EvalTask* tasks;
+    const u8* masks;
+    const i8* monotone;
+    u32 n_features;
+    SplitParams p;
+    SplitResult* out;
+};
+
+__device__ __forceinline__ void evaluate_features_body(const GradSum* hist, u32 total_slots,
+                                                       const u32* slot_offsets, const u32* categorical,
+                                                       const EvalTask* tasks, const u8* masks, const i8* monotone,
+                                                       u32 n_features, SplitParams p, SplitResult* out) {
     __shared__ i64 warp_g[32], warp_h[32];
     __shared__ double red_gain[SCAN_THREADS];
     __shared__ u32 red_key[SCAN_THREADS];
@@ -195,9 +209,23 @@ extern "C" __global__ void evaluate_features(const GradSum* hist, u32 total_slot
     result->found = 1;
 }
 
+extern "C" __global__ void evaluate_features(const EvaluateFeaturesArgs a) {
+    evaluate_features_body(a.hist, a.total_slots, a.slot_offsets, a.categorical, a.tasks, a.masks, a.monotone,
+                           a.n_features, a.p, a.out);
+}
+
 // One warp per node: the best feature, ties to the lowest feature index (as on the CPU).
-extern "C" __global__ void best_feature(const SplitResult* per_feature, u32 n_features, u32 n_tasks,
-                                        SplitResult* out) {
+struct BestFeatureArgs {
+    const SplitResult* per_feature;
+    u32 n_features;
+    u32 n_tasks;
+    SplitResult* out;
+};
+
+extern "C" __global__ void best_feature(const BestFeatureArgs a) {
+    const SplitResult* per_feature = a.per_feature;
+    const u32 n_features = a.n_features, n_tasks = a.n_tasks;
+    SplitResult* out = a.out;
     const u32 t = blockIdx.x;
     if (t >= n_tasks) return;
     const SplitResult* r = per_feature + (u64)t * n_features;
@@ -385,12 +413,31 @@ __device__ void block_best(double* gain, u32* key, GradSum* left) {
 // t * region_per_task; a feature's region holds its categories rounded up to a power of two).
 // Writes out[t][feature] (which evaluate_features left unfound) and, for a found split, the
 // categories sent left first in the feature's region of sort_tags.
-extern "C" __global__ void evaluate_categorical(const GradSum* hist, u32 total_slots, const u32* slot_offsets,
-                                                const u32* features, const u32* regions, u32 region_per_task,
-                                                const EvalTask* tasks, const TaskRows* task_rows,
-                                                const u32* node_left, const u8* masks, u32 n_features,
-                                                SplitParams p, CategoricalParams cp, u32 sort_chunk, u64* sort_keys,
-                                                u32* sort_tags, SplitResult* out) {
+struct EvaluateCategoricalArgs {
+    const GradSum* hist;
+    u32 total_slots;
+    const u32* slot_offsets;
+    const u32* features;
+    const u32* regions;
+    u32 region_per_task;
+    const EvalTask* tasks;
+    const TaskRows* task_rows;
+    const u32* node_left;
+    const u8* masks;
+    u32 n_features;
+    SplitParams p;
+    CategoricalParams cp;
+    u32 sort_chunk;
+    u64* sort_keys;
+    u32* sort_tags;
+    SplitResult* out;
+};
+
+__device__ __forceinline__ void evaluate_categorical_body(
+    const GradSum* hist, u32 total_slots, const u32* slot_offsets, const u32* features, const u32* regions,
+    u32 region_per_task, const EvalTask* tasks, const TaskRows* task_rows, const u32* node_left, const u8* masks,
+    u32 n_features, SplitParams p, CategoricalParams cp, u32 sort_chunk, u64* sort_keys, u32* sort_tags,
+    SplitResult* out) {
     __shared__ i64 warp_g[32], warp_h[32];
     extern __shared__ u64 sort_shared[];
     u64* sk = sort_shared;
@@ -532,11 +579,29 @@ extern "C" __global__ void evaluate_categorical(const GradSum* hist, u32 total_s
     result->found = 1;
 }
 
+extern "C" __global__ void evaluate_categorical(const EvaluateCategoricalArgs a) {
+    evaluate_categorical_body(a.hist, a.total_slots, a.slot_offsets, a.features, a.regions, a.region_per_task,
+                              a.tasks, a.task_rows, a.node_left, a.masks, a.n_features, a.p, a.cp, a.sort_chunk,
+                              a.sort_keys, a.sort_tags, a.out);
+}
+
 // Block i copies the first runs[3i + 2] elements of task runs[3i]'s region runs[3i + 1] of
 // `src` (a task's regions span region_per_task elements) to out[offsets[i]..]: the winning
 // categorical splits' categories, for one download.
-extern "C" __global__ void gather_runs(const u32* src, u32 region_per_task, const u32* runs, const u32* offsets,
-                                       u32* out) {
+struct GatherRunsArgs {
+    const u32* src;
+    u32 region_per_task;
+    const u32* runs;
+    const u32* offsets;
+    u32* out;
+};
+
+extern "C" __global__ void gather_runs(const GatherRunsArgs a) {
+    const u32* src = a.src;
+    const u32 region_per_task = a.region_per_task;
+    const u32* runs = a.runs;
+    const u32* offsets = a.offsets;
+    u32* out = a.out;
     const u32* run = runs + 3 * blockIdx.x;
     const u32* from = src + (u64)run[0] * region_per_task + run[1];
     for (u32 i = threadIdx.x; i < run[2]; i += blockDim.x) out[offsets[blockIdx.x] + i] = from[i];

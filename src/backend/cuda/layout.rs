@@ -324,6 +324,38 @@ macro_rules! kernel_arg_probes {
         $probe!(AddTreeArgs<u32>, "AddTreeArgs<u32>", [rows, walk]);
         $probe!(SparseAddTreeArgs<u16>, "SparseAddTreeArgs<u16>", [rows, walk, slot_offsets]);
         $probe!(SparseAddTreeArgs<u32>, "SparseAddTreeArgs<u32>", [rows, walk, slot_offsets]);
+        use super::split::*;
+        $probe!(
+            EvaluateFeaturesArgs,
+            "EvaluateFeaturesArgs",
+            [hist, total_slots, slot_offsets, categorical, tasks, masks, monotone, n_features, p, out]
+        );
+        $probe!(BestFeatureArgs, "BestFeatureArgs", [per_feature, n_features, n_tasks, out]);
+        $probe!(
+            EvaluateCategoricalArgs,
+            "EvaluateCategoricalArgs",
+            [
+                hist,
+                total_slots,
+                slot_offsets,
+                features,
+                regions,
+                region_per_task,
+                tasks,
+                task_rows,
+                node_left,
+                masks,
+                n_features,
+                p,
+                cp,
+                sort_chunk,
+                sort_keys,
+                sort_tags,
+                out
+            ]
+        );
+        $probe!(GatherRunsArgs, "GatherRunsArgs", [src, region_per_task, runs, offsets, out]);
+        $probe!(FillMissingArgs, "FillMissingArgs", [tasks, slot_offsets, total_slots, hist]);
         use super::ranking::*;
         $probe!(
             LambdarankArgs,

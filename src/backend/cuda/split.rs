@@ -4,17 +4,85 @@
 //! feature per node. The host reads back each node's best split and, for categorical winners,
 //! the categories sent left.
 
-use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaView};
 
 use super::buffers::{cfg, FitDevice, HistPool, Scratch};
 use super::data::DeviceMatrix;
-use super::device_error;
+use super::launch::{kernel_args, DevPtr, DevPtrMut};
 use super::layout::{CategoricalParams, EvalTask, GradSum, SplitParamsDev, SplitResult, TaskRows, NO_MASK};
 use crate::data::FeatureCuts;
 use crate::error::Result;
 use crate::tree::grow::TreeContext;
 use crate::tree::split::SplitCandidate;
 use crate::tree::NodeLimits;
+
+/// `evaluate_features` (kernels/split.cu): the best numeric split of each (task, feature).
+#[repr(C)]
+pub struct EvaluateFeaturesArgs<'a> {
+    pub hist: DevPtr<'a, GradSum>,
+    pub total_slots: u32,
+    pub slot_offsets: DevPtr<'a, u32>,
+    pub categorical: DevPtr<'a, u32>,
+    pub tasks: DevPtr<'a, EvalTask>,
+    pub masks: DevPtr<'a, u8>,
+    pub monotone: DevPtr<'a, i8>,
+    pub n_features: u32,
+    pub p: SplitParamsDev,
+    pub out: DevPtrMut<'a, SplitResult>,
+}
+
+/// `best_feature`: each task's best of its features' splits.
+#[repr(C)]
+pub struct BestFeatureArgs<'a> {
+    pub per_feature: DevPtr<'a, SplitResult>,
+    pub n_features: u32,
+    pub n_tasks: u32,
+    pub out: DevPtrMut<'a, SplitResult>,
+}
+
+/// `evaluate_categorical`: the best split of each (task, categorical feature).
+#[repr(C)]
+pub struct EvaluateCategoricalArgs<'a> {
+    pub hist: DevPtr<'a, GradSum>,
+    pub total_slots: u32,
+    pub slot_offsets: DevPtr<'a, u32>,
+    pub features: DevPtr<'a, u32>,
+    pub regions: DevPtr<'a, u32>,
+    pub region_per_task: u32,
+    pub tasks: DevPtr<'a, EvalTask>,
+    pub task_rows: DevPtr<'a, TaskRows>,
+    pub node_left: DevPtr<'a, u32>,
+    pub masks: DevPtr<'a, u8>,
+    pub n_features: u32,
+    pub p: SplitParamsDev,
+    pub cp: CategoricalParams,
+    pub sort_chunk: u32,
+    pub sort_keys: DevPtrMut<'a, u64>,
+    pub sort_tags: DevPtrMut<'a, u32>,
+    pub out: DevPtrMut<'a, SplitResult>,
+}
+
+/// `gather_runs`: runs (task, start, length) of the tasks' regions of `src`, into `out` at
+/// `offsets`.
+#[repr(C)]
+pub struct GatherRunsArgs<'a> {
+    pub src: DevPtr<'a, u32>,
+    pub region_per_task: u32,
+    pub runs: DevPtr<'a, u32>,
+    pub offsets: DevPtr<'a, u32>,
+    pub out: DevPtrMut<'a, u32>,
+}
+
+/// `fill_missing` (kernels/sparse.cu): each feature's missing slot of the tasks' histograms.
+#[repr(C)]
+pub struct FillMissingArgs<'a> {
+    pub tasks: DevPtr<'a, EvalTask>,
+    pub slot_offsets: DevPtr<'a, u32>,
+    pub total_slots: u32,
+    pub hist: DevPtrMut<'a, GradSum>,
+}
+
+kernel_args!(EvaluateFeaturesArgs, BestFeatureArgs, EvaluateCategoricalArgs, GatherRunsArgs, FillMissingArgs);
 
 /// Threads of a block scanning one (node, numeric feature).
 const SCAN_THREADS: u32 = 256;
@@ -187,16 +255,17 @@ impl SplitEvaluator {
             self.launch_categorical(dev, matrix, pool, &rows, node_left, &params, ctx)?;
         }
         let (nf32, n_tasks) = (nf as u32, tasks.len() as u32);
-        // SAFETY: per_feature holds n_tasks x nf results, best n_tasks.
-        unsafe {
-            dev.launcher(&dev.rt.kernels.best_feature)
-                .arg(&self.per_feature.buf)
-                .arg(&nf32)
-                .arg(&n_tasks)
-                .arg(&mut self.best.buf)
-                .launch(cfg((n_tasks, 1), 32, 0))
+        {
+            let mut p = dev.pins();
+            let args = BestFeatureArgs {
+                per_feature: p.read(&self.per_feature.buf),
+                n_features: nf32,
+                n_tasks,
+                out: p.write(&mut self.best.buf),
+            };
+            // SAFETY: per_feature holds n_tasks x nf results, best n_tasks.
+            unsafe { dev.launch(&dev.rt.kernels.best_feature, &args, cfg((n_tasks, 1), 32, 0)) }?;
         }
-        .map_err(device_error)?;
         let best = dev.download(self.best.buf.slice(..tasks.len()))?;
         let mut left_categories = self.categories_of_winners(dev, &best)?;
         Ok(best
@@ -229,36 +298,33 @@ impl SplitEvaluator {
         let nf = matrix.n_features as u32;
         let total = pool.total_slots as u32;
         let k = &dev.rt.kernels;
-        // SAFETY (both launches): arguments follow the kernels' signatures; every task's slot
-        // lies in the pool, and per_feature holds n_tasks x nf results.
+        // SAFETY (both launches): every task's slot lies in the pool, and per_feature holds
+        // n_tasks x nf results.
         if matrix.is_sparse() {
             // Compressed rows leave missing values out: their sums are the totals' remainder.
-            unsafe {
-                dev.launcher(&k.fill_missing)
-                    .arg(&self.tasks.buf)
-                    .arg(&matrix.slot_offsets_dev)
-                    .arg(&total)
-                    .arg(&mut pool.buf)
-                    .launch(cfg((nf, n_tasks), 256, 0))
-            }
-            .map_err(device_error)?;
+            let mut p = dev.pins();
+            let args = FillMissingArgs {
+                tasks: p.read(&self.tasks.buf),
+                slot_offsets: p.read(&matrix.slot_offsets_dev),
+                total_slots: total,
+                hist: p.write(&mut pool.buf),
+            };
+            unsafe { dev.launch(&k.fill_missing, &args, cfg((nf, n_tasks), 256, 0)) }?;
         }
-        unsafe {
-            dev.launcher(&k.evaluate_features)
-                .arg(&pool.buf)
-                .arg(&total)
-                .arg(&matrix.slot_offsets_dev)
-                .arg(&matrix.categorical_dev)
-                .arg(&self.tasks.buf)
-                .arg(&self.masks.buf)
-                .arg(&self.monotone)
-                .arg(&nf)
-                .arg(params)
-                .arg(&mut self.per_feature.buf)
-                .launch(cfg((nf, n_tasks), SCAN_THREADS, 0))
-        }
-        .map_err(device_error)?;
-        Ok(())
+        let mut p = dev.pins();
+        let args = EvaluateFeaturesArgs {
+            hist: p.read(&pool.buf),
+            total_slots: total,
+            slot_offsets: p.read(&matrix.slot_offsets_dev),
+            categorical: p.read(&matrix.categorical_dev),
+            tasks: p.read(&self.tasks.buf),
+            masks: p.read(&self.masks.buf),
+            monotone: p.read(&self.monotone),
+            n_features: nf,
+            p: *params,
+            out: p.write(&mut self.per_feature.buf),
+        };
+        unsafe { dev.launch(&k.evaluate_features, &args, cfg((nf, n_tasks), SCAN_THREADS, 0)) }
     }
 
     /// Queues the best categorical split of each (task, categorical feature) into
@@ -289,31 +355,30 @@ impl SplitEvaluator {
             max_cat_threshold: saturate(p.max_cat_threshold),
         };
         let (total, nf, per_task) = (pool.total_slots as u32, matrix.n_features as u32, cat.region_per_task as u32);
-        // SAFETY: arguments follow the kernel's signature; every task's slot lies in the pool,
-        // the sort buffers hold n_tasks runs of region_per_task, per_feature n_tasks x nf.
-        unsafe {
-            dev.launcher(&dev.rt.kernels.evaluate_categorical)
-                .arg(&pool.buf)
-                .arg(&total)
-                .arg(&matrix.slot_offsets_dev)
-                .arg(&cat.features)
-                .arg(&cat.regions)
-                .arg(&per_task)
-                .arg(&self.tasks.buf)
-                .arg(&cat.task_rows.buf)
-                .arg(&node_left)
-                .arg(&self.masks.buf)
-                .arg(&nf)
-                .arg(params)
-                .arg(&cp)
-                .arg(&cat.sort_chunk)
-                .arg(&mut cat.sort_keys.buf)
-                .arg(&mut cat.sort_tags.buf)
-                .arg(&mut self.per_feature.buf)
-                .launch(cfg((cat.n, n_tasks as u32), CATEGORICAL_THREADS, cat.sort_chunk * SORT_PAIR_BYTES as u32))
-        }
-        .map_err(device_error)?;
-        Ok(())
+        let mut p = dev.pins();
+        let args = EvaluateCategoricalArgs {
+            hist: p.read(&pool.buf),
+            total_slots: total,
+            slot_offsets: p.read(&matrix.slot_offsets_dev),
+            features: p.read(&cat.features),
+            regions: p.read(&cat.regions),
+            region_per_task: per_task,
+            tasks: p.read(&self.tasks.buf),
+            task_rows: p.read(&cat.task_rows.buf),
+            node_left: p.read(&node_left),
+            masks: p.read(&self.masks.buf),
+            n_features: nf,
+            p: *params,
+            cp,
+            sort_chunk: cat.sort_chunk,
+            sort_keys: p.write(&mut cat.sort_keys.buf),
+            sort_tags: p.write(&mut cat.sort_tags.buf),
+            out: p.write(&mut self.per_feature.buf),
+        };
+        let c = cfg((cat.n, n_tasks as u32), CATEGORICAL_THREADS, cat.sort_chunk * SORT_PAIR_BYTES as u32);
+        // SAFETY: every task's slot lies in the pool, the sort buffers hold n_tasks runs of
+        // region_per_task, per_feature n_tasks x nf; the dynamic shared memory holds a chunk.
+        unsafe { dev.launch(&dev.rt.kernels.evaluate_categorical, &args, c) }
     }
 
     /// The categories each task's split sends left (sorted; empty unless categorical), read
@@ -339,18 +404,19 @@ impl SplitEvaluator {
         dev.fill(&mut cat.offsets, &offsets)?;
         dev.reserve(&mut cat.gathered, n_gathered as usize)?;
         let per_task = cat.region_per_task as u32;
-        // SAFETY: every run lies in sort_tags (a region of a task of this evaluation), and
-        // gathered holds the runs' total length.
-        unsafe {
-            dev.launcher(&dev.rt.kernels.gather_runs)
-                .arg(&cat.sort_tags.buf)
-                .arg(&per_task)
-                .arg(&cat.runs.buf)
-                .arg(&cat.offsets.buf)
-                .arg(&mut cat.gathered.buf)
-                .launch(cfg((winners.len() as u32, 1), 256, 0))
+        {
+            let mut p = dev.pins();
+            let args = GatherRunsArgs {
+                src: p.read(&cat.sort_tags.buf),
+                region_per_task: per_task,
+                runs: p.read(&cat.runs.buf),
+                offsets: p.read(&cat.offsets.buf),
+                out: p.write(&mut cat.gathered.buf),
+            };
+            // SAFETY: every run lies in sort_tags (a region of a task of this evaluation), and
+            // gathered holds the runs' total length.
+            unsafe { dev.launch(&dev.rt.kernels.gather_runs, &args, cfg((winners.len() as u32, 1), 256, 0)) }?;
         }
-        .map_err(device_error)?;
         let gathered = dev.download(cat.gathered.buf.slice(..n_gathered as usize))?;
         for (t, at, len) in winners {
             let mut set = gathered[at..at + len].to_vec();
