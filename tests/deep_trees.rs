@@ -501,9 +501,18 @@ fn check_gpu(
                 assert!(close(g, c as f64, scale), "{what}: GPU SHAP value {i}: {g}, CPU {c}");
             }
         }
+        // Trees too deep for the GPU's path layout are the model's error; paths of more
+        // distinct features than a warp holds, the output's. Either says where to score.
         Err(e) => {
             let message = e.to_string();
             assert!(message.contains("device=\"cpu\""), "{what}: GPU SHAP error names no way out: {message}");
+            match e {
+                polars_gbt::Error::Model(m) => assert!(m.contains(" deep: "), "{what}: {m}"),
+                polars_gbt::Error::Param { name, reason } => {
+                    assert!(name == "output" && reason.contains("distinct features"), "{what}: {reason}")
+                }
+                e => panic!("{what}: GPU SHAP failed with {e}"),
+            }
         }
     }
 }

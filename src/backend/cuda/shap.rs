@@ -95,14 +95,14 @@ impl ShapLayout {
             // Every path holds each split test above its leaf: checked before any is built.
             tests += path_tests(tree);
             if tests > MAX_PATH_TESTS {
-                return Err(Error::param(
-                    "output",
-                    format!(
-                        "SHAP values on the GPU lay out every root-to-leaf path, at most {MAX_PATH_TESTS} split tests \
-                         in all, and the paths up to tree {t} (depth {}) hold {tests}; predict with device=\"cpu\"",
-                        tree.depth()
-                    ),
-                ));
+                // The model's trees are too deep for this layout: a ModelError, as for any
+                // model a scorer cannot take, saying where to score it instead.
+                return Err(Error::model(format!(
+                    "tree {t} is {} deep: SHAP values on the GPU lay out every root-to-leaf path, at most \
+                     {MAX_PATH_TESTS} split tests in all, and the paths up to this tree hold {tests}; \
+                     predict with device=\"cpu\"",
+                    tree.depth()
+                )));
             }
             layout.bias[t % n_outputs] += expected_value(tree);
             let output = (t % n_outputs) as u32;
