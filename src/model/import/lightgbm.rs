@@ -82,6 +82,30 @@ pub fn import(text: &str) -> Result<Model> {
     if !text.starts_with("tree") {
         return Err(bad("the text does not start with `tree`; is it a LightGBM model file?"));
     }
+    let (names, infos, k) = header_features(&header, text)?;
+    let (mut config, scale) = objective_config(&header, k)?;
+    let trees = read_trees(blocks, scale, k, header.get("average_output").is_some())?;
+    let features = features(text, &names, &infos, &trees)?;
+    config.n_estimators = trees.len() / k;
+    config.grow_policy = GrowPolicy::Lossguide;
+    config.max_depth = 0;
+    config.max_leaves = trees.iter().map(|t| t.len().div_ceil(2)).max().unwrap_or(2).max(2);
+    let known = stated_params(text, &config, trees.len() / k);
+    assemble(Foreign {
+        config,
+        base_margin: vec![0.0; k],
+        features,
+        trees,
+        source: "LightGBM",
+        known,
+        input_bytes: text.len(),
+    })
+}
+
+/// The header's feature names and infos (one each per feature) and trees per iteration.
+/// The feature count is checked against the text's size before anything of that length is
+/// allocated.
+fn header_features<'a>(header: &Section<'a>, text: &str) -> Result<(Vec<String>, Vec<&'a str>, usize)> {
     let n_features: usize =
         header.need("max_feature_idx")?.parse::<usize>().map_err(|_| bad("max_feature_idx is not a count"))? + 1;
     if n_features > text.len() {
@@ -102,8 +126,13 @@ pub fn import(text: &str) -> Result<Model> {
             infos.len()
         )));
     }
+    Ok((names, infos, k))
+}
 
-    // Objective: "binary sigmoid:1", "multiclass num_class:5", "quantile alpha:0.9", ...
+/// The objective and its options from the header's objective line ("binary sigmoid:1",
+/// "multiclass num_class:5", "quantile alpha:0.9", ...), checked to have `k` outputs; and
+/// the factor a binary model's leaves are scaled by.
+fn objective_config(header: &Section, k: usize) -> Result<(TrainConfig, f64)> {
     let objective_line = header.need("objective")?;
     let mut words = objective_line.split_whitespace();
     let name = words.next().unwrap_or("");
@@ -137,7 +166,17 @@ pub fn import(text: &str) -> Result<Model> {
             config.num_outputs()
         )));
     }
+    Ok((config, scale))
+}
 
+/// The `Tree=` blocks as foreign trees, leaves scaled by `scale`; with `average_output`
+/// (random-forest mode) the leaves are divided by the rounds, as LightGBM averages them.
+fn read_trees<'a>(
+    blocks: impl Iterator<Item = &'a str>,
+    scale: f64,
+    k: usize,
+    average_output: bool,
+) -> Result<Vec<Vec<ForeignNode>>> {
     let mut trees = Vec::new();
     for block in blocks {
         let s = section(block);
@@ -146,12 +185,18 @@ pub fn import(text: &str) -> Result<Model> {
     if trees.is_empty() {
         return Err(bad("the model has no trees"));
     }
-    if header.get("average_output").is_some() {
+    if average_output {
         // Random-forest mode averages the trees of each output.
         let rounds = (trees.len() / k).max(1) as f32;
         trees.iter_mut().flatten().for_each(|n: &mut ForeignNode| n.value /= rounds);
     }
+    Ok(trees)
+}
 
+/// The features, categorical or not and with their pandas category names: which ones are
+/// categorical needs the parameters, the infos and the trees' splits together.
+fn features(text: &str, names: &[String], infos: &[&str], trees: &[Vec<ForeignNode>]) -> Result<Vec<ForeignFeature>> {
+    let n_features = names.len();
     // Categorical features: those the parameters name (pandas category names, when saved,
     // follow in their order), or whose info lists categories rather than "[min:max]" or "none".
     let declared = declared_categorical(text, n_features)?;
@@ -165,7 +210,7 @@ pub fn import(text: &str) -> Result<Model> {
         .map(|(n, &c)| ForeignFeature { name: n.clone(), categorical: c, categories: None })
         .collect();
     // A categorical split on a feature whose info says otherwise still makes it categorical.
-    for t in &trees {
+    for t in trees {
         for n in t {
             if n.children.is_some() && n.left_categories.is_some() {
                 if let Some(f) = features.get_mut(n.feature) {
@@ -189,20 +234,7 @@ pub fn import(text: &str) -> Result<Model> {
             }
         }
     }
-    config.n_estimators = trees.len() / k;
-    config.grow_policy = GrowPolicy::Lossguide;
-    config.max_depth = 0;
-    config.max_leaves = trees.iter().map(|t| t.len().div_ceil(2)).max().unwrap_or(2).max(2);
-    let known = stated_params(text, &config, trees.len() / k);
-    assemble(Foreign {
-        config,
-        base_margin: vec![0.0; k],
-        features,
-        trees,
-        source: "LightGBM",
-        known,
-        input_bytes: text.len(),
-    })
+    Ok(features)
 }
 
 /// The training parameters the model file states, under our names: the objective's from its
