@@ -376,13 +376,7 @@ fn read_tree(s: &Section, scale: f64) -> Result<Vec<ForeignNode>> {
     if n_cat > inner {
         return Err(bad(format!("num_cat {n_cat} exceeds the {inner} splits")));
     }
-    let (bounds, words): (Vec<usize>, Vec<u32>) = if n_cat > 0 {
-        let b: Vec<usize> = s.list("cat_boundaries", n_cat + 1)?;
-        let total = b[n_cat];
-        (b, s.list("cat_threshold", total)?)
-    } else {
-        (vec![0], Vec::new())
-    };
+    let (bounds, words) = category_bitsets(s, n_cat)?;
     let node_id = |c: i64| -> Result<usize> {
         let id = if c >= 0 { c as usize } else { inner + (!c) as usize };
         if id >= inner + n_leaves {
@@ -401,48 +395,67 @@ fn read_tree(s: &Section, scale: f64) -> Result<Vec<ForeignNode>> {
             value: (value[i] * scale) as f32,
             ..Default::default()
         };
-        let default_left = decision[i] & 2 != 0;
-        let missing_type = (decision[i] >> 2) & 3;
         if decision[i] & 1 != 0 {
             // Categorical: `threshold` indexes the bitsets; NaN goes right.
-            let idx = t as usize;
-            if t < 0.0
-                || t.fract() != 0.0
-                || idx >= n_cat
-                || bounds[idx] > bounds[idx + 1]
-                || bounds[idx + 1] > words.len()
-            {
-                return Err(bad(format!("node {i} names category set {t} of {n_cat}")));
-            }
-            let set = &words[bounds[idx]..bounds[idx + 1]];
-            let codes = set
-                .iter()
-                .enumerate()
-                .flat_map(|(w, &bits)| (0..32).filter(move |b| bits & (1 << b) != 0).map(move |b| (w * 32 + b) as u32))
-                .collect();
-            node.left_categories = Some(codes);
+            node.left_categories = Some(category_codes(i, t, n_cat, &bounds, &words)?);
             node.default_left = false;
         } else {
             if t.is_nan() {
                 return Err(bad(format!("node {i} has threshold NaN")));
             }
             node.threshold = strict_threshold(t);
-            let zero_left = 0.0 <= t;
-            node.default_left = match missing_type {
-                // NaN reads as 0.
-                0 => zero_left,
-                2 => default_left,
-                // Zero is missing: exact only when zero and tiny values go the default way anyway.
-                1 if default_left == zero_left && !(t > -ZERO_THRESHOLD && t < ZERO_THRESHOLD) => default_left,
-                1 => return Err(bad("models trained with zero_as_missing=true are not supported")),
-                m => return Err(bad(format!("node {i} has unknown missing type {m}"))),
-            };
+            node.default_left = numeric_default_left(i, t, decision[i])?;
         }
         nodes.push(node);
     }
     nodes.extend((0..n_leaves).map(leaf));
     // The root is inner node 0.
     Ok(nodes)
+}
+
+/// The categorical splits' bitsets: `words[bounds[j]..bounds[j + 1]]` is set `j` of `n_cat`
+/// (one bound and no words when the tree has no categorical split).
+fn category_bitsets(s: &Section, n_cat: usize) -> Result<(Vec<usize>, Vec<u32>)> {
+    Ok(if n_cat > 0 {
+        let b: Vec<usize> = s.list("cat_boundaries", n_cat + 1)?;
+        let total = b[n_cat];
+        (b, s.list("cat_threshold", total)?)
+    } else {
+        (vec![0], Vec::new())
+    })
+}
+
+/// The category codes a categorical split at node `i` sends left: the bits of the set its
+/// threshold `t` indexes, checked to lie within the tree's bitsets.
+fn category_codes(i: usize, t: f64, n_cat: usize, bounds: &[usize], words: &[u32]) -> Result<Vec<u32>> {
+    let idx = t as usize;
+    if t < 0.0 || t.fract() != 0.0 || idx >= n_cat || bounds[idx] > bounds[idx + 1] || bounds[idx + 1] > words.len() {
+        return Err(bad(format!("node {i} names category set {t} of {n_cat}")));
+    }
+    let set = &words[bounds[idx]..bounds[idx + 1]];
+    Ok(set
+        .iter()
+        .enumerate()
+        .flat_map(|(w, &bits)| (0..32).filter(move |b| bits & (1 << b) != 0).map(move |b| (w * 32 + b) as u32))
+        .collect())
+}
+
+/// Where a numeric split at node `i` (threshold `t`, not NaN) sends missing values, from its
+/// decision type's default-left bit and missing type; an error for the missing types whose
+/// meaning our splits cannot reproduce.
+fn numeric_default_left(i: usize, t: f64, decision: u8) -> Result<bool> {
+    let default_left = decision & 2 != 0;
+    let missing_type = (decision >> 2) & 3;
+    let zero_left = 0.0 <= t;
+    Ok(match missing_type {
+        // NaN reads as 0.
+        0 => zero_left,
+        2 => default_left,
+        // Zero is missing: exact only when zero and tiny values go the default way anyway.
+        1 if default_left == zero_left && !(t > -ZERO_THRESHOLD && t < ZERO_THRESHOLD) => default_left,
+        1 => return Err(bad("models trained with zero_as_missing=true are not supported")),
+        m => return Err(bad(format!("node {i} has unknown missing type {m}"))),
+    })
 }
 
 #[cfg(test)]
