@@ -69,10 +69,22 @@ pub(crate) struct Foreign {
 /// categories read as.
 const MAX_CATEGORY_CODE: u32 = UNSEEN_CATEGORY as u32 - 1;
 
+/// Per feature with named categories, old code -> new code (the index of its sorted name).
+type Recode = Vec<Option<Vec<u32>>>;
+/// Per feature with named categories, the names sorted.
+type CategoryNames = Vec<Option<Vec<String>>>;
+
+/// What the trees' splits use of each feature, from which its bins are derived.
+struct SplitsSeen {
+    /// Each feature's numeric thresholds.
+    thresholds: Vec<Vec<f32>>,
+    /// Each feature's largest category code.
+    max_code: Vec<u32>,
+}
+
 /// Builds and validates our model from what an importer read.
 pub(crate) fn assemble(f: Foreign) -> Result<Model> {
     let src = f.source;
-    let n_features = f.features.len();
     let n_outputs = f.config.num_outputs();
     if f.trees.is_empty() || f.trees.len() % n_outputs != 0 {
         return Err(Error::model(format!(
@@ -80,10 +92,34 @@ pub(crate) fn assemble(f: Foreign) -> Result<Model> {
             f.trees.len()
         )));
     }
-    // Named categories are sorted (our codes index the sorted names): old code -> new code.
-    let mut recode: Vec<Option<Vec<u32>>> = Vec::with_capacity(n_features);
-    let mut categories: Vec<Option<Vec<String>>> = Vec::with_capacity(n_features);
-    for feat in &f.features {
+    let (recode, categories) = sorted_categories(src, &f.features)?;
+    let (mut trees, seen) = build_trees(&f, &recode)?;
+    let features = feature_infos(src, &f.features, categories, &seen);
+    set_split_bins(&mut trees, &features);
+    let model = Model {
+        config: f.config,
+        n_outputs,
+        base_margin: f.base_margin,
+        features,
+        trees,
+        best_iteration: None,
+        evals_result: Vec::new(),
+        imported: Some(super::Imported {
+            source: src.to_string(),
+            params: serde_json::Value::Object(f.known).to_string(),
+        }),
+    };
+    model.validate().map_err(|e| within(e, &format!("{src} model")))?;
+    Ok(model)
+}
+
+/// Named categories are sorted (our codes index the sorted names): per feature, the map
+/// old code -> new code and the sorted names; `None` for features without names.
+fn sorted_categories(src: &str, features: &[ForeignFeature]) -> Result<(Recode, CategoryNames)> {
+    let n_features = features.len();
+    let mut recode: Recode = Vec::with_capacity(n_features);
+    let mut categories: CategoryNames = Vec::with_capacity(n_features);
+    for feat in features {
         match (&feat.categories, feat.categorical) {
             (Some(names), true) => {
                 let mut order: Vec<usize> = (0..names.len()).collect();
@@ -104,13 +140,21 @@ pub(crate) fn assemble(f: Foreign) -> Result<Model> {
             }
         }
     }
+    Ok((recode, categories))
+}
+
+/// Every tree in our layout, and what the features' bins are derived from: each feature's
+/// numeric thresholds and its largest category code used.
+fn build_trees(f: &Foreign, recode: &[Option<Vec<u32>>]) -> Result<(Vec<Tree>, SplitsSeen)> {
+    let src = f.source;
+    let n_features = f.features.len();
     // Category words are bounded by the input's size, so small files cannot claim huge sets.
     let mut words_budget = f.input_bytes / 4 + (1 << 16);
     let mut thresholds: Vec<Vec<f32>> = vec![Vec::new(); n_features];
     let mut max_code: Vec<u32> = vec![0; n_features];
     let mut trees = Vec::with_capacity(f.trees.len());
     for (t, nodes) in f.trees.iter().enumerate() {
-        let tree = build_tree(nodes, n_features, &f.features, &recode, &mut words_budget)
+        let tree = build_tree(nodes, n_features, &f.features, recode, &mut words_budget)
             .map_err(|e| within(e, &format!("{src} model: tree {t}")))?;
         for n in 0..tree.n_nodes() {
             if tree.left[n] == NO_CHILD {
@@ -129,18 +173,28 @@ pub(crate) fn assemble(f: Foreign) -> Result<Model> {
         }
         trees.push(tree);
     }
-    // Cut points: each numeric feature's distinct finite thresholds, so `x < threshold` is
-    // `bin <= split_bin` on these bins as for a model we trained.
-    let mut features = Vec::with_capacity(n_features);
-    for (i, feat) in f.features.iter().enumerate() {
+    Ok((trees, SplitsSeen { thresholds, max_code }))
+}
+
+/// Our features: cut points for each numeric feature are its distinct finite thresholds, so
+/// `x < threshold` is `bin <= split_bin` on these bins as for a model we trained; a
+/// categorical feature has its names' count, or its largest code used plus one.
+fn feature_infos(
+    src: &str,
+    foreign: &[ForeignFeature],
+    mut categories: CategoryNames,
+    seen: &SplitsSeen,
+) -> Vec<FeatureInfo> {
+    let mut features = Vec::with_capacity(foreign.len());
+    for (i, feat) in foreign.iter().enumerate() {
         let cuts = if feat.categorical {
             let n = match &categories[i] {
                 Some(names) => names.len() as u32,
-                None => max_code[i] + 1,
+                None => seen.max_code[i] + 1,
             };
             FeatureCuts::Categorical { n_categories: n }
         } else {
-            let mut c: Vec<f32> = thresholds[i].iter().copied().filter(|x| x.is_finite()).collect();
+            let mut c: Vec<f32> = seen.thresholds[i].iter().copied().filter(|x| x.is_finite()).collect();
             c.sort_by(f32::total_cmp);
             c.dedup();
             FeatureCuts::Numeric { cuts: c }
@@ -152,7 +206,12 @@ pub(crate) fn assemble(f: Foreign) -> Result<Model> {
             categories: categories[i].take(),
         });
     }
-    for tree in &mut trees {
+    features
+}
+
+/// Each numeric split's bin on its feature's cuts, which the cuts had to exist for.
+fn set_split_bins(trees: &mut [Tree], features: &[FeatureInfo]) {
+    for tree in trees {
         for n in 0..tree.n_nodes() {
             if tree.left[n] == NO_CHILD || tree.category_len[n] > 0 {
                 continue;
@@ -164,21 +223,6 @@ pub(crate) fn assemble(f: Foreign) -> Result<Model> {
             }
         }
     }
-    let model = Model {
-        config: f.config,
-        n_outputs,
-        base_margin: f.base_margin,
-        features,
-        trees,
-        best_iteration: None,
-        evals_result: Vec::new(),
-        imported: Some(super::Imported {
-            source: src.to_string(),
-            params: serde_json::Value::Object(f.known).to_string(),
-        }),
-    };
-    model.validate().map_err(|e| within(e, &format!("{src} model")))?;
-    Ok(model)
 }
 
 /// One foreign tree in our layout: nodes numbered breadth-first from the root (each node
