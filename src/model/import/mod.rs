@@ -234,35 +234,7 @@ fn build_tree(
     recode: &[Option<Vec<u32>>],
     words_budget: &mut usize,
 ) -> Result<Tree> {
-    if nodes.is_empty() {
-        return Err(Error::model("tree has no nodes"));
-    }
-    let mut id = vec![u32::MAX; nodes.len()];
-    let mut order = Vec::with_capacity(nodes.len());
-    let mut queue = VecDeque::from([0usize]);
-    id[0] = 0;
-    while let Some(n) = queue.pop_front() {
-        order.push(n);
-        if let Some((l, r)) = nodes[n].children {
-            for c in [l, r] {
-                if c >= nodes.len() {
-                    return Err(Error::model(format!("node {n} has child {c} outside the tree")));
-                }
-                if id[c] != u32::MAX {
-                    return Err(Error::model(format!("node {c} is reached twice: the nodes are not a tree")));
-                }
-                id[c] = (order.len() + queue.len()) as u32;
-                queue.push_back(c);
-            }
-        }
-    }
-    // Keep the foreign ids when they already number a tree with children after parents (as
-    // XGBoost's and LightGBM's do), so leaf indices match theirs.
-    let forward = |n: usize| nodes[n].children.is_none_or(|(l, r)| l > n && r > n);
-    if order.len() == nodes.len() && (0..nodes.len()).all(forward) {
-        order = (0..nodes.len()).collect();
-        id = (0..nodes.len() as u32).collect();
-    }
+    let (id, order) = numbering(nodes)?;
     let mut t = Tree::default();
     for &n in &order {
         let node = &nodes[n];
@@ -278,32 +250,7 @@ fn build_tree(
             }
             match (&node.left_categories, features[node.feature].categorical) {
                 (Some(codes), true) => {
-                    let map = recode[node.feature].as_deref();
-                    let mut mapped = Vec::with_capacity(codes.len());
-                    for &c in codes {
-                        match map {
-                            // Codes without a name cannot be reached by any input.
-                            Some(m) => mapped.extend(m.get(c as usize).copied()),
-                            None if c <= MAX_CATEGORY_CODE => mapped.push(c),
-                            None => return Err(Error::model(format!("node {n} has category code {c}, too large"))),
-                        }
-                    }
-                    let words = mapped.iter().max().map_or(0, |&m| m as usize / 32 + 1);
-                    if words > *words_budget {
-                        return Err(Error::model("category sets are larger than the file can hold"));
-                    }
-                    *words_budget -= words;
-                    start = t.category_words.len() as u32;
-                    len = words as u32;
-                    t.category_words.resize(t.category_words.len() + words, 0);
-                    for c in mapped {
-                        t.category_words[start as usize + c as usize / 32] |= 1 << (c % 32);
-                    }
-                    if len == 0 {
-                        // An empty set sends every category right: one zero word says so.
-                        t.category_words.push(0);
-                        len = 1;
-                    }
+                    (start, len) = push_category_set(&mut t, n, codes, recode[node.feature].as_deref(), words_budget)?;
                 }
                 (None, false) => {}
                 (Some(_), false) => {
@@ -333,6 +280,80 @@ fn build_tree(
         t.cover.push(if node.cover.is_finite() { node.cover } else { 0.0 });
     }
     Ok(t)
+}
+
+/// The order our nodes take (foreign ids, breadth-first from the root) and each foreign
+/// node's new id; an error unless the nodes form one tree from node 0. The foreign ids are
+/// kept when they already number a tree with children after parents.
+fn numbering(nodes: &[ForeignNode]) -> Result<(Vec<u32>, Vec<usize>)> {
+    if nodes.is_empty() {
+        return Err(Error::model("tree has no nodes"));
+    }
+    let mut id = vec![u32::MAX; nodes.len()];
+    let mut order = Vec::with_capacity(nodes.len());
+    let mut queue = VecDeque::from([0usize]);
+    id[0] = 0;
+    while let Some(n) = queue.pop_front() {
+        order.push(n);
+        if let Some((l, r)) = nodes[n].children {
+            for c in [l, r] {
+                if c >= nodes.len() {
+                    return Err(Error::model(format!("node {n} has child {c} outside the tree")));
+                }
+                if id[c] != u32::MAX {
+                    return Err(Error::model(format!("node {c} is reached twice: the nodes are not a tree")));
+                }
+                id[c] = (order.len() + queue.len()) as u32;
+                queue.push_back(c);
+            }
+        }
+    }
+    // Keep the foreign ids when they already number a tree with children after parents (as
+    // XGBoost's and LightGBM's do), so leaf indices match theirs.
+    let forward = |n: usize| nodes[n].children.is_none_or(|(l, r)| l > n && r > n);
+    if order.len() == nodes.len() && (0..nodes.len()).all(forward) {
+        order = (0..nodes.len()).collect();
+        id = (0..nodes.len() as u32).collect();
+    }
+    Ok((id, order))
+}
+
+/// Appends foreign node `n`'s left categories, recoded by `map` (named categories), to `t`'s
+/// category words as a bitset, and returns where it starts and its length in words. The
+/// words come out of `words_budget`, so a small file cannot claim huge sets.
+fn push_category_set(
+    t: &mut Tree,
+    n: usize,
+    codes: &[u32],
+    map: Option<&[u32]>,
+    words_budget: &mut usize,
+) -> Result<(u32, u32)> {
+    let mut mapped = Vec::with_capacity(codes.len());
+    for &c in codes {
+        match map {
+            // Codes without a name cannot be reached by any input.
+            Some(m) => mapped.extend(m.get(c as usize).copied()),
+            None if c <= MAX_CATEGORY_CODE => mapped.push(c),
+            None => return Err(Error::model(format!("node {n} has category code {c}, too large"))),
+        }
+    }
+    let words = mapped.iter().max().map_or(0, |&m| m as usize / 32 + 1);
+    if words > *words_budget {
+        return Err(Error::model("category sets are larger than the file can hold"));
+    }
+    *words_budget -= words;
+    let start = t.category_words.len() as u32;
+    let mut len = words as u32;
+    t.category_words.resize(t.category_words.len() + words, 0);
+    for c in mapped {
+        t.category_words[start as usize + c as usize / 32] |= 1 << (c % 32);
+    }
+    if len == 0 {
+        // An empty set sends every category right: one zero word says so.
+        t.category_words.push(0);
+        len = 1;
+    }
+    Ok((start, len))
 }
 
 /// A model error placed: "`place`: reason", keeping one "XGBoost model: " style prefix.
