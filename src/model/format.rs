@@ -228,6 +228,25 @@ impl Model {
                 self.n_outputs
             )));
         }
+        self.check_features()?;
+        self.check_trees()?;
+        self.check_margin_bounds()?;
+        if let Some(i) = &self.imported {
+            if !matches!(serde_json::from_str(&i.params), Ok(serde_json::Value::Object(_))) {
+                return Err(Error::model("the imported model's recorded parameters are not a JSON object"));
+            }
+        }
+        if let Some(b) = self.best_iteration {
+            if b >= self.num_rounds() {
+                return Err(Error::model("best iteration lies beyond the stored trees"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Each feature's bins are consistent: numeric cut points sorted and finite; categorical
+    /// ones counting their names (or integer codes, for imported models).
+    fn check_features(&self) -> Result<()> {
         for f in &self.features {
             match (&f.cuts, &f.categories) {
                 (crate::data::FeatureCuts::Numeric { cuts }, None) => {
@@ -250,6 +269,11 @@ impl Model {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Each tree is well formed, and each split fits its feature's kind and bins.
+    fn check_trees(&self) -> Result<()> {
         for (i, t) in self.trees.iter().enumerate() {
             t.validate(self.features.len()).map_err(|e| Error::model(format!("tree {i}: {e}")))?;
             for n in 0..t.n_nodes() as u32 {
@@ -265,8 +289,12 @@ impl Model {
                 }
             }
         }
-        // Every margin stays finite: the largest leaves of each output's trees cannot sum past
-        // the float range.
+        Ok(())
+    }
+
+    /// Every margin stays finite: the largest leaves of each output's trees cannot sum past
+    /// the float range.
+    fn check_margin_bounds(&self) -> Result<()> {
         for (k, base) in self.base_margin.iter().enumerate() {
             let bound: f64 = base.abs() as f64
                 + self
@@ -280,16 +308,6 @@ impl Model {
                 return Err(Error::model(format!(
                     "the leaf values of output {k} can sum to {bound:e}, beyond the float range"
                 )));
-            }
-        }
-        if let Some(i) = &self.imported {
-            if !matches!(serde_json::from_str(&i.params), Ok(serde_json::Value::Object(_))) {
-                return Err(Error::model("the imported model's recorded parameters are not a JSON object"));
-            }
-        }
-        if let Some(b) = self.best_iteration {
-            if b >= self.num_rounds() {
-                return Err(Error::model("best iteration lies beyond the stored trees"));
             }
         }
         Ok(())
