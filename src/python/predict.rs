@@ -319,59 +319,6 @@ fn gather_rows(
     scored: &[Predictions],
     dtype: &DataType,
 ) -> PolarsResult<Series> {
-    fn gather<T: Copy + Default + polars_arrow::types::NativeType>(
-        slot: &[(u32, u32)],
-        parts: &[(&[T], usize)],
-        fixed: Option<usize>,
-    ) -> (Vec<T>, Vec<i64>, MutableBitmap) {
-        let (mut values, mut offsets, mut valid) = (Vec::new(), vec![0i64], MutableBitmap::with_capacity(slot.len()));
-        for &(g, pos) in slot {
-            if g == u32::MAX {
-                values.extend(std::iter::repeat_n(T::default(), fixed.unwrap_or(0)));
-                valid.push(false);
-            } else {
-                let (v, w) = parts[g as usize];
-                values.extend_from_slice(&v[pos as usize * w..(pos as usize + 1) * w]);
-                valid.push(true);
-            }
-            offsets.push(values.len() as i64);
-        }
-        (values, offsets, valid)
-    }
-    fn assemble<T: polars_arrow::types::NativeType + Default>(
-        slot: &[(u32, u32)],
-        parts: &[(&[T], usize)],
-        dtype: &DataType,
-    ) -> PolarsResult<Box<dyn polars_arrow::array::Array>> {
-        let item = |inner: &DataType| {
-            ArrowField::new(PlSmallStr::from_static("item"), inner.to_arrow(CompatLevel::newest()), true)
-        };
-        Ok(match dtype {
-            DataType::List(inner) => {
-                let (values, offsets, valid) = gather(slot, parts, None);
-                let offsets = OffsetsBuffer::try_from(offsets)?;
-                Box::new(ListArray::<i64>::new(
-                    ArrowDataType::LargeList(Box::new(item(inner))),
-                    offsets,
-                    Box::new(PrimitiveArray::from_vec(values)),
-                    Some(valid.into()),
-                ))
-            }
-            DataType::Array(inner, width) => {
-                let (values, _, valid) = gather(slot, parts, Some(*width));
-                Box::new(FixedSizeListArray::new(
-                    ArrowDataType::FixedSizeList(Box::new(item(inner)), *width),
-                    slot.len(),
-                    Box::new(PrimitiveArray::from_vec(values)),
-                    Some(valid.into()),
-                ))
-            }
-            _ => {
-                let (values, _, valid) = gather(slot, parts, Some(1));
-                Box::new(PrimitiveArray::from_vec(values).with_validity(Some(valid.into())))
-            }
-        })
-    }
     let leaf = match dtype {
         DataType::List(inner) | DataType::Array(inner, _) => inner.as_ref(),
         other => other,
@@ -384,7 +331,7 @@ fn gather_rows(
                 Predictions::Float { .. } => Err(polars_err!(ComputeError: "{}: expected indices", super::BUG)),
             })
             .collect::<PolarsResult<Vec<_>>>()?;
-        assemble(slot, &parts, dtype)?
+        rows_array(slot, &parts, dtype)?
     } else {
         let parts = scored
             .iter()
@@ -393,9 +340,68 @@ fn gather_rows(
                 Predictions::Index { .. } => Err(polars_err!(ComputeError: "{}: expected numbers", super::BUG)),
             })
             .collect::<PolarsResult<Vec<_>>>()?;
-        assemble(slot, &parts, dtype)?
+        rows_array(slot, &parts, dtype)?
     };
     Series::from_arrow(name, array)
+}
+
+/// The rows' values laid end to end (a missing row: `fixed` defaults, or none), with the
+/// list offsets and which rows have a model.
+fn gather_values<T: Copy + Default + polars_arrow::types::NativeType>(
+    slot: &[(u32, u32)],
+    parts: &[(&[T], usize)],
+    fixed: Option<usize>,
+) -> (Vec<T>, Vec<i64>, MutableBitmap) {
+    let (mut values, mut offsets, mut valid) = (Vec::new(), vec![0i64], MutableBitmap::with_capacity(slot.len()));
+    for &(g, pos) in slot {
+        if g == u32::MAX {
+            values.extend(std::iter::repeat_n(T::default(), fixed.unwrap_or(0)));
+            valid.push(false);
+        } else {
+            let (v, w) = parts[g as usize];
+            values.extend_from_slice(&v[pos as usize * w..(pos as usize + 1) * w]);
+            valid.push(true);
+        }
+        offsets.push(values.len() as i64);
+    }
+    (values, offsets, valid)
+}
+
+/// The rows' values as an Arrow array of `dtype`: a list, a fixed-size list or one number
+/// per row.
+fn rows_array<T: polars_arrow::types::NativeType + Default>(
+    slot: &[(u32, u32)],
+    parts: &[(&[T], usize)],
+    dtype: &DataType,
+) -> PolarsResult<Box<dyn polars_arrow::array::Array>> {
+    let item = |inner: &DataType| {
+        ArrowField::new(PlSmallStr::from_static("item"), inner.to_arrow(CompatLevel::newest()), true)
+    };
+    Ok(match dtype {
+        DataType::List(inner) => {
+            let (values, offsets, valid) = gather_values(slot, parts, None);
+            let offsets = OffsetsBuffer::try_from(offsets)?;
+            Box::new(ListArray::<i64>::new(
+                ArrowDataType::LargeList(Box::new(item(inner))),
+                offsets,
+                Box::new(PrimitiveArray::from_vec(values)),
+                Some(valid.into()),
+            ))
+        }
+        DataType::Array(inner, width) => {
+            let (values, _, valid) = gather_values(slot, parts, Some(*width));
+            Box::new(FixedSizeListArray::new(
+                ArrowDataType::FixedSizeList(Box::new(item(inner)), *width),
+                slot.len(),
+                Box::new(PrimitiveArray::from_vec(values)),
+                Some(valid.into()),
+            ))
+        }
+        _ => {
+            let (values, _, valid) = gather_values(slot, parts, Some(1));
+            Box::new(PrimitiveArray::from_vec(values).with_validity(Some(valid.into())))
+        }
+    })
 }
 
 /// The columns to score, each as the model saw it in training (`dtypes::as_in_training`).
