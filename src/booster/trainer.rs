@@ -358,15 +358,7 @@ impl<'a> Trainer<'a> {
     ) -> Result<Model> {
         let k = self.k;
         let mut trees: Vec<Tree> = Vec::new();
-        let mut log: Vec<EvalSeries> = Vec::new();
-        for e in &self.evals {
-            for m in &self.metrics {
-                log.push(EvalSeries { dataset: e.name.clone(), metric: m.name(), values: Vec::new() });
-            }
-            for m in &self.custom_metrics {
-                log.push(EvalSeries { dataset: e.name.clone(), metric: m.name(), values: Vec::new() });
-            }
-        }
+        let mut log = self.empty_log();
         let mut best: Option<(usize, f64)> = None;
         let all_features: Vec<u32> = (0..self.features.len() as u32).collect();
         let train_targets = self.data.targets();
@@ -394,26 +386,8 @@ impl<'a> Trainer<'a> {
                 series.values.push(*v);
             }
             let keep_going = callback(&round_log)?;
-            if let (Some(patience), Some(&(_, _, score))) = (self.cfg.early_stopping_rounds, round_log.values.last()) {
-                let higher = match self.custom_metrics.last() {
-                    Some(m) => m.higher_is_better(),
-                    None => self.metrics.last().unwrap().higher_is_better(),
-                };
-                let improved = match best {
-                    None => true,
-                    Some((_, b)) => {
-                        if higher {
-                            score > b
-                        } else {
-                            score < b
-                        }
-                    }
-                };
-                if improved {
-                    best = Some((round, score));
-                } else if round - best.unwrap().0 >= patience {
-                    break;
-                }
+            if self.stops_early(round, &round_log, &mut best) {
+                break;
             }
             if !keep_going {
                 break;
@@ -434,6 +408,49 @@ impl<'a> Trainer<'a> {
             imported: None,
         };
         Ok(model)
+    }
+
+    /// One empty series per evaluation set and metric (built-in ones, then the user's), in
+    /// the order `evaluate` reports their values.
+    fn empty_log(&self) -> Vec<EvalSeries> {
+        let mut log: Vec<EvalSeries> = Vec::new();
+        for e in &self.evals {
+            for m in &self.metrics {
+                log.push(EvalSeries { dataset: e.name.clone(), metric: m.name(), values: Vec::new() });
+            }
+            for m in &self.custom_metrics {
+                log.push(EvalSeries { dataset: e.name.clone(), metric: m.name(), values: Vec::new() });
+            }
+        }
+        log
+    }
+
+    /// Early stopping's decision after `round`: the last value logged (the last metric on the
+    /// last evaluation set) improving strictly updates `best` (round, value); otherwise the
+    /// fit stops once `early_stopping_rounds` rounds have passed since the best.
+    fn stops_early(&self, round: usize, round_log: &RoundLog, best: &mut Option<(usize, f64)>) -> bool {
+        if let (Some(patience), Some(&(_, _, score))) = (self.cfg.early_stopping_rounds, round_log.values.last()) {
+            let higher = match self.custom_metrics.last() {
+                Some(m) => m.higher_is_better(),
+                None => self.metrics.last().unwrap().higher_is_better(),
+            };
+            let improved = match *best {
+                None => true,
+                Some((_, b)) => {
+                    if higher {
+                        score > b
+                    } else {
+                        score < b
+                    }
+                }
+            };
+            if improved {
+                *best = Some((round, score));
+            } else if round - best.unwrap().0 >= patience {
+                return true;
+            }
+        }
+        false
     }
 
     fn evaluate(&self, round: usize, margins: &[Vec<f32>]) -> Result<RoundLog> {
