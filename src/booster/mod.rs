@@ -214,24 +214,7 @@ pub(super) fn fit(
         return Err(Error::data(format!("eval set `{name}` has no rows")));
     }
     if shard.is_distributed() {
-        // Every worker checks the same things, so all fail alike rather than some waiting.
-        agree::check_schema(shard, data)?;
-        for (_, d) in evals {
-            agree::check_schema(shard, d)?;
-        }
-        let refits = loss_for(cfg.objective, &cfg.objective_params()).leaf_quantile(0).is_some();
-        if refits && Trainer::weighting(data, shard)? == Weighting::InLoss && data.weight.is_some() {
-            // A weighted quantile's running sum of fractional weights follows one worker's
-            // row order; whole weights sum exactly in any order.
-            return Err(Error::param(
-                "objective",
-                format!(
-                    "{} with sample weights that are not all whole numbers refits leaves in row order and \
-                     cannot be trained distributed yet",
-                    cfg.objective.name()
-                ),
-            ));
-        }
+        check_distributed(cfg, data, evals, shard)?;
     }
     if let Some(m) = cfg.missing {
         // The sentinel reads as missing in the training rows and every evaluation set.
@@ -277,6 +260,30 @@ pub(super) fn fit(
     } else {
         run()
     }
+}
+
+/// What a distributed fit needs of every worker: the same schema for the training data and
+/// each evaluation set, and no leaf refit whose result depends on one worker's row order.
+/// Every worker checks the same things, so all fail alike rather than some waiting.
+fn check_distributed(cfg: &TrainConfig, data: &Dataset, evals: &[(&str, &Dataset)], shard: &Shard) -> Result<()> {
+    agree::check_schema(shard, data)?;
+    for (_, d) in evals {
+        agree::check_schema(shard, d)?;
+    }
+    let refits = loss_for(cfg.objective, &cfg.objective_params()).leaf_quantile(0).is_some();
+    if refits && Trainer::weighting(data, shard)? == Weighting::InLoss && data.weight.is_some() {
+        // A weighted quantile's running sum of fractional weights follows one worker's
+        // row order; whole weights sum exactly in any order.
+        return Err(Error::param(
+            "objective",
+            format!(
+                "{} with sample weights that are not all whole numbers refits leaves in row order and \
+                 cannot be trained distributed yet",
+                cfg.objective.name()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `cfg` with `num_target` the label's number of targets (XGBoost reads it off the label's
