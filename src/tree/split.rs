@@ -254,31 +254,10 @@ impl<'a> SplitScorer<'a> {
         // The best so far names its left set by where it lies (a category, or a prefix of the
         // order); the set is built once, at the end: copying it at every improvement was
         // quadratic in the categories (100,000 took 48 s).
-        let mut best: Option<(f64, LeftSet, bool, GradSum)> = None;
+        let mut best: Option<CategoricalBest> = None;
+        let missing = has_missing.then_some(*missing);
         let mut consider = |set: LeftSet, left: GradSum, partition: bool| {
-            let options = if has_missing {
-                vec![(false, left), (true, left + *missing)]
-            } else {
-                vec![(self.default_left_without_missing(left), left)]
-            };
-            for (default_left, l) in options {
-                let gain = if partition {
-                    let groups_ok = p.min_data_per_group <= 0.0
-                        || (self.rows_of(l) >= p.min_data_per_group
-                            && self.rows_of(self.total - l) >= p.min_data_per_group);
-                    if !groups_ok {
-                        continue;
-                    }
-                    self.gain_under(&partition_params, l, 0)
-                } else {
-                    self.gain(l, 0)
-                };
-                if let Some(g) = gain {
-                    if best.as_ref().is_none_or(|b| g > b.0) {
-                        best = Some((g, set, default_left, l));
-                    }
-                }
-            }
+            self.consider_categorical(&mut best, &partition_params, missing, set, left, partition)
         };
         let mut order: Vec<u32>;
         if present.len() <= p.max_cat_to_onehot {
@@ -312,26 +291,77 @@ impl<'a> SplitScorer<'a> {
             feature,
             gain,
             split_bin: 0,
-            left_categories: match set {
-                LeftSet::One(c) => vec![c],
-                LeftSet::Prefix(k) => {
-                    let mut s = order[..k].to_vec();
-                    s.sort_unstable();
-                    s
-                }
-            },
+            left_categories: set.categories(&order),
             default_left,
             left,
             right: self.total - left,
         })
     }
+
+    /// Scores one categorical candidate, `left` the sums of its left set, and keeps it in
+    /// `best` when its gain beats the best's. With `missing` sums, both directions for the
+    /// missing values are candidates. Partition candidates are scored under
+    /// `partition_params` and need `min_data_per_group` rows on each side.
+    #[inline]
+    fn consider_categorical(
+        &self,
+        best: &mut Option<CategoricalBest>,
+        partition_params: &SplitParams,
+        missing: Option<GradSum>,
+        set: LeftSet,
+        left: GradSum,
+        partition: bool,
+    ) {
+        let p = self.params;
+        let options = if let Some(missing) = missing {
+            vec![(false, left), (true, left + missing)]
+        } else {
+            vec![(self.default_left_without_missing(left), left)]
+        };
+        for (default_left, l) in options {
+            let gain = if partition {
+                let groups_ok = p.min_data_per_group <= 0.0
+                    || (self.rows_of(l) >= p.min_data_per_group
+                        && self.rows_of(self.total - l) >= p.min_data_per_group);
+                if !groups_ok {
+                    continue;
+                }
+                self.gain_under(partition_params, l, 0)
+            } else {
+                self.gain(l, 0)
+            };
+            if let Some(g) = gain {
+                if best.as_ref().is_none_or(|b| g > b.0) {
+                    *best = Some((g, set, default_left, l));
+                }
+            }
+        }
+    }
 }
+
+/// The best categorical candidate so far: its gain, where its left set lies, where missing
+/// values go, and its left sums. The set itself is built once, at the end.
+type CategoricalBest = (f64, LeftSet, bool, GradSum);
 
 /// A categorical candidate's left categories: one, or the first `k` of the weight order.
 #[derive(Clone, Copy)]
 enum LeftSet {
     One(u32),
     Prefix(usize),
+}
+
+impl LeftSet {
+    /// The categories themselves, sorted, given the weight order a prefix refers to.
+    fn categories(self, order: &[u32]) -> Vec<u32> {
+        match self {
+            LeftSet::One(c) => vec![c],
+            LeftSet::Prefix(k) => {
+                let mut s = order[..k].to_vec();
+                s.sort_unstable();
+                s
+            }
+        }
+    }
 }
 
 #[cfg(test)]
