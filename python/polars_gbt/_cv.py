@@ -150,6 +150,49 @@ def cv(
     >>> res.height
     3
     """
+    n_estimators, higher_is_better = _checked_params(params, metrics, early_stopping_rounds, parallel_folds, seed)
+    df = _frame(data)
+    names = df.columns
+    targets = _target_columns(target, names)
+    if stratified and len(targets) > 1:
+        raise ParameterError("stratified folds are by a row's class; several targets give a row no one class")
+    for reserved in (_FOLD, _CODE, _KEY):
+        if reserved in names:
+            raise ColumnError(f"column {reserved!r} is reserved for cv's own use")
+    df, input_columns, input_roots = _input_columns(df, params)
+    group = params.get("group") if isinstance(params.get("group"), str) else None
+    df, fold_roots = _fold_column(df, folds, nfold, stratified, shuffle, seed, targets[0], group, params)
+    features = _feature_columns(features, names, targets, [*input_columns, *input_roots, *fold_roots])
+    df, ids = _fold_codes(df, group)
+
+    frame = df.lazy()
+    columns = [*features, *targets, *input_columns]
+
+    def fit(code: int, rounds: int) -> Model:
+        held_out = pl.col(_CODE) == code
+        rest = frame.filter(~held_out).select(columns)
+        sets = {"train": rest} if eval_train else {}
+        sets["test"] = frame.filter(held_out).select(columns)
+        # Early stopping is decided below, over the folds' mean, not by each fold.
+        return train(rest, target=target, features=features, eval_sets=sets, **dict(params, n_estimators=rounds))
+
+    if early_stopping_rounds is None:
+        models = _run_folds(lambda code: fit(code, n_estimators), ids.to_list(), parallel_folds)
+        result = _summary(models)
+    else:
+        result, models = _early_stopped(fit, ids, n_estimators, early_stopping_rounds, parallel_folds, higher_is_better)
+    if return_models:
+        return result, dict(zip(ids.to_list(), models))
+    return result
+
+
+def _checked_params(
+    params: dict[str, Any], metrics: Any, early_stopping_rounds: Any, parallel_folds: Any, seed: int
+) -> tuple[int, Callable[[str], bool]]:
+    """Checks cv's own arguments and the training parameters (once, rather than once per
+    fold), completing ``params`` for the folds' fits in place: the metrics, the seed, and
+    the number of rounds taken out (returned, with how early stopping reads a metric's
+    direction by its name)."""
     for name, why in _REFUSED.items():
         if name in params:
             raise ParameterError(f"cv does not take `{name}`: {why}")
@@ -187,19 +230,16 @@ def cv(
     # goes by `maximize`; a built-in one as the trainer says.
     maximize = bool(params.get("maximize", False))
     higher_is_better = (lambda _: maximize) if custom_metrics else _internal.metric_higher_is_better
+    return n_estimators, higher_is_better
 
-    df = _frame(data)
+
+def _input_columns(df: pl.DataFrame, params: dict[str, Any]) -> tuple[pl.DataFrame, list[str], list[str]]:
+    """The columns the inputs (``weight``, ``group``, ...) name; those given as expressions
+    become columns (their names replacing them in ``params``), so that every fold's rows
+    carry them. Also the columns those expressions read: not features by default, as in
+    ``train``."""
     names = df.columns
-    targets = _target_columns(target, names)
-    if stratified and len(targets) > 1:
-        raise ParameterError("stratified folds are by a row's class; several targets give a row no one class")
-    for reserved in (_FOLD, _CODE, _KEY):
-        if reserved in names:
-            raise ColumnError(f"column {reserved!r} is reserved for cv's own use")
-
-    # Inputs given as expressions become columns, so that every fold's rows carry them.
     input_columns: list[str] = []
-    # The columns those expressions read: not features by default, as in `train`.
     input_roots: list[str] = []
     for k in _INPUTS:
         v = params.get(k)
@@ -213,23 +253,39 @@ def cv(
             if v not in names:
                 raise ColumnError(f"{k} column {v!r} not found")
             input_columns.append(v)
-    group = params.get("group") if isinstance(params.get("group"), str) else None
+    return df, input_columns, input_roots
 
+
+def _fold_column(
+    df: pl.DataFrame,
+    folds: pl.Expr | str | pl.Series | None,
+    nfold: int | None,
+    stratified: bool,
+    shuffle: bool | None,
+    seed: int,
+    target: str,
+    group: str | None,
+    params: dict[str, Any],
+) -> tuple[pl.DataFrame, list[str]]:
+    """``df`` with each row's fold id (as given, or assigned), and the columns given folds
+    read; the options for assigning folds are errors beside given ones."""
     if stratified and group is not None:
         raise ParameterError("stratified folds are by class; a group (ranking) keeps queries whole instead")
     if folds is not None:
         for name, value in (("stratified", stratified or None), ("nfold", nfold), ("shuffle", shuffle)):
             if value is not None:
                 raise ParameterError(f"{name} applies to folds cv assigns; with folds given, the folds are as given")
-        df, fold_roots = _given_folds(df, folds)
-    else:
-        fold_roots = []
-        nfold = 5 if nfold is None else nfold
-        shuffle = True if shuffle is None else shuffle
-        df = _assigned_folds(df, targets[0], group, nfold, stratified, shuffle, seed, params.get("objective"))
+        return _given_folds(df, folds)
+    nfold = 5 if nfold is None else nfold
+    shuffle = True if shuffle is None else shuffle
+    return _assigned_folds(df, target, group, nfold, stratified, shuffle, seed, params.get("objective")), []
 
+
+def _feature_columns(features: list[str] | None, names: list[str], targets: list[str], used: list[str]) -> list[str]:
+    """The features: as given (checked), or every column but the targets and the ``used``
+    ones (inputs, the columns their expressions read, and those the folds read)."""
     if features is None:
-        skip = {*targets, *input_columns, *input_roots, *fold_roots}
+        skip = {*targets, *used}
         features = [n for n in names if n not in skip]
     else:
         unknown = [f for f in features if f not in names]
@@ -240,7 +296,12 @@ def cv(
                 raise ColumnError(f"the target {t!r} cannot also be a feature")
     if not features:
         raise ColumnError("no feature columns: every column is the target, an input or read by folds")
+    return features
 
+
+def _fold_codes(df: pl.DataFrame, group: str | None) -> tuple[pl.DataFrame, pl.Series]:
+    """The sorted distinct fold ids (at least two), and ``df`` with each row's fold's position
+    among them; a query group must lie in one fold."""
     ids = df.select(pl.col(_FOLD).unique().sort()).to_series()
     if ids.len() < 2:
         value = f" ({ids[0]!r})" if ids.len() else ""
@@ -250,45 +311,39 @@ def cv(
         spread = df.group_by(group, maintain_order=True).agg(pl.col(_CODE).n_unique().alias("n")).filter(pl.col("n") > 1)
         if spread.height:
             raise DataError(f"folds: query group {spread[group][0]!r} spans several folds; a group must lie in one fold")
+    return df, ids
 
-    frame = df.lazy()
-    columns = [*features, *targets, *input_columns]
 
-    def fit(code: int, rounds: int) -> Model:
-        held_out = pl.col(_CODE) == code
-        rest = frame.filter(~held_out).select(columns)
-        sets = {"train": rest} if eval_train else {}
-        sets["test"] = frame.filter(held_out).select(columns)
-        # Early stopping is decided below, over the folds' mean, not by each fold.
-        return train(rest, target=target, features=features, eval_sets=sets, **dict(params, n_estimators=rounds))
-
-    if early_stopping_rounds is None:
-        models = _run_folds(lambda code: fit(code, n_estimators), ids.to_list(), parallel_folds)
+def _early_stopped(
+    fit: Callable[[int, int], Model],
+    ids: pl.Series,
+    n_estimators: int,
+    early_stopping_rounds: int,
+    parallel_folds: int | None,
+    higher_is_better: Callable[[str], bool],
+) -> tuple[pl.DataFrame, list[Model]]:
+    """The summary and the folds' models, early-stopped on the folds' mean ``test`` series."""
+    # Where the mean stops needs every fold's value of each round, but a fit reports to
+    # Python only when it ends, and a fold's own early stopping would not do (the mean can
+    # still improve after a fold's own best round). So the folds train a number of rounds
+    # and the mean series is read; if it has not stopped, they train again from scratch,
+    # twice as many rounds, up to n_estimators. A fit's first r rounds do not depend on
+    # how many rounds follow (n_estimators only bounds the loop), so the series and trees
+    # are those of one long fit cut at the best round (tested). The rounds trained come to
+    # under four times the round where the mean stops (or the first attempt's rounds, if
+    # more), and under twice n_estimators when it never stops; instead of n_estimators
+    # every time, which is most of the work when n_estimators is set high, as usual.
+    rounds = min(n_estimators, max(_FIRST_ROUNDS, 4 * early_stopping_rounds))
+    while True:
+        models = _run_folds(lambda code, r=rounds: fit(code, r), ids.to_list(), parallel_folds)
         result = _summary(models)
-    else:
-        # Where the mean stops needs every fold's value of each round, but a fit reports to
-        # Python only when it ends, and a fold's own early stopping would not do (the mean can
-        # still improve after a fold's own best round). So the folds train a number of rounds
-        # and the mean series is read; if it has not stopped, they train again from scratch,
-        # twice as many rounds, up to n_estimators. A fit's first r rounds do not depend on
-        # how many rounds follow (n_estimators only bounds the loop), so the series and trees
-        # are those of one long fit cut at the best round (tested). The rounds trained come to
-        # under four times the round where the mean stops (or the first attempt's rounds, if
-        # more), and under twice n_estimators when it never stops; instead of n_estimators
-        # every time, which is most of the work when n_estimators is set high, as usual.
-        rounds = min(n_estimators, max(_FIRST_ROUNDS, 4 * early_stopping_rounds))
-        while True:
-            models = _run_folds(lambda code, r=rounds: fit(code, r), ids.to_list(), parallel_folds)
-            result = _summary(models)
-            best, stop, stopped = _best_round(result, early_stopping_rounds, higher_is_better)
-            if stopped or rounds == n_estimators:
-                break
-            rounds = min(n_estimators, 2 * rounds)
-        result = result.head(best + 1)
-        models = [_truncated(m, best + 1, stop + 1, n_estimators) for m in models]
-    if return_models:
-        return result, dict(zip(ids.to_list(), models))
-    return result
+        best, stop, stopped = _best_round(result, early_stopping_rounds, higher_is_better)
+        if stopped or rounds == n_estimators:
+            break
+        rounds = min(n_estimators, 2 * rounds)
+    result = result.head(best + 1)
+    models = [_truncated(m, best + 1, stop + 1, n_estimators) for m in models]
+    return result, models
 
 
 def _frame(data: Any) -> pl.DataFrame:
