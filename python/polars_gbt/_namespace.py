@@ -156,50 +156,14 @@ class GbtNamespace:
         >>> polars_gbt.Model.from_bytes(m).num_trees
         3
         """
-        args: list[pl.Expr] = [self._expr, _expr(target)]
         optional = {
             "weight": weight,
             "group": group,
             "base_margin": base_margin,
             "label_upper_bound": label_upper_bound,
         }
-        for value in optional.values():
-            if value is not None:
-                args.append(_expr(value))
-        eval_names: list[str] = []
-        if isinstance(eval_set, dict):
-            if not eval_set or not all(isinstance(n, str) and n for n in eval_set):
-                raise ValueError("eval_set as a dict maps non-empty names to Boolean masks")
-            eval_names = list(eval_set)
-            args.extend(_expr(m) for m in eval_set.values())
-        elif eval_set is not None:
-            args.append(_expr(eval_set))
-        if by is not None:
-            if verbose or progress:
-                raise ValueError("by= trains its groups in parallel: verbose and progress are for single fits")
-            args.append(_expr(by))
-        if params.get("tree_method") == "gpu_hist":
-            # XGBoost's old spelling of device="cuda"; XGBoost warns the same way.
-            warnings.warn(
-                'tree_method="gpu_hist" is deprecated: use tree_method="hist" (the default) with device="cuda"',
-                DeprecationWarning,
-                stacklevel=2,
-            )
-        missing = params.get("missing")
-        if missing is None or (isinstance(missing, float) and math.isnan(missing)):
-            # NaN (XGBoost's default) and nulls are always missing: nothing to record.
-            params.pop("missing", None)
-        # polars_gbt.dask's workers: each one's place in the fit (not a training parameter).
-        distributed = params.pop("_distributed", None)
-        if distributed is not None and (by is not None or init_model is not None):
-            raise ValueError("distributed fits take no by or init_model yet")
-        # Python callables (objective, metrics) stay here; the plugin gets their numbers.
-        user_functions = _custom.take_user_functions(params, has_eval_set=eval_set is not None)
-        params_json = json.dumps(params)
-        # A bad parameter is a ParameterError here, where the expression is built; errors that
-        # depend on the data come when the query runs, as Polars' ComputeError.
-        with translated():
-            _internal.check_params(params_json)
+        args, eval_names = _fit_args(self._expr, target, optional, eval_set, by, verbose, progress)
+        params_json, user_functions, distributed = _fit_params(params, eval_set is not None, by, init_model)
         kwargs: dict[str, Any] = {"params": params_json, "verbose": int(verbose), "progress": progress}
         if init_model is not None:
             kwargs["init_model"] = bytearray(model_bytes(init_model))
@@ -324,3 +288,65 @@ def _expr(value: pl.Expr | str | float) -> pl.Expr:
     if isinstance(value, (bool, int, float)):
         return pl.lit(value)
     return value
+
+
+def _fit_args(
+    features: pl.Expr,
+    target: pl.Expr | str,
+    optional: dict[str, Any],
+    eval_set: pl.Expr | dict[str, pl.Expr | str] | None,
+    by: pl.Expr | str | None,
+    verbose: bool | int,
+    progress: bool,
+) -> tuple[list[pl.Expr], list[str]]:
+    """``gbt.fit``'s input expressions in the order the plugin reads them (the features, the
+    target, the optional inputs given, the evaluation masks, the ``by`` key), and the names
+    of several evaluation sets."""
+    args: list[pl.Expr] = [features, _expr(target)]
+    for value in optional.values():
+        if value is not None:
+            args.append(_expr(value))
+    eval_names: list[str] = []
+    if isinstance(eval_set, dict):
+        if not eval_set or not all(isinstance(n, str) and n for n in eval_set):
+            raise ValueError("eval_set as a dict maps non-empty names to Boolean masks")
+        eval_names = list(eval_set)
+        args.extend(_expr(m) for m in eval_set.values())
+    elif eval_set is not None:
+        args.append(_expr(eval_set))
+    if by is not None:
+        if verbose or progress:
+            raise ValueError("by= trains its groups in parallel: verbose and progress are for single fits")
+        args.append(_expr(by))
+    return args, eval_names
+
+
+def _fit_params(
+    params: dict[str, Any], has_eval_set: bool, by: Any, init_model: Any
+) -> tuple[str, dict[str, Any], Any]:
+    """``gbt.fit``'s training parameters as JSON, checked here, where the expression is built;
+    with what ``params`` held that is no training parameter taken out of it: the Python
+    callables' plugin arguments, and a distributed worker's place."""
+    if params.get("tree_method") == "gpu_hist":
+        # XGBoost's old spelling of device="cuda"; XGBoost warns the same way.
+        warnings.warn(
+            'tree_method="gpu_hist" is deprecated: use tree_method="hist" (the default) with device="cuda"',
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    missing = params.get("missing")
+    if missing is None or (isinstance(missing, float) and math.isnan(missing)):
+        # NaN (XGBoost's default) and nulls are always missing: nothing to record.
+        params.pop("missing", None)
+    # polars_gbt.dask's workers: each one's place in the fit (not a training parameter).
+    distributed = params.pop("_distributed", None)
+    if distributed is not None and (by is not None or init_model is not None):
+        raise ValueError("distributed fits take no by or init_model yet")
+    # Python callables (objective, metrics) stay here; the plugin gets their numbers.
+    user_functions = _custom.take_user_functions(params, has_eval_set=has_eval_set)
+    params_json = json.dumps(params)
+    # A bad parameter is a ParameterError here, where the expression is built; errors that
+    # depend on the data come when the query runs, as Polars' ComputeError.
+    with translated():
+        _internal.check_params(params_json)
+    return params_json, user_functions, distributed
