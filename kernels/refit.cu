@@ -18,14 +18,87 @@ __device__ __forceinline__ float from_order_key(u32 key) {
     return __int_as_float(i ^ (int)(((u32)(i >> 31)) >> 1));
 }
 
+// The kernels' argument structs (each kernel takes one, by value), mirrored in
+// src/backend/cuda/refit.rs and checked by the layout probe. `rows`: the tree's rows
+// (rows[0..m]), or null for 0..m.
+struct RefitCountArgs {
+    const float* leaf_of;
+    const u32* rows;
+    u32 m;
+    u32 n_nodes;
+    u32 use_shared;
+    u32* counts;
+};
+
+struct RefitWeighArgs {
+    const float* leaf_of;
+    const u32* rows;
+    u32 m;
+    const float* repeats;
+    u64* sums;
+};
+
+// Null `repeats`, `unit_leaf`, `key_weight`: unit weights.
+struct RefitScatterArgs {
+    const float* leaf_of;
+    const u32* rows;
+    u32 m;
+    const float* label;
+    const float* margin;
+    const float* repeats;
+    const u32* unit_leaf;
+    u32 n_nodes;
+    u32 use_shared;
+    u32* cursor;
+    u32* keys;
+    u32* key_leaf;
+    u32* key_weight;
+};
+
+struct RadixCountArgs {
+    const u32* keys;
+    const u32* key_leaf;
+    u32 m;
+    const u32* prefix;
+    u32 shift;
+    u32* hist;
+};
+
+struct RadixWeighArgs {
+    const u32* keys;
+    const u32* key_leaf;
+    const u32* key_weight;
+    u32 m;
+    const u32* prefix;
+    u32 shift;
+    u64* hist;
+};
+
+// The per-leaf byte histograms' counts: u32 (counting) or u64 (weighing).
+template <typename Count>
+struct RadixPickArgs {
+    Count* hist;
+    u32 n_nodes;
+    u32 shift;
+    u32* prefix;
+    u64* remaining;
+};
+
+struct RefitValuesArgs {
+    const u32* prefix;
+    const u64* remaining;
+    u32 n_nodes;
+    float* out;
+};
+
 // Per-node counters live in shared memory when the tree is small enough (`use_shared`, with
 // n_nodes words of dynamic shared memory): rows sharing a leaf then contend in their block, and
 // each block adds its totals to global memory once per node.
 
 // Rows of the tree (rows[0..m], or 0..m when rows is null) per leaf; `leaf_of` holds each row's
 // leaf id as a float.
-extern "C" __global__ void refit_count(const float* leaf_of, const u32* rows, u32 m, u32 n_nodes, u32 use_shared,
-                                       u32* counts) {
+__device__ __forceinline__ void refit_count_body(const float* leaf_of, const u32* rows, u32 m, u32 n_nodes,
+                                                 u32 use_shared, u32* counts) {
     extern __shared__ u32 local[];
     if (!use_shared) {
         for (u32 j = blockIdx.x * blockDim.x + threadIdx.x; j < m; j += gridDim.x * blockDim.x)
@@ -41,9 +114,17 @@ extern "C" __global__ void refit_count(const float* leaf_of, const u32* rows, u3
         if (local[b]) atomicAdd(&counts[b], local[b]);
 }
 
+extern "C" __global__ void refit_count(const RefitCountArgs a) {
+    refit_count_body(a.leaf_of, a.rows, a.m, a.n_nodes, a.use_shared, a.counts);
+}
+
 // Each leaf's total weight (whole weights, `repeats`), into `sums` (zeroed).
-extern "C" __global__ void refit_weigh(const float* leaf_of, const u32* rows, u32 m, const float* repeats,
-                                       u64* sums) {
+extern "C" __global__ void refit_weigh(const RefitWeighArgs a) {
+    const float* leaf_of = a.leaf_of;
+    const u32* rows = a.rows;
+    const u32 m = a.m;
+    const float* repeats = a.repeats;
+    u64* sums = a.sums;
     for (u32 j = blockIdx.x * blockDim.x + threadIdx.x; j < m; j += gridDim.x * blockDim.x) {
         const u32 r = rows ? rows[j] : j;
         const u32 w = (u32)repeats[r];
@@ -63,10 +144,10 @@ __device__ __forceinline__ u32 key_weight_of(const float* repeats, const u32* un
 // shared counters, a block takes a tile of rows, ranks them within their leaves in shared
 // memory, reserves each leaf's slots with one global atomic, then writes.
 // With `repeats`, each key's weight goes to `key_weight` beside it.
-extern "C" __global__ void refit_scatter(const float* leaf_of, const u32* rows, u32 m, const float* label,
-                                         const float* margin, const float* repeats, const u32* unit_leaf,
-                                         u32 n_nodes, u32 use_shared, u32* cursor, u32* keys, u32* key_leaf,
-                                         u32* key_weight) {
+__device__ __forceinline__ void refit_scatter_body(const float* leaf_of, const u32* rows, u32 m,
+                                                   const float* label, const float* margin, const float* repeats,
+                                                   const u32* unit_leaf, u32 n_nodes, u32 use_shared, u32* cursor,
+                                                   u32* keys, u32* key_leaf, u32* key_weight) {
     extern __shared__ u32 local[];
     if (!use_shared) {
         for (u32 j = blockIdx.x * blockDim.x + threadIdx.x; j < m; j += gridDim.x * blockDim.x) {
@@ -111,14 +192,19 @@ extern "C" __global__ void refit_scatter(const float* leaf_of, const u32* rows, 
     }
 }
 
+extern "C" __global__ void refit_scatter(const RefitScatterArgs a) {
+    refit_scatter_body(a.leaf_of, a.rows, a.m, a.label, a.margin, a.repeats, a.unit_leaf, a.n_nodes, a.use_shared,
+                       a.cursor, a.keys, a.key_leaf, a.key_weight);
+}
+
 // Every leaf's rank-k key, by radix selection over all runs at once: four passes, most
 // significant byte first. Each pass counts, per leaf, the next byte of the keys that share the
 // bytes chosen so far (`refit_radix_count`, over every key, so a large leaf is spread over the
 // whole grid); then a thread per leaf picks the byte that holds its rank (`refit_radix_pick`).
 // `prefix[leaf]` gathers the chosen bytes; `remaining[leaf]` starts at the rank (0: no rows or
 // not a leaf) and becomes the rank within the keys sharing the prefix.
-extern "C" __global__ void refit_radix_count(const u32* keys, const u32* key_leaf, u32 m, const u32* prefix,
-                                             u32 shift, u32* hist) {
+__device__ __forceinline__ void radix_count_body(const u32* keys, const u32* key_leaf, u32 m, const u32* prefix,
+                                                 u32 shift, u32* hist) {
     const u32 lane = threadIdx.x % 32;
     const u32 mask = shift == 24 ? 0u : 0xffffffffu << (shift + 8);
     const u32 rounds = (m + blockDim.x - 1) / blockDim.x;
@@ -135,9 +221,15 @@ extern "C" __global__ void refit_radix_count(const u32* keys, const u32* key_lea
     }
 }
 
+extern "C" __global__ void refit_radix_count(const RadixCountArgs a) {
+    radix_count_body(a.keys, a.key_leaf, a.m, a.prefix, a.shift, a.hist);
+}
+
 // The same with whole weights: each key adds its weight, in 64 bits (a zero weight adds nothing).
-extern "C" __global__ void refit_radix_weigh(const u32* keys, const u32* key_leaf, const u32* key_weight, u32 m,
-                                             const u32* prefix, u32 shift, u64* hist) {
+extern "C" __global__ void refit_radix_weigh(const RadixWeighArgs a) {
+    const u32 *keys = a.keys, *key_leaf = a.key_leaf, *key_weight = a.key_weight, *prefix = a.prefix;
+    const u32 m = a.m, shift = a.shift;
+    u64* hist = a.hist;
     const u32 mask = shift == 24 ? 0u : 0xffffffffu << (shift + 8);
     for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < m; i += gridDim.x * blockDim.x) {
         const u32 key = keys[i], leaf = key_leaf[i], w = key_weight[i];
@@ -162,18 +254,21 @@ __device__ void radix_pick(Count* hist, u32 n_nodes, u32 shift, u32* prefix, u64
     }
 }
 
-extern "C" __global__ void refit_radix_pick(u32* hist, u32 n_nodes, u32 shift, u32* prefix, u64* remaining) {
-    radix_pick<u32>(hist, n_nodes, shift, prefix, remaining);
+extern "C" __global__ void refit_radix_pick(const RadixPickArgs<u32> a) {
+    radix_pick<u32>(a.hist, a.n_nodes, a.shift, a.prefix, a.remaining);
 }
 
-extern "C" __global__ void refit_radix_pick_weighed(u64* hist, u32 n_nodes, u32 shift, u32* prefix,
-                                                    u64* remaining) {
-    radix_pick<u64>(hist, n_nodes, shift, prefix, remaining);
+extern "C" __global__ void refit_radix_pick_weighed(const RadixPickArgs<u64> a) {
+    radix_pick<u64>(a.hist, a.n_nodes, a.shift, a.prefix, a.remaining);
 }
 
 // Each leaf's selected value (0 where nothing was selected: a selection leaves a rank of at
 // least 1 remaining, and nodes with nothing to select keep 0).
-extern "C" __global__ void refit_values(const u32* prefix, const u64* remaining, u32 n_nodes, float* out) {
+extern "C" __global__ void refit_values(const RefitValuesArgs a) {
+    const u32* prefix = a.prefix;
+    const u64* remaining = a.remaining;
+    const u32 n_nodes = a.n_nodes;
+    float* out = a.out;
     for (u32 leaf = blockIdx.x * blockDim.x + threadIdx.x; leaf < n_nodes; leaf += gridDim.x * blockDim.x)
         out[leaf] = remaining[leaf] ? from_order_key(prefix[leaf]) : 0.0f;
 }

@@ -5,8 +5,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, CudaView, DevicePtrMut, DeviceRepr, LaunchArgs, LaunchConfig, PinnedHostSlice,
-    ValidAsZeroBits,
+    CudaSlice, CudaStream, CudaView, DevicePtrMut, DeviceRepr, LaunchConfig, PinnedHostSlice, ValidAsZeroBits,
 };
 
 use super::data::grid_for;
@@ -65,10 +64,6 @@ impl<'r> FitDevice<'r> {
     /// A grid of `threads`-thread blocks covering `work` items.
     pub(super) fn grid(&self, work: u64, threads: u32) -> LaunchConfig {
         grid_for(self.rt, work, threads)
-    }
-
-    pub(super) fn launcher<'a>(&'a self, f: &'a CudaFunction) -> LaunchArgs<'a> {
-        self.stream.launch_builder(f)
     }
 
     /// Hands out device pointers for a launch on the fit's stream (see [`Pins`]).

@@ -356,6 +356,22 @@ macro_rules! kernel_arg_probes {
         );
         $probe!(GatherRunsArgs, "GatherRunsArgs", [src, region_per_task, runs, offsets, out]);
         $probe!(FillMissingArgs, "FillMissingArgs", [tasks, slot_offsets, total_slots, hist]);
+        use super::refit::*;
+        $probe!(RefitCountArgs, "RefitCountArgs", [leaf_of, rows, m, n_nodes, use_shared, counts]);
+        $probe!(RefitWeighArgs, "RefitWeighArgs", [leaf_of, rows, m, repeats, sums]);
+        $probe!(
+            RefitScatterArgs,
+            "RefitScatterArgs",
+            [
+                leaf_of, rows, m, label, margin, repeats, unit_leaf, n_nodes, use_shared, cursor, keys, key_leaf,
+                key_weight
+            ]
+        );
+        $probe!(RadixCountArgs, "RadixCountArgs", [keys, key_leaf, m, prefix, shift, hist]);
+        $probe!(RadixWeighArgs, "RadixWeighArgs", [keys, key_leaf, key_weight, m, prefix, shift, hist]);
+        $probe!(RadixPickArgs<u32>, "RadixPickArgs<u32>", [hist, n_nodes, shift, prefix, remaining]);
+        $probe!(RadixPickArgs<u64>, "RadixPickArgs<u64>", [hist, n_nodes, shift, prefix, remaining]);
+        $probe!(RefitValuesArgs, "RefitValuesArgs", [prefix, remaining, n_nodes, out]);
         use super::ranking::*;
         $probe!(
             LambdarankArgs,

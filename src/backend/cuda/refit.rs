@@ -8,11 +8,11 @@
 
 use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaView, LaunchConfig};
 
 use super::buffers::{FitDevice, Scratch};
 use super::data::DeviceMatrix;
-use super::device_error;
+use super::launch::{kernel_args, DevPtr, DevPtrMut};
 use super::partition::MarginUpdate;
 use crate::error::Result;
 use crate::objective::quantile_rank;
@@ -23,6 +23,107 @@ use crate::tree::Tree;
 const SHARED_NODES: usize = 8192;
 /// `REFIT_ROWS_PER_THREAD` of kernels/refit.cu: rows each thread of `refit_scatter` ranks.
 pub(super) const ROWS_PER_THREAD: u64 = 8;
+
+/// `refit_count` (`RefitCountArgs` in kernels/refit.cu): rows per node, `rows` null for 0..m.
+#[repr(C)]
+pub struct RefitCountArgs<'a> {
+    pub leaf_of: DevPtr<'a, f32>,
+    pub rows: DevPtr<'a, u32>,
+    pub m: u32,
+    pub n_nodes: u32,
+    pub use_shared: u32,
+    pub counts: DevPtrMut<'a, u32>,
+}
+
+/// `refit_weigh`: each node's total whole weight.
+#[repr(C)]
+pub struct RefitWeighArgs<'a> {
+    pub leaf_of: DevPtr<'a, f32>,
+    pub rows: DevPtr<'a, u32>,
+    pub m: u32,
+    pub repeats: DevPtr<'a, f32>,
+    pub sums: DevPtrMut<'a, u64>,
+}
+
+/// `refit_scatter`: null `repeats`, `unit_leaf`, `key_weight` for unit weights.
+#[repr(C)]
+pub struct RefitScatterArgs<'a> {
+    pub leaf_of: DevPtr<'a, f32>,
+    pub rows: DevPtr<'a, u32>,
+    pub m: u32,
+    pub label: DevPtr<'a, f32>,
+    pub margin: DevPtr<'a, f32>,
+    pub repeats: DevPtr<'a, f32>,
+    pub unit_leaf: DevPtr<'a, u32>,
+    pub n_nodes: u32,
+    pub use_shared: u32,
+    pub cursor: DevPtrMut<'a, u32>,
+    pub keys: DevPtrMut<'a, u32>,
+    pub key_leaf: DevPtrMut<'a, u32>,
+    pub key_weight: DevPtrMut<'a, u32>,
+}
+
+/// `refit_radix_count`.
+#[repr(C)]
+pub struct RadixCountArgs<'a> {
+    pub keys: DevPtr<'a, u32>,
+    pub key_leaf: DevPtr<'a, u32>,
+    pub m: u32,
+    pub prefix: DevPtr<'a, u32>,
+    pub shift: u32,
+    pub hist: DevPtrMut<'a, u32>,
+}
+
+/// `refit_radix_weigh`.
+#[repr(C)]
+pub struct RadixWeighArgs<'a> {
+    pub keys: DevPtr<'a, u32>,
+    pub key_leaf: DevPtr<'a, u32>,
+    pub key_weight: DevPtr<'a, u32>,
+    pub m: u32,
+    pub prefix: DevPtr<'a, u32>,
+    pub shift: u32,
+    pub hist: DevPtrMut<'a, u64>,
+}
+
+/// `refit_radix_pick` (u32 counts), `refit_radix_pick_weighed` (u64 weights).
+#[repr(C)]
+pub struct RadixPickArgs<'a, C> {
+    pub hist: DevPtrMut<'a, C>,
+    pub n_nodes: u32,
+    pub shift: u32,
+    pub prefix: DevPtrMut<'a, u32>,
+    pub remaining: DevPtrMut<'a, u64>,
+}
+
+/// `refit_values`.
+#[repr(C)]
+pub struct RefitValuesArgs<'a> {
+    pub prefix: DevPtr<'a, u32>,
+    pub remaining: DevPtr<'a, u64>,
+    pub n_nodes: u32,
+    pub out: DevPtrMut<'a, f32>,
+}
+
+kernel_args!(
+    RefitCountArgs,
+    RefitWeighArgs,
+    RefitScatterArgs,
+    RadixCountArgs,
+    RadixWeighArgs,
+    RadixPickArgs<C>,
+    RefitValuesArgs
+);
+
+/// What every launch of one refit shares: whether the tree's rows are the uploaded sample
+/// (else 0..m), how many, and the tree's nodes and whether their counters fit shared memory.
+#[derive(Clone, Copy)]
+struct Shape {
+    sampled: bool,
+    m: u32,
+    n_nodes: u32,
+    use_shared: u32,
+}
 
 pub(super) struct DeviceRefit {
     /// Each row's leaf in the tree just grown, as a float (`MarginUpdate::mark_leaves`).
@@ -136,48 +237,13 @@ impl DeviceRefit {
             dev.fill(&mut self.sample, rows)?;
         }
         self.lap(dev, 0);
-        let null = 0u64;
         let nodes = tree.n_nodes();
         dev.fill(&mut self.counts, &vec![0u32; nodes])?;
-        let rt = dev.rt;
-        let k = &rt.kernels;
         // Per-node counters in shared memory for trees up to `limit` nodes, else in global memory.
         let limit = super::knob::<usize>("POLARS_GBT_REFIT_SHARED_NODES").map_or(SHARED_NODES, |k| k.min(SHARED_NODES));
-        let (n_nodes, use_shared) = (nodes as u32, u32::from(nodes <= limit));
-        let shared = if use_shared == 1 { 4 * n_nodes } else { 0 };
-        let mut grid = dev.grid(m as u64, 256);
-        grid.shared_mem_bytes = shared;
-        let mut tiles = dev.grid((m as u64).div_ceil(ROWS_PER_THREAD), 256);
-        tiles.shared_mem_bytes = shared;
-        // SAFETY (all launches): arguments match the kernels in kernels/refit.cu in order and
-        // type (a null row list: every row); sampled rows are below n; leaf ids are below
-        // `nodes`, the length of every per-node buffer; the runs fit `keys` (their lengths sum
-        // to m <= n).
-        let mut launch = dev.launcher(&k.refit_count);
-        launch.arg(&self.leaf_of);
-        match sample {
-            Some(_) => launch.arg(&self.sample.buf),
-            None => launch.arg(&null),
-        };
-        launch.arg(&m).arg(&n_nodes).arg(&use_shared).arg(&mut self.counts.buf);
-        unsafe { launch.launch(grid) }.map_err(device_error)?;
-        let counts = dev.download(self.counts.buf.slice(..nodes))?;
-        // Whole weights: each node's total, from which its rank is taken.
-        let sums = match (&mut self.weighed, repeats) {
-            (Some(wd), Some(w)) => {
-                dev.fill(&mut wd.sums, &vec![0u64; nodes])?;
-                let mut launch = dev.launcher(&k.refit_weigh);
-                launch.arg(&self.leaf_of);
-                match sample {
-                    Some(_) => launch.arg(&self.sample.buf),
-                    None => launch.arg(&null),
-                };
-                launch.arg(&m).arg(w).arg(&mut wd.sums.buf);
-                unsafe { launch.launch(dev.grid(m as u64, 256)) }.map_err(device_error)?;
-                Some(dev.download(wd.sums.buf.slice(..nodes))?)
-            }
-            _ => None,
-        };
+        let shape =
+            Shape { sampled: sample.is_some(), m, n_nodes: nodes as u32, use_shared: u32::from(nodes <= limit) };
+        let (counts, sums) = self.count(dev, shape, repeats)?;
         self.lap(dev, 1);
         let mut start = Vec::with_capacity(nodes);
         let mut next = 0u32;
@@ -207,71 +273,143 @@ impl DeviceRefit {
         // The byte histograms: zero from their allocation, and zeroed again by each pick.
         dev.reserve(&mut self.hist, nodes * 256)?;
         self.lap(dev, 2);
-        let mut launch = dev.launcher(&k.refit_scatter);
-        launch.arg(&self.leaf_of);
-        match sample {
-            Some(_) => launch.arg(&self.sample.buf),
-            None => launch.arg(&null),
-        };
-        launch.arg(&m).arg(&label).arg(&margin);
+        self.scatter(dev, shape, label, margin, repeats)?;
+        self.lap(dev, 3);
+        self.select(dev, shape)?;
+        let out = dev.download(self.out.buf.slice(..nodes))?;
+        self.lap(dev, 4);
+        Ok(out)
+    }
+
+    /// The launch shape of the per-row kernels: `work` items, with the node counters in
+    /// shared memory when `shape` says so.
+    fn rows_grid(dev: &FitDevice, shape: Shape, work: u64) -> LaunchConfig {
+        let mut grid = dev.grid(work, 256);
+        grid.shared_mem_bytes = if shape.use_shared == 1 { 4 * shape.n_nodes } else { 0 };
+        grid
+    }
+
+    /// Each node's row count, and with whole weights (`repeats`) its total weight.
+    fn count(
+        &mut self,
+        dev: &mut FitDevice,
+        shape: Shape,
+        repeats: Option<&CudaSlice<f32>>,
+    ) -> Result<(Vec<u32>, Option<Vec<u64>>)> {
+        let (k, nodes) = (&dev.rt.kernels, shape.n_nodes as usize);
+        // SAFETY (both launches): sampled rows are below n; leaf ids are below `nodes`, the
+        // length of every per-node buffer; the shared counters hold `nodes` words.
+        {
+            let mut p = dev.pins();
+            let args = RefitCountArgs {
+                leaf_of: p.read(&self.leaf_of),
+                rows: p.read_opt(shape.sampled.then_some(&self.sample.buf)),
+                m: shape.m,
+                n_nodes: shape.n_nodes,
+                use_shared: shape.use_shared,
+                counts: p.write(&mut self.counts.buf),
+            };
+            unsafe { dev.launch(&k.refit_count, &args, Self::rows_grid(dev, shape, shape.m as u64)) }?;
+        }
+        let counts = dev.download(self.counts.buf.slice(..nodes))?;
+        // Whole weights: each node's total, from which its rank is taken.
+        let (Some(wd), Some(w)) = (&mut self.weighed, repeats) else { return Ok((counts, None)) };
+        dev.fill(&mut wd.sums, &vec![0u64; nodes])?;
+        {
+            let mut p = dev.pins();
+            let args = RefitWeighArgs {
+                leaf_of: p.read(&self.leaf_of),
+                rows: p.read_opt(shape.sampled.then_some(&self.sample.buf)),
+                m: shape.m,
+                repeats: p.read(w),
+                sums: p.write(&mut wd.sums.buf),
+            };
+            unsafe { dev.launch(&k.refit_weigh, &args, dev.grid(shape.m as u64, 256)) }?;
+        }
+        Ok((counts, Some(dev.download(wd.sums.buf.slice(..nodes))?)))
+    }
+
+    /// Each row's residual key into its node's run (and with whole weights its weight beside it).
+    fn scatter(
+        &mut self,
+        dev: &FitDevice,
+        shape: Shape,
+        label: CudaView<f32>,
+        margin: CudaView<f32>,
+        repeats: Option<&CudaSlice<f32>>,
+    ) -> Result<()> {
+        let mut p = dev.pins();
         let (unit_leaf, key_weight) = match &mut self.weighed {
             Some(wd) => (Some(&wd.unit_leaf.buf), Some(&mut wd.key_weight)),
             None => (None, None),
         };
-        match (repeats, unit_leaf) {
-            (Some(w), Some(unit)) => launch.arg(w).arg(unit),
-            _ => launch.arg(&null).arg(&null),
+        let weights = repeats.zip(unit_leaf);
+        let args = RefitScatterArgs {
+            leaf_of: p.read(&self.leaf_of),
+            rows: p.read_opt(shape.sampled.then_some(&self.sample.buf)),
+            m: shape.m,
+            label: p.read(&label),
+            margin: p.read(&margin),
+            repeats: p.read_opt(weights.map(|(w, _)| w)),
+            unit_leaf: p.read_opt(weights.map(|(_, u)| u)),
+            n_nodes: shape.n_nodes,
+            use_shared: shape.use_shared,
+            cursor: p.write(&mut self.cursor.buf),
+            keys: p.write(&mut self.keys),
+            key_leaf: p.write(&mut self.key_leaf),
+            key_weight: key_weight.map_or(DevPtrMut::NULL, |kw| p.write(kw)),
         };
-        launch.arg(&n_nodes).arg(&use_shared);
-        launch.arg(&mut self.cursor.buf).arg(&mut self.keys).arg(&mut self.key_leaf);
-        match key_weight {
-            Some(kw) => launch.arg(kw),
-            None => launch.arg(&null),
-        };
-        unsafe { launch.launch(tiles) }.map_err(device_error)?;
-        self.lap(dev, 3);
-        // Every key of every leaf counts in each pass, so a large leaf is spread over the grid.
-        let per_node = dev.grid(nodes as u64, 256);
-        // Counting, or with whole weights weighing: the same passes, another histogram width.
-        let (count, pick) = match self.weighed {
-            Some(_) => (&k.refit_radix_weigh, &k.refit_radix_pick_weighed),
-            None => (&k.refit_radix_count, &k.refit_radix_pick),
-        };
-        let (key_weight, mut weighed_hist) = match &mut self.weighed {
-            Some(wd) => (Some(&wd.key_weight), Some(&mut wd.hist.buf)),
-            None => (None, None),
-        };
+        let tiles = Self::rows_grid(dev, shape, (shape.m as u64).div_ceil(ROWS_PER_THREAD));
+        // SAFETY: as `count`'s; the runs fit `keys` (their lengths sum to m <= n), and the
+        // weights are given together or not at all.
+        unsafe { dev.launch(&dev.rt.kernels.refit_scatter, &args, tiles) }
+    }
+
+    /// Every leaf's quantile into `out`: a radix selection, a byte a pass, over every key of
+    /// every leaf at once (so a large leaf is spread over the grid); counting, or with whole
+    /// weights weighing: the same passes, another histogram width.
+    fn select(&mut self, dev: &FitDevice, shape: Shape) -> Result<()> {
+        let k = &dev.rt.kernels;
+        let (m, n_nodes) = (shape.m, shape.n_nodes);
+        let (rows, per_node) = (dev.grid(m as u64, 256), dev.grid(n_nodes as u64, 256));
+        // SAFETY (all launches): the keys' leaves are below `n_nodes`, and every per-node
+        // buffer (the histograms 256 a node) holds `n_nodes`.
         for shift in [24u32, 16, 8, 0] {
-            let mut launch = dev.launcher(count);
-            launch.arg(&self.keys).arg(&self.key_leaf);
-            if let Some(w) = key_weight {
-                launch.arg(w);
+            let mut p = dev.pins();
+            let (keys, key_leaf, prefix) = (p.read(&self.keys), p.read(&self.key_leaf), p.read(&self.prefix.buf));
+            match &mut self.weighed {
+                Some(wd) => {
+                    let key_weight = p.read(&wd.key_weight);
+                    let hist = p.write(&mut wd.hist.buf);
+                    let args = RadixWeighArgs { keys, key_leaf, key_weight, m, prefix, shift, hist };
+                    unsafe { dev.launch(&k.refit_radix_weigh, &args, rows) }?;
+                }
+                None => {
+                    let args = RadixCountArgs { keys, key_leaf, m, prefix, shift, hist: p.write(&mut self.hist.buf) };
+                    unsafe { dev.launch(&k.refit_radix_count, &args, rows) }?;
+                }
             }
-            launch.arg(&m).arg(&self.prefix.buf).arg(&shift);
-            match weighed_hist.as_deref_mut() {
-                Some(h) => launch.arg(h),
-                None => launch.arg(&mut self.hist.buf),
-            };
-            unsafe { launch.launch(dev.grid(m as u64, 256)) }.map_err(device_error)?;
-            let mut launch = dev.launcher(pick);
-            match weighed_hist.as_deref_mut() {
-                Some(h) => launch.arg(h),
-                None => launch.arg(&mut self.hist.buf),
-            };
-            launch.arg(&n_nodes).arg(&shift).arg(&mut self.prefix.buf).arg(&mut self.remaining.buf);
-            unsafe { launch.launch(per_node) }.map_err(device_error)?;
+            drop(p);
+            let mut p = dev.pins();
+            let (prefix, remaining) = (p.write(&mut self.prefix.buf), p.write(&mut self.remaining.buf));
+            match &mut self.weighed {
+                Some(wd) => {
+                    let args = RadixPickArgs { hist: p.write(&mut wd.hist.buf), n_nodes, shift, prefix, remaining };
+                    unsafe { dev.launch(&k.refit_radix_pick_weighed, &args, per_node) }?;
+                }
+                None => {
+                    let args = RadixPickArgs { hist: p.write(&mut self.hist.buf), n_nodes, shift, prefix, remaining };
+                    unsafe { dev.launch(&k.refit_radix_pick, &args, per_node) }?;
+                }
+            }
         }
-        unsafe {
-            dev.launcher(&k.refit_values)
-                .arg(&self.prefix.buf)
-                .arg(&self.remaining.buf)
-                .arg(&n_nodes)
-                .arg(&mut self.out.buf)
-                .launch(per_node)
-        }
-        .map_err(device_error)?;
-        let out = dev.download(self.out.buf.slice(..nodes))?;
-        self.lap(dev, 4);
-        Ok(out)
+        let mut p = dev.pins();
+        let args = RefitValuesArgs {
+            prefix: p.read(&self.prefix.buf),
+            remaining: p.read(&self.remaining.buf),
+            n_nodes,
+            out: p.write(&mut self.out.buf),
+        };
+        unsafe { dev.launch(&k.refit_values, &args, per_node) }
     }
 }
