@@ -57,6 +57,76 @@ struct PredTile {
     u32 leaf_end;
 };
 
+// The kernels' argument structs (each kernel takes one, by value), mirrored in
+// src/backend/cuda/predict.rs and checked by the layout probe.
+
+// The forest as both kernel families read it after their nodes and leaves.
+struct PredForest {
+    const PredTree* trees;
+    u32 n_trees;
+    const PredTile* tiles;
+    u32 n_tiles;
+    u32 tile_nodes;
+    const uint2* sets;
+    const u32* words;
+    const float* base;
+};
+
+// Where scores go: margins into `out` (starting from `row_base`, or the model's `base` when
+// null), or each row's leaf ids into `leaf_out` when it is set.
+struct PredOutputs {
+    const float* row_base;
+    u32 n_outputs;
+    float* out;
+    u32* leaf_out;
+};
+
+// predict_complete* and predict_linked*: raw values, `n` rows column-major.
+struct PredictArgs {
+    const float* x;
+    u32 n;
+    u32 n_features;
+    const PredNode* nodes;
+    const float* leaf_values;
+    const u32* leaf_ids;
+    const LinkedNode* linked;
+    const u32* linked_ids;
+    PredForest forest;
+    PredOutputs outputs;
+};
+
+// predict_binned* on u8 or u16 bins (bin_rows' output), quantised nodes.
+template <typename Bin>
+struct PredictBinnedArgs {
+    const Bin* bins;
+    u32 n;
+    u32 n_features;
+    const u32* nodes;
+    const float* leaf_values;
+    const u32* leaf_ids;
+    PredForest forest;
+    PredOutputs outputs;
+};
+
+template <typename Bin>
+struct BinRowsArgs {
+    const float* x;
+    u32 n;
+    const float* cuts;
+    const u32* cut_offsets;
+    const u32* n_categories;
+    u32 staged_cap;
+    Bin* bins;
+};
+
+struct FinishPredictionsArgs {
+    float* margin;
+    u32 n;
+    u32 k;
+    u32 link;
+    u32* classes;
+};
+
 // Whether a present value goes left at a categorical node: its integer code is in the set.
 __device__ __forceinline__ bool category_left(float x, u32 set_index, const uint2* __restrict__ sets,
                                               const u32* __restrict__ words) {
@@ -213,17 +283,14 @@ __device__ void predict_rows(const float* __restrict__ x, u32 n, u32 n_features,
     }
 }
 
-#define PREDICT_KERNEL(NAME, LINKED, CAT, SHARED_ROWS)                                                               \
-    extern "C" __global__ void NAME(                                                                                 \
-        const float* __restrict__ x, u32 n, u32 n_features, const PredNode* __restrict__ nodes,                      \
-        const float* __restrict__ leaf_values, const u32* __restrict__ leaf_ids, const LinkedNode* __restrict__ linked, \
-        const u32* __restrict__ linked_ids, const PredTree* __restrict__ trees, u32 n_trees,                        \
-        const PredTile* __restrict__ tiles, u32 n_tiles, u32 tile_nodes, const uint2* __restrict__ sets,            \
-        const u32* __restrict__ words, const float* __restrict__ base, const float* __restrict__ row_base,          \
-        u32 n_outputs, float* __restrict__ out, u32* __restrict__ leaf_out) {                                        \
-        predict_rows<LINKED, CAT, SHARED_ROWS>(x, n, n_features, nodes, leaf_values, leaf_ids, linked, linked_ids,   \
-                                               trees, n_trees, tiles, n_tiles, tile_nodes, sets, words, base,       \
-                                               row_base, n_outputs, out, leaf_out);                                  \
+#define PREDICT_KERNEL(NAME, LINKED, CAT, SHARED_ROWS)                                                   \
+    extern "C" __global__ void NAME(const PredictArgs a) {                                               \
+        const PredForest& f = a.forest;                                                                  \
+        const PredOutputs& o = a.outputs;                                                                \
+        predict_rows<LINKED, CAT, SHARED_ROWS>(a.x, a.n, a.n_features, a.nodes, a.leaf_values, a.leaf_ids, \
+                                               a.linked, a.linked_ids, f.trees, f.n_trees, f.tiles,      \
+                                               f.n_tiles, f.tile_nodes, f.sets, f.words, f.base,         \
+                                               o.row_base, o.n_outputs, o.out, o.leaf_out);              \
     }
 
 PREDICT_KERNEL(predict_complete, false, false, true)
@@ -238,8 +305,10 @@ PREDICT_KERNEL(predict_linked_cat_global_rows, true, true, false)
 // The objective's link (LINK_* in common.cuh) on margins (row-major, k per row), in place, as
 // src/objective/descriptor.rs (Link::apply) computes it. With `classes` set, writes each row's
 // class instead (k == 1: margin > 0; else the first largest margin).
-extern "C" __global__ void finish_predictions(float* __restrict__ margin, u32 n, u32 k, u32 link,
-                                              u32* __restrict__ classes) {
+// Every link code has its own case; the default traps as a backstop only (a trap poisons the
+// context): the host checks the code before launching, and that check is the error path.
+__device__ __forceinline__ void finish_predictions_body(float* __restrict__ margin, u32 n, u32 k, u32 link,
+                                                        u32* __restrict__ classes) {
     for (u32 row = blockIdx.x * blockDim.x + threadIdx.x; row < n; row += gridDim.x * blockDim.x) {
         float* m = margin + (size_t)row * k;
         if (classes) {
@@ -252,23 +321,37 @@ extern "C" __global__ void finish_predictions(float* __restrict__ margin, u32 n,
             classes[row] = best;
             continue;
         }
-        if (link == LINK_LOGISTIC) {
-            for (u32 c = 0; c < k; ++c) m[c] = portable_sigmoidf(m[c]);
-        } else if (link == LINK_EXP) {
-            for (u32 c = 0; c < k; ++c) m[c] = portable_expf(m[c]);
-        } else if (link == LINK_HINGE) {
-            m[0] = m[0] > 0.0f ? 1.0f : 0.0f;
-        } else if (link == LINK_SOFTMAX) {
-            float top = m[0];
-            for (u32 c = 1; c < k; ++c) top = fmaxf(top, m[c]);
-            float sum = 0.0f;
-            for (u32 c = 0; c < k; ++c) {
-                m[c] = portable_expf(m[c] - top);
-                sum += m[c];
+        switch (link) {
+            case LINK_IDENTITY:
+                break;
+            case LINK_LOGISTIC:
+                for (u32 c = 0; c < k; ++c) m[c] = portable_sigmoidf(m[c]);
+                break;
+            case LINK_EXP:
+                for (u32 c = 0; c < k; ++c) m[c] = portable_expf(m[c]);
+                break;
+            case LINK_HINGE:
+                m[0] = m[0] > 0.0f ? 1.0f : 0.0f;
+                break;
+            case LINK_SOFTMAX: {
+                float top = m[0];
+                for (u32 c = 1; c < k; ++c) top = fmaxf(top, m[c]);
+                float sum = 0.0f;
+                for (u32 c = 0; c < k; ++c) {
+                    m[c] = portable_expf(m[c] - top);
+                    sum += m[c];
+                }
+                for (u32 c = 0; c < k; ++c) m[c] /= sum;
+                break;
             }
-            for (u32 c = 0; c < k; ++c) m[c] /= sum;
+            default:
+                __trap();
         }
     }
+}
+
+extern "C" __global__ void finish_predictions(const FinishPredictionsArgs a) {
+    finish_predictions_body(a.margin, a.n, a.k, a.link, a.classes);
 }
 
 // ---- Quantised traversal -------------------------------------------------------------------
@@ -333,16 +416,12 @@ __device__ void bin_rows(const float* __restrict__ x, u32 n, const float* __rest
     }
 }
 
-extern "C" __global__ void bin_rows_u8(const float* __restrict__ x, u32 n, const float* __restrict__ cuts,
-                                       const u32* __restrict__ cut_offsets, const u32* __restrict__ n_categories,
-                                       u32 staged_cap, u8* __restrict__ bins) {
-    bin_rows<u8>(x, n, cuts, cut_offsets, n_categories, staged_cap, bins);
+extern "C" __global__ void bin_rows_u8(const BinRowsArgs<u8> a) {
+    bin_rows<u8>(a.x, a.n, a.cuts, a.cut_offsets, a.n_categories, a.staged_cap, a.bins);
 }
 
-extern "C" __global__ void bin_rows_u16(const float* __restrict__ x, u32 n, const float* __restrict__ cuts,
-                                        const u32* __restrict__ cut_offsets, const u32* __restrict__ n_categories,
-                                        u32 staged_cap, u16* __restrict__ bins) {
-    bin_rows<u16>(x, n, cuts, cut_offsets, n_categories, staged_cap, bins);
+extern "C" __global__ void bin_rows_u16(const BinRowsArgs<u16> a) {
+    bin_rows<u16>(a.x, a.n, a.cuts, a.cut_offsets, a.n_categories, a.staged_cap, a.bins);
 }
 
 // A staged bin as the walk compares it: u8 bins as they are, 16-bit bins sign-extended, so that
@@ -493,16 +572,13 @@ __device__ void predict_binned_rows(const Bin* __restrict__ bins, u32 n, u32 n_f
     }
 }
 
-#define PREDICT_BINNED_KERNEL(NAME, CAT, BIN, R)                                                                       \
-    extern "C" __global__ void NAME(const BIN* __restrict__ bins, u32 n, u32 n_features, const u32* __restrict__ nodes, \
-                                    const float* __restrict__ leaf_values, const u32* __restrict__ leaf_ids,           \
-                                    const PredTree* __restrict__ trees, u32 n_trees,                                   \
-                                    const PredTile* __restrict__ tiles, u32 n_tiles, u32 tile_nodes,                   \
-                                    const uint2* __restrict__ sets, const u32* __restrict__ words,                     \
-                                    const float* __restrict__ base, const float* __restrict__ row_base,                \
-                                    u32 n_outputs, float* __restrict__ out, u32* __restrict__ leaf_out) {               \
-        predict_binned_rows<CAT, BIN, R>(bins, n, n_features, nodes, leaf_values, leaf_ids, trees, n_trees, tiles,      \
-                                         n_tiles, tile_nodes, sets, words, base, row_base, n_outputs, out, leaf_out);  \
+#define PREDICT_BINNED_KERNEL(NAME, CAT, BIN, R)                                                             \
+    extern "C" __global__ void NAME(const PredictBinnedArgs<BIN> a) {                                        \
+        const PredForest& f = a.forest;                                                                      \
+        const PredOutputs& o = a.outputs;                                                                    \
+        predict_binned_rows<CAT, BIN, R>(a.bins, a.n, a.n_features, a.nodes, a.leaf_values, a.leaf_ids,      \
+                                         f.trees, f.n_trees, f.tiles, f.n_tiles, f.tile_nodes, f.sets,       \
+                                         f.words, f.base, o.row_base, o.n_outputs, o.out, o.leaf_out);       \
     }
 
 // Four rows per thread (eight measured slower on an H100: docs/gpu-notes.md).

@@ -30,9 +30,14 @@ pub struct DevPtr<'a, T> {
     _buffer: PhantomData<&'a T>,
 }
 
-impl<T> DevPtr<'_, T> {
+impl<'a, T> DevPtr<'a, T> {
     /// No buffer: a null pointer, for the kernels' optional inputs (weights).
     pub const NULL: Self = DevPtr { ptr: 0, _buffer: PhantomData };
+
+    /// The same buffer read as `U`s (a byte scratch holding wider values).
+    pub fn cast<U>(self) -> DevPtr<'a, U> {
+        DevPtr { ptr: self.ptr, _buffer: PhantomData }
+    }
 }
 
 /// A device buffer the kernel writes (and may read): `T*` on the CUDA side.
@@ -42,9 +47,14 @@ pub struct DevPtrMut<'a, T> {
     _buffer: PhantomData<&'a mut T>,
 }
 
-impl<T> DevPtrMut<'_, T> {
+impl<'a, T> DevPtrMut<'a, T> {
     /// No buffer: a null pointer, for the kernels' optional outputs.
     pub const NULL: Self = DevPtrMut { ptr: 0, _buffer: PhantomData };
+
+    /// The same buffer written as `U`s (a byte scratch holding wider values).
+    pub fn cast<U>(self) -> DevPtrMut<'a, U> {
+        DevPtrMut { ptr: self.ptr, _buffer: PhantomData }
+    }
 }
 
 /// Hands out the device pointers of one launch's arguments, on its stream, and holds cudarc's

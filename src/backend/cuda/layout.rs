@@ -372,6 +372,27 @@ macro_rules! kernel_arg_probes {
         $probe!(RadixPickArgs<u32>, "RadixPickArgs<u32>", [hist, n_nodes, shift, prefix, remaining]);
         $probe!(RadixPickArgs<u64>, "RadixPickArgs<u64>", [hist, n_nodes, shift, prefix, remaining]);
         $probe!(RefitValuesArgs, "RefitValuesArgs", [prefix, remaining, n_nodes, out]);
+        use super::predict::*;
+        $probe!(PredForest, "PredForest", [trees, n_trees, tiles, n_tiles, tile_nodes, sets, words, base]);
+        $probe!(PredOutputs, "PredOutputs", [row_base, n_outputs, out, leaf_out]);
+        $probe!(
+            PredictArgs,
+            "PredictArgs",
+            [x, n, n_features, nodes, leaf_values, leaf_ids, linked, linked_ids, forest, outputs]
+        );
+        $probe!(
+            PredictBinnedArgs<u8>,
+            "PredictBinnedArgs<u8>",
+            [bins, n, n_features, nodes, leaf_values, leaf_ids, forest, outputs]
+        );
+        $probe!(
+            PredictBinnedArgs<u16>,
+            "PredictBinnedArgs<u16>",
+            [bins, n, n_features, nodes, leaf_values, leaf_ids, forest, outputs]
+        );
+        $probe!(BinRowsArgs<u8>, "BinRowsArgs<u8>", [x, n, cuts, cut_offsets, n_categories, staged_cap, bins]);
+        $probe!(BinRowsArgs<u16>, "BinRowsArgs<u16>", [x, n, cuts, cut_offsets, n_categories, staged_cap, bins]);
+        $probe!(FinishPredictionsArgs, "FinishPredictionsArgs", [margin, n, k, link, classes]);
         use super::ranking::*;
         $probe!(
             LambdarankArgs,

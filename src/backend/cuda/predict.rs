@@ -5,10 +5,11 @@
 
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice};
 use rayon::prelude::*;
 
 use super::forest::{ForestLayout, HostForest, QuantisedForest};
+use super::launch::{kernel_args, launch, DevPtr, DevPtrMut, Pins};
 use super::layout::{LinkedNode, PredNode, PredTile, PredTree};
 use super::runtime::{runtime, Runtime};
 use super::shap::ShapPaths;
@@ -30,6 +31,110 @@ const THREADS: u32 = 256;
 
 /// Rows each thread scores (`PRED_ROWS_PER_THREAD` in kernels/predict.cu).
 const ROWS_PER_THREAD: usize = 4;
+
+/// The forest as both kernel families read it after their nodes and leaves (`PredForest` in
+/// kernels/predict.cu).
+#[repr(C)]
+pub struct PredForest<'a> {
+    pub trees: DevPtr<'a, PredTree>,
+    pub n_trees: u32,
+    pub tiles: DevPtr<'a, PredTile>,
+    pub n_tiles: u32,
+    pub tile_nodes: u32,
+    /// (first word, words) pairs: `uint2` on the CUDA side.
+    pub sets: DevPtr<'a, u32>,
+    pub words: DevPtr<'a, u32>,
+    pub base: DevPtr<'a, f32>,
+}
+
+/// Where scores go: margins into `out` (from `row_base`, null: the model's base), or leaf ids
+/// into `leaf_out` when it is not null.
+#[repr(C)]
+pub struct PredOutputs<'a> {
+    pub row_base: DevPtr<'a, f32>,
+    pub n_outputs: u32,
+    pub out: DevPtrMut<'a, f32>,
+    pub leaf_out: DevPtrMut<'a, u32>,
+}
+
+/// `predict_complete*`, `predict_linked*`: raw values, `n` rows column-major.
+#[repr(C)]
+pub struct PredictArgs<'a> {
+    pub x: DevPtr<'a, f32>,
+    pub n: u32,
+    pub n_features: u32,
+    pub nodes: DevPtr<'a, PredNode>,
+    pub leaf_values: DevPtr<'a, f32>,
+    pub leaf_ids: DevPtr<'a, u32>,
+    pub linked: DevPtr<'a, LinkedNode>,
+    pub linked_ids: DevPtr<'a, u32>,
+    pub forest: PredForest<'a>,
+    pub outputs: PredOutputs<'a>,
+}
+
+/// `predict_binned*`: u8 or u16 bins, quantised nodes.
+#[repr(C)]
+pub struct PredictBinnedArgs<'a, B> {
+    pub bins: DevPtr<'a, B>,
+    pub n: u32,
+    pub n_features: u32,
+    pub nodes: DevPtr<'a, u32>,
+    pub leaf_values: DevPtr<'a, f32>,
+    pub leaf_ids: DevPtr<'a, u32>,
+    pub forest: PredForest<'a>,
+    pub outputs: PredOutputs<'a>,
+}
+
+/// `bin_rows_u8`, `_u16`.
+#[repr(C)]
+pub struct BinRowsArgs<'a, B> {
+    pub x: DevPtr<'a, f32>,
+    pub n: u32,
+    pub cuts: DevPtr<'a, f32>,
+    pub cut_offsets: DevPtr<'a, u32>,
+    pub n_categories: DevPtr<'a, u32>,
+    pub staged_cap: u32,
+    pub bins: DevPtrMut<'a, B>,
+}
+
+/// `finish_predictions`: `link` a checked code ([`link_code`]); null `classes`: apply the link.
+#[repr(C)]
+pub struct FinishPredictionsArgs<'a> {
+    pub margin: DevPtrMut<'a, f32>,
+    pub n: u32,
+    pub k: u32,
+    pub link: u32,
+    pub classes: DevPtrMut<'a, u32>,
+}
+
+impl<'a> PredictBinnedArgs<'a, u8> {
+    /// The same launch reading the byte scratch as 16-bit bins.
+    fn widen(self) -> PredictBinnedArgs<'a, u16> {
+        let PredictBinnedArgs { bins, n, n_features, nodes, leaf_values, leaf_ids, forest, outputs } = self;
+        PredictBinnedArgs { bins: bins.cast(), n, n_features, nodes, leaf_values, leaf_ids, forest, outputs }
+    }
+}
+
+impl<'a> BinRowsArgs<'a, u8> {
+    /// The same launch writing the byte scratch as 16-bit bins.
+    fn widen(self) -> BinRowsArgs<'a, u16> {
+        let BinRowsArgs { x, n, cuts, cut_offsets, n_categories, staged_cap, bins } = self;
+        BinRowsArgs { x, n, cuts, cut_offsets, n_categories, staged_cap, bins: bins.cast() }
+    }
+}
+
+kernel_args!(PredForest, PredOutputs, PredictArgs, PredictBinnedArgs<B>, BinRowsArgs<B>, FinishPredictionsArgs);
+
+/// `link`'s code for `finish_predictions`, checked before launching: every code has its own
+/// case there (a code without one traps, which poisons the context, so this is the error
+/// path), and the hinge's case writes output 0 only.
+fn link_code(link: Link, n_outputs: u32) -> Result<u32> {
+    match link {
+        Link::Identity | Link::Logistic | Link::Exp | Link::Softmax => Ok(link as u32),
+        Link::Hinge if n_outputs == 1 => Ok(link as u32),
+        Link::Hinge => Err(Error::Device(format!("the hinge link takes one output, not {n_outputs}"))),
+    }
+}
 
 /// A model's forest on the device, with the launch shape chosen for it.
 pub struct GpuForest {
@@ -239,17 +344,18 @@ impl GpuForest {
         }
     }
 
-    /// The arguments both kernel families take after their nodes and leaves, in their order:
-    /// trees, tiles, category sets and base margins.
-    fn forest_args<'a>(&'a self, b: &mut cudarc::driver::LaunchArgs<'a>) {
-        b.arg(&self.trees)
-            .arg(&self.n_trees)
-            .arg(&self.tiles)
-            .arg(&self.n_tiles)
-            .arg(&self.tile_nodes)
-            .arg(&self.sets)
-            .arg(&self.words)
-            .arg(&self.base);
+    /// The forest as both kernel families take it after their nodes and leaves.
+    fn forest_args<'a>(&'a self, p: &mut Pins<'a>) -> PredForest<'a> {
+        PredForest {
+            trees: p.read(&self.trees),
+            n_trees: self.n_trees,
+            tiles: p.read(&self.tiles),
+            n_tiles: self.n_tiles,
+            tile_nodes: self.tile_nodes,
+            sets: p.read(&self.sets),
+            words: p.read(&self.words),
+            base: p.read(&self.base),
+        }
     }
 
     /// Queues the scoring of `n` rows of `x` (column-major, feature f at `f * n`) on `stream`:
@@ -279,38 +385,37 @@ impl GpuForest {
             shared_mem_bytes: self.shared_bytes,
         };
         let n32 = n as u32;
-        let null: u64 = 0;
-        // The arguments before the outputs differ by kernel family; the outputs are common.
-        let mut b;
         if let Some(q) = &self.quantised {
-            let mut bin = stream.launch_builder(if q.wide { &k.bin_rows_u16 } else { &k.bin_rows_u8 });
-            bin.arg(x)
-                .arg(&n32)
-                .arg(&q.cuts)
-                .arg(&q.cut_offsets)
-                .arg(&q.n_categories)
-                .arg(&q.staged_cuts)
-                .arg(&mut *scratch);
-            // Blocks of one feature each: about 8 per SM in all, at least one per feature.
-            let per_feature = (self.rt.sm_count as u64 * 8 / self.n_features.max(1) as u64).max(1);
-            let row_blocks = (n as u64).div_ceil(256).clamp(1, per_feature) as u32;
-            let grid_dim = (row_blocks, self.n_features, 1);
-            let shared_mem_bytes = q.staged_cuts * 4;
-            // SAFETY: `x` holds n * n_features values and `scratch` as many bins; the offsets
-            // index `cuts` (built by QuantisedForest); a feature's thresholds are staged only when
-            // they fit the `staged_cuts` floats of shared memory the launch provides.
-            unsafe { bin.launch(LaunchConfig { grid_dim, block_dim: (256, 1, 1), shared_mem_bytes }) }
-                .map_err(device_error)?;
-            let f = match (self.has_categorical, q.wide) {
-                (false, false) => &k.predict_binned,
-                (true, false) => &k.predict_binned_cat,
-                (false, true) => &k.predict_binned_u16,
-                (true, true) => &k.predict_binned_cat_u16,
-            };
-            b = stream.launch_builder(f);
-            b.arg(&*scratch).arg(&n32).arg(&self.n_features).arg(&q.nodes).arg(&self.leaf_values).arg(&self.leaf_ids);
-            self.forest_args(&mut b);
-        } else {
+            self.bin_rows(stream, q, x, n32, scratch)?;
+        }
+        let mut p = Pins::new(stream);
+        let forest = self.forest_args(&mut p);
+        let outputs = PredOutputs {
+            row_base: p.read_opt(row_base),
+            n_outputs: self.n_outputs,
+            out: p.write(out),
+            leaf_out: leaf_out.map_or(DevPtrMut::NULL, |l| p.write(l)),
+        };
+        // SAFETY: the structs mirror kernels/predict.cu (checked by the layout probe); every
+        // index the kernel follows was built by HostForest (and QuantisedForest) from a
+        // validated model; `x` holds n_features * n values (the bins in `scratch` as many),
+        // `out` n * n_outputs and `leaf_out` n * n_trees; `cfg`'s shared memory is the plan's.
+        unsafe {
+            if let Some(q) = &self.quantised {
+                let (bins, n_features, nodes) = (p.read(&*scratch), self.n_features, p.read(&q.nodes));
+                let (leaf_values, leaf_ids) = (p.read(&self.leaf_values), p.read(&self.leaf_ids));
+                let args =
+                    PredictBinnedArgs { bins, n: n32, n_features, nodes, leaf_values, leaf_ids, forest, outputs };
+                return match (self.has_categorical, q.wide) {
+                    (false, false) => launch(stream, &k.predict_binned, &args, cfg),
+                    (true, false) => launch(stream, &k.predict_binned_cat, &args, cfg),
+                    (wide_cat, true) => {
+                        let args = args.widen();
+                        let f = if wide_cat { &k.predict_binned_cat_u16 } else { &k.predict_binned_u16 };
+                        launch(stream, f, &args, cfg)
+                    }
+                };
+            }
             let f = match (self.layout, self.has_categorical, self.shared_rows) {
                 (ForestLayout::Complete, false, true) => &k.predict_complete,
                 (ForestLayout::Complete, true, true) => &k.predict_complete_cat,
@@ -321,33 +426,58 @@ impl GpuForest {
                 (ForestLayout::Linked, false, false) => &k.predict_linked_global_rows,
                 (ForestLayout::Linked, true, false) => &k.predict_linked_cat_global_rows,
             };
-            b = stream.launch_builder(f);
-            b.arg(x)
-                .arg(&n32)
-                .arg(&self.n_features)
-                .arg(&self.nodes)
-                .arg(&self.leaf_values)
-                .arg(&self.leaf_ids)
-                .arg(&self.linked)
-                .arg(&self.linked_ids);
-            self.forest_args(&mut b);
+            let args = PredictArgs {
+                x: p.read(x),
+                n: n32,
+                n_features: self.n_features,
+                nodes: p.read(&self.nodes),
+                leaf_values: p.read(&self.leaf_values),
+                leaf_ids: p.read(&self.leaf_ids),
+                linked: p.read(&self.linked),
+                linked_ids: p.read(&self.linked_ids),
+                forest,
+                outputs,
+            };
+            launch(stream, f, &args, cfg)
         }
-        match row_base {
-            Some(rb) => b.arg(rb),
-            None => b.arg(&null),
+    }
+
+    /// Queues the binning of `n` rows of `x` against the quantised forest's thresholds into
+    /// `scratch` (u8 or u16 bins, column-major).
+    fn bin_rows(
+        &self,
+        stream: &Arc<CudaStream>,
+        q: &Quantised,
+        x: &CudaSlice<f32>,
+        n: u32,
+        scratch: &mut CudaSlice<u8>,
+    ) -> Result<()> {
+        let k = &self.rt.kernels;
+        let mut p = Pins::new(stream);
+        let args = BinRowsArgs {
+            x: p.read(x),
+            n,
+            cuts: p.read(&q.cuts),
+            cut_offsets: p.read(&q.cut_offsets),
+            n_categories: p.read(&q.n_categories),
+            staged_cap: q.staged_cuts,
+            bins: p.write(scratch),
         };
-        b.arg(&self.n_outputs).arg(out);
-        match leaf_out {
-            Some(l) => b.arg(l),
-            None => b.arg(&null),
-        };
-        // SAFETY: the arguments match `predict_rows` / `predict_binned_rows` in
-        // kernels/predict.cu (layouts checked by the layout test); every index the kernel follows
-        // was built by HostForest (and QuantisedForest) from a validated model; `x` holds
-        // n_features * n values (the bins in `scratch` as many), `out` n * n_outputs and
-        // `leaf_out` n * n_trees.
-        unsafe { b.launch(cfg) }.map_err(device_error)?;
-        Ok(())
+        // Blocks of one feature each: about 8 per SM in all, at least one per feature.
+        let per_feature = (self.rt.sm_count as u64 * 8 / self.n_features.max(1) as u64).max(1);
+        let row_blocks = (n as u64).div_ceil(256).clamp(1, per_feature) as u32;
+        let grid_dim = (row_blocks, self.n_features, 1);
+        let cfg = LaunchConfig { grid_dim, block_dim: (256, 1, 1), shared_mem_bytes: q.staged_cuts * 4 };
+        // SAFETY: `x` holds n * n_features values and `scratch` as many bins; the offsets
+        // index `cuts` (built by QuantisedForest); a feature's thresholds are staged only when
+        // they fit the `staged_cuts` floats of shared memory the launch provides.
+        unsafe {
+            if q.wide {
+                launch(stream, &k.bin_rows_u16, &args.widen(), cfg)
+            } else {
+                launch(stream, &k.bin_rows_u8, &args, cfg)
+            }
+        }
     }
 
     /// Queues the objective's link (or the class choice) on `n` rows of margins.
@@ -362,19 +492,19 @@ impl GpuForest {
         if link == Link::Identity && classes.is_none() {
             return Ok(());
         }
-        let link = link as u32;
-        let (n32, null): (u32, u64) = (n as u32, 0);
-        let mut b = stream.launch_builder(&self.rt.kernels.finish_predictions);
-        b.arg(out).arg(&n32).arg(&self.n_outputs).arg(&link);
-        match classes {
-            Some(c) => b.arg(c),
-            None => b.arg(&null),
+        let link = link_code(link, self.n_outputs)?;
+        let mut p = Pins::new(stream);
+        let args = FinishPredictionsArgs {
+            margin: p.write(out),
+            n: n as u32,
+            k: self.n_outputs,
+            link,
+            classes: classes.map_or(DevPtrMut::NULL, |c| p.write(c)),
         };
         let blocks = n.div_ceil(256).clamp(1, self.rt.sm_count as usize * 16) as u32;
         let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: `out` holds n * n_outputs margins and `classes` n values.
-        unsafe { b.launch(cfg) }.map_err(device_error)?;
-        Ok(())
+        unsafe { launch(stream, &self.rt.kernels.finish_predictions, &args, cfg) }
     }
 }
 
