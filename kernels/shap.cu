@@ -280,13 +280,28 @@ __device__ void shap_rows(const float* __restrict__ x, u32 n, const ShapElement*
     }
 }
 
-#define SHAP_ARGS                                                                                              \
-    const float *__restrict__ x, u32 n, const ShapElement *__restrict__ elements, u32 n_bins, u32 bins_per_group, \
-        const ShapSplit *__restrict__ more, const uint2 *__restrict__ sets, const u32 *__restrict__ words,      \
-        u32 n_features, u32 out_width, float *__restrict__ out, u32 tile_rows, u32 staged
-#define SHAP_PASS \
-    x, n, elements, n_bins, bins_per_group, more, sets, words, n_features, out_width, out, tile_rows, staged
+// The three kernels' argument struct (each takes one, by value), mirrored in
+// src/backend/cuda/shap.rs and checked by the layout probe.
+struct ShapArgs {
+    const float* x;
+    u32 n;
+    const ShapElement* elements;
+    u32 n_bins;
+    u32 bins_per_group;
+    const ShapSplit* more;
+    const uint2* sets;
+    const u32* words;
+    u32 n_features;
+    u32 out_width;
+    float* out;
+    u32 tile_rows;
+    u32 staged;
+};
 
-extern "C" __global__ void shap_contrib_shared(SHAP_ARGS) { shap_rows<true, false>(SHAP_PASS); }
-extern "C" __global__ void shap_contrib_global(SHAP_ARGS) { shap_rows<false, false>(SHAP_PASS); }
-extern "C" __global__ void shap_interactions(SHAP_ARGS) { shap_rows<false, true>(SHAP_PASS); }
+#define SHAP_PASS(a)                                                                                               \
+    a.x, a.n, a.elements, a.n_bins, a.bins_per_group, a.more, a.sets, a.words, a.n_features, a.out_width, a.out, \
+        a.tile_rows, a.staged
+
+extern "C" __global__ void shap_contrib_shared(const ShapArgs a) { shap_rows<true, false>(SHAP_PASS(a)); }
+extern "C" __global__ void shap_contrib_global(const ShapArgs a) { shap_rows<false, false>(SHAP_PASS(a)); }
+extern "C" __global__ void shap_interactions(const ShapArgs a) { shap_rows<false, true>(SHAP_PASS(a)); }

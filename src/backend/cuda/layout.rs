@@ -393,6 +393,12 @@ macro_rules! kernel_arg_probes {
         $probe!(BinRowsArgs<u8>, "BinRowsArgs<u8>", [x, n, cuts, cut_offsets, n_categories, staged_cap, bins]);
         $probe!(BinRowsArgs<u16>, "BinRowsArgs<u16>", [x, n, cuts, cut_offsets, n_categories, staged_cap, bins]);
         $probe!(FinishPredictionsArgs, "FinishPredictionsArgs", [margin, n, k, link, classes]);
+        use super::shap::ShapArgs;
+        $probe!(
+            ShapArgs,
+            "ShapArgs",
+            [x, n, elements, n_bins, bins_per_group, more, sets, words, n_features, out_width, out, tile_rows, staged]
+        );
         use super::ranking::*;
         $probe!(
             LambdarankArgs,

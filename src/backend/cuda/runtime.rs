@@ -106,9 +106,9 @@ kernel_table!(
     predict_binned_cat: super::predict::PredictBinnedArgs<'static, u8>,
     predict_binned_u16: super::predict::PredictBinnedArgs<'static, u16>,
     predict_binned_cat_u16: super::predict::PredictBinnedArgs<'static, u16>,
-    shap_contrib_shared: (),
-    shap_contrib_global: (),
-    shap_interactions: (),
+    shap_contrib_shared: super::shap::ShapArgs<'static>,
+    shap_contrib_global: super::shap::ShapArgs<'static>,
+    shap_interactions: super::shap::ShapArgs<'static>,
 );
 
 /// Lets each of `kernels` take all the shared memory a block may opt into (`max`) less its own

@@ -11,10 +11,11 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 use rayon::prelude::*;
 
 use super::forest::split_test;
+use super::launch::{kernel_args, launch, DevPtr, DevPtrMut, Pins};
 use super::layout::{ShapElement, ShapSplit};
 use super::runtime::Runtime;
 use super::{device_error, knob, DeviceMemory};
@@ -33,6 +34,29 @@ const LANES: usize = 32;
 const THREADS: u32 = 256;
 /// Host and device memory one streamed chunk of rows may take (inputs and values).
 const CHUNK_BYTES: usize = 512 << 20;
+
+/// `shap_contrib_shared`, `shap_contrib_global`, `shap_interactions` (`ShapArgs` in
+/// kernels/shap.cu): `n` rows of `x` column-major through the warps of paths
+/// `[blockIdx.y * bins_per_group, ...)`, `out_width` values a row into `out`.
+#[repr(C)]
+pub struct ShapArgs<'a> {
+    pub x: DevPtr<'a, f32>,
+    pub n: u32,
+    pub elements: DevPtr<'a, ShapElement>,
+    pub n_bins: u32,
+    pub bins_per_group: u32,
+    pub more: DevPtr<'a, ShapSplit>,
+    /// (first word, words) pairs: `uint2` on the CUDA side.
+    pub sets: DevPtr<'a, u32>,
+    pub words: DevPtr<'a, u32>,
+    pub n_features: u32,
+    pub out_width: u32,
+    pub out: DevPtrMut<'a, f32>,
+    pub tile_rows: u32,
+    pub staged: u32,
+}
+
+kernel_args!(ShapArgs);
 
 /// The split tests the GPU layout holds at most, summed over every root-to-leaf path of a
 /// forest (8 bytes each, and the paths' copies on the host): a chain of depth d holds d²/2, so
@@ -402,25 +426,27 @@ impl ShapPaths {
                 block_dim: (THREADS, 1, 1),
                 shared_mem_bytes: shared_bytes,
             };
-            let rows32 = rows as u32;
-            let mut b = stream.launch_builder(kernel);
-            b.arg(&x_dev)
-                .arg(&rows32)
-                .arg(&self.elements)
-                .arg(&n_bins)
-                .arg(&bins_per_group)
-                .arg(&self.more)
-                .arg(&self.sets)
-                .arg(&self.words)
-                .arg(&nf32)
-                .arg(&width32)
-                .arg(&mut out_dev)
-                .arg(&tile_rows)
-                .arg(&staged);
+            let mut p = Pins::new(&stream);
+            let args = ShapArgs {
+                x: p.read(&x_dev),
+                n: rows as u32,
+                elements: p.read(&self.elements),
+                n_bins,
+                bins_per_group,
+                more: p.read(&self.more),
+                sets: p.read(&self.sets),
+                words: p.read(&self.words),
+                n_features: nf32,
+                out_width: width32,
+                out: p.write(&mut out_dev),
+                tile_rows,
+                staged,
+            };
             // SAFETY: `x_dev` holds `rows` rows of every feature column-major and `out_dev`
             // `rows * width` values; the elements index `more`, `sets` and `words` as built by
             // ShapLayout, and their features are below `nf`; the shared memory holds a tile.
-            unsafe { b.launch(cfg) }.map_err(device_error)?;
+            unsafe { launch(&stream, kernel, &args, cfg) }?;
+            drop(p);
             stream
                 .memcpy_dtoh(&out_dev.slice(..rows * width), &mut out[start * width..(start + rows) * width])
                 .map_err(device_error)?;
