@@ -4,6 +4,35 @@
 // the partition reads). One launch bins a block of rows of every feature, staged column-major as they came
 // from the Arrow columns.
 
+// The kernels' argument structs (each kernel takes one, by value), mirrored in
+// src/backend/cuda/data.rs and checked by the layout probe.
+
+// The cut points: feature f's at cuts[cut_offsets[f] .. cut_offsets[f + 1]].
+struct BinCuts {
+    const float* cuts;
+    const u32* cut_offsets;
+    const u32* categorical;
+};
+
+// bin_block's arguments but the bins: `block_rows` staged rows from row `row0`, column-major.
+struct BinBlock {
+    const float* values;
+    u32 block_rows;
+    u32 row0;
+    u32 n_features;
+    u32 stride;
+    BinCuts binning;
+    u32 col_rows;
+};
+
+// Null `cols` (and col_rows 0): no column copy.
+template <typename Bin>
+struct BinBlockArgs {
+    BinBlock block;
+    Bin* bins;
+    Bin* cols;
+};
+
 // The bin of value x of feature f (src/data/cuts.rs: FeatureCuts::bin). Categorical features
 // reserve one cut slot per category, so for both kinds the bins are 0..=(end - begin) and the
 // missing bin is end - begin + 1.
@@ -38,20 +67,13 @@ __device__ void bin_block(const float* values, u32 block_rows, u32 row0, u32 n_f
     }
 }
 
-extern "C" __global__ void bin_block_u8(const float* values, u32 block_rows, u32 row0, u32 n_features,
-                                        u32 stride, const float* cuts, const u32* cut_offsets, const u32* categorical,
-                                        u8* bins, u8* cols, u32 col_rows) {
-    bin_block<u8>(values, block_rows, row0, n_features, stride, cuts, cut_offsets, categorical, bins, cols, col_rows);
-}
+#define BIN_BLOCK_KERNEL(BIN)                                                                                \
+    extern "C" __global__ void bin_block_##BIN(const BinBlockArgs<BIN> a) {                                  \
+        const BinBlock& b = a.block;                                                                         \
+        bin_block<BIN>(b.values, b.block_rows, b.row0, b.n_features, b.stride, b.binning.cuts,              \
+                       b.binning.cut_offsets, b.binning.categorical, a.bins, a.cols, b.col_rows);            \
+    }
 
-extern "C" __global__ void bin_block_u16(const float* values, u32 block_rows, u32 row0, u32 n_features,
-                                         u32 stride, const float* cuts, const u32* cut_offsets, const u32* categorical,
-                                         u16* bins, u16* cols, u32 col_rows) {
-    bin_block<u16>(values, block_rows, row0, n_features, stride, cuts, cut_offsets, categorical, bins, cols, col_rows);
-}
-
-extern "C" __global__ void bin_block_u32(const float* values, u32 block_rows, u32 row0, u32 n_features,
-                                         u32 stride, const float* cuts, const u32* cut_offsets, const u32* categorical,
-                                         u32* bins, u32* cols, u32 col_rows) {
-    bin_block<u32>(values, block_rows, row0, n_features, stride, cuts, cut_offsets, categorical, bins, cols, col_rows);
-}
+BIN_BLOCK_KERNEL(u8)
+BIN_BLOCK_KERNEL(u16)
+BIN_BLOCK_KERNEL(u32)

@@ -274,17 +274,45 @@ struct SparseAddTreeArgs {
     const u32* slot_offsets;
 };
 
+// place_present's arguments but the entries: `n_present` values (`rows` within the block from
+// row `row0`, NO_ENTRY for none; `col_start`: each feature's first) binned into their rows.
+struct PresentValues {
+    const u32* rows;
+    const float* vals;
+    u32 n_present;
+    const u32* col_start;
+    u32 n_features;
+    u32 row0;
+    BinCuts binning;
+    const u32* slot_offsets;
+    const u32* row_words;
+    u32* row_len;
+};
+
+template <typename E>
+struct PlacePresentArgs {
+    PresentValues present;
+    E* entries;
+};
+
+template <typename E>
+struct SortRowsArgs {
+    const u32* row_len;
+    u32 n_rows;
+    const u32* row_words;
+    E* entries;
+};
+
 // The kernels of compressed rows, for 16- and 32-bit entries (`_s16`, `_s32`).
 #define SPARSE_KERNELS(E, NAME)                                                                                  \
-    extern "C" __global__ void place_present_##NAME(                                                            \
-        const u32* rows, const float* vals, u32 n_present, const u32* col_start, u32 n_features, u32 row0,       \
-        const float* cuts, const u32* cut_offsets, const u32* categorical, const u32* slot_offsets,             \
-        const u32* row_words, u32* row_len, E* entries) {                                                       \
-        place_present<E>(rows, vals, n_present, col_start, n_features, row0, cuts, cut_offsets, categorical,    \
-                         slot_offsets, row_words, row_len, entries);                                            \
+    extern "C" __global__ void place_present_##NAME(const PlacePresentArgs<E> a) {                              \
+        const PresentValues& v = a.present;                                                                      \
+        place_present<E>(v.rows, v.vals, v.n_present, v.col_start, v.n_features, v.row0, v.binning.cuts,        \
+                         v.binning.cut_offsets, v.binning.categorical, v.slot_offsets, v.row_words, v.row_len,   \
+                         a.entries);                                                                            \
     }                                                                                                           \
-    extern "C" __global__ void sort_rows_##NAME(const u32* row_len, u32 n_rows, const u32* row_words, E* entries) { \
-        sort_rows<E>(row_len, n_rows, row_words, entries);                                                      \
+    extern "C" __global__ void sort_rows_##NAME(const SortRowsArgs<E> a) {                                      \
+        sort_rows<E>(a.row_len, a.n_rows, a.row_words, a.entries);                                              \
     }                                                                                                           \
     extern "C" __global__ void index_groups_##NAME(const IndexGroupsArgs<E> a) {                                 \
         index_groups<E>(a.rows.entries, a.n_rows, a.rows.row_words, a.slot_offsets, a.group_first_feature,       \

@@ -8,10 +8,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice};
 use rayon::prelude::*;
 
-use super::launch::{kernel_args, DevPtr, Pins};
+use super::launch::{kernel_args, launch, DevPtr, DevPtrMut, Pins};
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
 use crate::data::{BinnedMatrix, FeatureCuts, FeatureFrame};
@@ -53,7 +53,79 @@ pub struct SparseEntries<'a, E> {
     pub row_words: DevPtr<'a, u32>,
 }
 
-kernel_args!(DenseBins<B>, SparseEntries<E>);
+/// The cut points as the binning kernels take them (`BinCuts` in kernels/binning.cu).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct BinCuts<'a> {
+    pub cuts: DevPtr<'a, f32>,
+    pub cut_offsets: DevPtr<'a, u32>,
+    pub categorical: DevPtr<'a, u32>,
+}
+
+/// `bin_block`'s arguments but the bins: `block_rows` staged rows from row `row0`,
+/// column-major; `col_rows` 0: no column copy.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct BinBlock<'a> {
+    pub values: DevPtr<'a, f32>,
+    pub block_rows: u32,
+    pub row0: u32,
+    pub n_features: u32,
+    pub stride: u32,
+    pub binning: BinCuts<'a>,
+    pub col_rows: u32,
+}
+
+/// `bin_block_u8`, `_u16`, `_u32`: null `cols` without a column copy.
+#[repr(C)]
+pub struct BinBlockArgs<'a, B> {
+    pub block: BinBlock<'a>,
+    pub bins: DevPtrMut<'a, B>,
+    pub cols: DevPtrMut<'a, B>,
+}
+
+/// `place_present`'s arguments but the entries: `n_present` values (their `rows` within the
+/// block from `row0`, `NO_ROW` for none; `col_start`: each feature's first) into their rows.
+#[repr(C)]
+pub struct PresentValues<'a> {
+    pub rows: DevPtr<'a, u32>,
+    pub vals: DevPtr<'a, f32>,
+    pub n_present: u32,
+    pub col_start: DevPtr<'a, u32>,
+    pub n_features: u32,
+    pub row0: u32,
+    pub binning: BinCuts<'a>,
+    pub slot_offsets: DevPtr<'a, u32>,
+    pub row_words: DevPtr<'a, u32>,
+    pub row_len: DevPtrMut<'a, u32>,
+}
+
+/// `place_present_s16`, `_s32`.
+#[repr(C)]
+pub struct PlacePresentArgs<'a, E> {
+    pub present: PresentValues<'a>,
+    pub entries: DevPtrMut<'a, E>,
+}
+
+/// `sort_rows_s16`, `_s32`.
+#[repr(C)]
+pub struct SortRowsArgs<'a, E> {
+    pub row_len: DevPtr<'a, u32>,
+    pub n_rows: u32,
+    pub row_words: DevPtr<'a, u32>,
+    pub entries: DevPtrMut<'a, E>,
+}
+
+kernel_args!(
+    DenseBins<B>,
+    SparseEntries<E>,
+    BinCuts,
+    BinBlock,
+    BinBlockArgs<B>,
+    PresentValues,
+    PlacePresentArgs<E>,
+    SortRowsArgs<E>
+);
 
 /// A matrix's rows in its layout, for the kernel of the layout ([`DeviceMatrix::rows`]).
 pub enum MatrixRows<'a> {
@@ -281,55 +353,24 @@ impl DeviceMatrix {
                         col.read(start, out);
                     });
                     stream.memcpy_htod(&values[..rows * nf], &mut dev.slice_mut(..rows * nf)).map_err(device_error)?;
-                    let (rows32, start32, nf32, stride32) = (rows as u32, start as u32, nf as u32, stride as u32);
-                    let mut launch = match dense {
-                        DeviceBins::U16(_) => stream.launch_builder(&rt.kernels.bin_block_u16),
-                        DeviceBins::U32(_) => stream.launch_builder(&rt.kernels.bin_block_u32),
-                        _ => stream.launch_builder(&rt.kernels.bin_block_u8),
+                    let mut p = Pins::new(stream);
+                    let block = BinBlock {
+                        values: p.read(&*dev),
+                        block_rows: rows as u32,
+                        row0: start as u32,
+                        n_features: nf as u32,
+                        stride: stride as u32,
+                        binning: binning.pin(&mut p),
+                        // Without a column copy the kernel writes none (and `cols` is null).
+                        col_rows: if cols.is_some() { n as u32 } else { 0 },
                     };
-                    launch
-                        .arg(&*dev)
-                        .arg(&rows32)
-                        .arg(&start32)
-                        .arg(&nf32)
-                        .arg(&stride32)
-                        .arg(binning.cuts)
-                        .arg(binning.cut_offsets)
-                        .arg(binning.categorical);
-                    match dense {
-                        DeviceBins::U8(b) => launch.arg(b),
-                        DeviceBins::U16(b) | DeviceBins::Sparse16(b) => launch.arg(b),
-                        DeviceBins::U32(b) | DeviceBins::Sparse32(b) => launch.arg(b),
-                    };
-                    // Without a column copy the kernel writes none (col_rows 0), and the staged
-                    // values stand in as its never-touched argument.
-                    let col_rows = if cols.is_some() { n as u32 } else { 0 };
-                    match cols.as_mut() {
-                        Some(c) => launch.arg(c),
-                        None => launch.arg(&*dev),
-                    };
-                    launch.arg(&col_rows);
-                    // SAFETY: the arguments match the kernel's signature; every index stays
-                    // below rows * nf (values) and n * stride (bins).
-                    unsafe { launch.launch(grid_for(rt, (rows * nf) as u64, 256)) }.map_err(device_error)?;
+                    bin_block(rt, stream, &mut p, block, dense, cols.as_mut())?;
                 }
             }
             done.record(stream).map_err(device_error)?;
         }
         if let (Some(row_len), Some(row_words)) = (row_len.take(), &row_words) {
-            let n32 = n as u32;
-            let mut launch = match bins {
-                DeviceBins::Sparse16(_) => stream.launch_builder(&rt.kernels.sort_rows_s16),
-                _ => stream.launch_builder(&rt.kernels.sort_rows_s32),
-            };
-            launch.arg(&row_len).arg(&n32).arg(row_words);
-            match &mut bins {
-                DeviceBins::Sparse16(e) => launch.arg(e),
-                DeviceBins::Sparse32(e) => launch.arg(e),
-                _ => unreachable!("compressed rows are 16- or 32-bit entries"),
-            };
-            // SAFETY: row_len holds n counts, row_words n + 1 ascending offsets within the entries.
-            unsafe { launch.launch(grid_for(rt, n as u64, 256)) }.map_err(device_error)?;
+            sort_rows(rt, stream, n, &row_len, row_words, &mut bins)?;
             memory.allocated -= 4 * row_len.len();
         }
         stream.synchronize().map_err(device_error)?;
@@ -377,6 +418,75 @@ struct Binning<'a> {
     cuts: &'a CudaSlice<f32>,
     cut_offsets: &'a CudaSlice<u32>,
     categorical: &'a CudaSlice<u32>,
+}
+
+impl<'a> Binning<'a> {
+    /// The cut points as a launch's arguments hold them.
+    fn pin(&self, p: &mut Pins<'a>) -> BinCuts<'a> {
+        BinCuts {
+            cuts: p.read(self.cuts),
+            cut_offsets: p.read(self.cut_offsets),
+            categorical: p.read(self.categorical),
+        }
+    }
+}
+
+/// Queues the binning of a staged `block` into the dense `bins` and, for 8-bit bins, into the
+/// column copy `cols` (which only 8-bit bins keep).
+fn bin_block<'a>(
+    rt: &Runtime,
+    stream: &CudaStream,
+    p: &mut Pins<'a>,
+    block: BinBlock<'a>,
+    bins: &'a mut DeviceBins,
+    cols: Option<&'a mut CudaSlice<u8>>,
+) -> Result<()> {
+    let (k, c) = (&rt.kernels, grid_for(rt, block.block_rows as u64 * block.n_features as u64, 256));
+    // SAFETY: every index stays below block_rows * n_features (values), the matrix's rows
+    // times stride (bins) and col_rows * n_features (cols, null when col_rows is 0).
+    unsafe {
+        match (bins, cols) {
+            (DeviceBins::U8(b), cols) => {
+                let cols = cols.map_or(DevPtrMut::NULL, |c| p.write(c));
+                launch(stream, &k.bin_block_u8, &BinBlockArgs { block, bins: p.write(b), cols }, c)
+            }
+            (DeviceBins::U16(b), None) => {
+                launch(stream, &k.bin_block_u16, &BinBlockArgs { block, bins: p.write(b), cols: DevPtrMut::NULL }, c)
+            }
+            (DeviceBins::U32(b), None) => {
+                launch(stream, &k.bin_block_u32, &BinBlockArgs { block, bins: p.write(b), cols: DevPtrMut::NULL }, c)
+            }
+            _ => unreachable!("dense rows have dense bins, and only 8-bit bins keep a column copy"),
+        }
+    }
+}
+
+/// Queues the sorting of each of the `n` compressed rows' entries (`row_len` counted per row,
+/// the rows at `row_words`).
+fn sort_rows(
+    rt: &Runtime,
+    stream: &CudaStream,
+    n: usize,
+    row_len: &CudaSlice<u32>,
+    row_words: &CudaSlice<u32>,
+    entries: &mut DeviceBins,
+) -> Result<()> {
+    let (mut p, c) = (Pins::new(stream), grid_for(rt, n as u64, 256));
+    let (row_len, n_rows, row_words) = (p.read(row_len), n as u32, p.read(row_words));
+    // SAFETY: row_len holds n counts, row_words n + 1 ascending offsets within the entries.
+    unsafe {
+        match entries {
+            DeviceBins::Sparse16(e) => {
+                let args = SortRowsArgs { row_len, n_rows, row_words, entries: p.write(e) };
+                launch(stream, &rt.kernels.sort_rows_s16, &args, c)
+            }
+            DeviceBins::Sparse32(e) => {
+                let args = SortRowsArgs { row_len, n_rows, row_words, entries: p.write(e) };
+                launch(stream, &rt.kernels.sort_rows_s32, &args, c)
+            }
+            _ => unreachable!("compressed rows are 16- or 32-bit entries"),
+        }
+    }
 }
 
 /// The row of a staging slot no value took (`NO_ENTRY` in kernels/sparse.cu).
@@ -478,35 +588,42 @@ impl PresentStage {
         stream
             .memcpy_htod(self.starts_host.as_slice().map_err(device_error)?, &mut self.starts_dev)
             .map_err(device_error)?;
-        let (total32, nf32, start32) = (total as u32, nf as u32, start as u32);
-        let mut launch = match place.entries {
-            DeviceBins::Sparse16(_) => stream.launch_builder(&rt.kernels.place_present_s16),
-            _ => stream.launch_builder(&rt.kernels.place_present_s32),
+        self.place(rt, total, nf, start, place)
+    }
+
+    /// Queues the placing of the `total` staged present values of the `nf` features of the
+    /// block from row `start` into their rows.
+    fn place(&self, rt: &Runtime, total: usize, nf: usize, start: usize, place: Placement) -> Result<()> {
+        let stream = &*self.stream;
+        let mut p = Pins::new(stream);
+        let present = PresentValues {
+            rows: p.read(&self.rows_dev),
+            vals: p.read(&self.vals_dev),
+            n_present: total as u32,
+            col_start: p.read(&self.starts_dev),
+            n_features: nf as u32,
+            row0: start as u32,
+            binning: place.binning.pin(&mut p),
+            slot_offsets: p.read(place.slot_offsets),
+            row_words: p.read(place.row_words),
+            row_len: p.write(place.row_len),
         };
-        launch
-            .arg(&self.rows_dev)
-            .arg(&self.vals_dev)
-            .arg(&total32)
-            .arg(&self.starts_dev)
-            .arg(&nf32)
-            .arg(&start32)
-            .arg(place.binning.cuts)
-            .arg(place.binning.cut_offsets)
-            .arg(place.binning.categorical)
-            .arg(place.slot_offsets)
-            .arg(place.row_words)
-            .arg(place.row_len);
-        match place.entries {
-            DeviceBins::Sparse16(e) => launch.arg(e),
-            DeviceBins::Sparse32(e) => launch.arg(e),
-            _ => unreachable!("present values are placed in compressed rows"),
-        };
+        let c = grid_for(rt, total as u64, 256);
         // SAFETY: the entries' rows are below `rows` (so start + row below the matrix's rows,
         // which row_len and row_words cover) and their columns below nf; `starts` has nf + 1
         // ascending offsets ending at `total`, the entries' count; the kernel writes inside
         // each row's words.
-        unsafe { launch.launch(grid_for(rt, total as u64, 256)) }.map_err(device_error)?;
-        Ok(())
+        unsafe {
+            match place.entries {
+                DeviceBins::Sparse16(e) => {
+                    launch(stream, &rt.kernels.place_present_s16, &PlacePresentArgs { present, entries: p.write(e) }, c)
+                }
+                DeviceBins::Sparse32(e) => {
+                    launch(stream, &rt.kernels.place_present_s32, &PlacePresentArgs { present, entries: p.write(e) }, c)
+                }
+                _ => unreachable!("present values are placed in compressed rows"),
+            }
+        }
     }
 }
 

@@ -265,6 +265,21 @@ macro_rules! kernel_arg_probes {
         $probe!(DenseBins<u32>, "DenseBins<u32>", [bins, stride]);
         $probe!(SparseEntries<u16>, "SparseEntries<u16>", [entries, row_words]);
         $probe!(SparseEntries<u32>, "SparseEntries<u32>", [entries, row_words]);
+        use super::data::*;
+        $probe!(BinCuts, "BinCuts", [cuts, cut_offsets, categorical]);
+        $probe!(BinBlock, "BinBlock", [values, block_rows, row0, n_features, stride, binning, col_rows]);
+        $probe!(BinBlockArgs<u8>, "BinBlockArgs<u8>", [block, bins, cols]);
+        $probe!(BinBlockArgs<u16>, "BinBlockArgs<u16>", [block, bins, cols]);
+        $probe!(BinBlockArgs<u32>, "BinBlockArgs<u32>", [block, bins, cols]);
+        $probe!(
+            PresentValues,
+            "PresentValues",
+            [rows, vals, n_present, col_start, n_features, row0, binning, slot_offsets, row_words, row_len]
+        );
+        $probe!(PlacePresentArgs<u16>, "PlacePresentArgs<u16>", [present, entries]);
+        $probe!(PlacePresentArgs<u32>, "PlacePresentArgs<u32>", [present, entries]);
+        $probe!(SortRowsArgs<u16>, "SortRowsArgs<u16>", [row_len, n_rows, row_words, entries]);
+        $probe!(SortRowsArgs<u32>, "SortRowsArgs<u32>", [row_len, n_rows, row_words, entries]);
         use super::histogram::*;
         $probe!(
             HistogramBuild,
