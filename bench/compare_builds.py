@@ -70,11 +70,13 @@ def main() -> None:
             results[k].setdefault("auc", []).append(t["auc"])
     print(f"\n{a.rows:,} x {X.shape[1]} rows, depth 8, {a.rounds} rounds; prediction of {a.test:,} rows; "
           f"medians of {a.repeats}, old and new alternating\n")
-    print("| measure | old | new | new / old |")
+    print("| measure | old (min..max) | new (min..max) | new / old |")
     print("|---|---|---|---|")
     for name in results["old"]:
-        o, n = statistics.median(results["old"][name]), statistics.median(results["new"][name])
-        print(f"| {name} | {o:.4f} | {n:.4f} | {n / o:.3f} |")
+        old, new = results["old"][name], results["new"][name]
+        o, n = statistics.median(old), statistics.median(new)
+        print(f"| {name} | {o:.4f} ({min(old):.4f}..{max(old):.4f}) | {n:.4f} ({min(new):.4f}..{max(new):.4f}) "
+              f"| {n / o:.3f} |")
 
 
 if __name__ == "__main__":
