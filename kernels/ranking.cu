@@ -228,6 +228,10 @@ struct LambdarankArgs {
 };
 
 extern "C" __global__ void lambdarank(const LambdarankArgs a) {
+    // The host passes a PairMetric (a Rust enum, its codes checked against these by the layout
+    // probe); an unknown code is a bug, stopped here rather than trained as pairwise. A trap
+    // poisons the context: never the way an error is reported.
+    if (a.metric != RANK_PAIRWISE && a.metric != RANK_NDCG && a.metric != RANK_MAP) __trap();
     lambdarank_body(a.score, a.label, a.gain, a.inv_idcg, a.discount, a.offsets, a.weight, a.top_k, a.metric,
                     a.normalise, a.score_normalise, a.sort_capacity, a.position, a.ranked, a.sums, a.relevant,
                     a.precision_sum, a.out);

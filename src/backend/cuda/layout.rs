@@ -5,7 +5,7 @@
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
 use super::forest;
-use crate::objective::{GpuGradient, Link};
+use crate::objective::{GpuGradient, Link, PairMetric};
 pub use crate::tree::gradient::{GradPair, GradSum, QuantGrad};
 use crate::tree::NO_CHILD;
 
@@ -512,6 +512,9 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
         ("SHAP_NO_FEATURE", super::shap::NO_FEATURE as u64),
         ("SHAP_TAKES_LEFT", super::shap::TAKES_LEFT as u64),
         ("REFIT_ROWS_PER_THREAD", super::refit::ROWS_PER_THREAD),
+        ("RANK_PAIRWISE", PairMetric::Pairwise as u64),
+        ("RANK_NDCG", PairMetric::Ndcg as u64),
+        ("RANK_MAP", PairMetric::Map as u64),
     ]);
     for (name, value) in constants {
         body += &format!("  out[{}] = (unsigned long long)({name});\n", expected.len());
