@@ -259,79 +259,17 @@ impl DeviceMatrix {
         layout: Layout,
     ) -> Result<Self> {
         let (n, nf) = (frame.n_rows(), frame.n_features());
-        let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
-        let mut slot_offsets = vec![0u32];
-        for &b in &n_bins {
-            slot_offsets.push(slot_offsets.last().unwrap() + b + 1);
-        }
-        // Cut points, flattened; a categorical feature reserves one slot per category.
-        let mut flat_cuts = Vec::new();
-        let mut cut_offsets = vec![0u32];
-        for c in cuts {
-            match c {
-                FeatureCuts::Numeric { cuts } => flat_cuts.extend_from_slice(cuts),
-                FeatureCuts::Categorical { n_categories } => {
-                    flat_cuts.extend(std::iter::repeat_n(0f32, *n_categories as usize))
-                }
-            }
-            cut_offsets.push(flat_cuts.len() as u32);
-        }
-        flat_cuts.push(0.0); // never empty
-        let categorical: Vec<u32> = cuts.iter().map(|c| c.is_categorical() as u32).collect();
-        let d_cuts = memory.upload(stream, &flat_cuts)?;
-        let d_cut_offsets = memory.upload(stream, &cut_offsets)?;
-        let categorical_dev = memory.upload(stream, &categorical)?;
-        let slot_offsets_dev = memory.upload(stream, &slot_offsets)?;
-
+        let tables = BinTables::upload(stream, memory, cuts)?;
         let mut cols = if layout.keeps_columns() { Some(memory.zeros::<u8>(stream, n * nf)?) } else { None };
-        let (mut bins, stride, row_words) = match &layout {
-            &Layout::Dense { width: 2, stride } => {
-                (DeviceBins::U16(memory.zeros::<u16>(stream, n * stride)?), stride, None)
-            }
-            &Layout::Dense { width: 4, stride } => {
-                (DeviceBins::U32(memory.zeros::<u32>(stream, n * stride)?), stride, None)
-            }
-            &Layout::Dense { stride, .. } => (DeviceBins::U8(memory.zeros::<u8>(stream, n * stride)?), stride, None),
-            Layout::Sparse(rows) => {
-                // Every row's words, and one more so that an empty matrix allocates something.
-                let words = *rows.row_words.last().unwrap() as usize + 1;
-                let entries = match rows.entry_bytes {
-                    2 => DeviceBins::Sparse16(memory.zeros::<u16>(stream, words * 8)?),
-                    _ => DeviceBins::Sparse32(memory.zeros::<u32>(stream, words * 4)?),
-                };
-                (entries, 0, Some(memory.upload(stream, &rows.row_words)?))
-            }
-        };
+        let (mut bins, stride, row_words) = allocate_bins(stream, memory, &layout, n)?;
         let block = STAGE_ROWS.min(n.max(1));
-        let ctx = stream.context();
-        // A small matrix (one block, a group's fit) is staged in pageable memory: pinning a
-        // buffer would cost the driver more than the copy it speeds up.
-        let pageable = n <= block && n * nf * 4 <= SMALL_STAGE_BYTES;
-        let binning = Binning { cuts: &d_cuts, cut_offsets: &d_cut_offsets, categorical: &categorical_dev };
         // Compressed rows count each row's entries as its values arrive (then sort them).
         let mut row_len = match layout {
             Layout::Sparse(_) => Some(memory.zeros::<u32>(stream, n.max(1))?),
             Layout::Dense { .. } => None,
         };
-        let mut staged = Vec::new();
-        for _ in 0..if n <= block { 1 } else { 2 } {
-            let slot = match layout {
-                // Compressed rows stage only the present values (a mostly-null block is mostly NaN).
-                Layout::Sparse(_) => Staged::Present(Box::new(PresentStage::new(stream, memory, nf)?)),
-                Layout::Dense { .. } => {
-                    let host = if pageable {
-                        DenseHost::Pageable(vec![0f32; block * nf])
-                    } else {
-                        // SAFETY: the pinned buffer is written on the host only after its event
-                        // says the previous copy out of it finished.
-                        DenseHost::Pinned(unsafe { ctx.alloc_pinned::<f32>(block * nf) }.map_err(device_error)?)
-                    };
-                    Staged::Dense { host, dev: memory.zeros::<f32>(stream, block * nf)? }
-                }
-            };
-            let done: CudaEvent = ctx.new_event(None).map_err(device_error)?;
-            staged.push((slot, done));
-        }
+        let mut staged = staging_slots(stream, memory, &layout, n, nf, block)?;
+        let binning = tables.binning();
         for (i, start) in (0..n).step_by(block).enumerate() {
             let rows = block.min(n - start);
             let (slot, done) = &mut staged[i % 2];
@@ -340,31 +278,13 @@ impl DeviceMatrix {
                 (Staged::Present(p), entries) => {
                     let row_len = row_len.as_mut().expect("compressed rows count their entries");
                     let row_words = row_words.as_ref().expect("compressed rows know where each row starts");
-                    let place =
-                        Placement { binning: &binning, slot_offsets: &slot_offsets_dev, row_words, row_len, entries };
+                    let slot_offsets = &tables.slot_offsets_dev;
+                    let place = Placement { binning: &binning, slot_offsets, row_words, row_len, entries };
                     p.stage(rt, memory, frame, start, rows, place)?;
                 }
                 (Staged::Dense { host, dev }, dense) => {
-                    let values = match host {
-                        DenseHost::Pinned(pinned) => pinned.as_mut_slice().map_err(device_error)?,
-                        DenseHost::Pageable(values) => values.as_mut_slice(),
-                    };
-                    values[..rows * nf].par_chunks_mut(rows).zip(frame.columns().par_iter()).for_each(|(out, col)| {
-                        col.read(start, out);
-                    });
-                    stream.memcpy_htod(&values[..rows * nf], &mut dev.slice_mut(..rows * nf)).map_err(device_error)?;
-                    let mut p = Pins::new(stream);
-                    let block = BinBlock {
-                        values: p.read(&*dev),
-                        block_rows: rows as u32,
-                        row0: start as u32,
-                        n_features: nf as u32,
-                        stride: stride as u32,
-                        binning: binning.pin(&mut p),
-                        // Without a column copy the kernel writes none (and `cols` is null).
-                        col_rows: if cols.is_some() { n as u32 } else { 0 },
-                    };
-                    bin_block(rt, stream, &mut p, block, dense, cols.as_mut())?;
+                    let rows_at = BlockRows { start, rows, n, stride };
+                    stage_dense(rt, stream, frame, rows_at, &binning, host, dev, dense, cols.as_mut())?;
                 }
             }
             done.record(stream).map_err(device_error)?;
@@ -374,6 +294,7 @@ impl DeviceMatrix {
             memory.allocated -= 4 * row_len.len();
         }
         stream.synchronize().map_err(device_error)?;
+        let BinTables { n_bins, slot_offsets, slot_offsets_dev, categorical_dev, .. } = tables;
         Ok(DeviceMatrix {
             bins,
             n_rows: n,
@@ -388,6 +309,167 @@ impl DeviceMatrix {
             categorical_dev,
         })
     }
+}
+
+/// What binning reads besides the values, on the device: each feature's cut points
+/// (flattened; a categorical feature reserves one slot per category), where each starts,
+/// which features are categorical, and each feature's first histogram slot.
+struct BinTables {
+    n_bins: Vec<u32>,
+    slot_offsets: Vec<u32>,
+    cuts: CudaSlice<f32>,
+    cut_offsets: CudaSlice<u32>,
+    categorical_dev: CudaSlice<u32>,
+    slot_offsets_dev: CudaSlice<u32>,
+}
+
+impl BinTables {
+    fn upload(stream: &Arc<CudaStream>, memory: &mut DeviceMemory, cuts: &[FeatureCuts]) -> Result<Self> {
+        let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
+        let mut slot_offsets = vec![0u32];
+        for &b in &n_bins {
+            slot_offsets.push(slot_offsets.last().unwrap() + b + 1);
+        }
+        let mut flat_cuts = Vec::new();
+        let mut cut_offsets = vec![0u32];
+        for c in cuts {
+            match c {
+                FeatureCuts::Numeric { cuts } => flat_cuts.extend_from_slice(cuts),
+                FeatureCuts::Categorical { n_categories } => {
+                    flat_cuts.extend(std::iter::repeat_n(0f32, *n_categories as usize))
+                }
+            }
+            cut_offsets.push(flat_cuts.len() as u32);
+        }
+        flat_cuts.push(0.0); // never empty
+        let categorical: Vec<u32> = cuts.iter().map(|c| c.is_categorical() as u32).collect();
+        Ok(BinTables {
+            cuts: memory.upload(stream, &flat_cuts)?,
+            cut_offsets: memory.upload(stream, &cut_offsets)?,
+            categorical_dev: memory.upload(stream, &categorical)?,
+            slot_offsets_dev: memory.upload(stream, &slot_offsets)?,
+            n_bins,
+            slot_offsets,
+        })
+    }
+
+    fn binning(&self) -> Binning<'_> {
+        Binning { cuts: &self.cuts, cut_offsets: &self.cut_offsets, categorical: &self.categorical_dev }
+    }
+}
+
+/// The training matrix's storage for `layout` over `n` rows: dense bins of the layout's width
+/// (and their row stride), or compressed rows (and where each row starts).
+fn allocate_bins(
+    stream: &Arc<CudaStream>,
+    memory: &mut DeviceMemory,
+    layout: &Layout,
+    n: usize,
+) -> Result<(DeviceBins, usize, Option<CudaSlice<u32>>)> {
+    Ok(match layout {
+        &Layout::Dense { width: 2, stride } => {
+            (DeviceBins::U16(memory.zeros::<u16>(stream, n * stride)?), stride, None)
+        }
+        &Layout::Dense { width: 4, stride } => {
+            (DeviceBins::U32(memory.zeros::<u32>(stream, n * stride)?), stride, None)
+        }
+        &Layout::Dense { stride, .. } => (DeviceBins::U8(memory.zeros::<u8>(stream, n * stride)?), stride, None),
+        Layout::Sparse(rows) => {
+            // Every row's words, and one more so that an empty matrix allocates something.
+            let words = *rows.row_words.last().unwrap() as usize + 1;
+            let entries = match rows.entry_bytes {
+                2 => DeviceBins::Sparse16(memory.zeros::<u16>(stream, words * 8)?),
+                _ => DeviceBins::Sparse32(memory.zeros::<u32>(stream, words * 4)?),
+            };
+            (entries, 0, Some(memory.upload(stream, &rows.row_words)?))
+        }
+    })
+}
+
+/// The staging slots of an upload of `n` rows in blocks of `block`: one, or two that take
+/// turns (a block is read into one while the other's copy and kernels run), each with the
+/// event that says its last copy finished.
+fn staging_slots(
+    stream: &Arc<CudaStream>,
+    memory: &mut DeviceMemory,
+    layout: &Layout,
+    n: usize,
+    nf: usize,
+    block: usize,
+) -> Result<Vec<(Staged, CudaEvent)>> {
+    let ctx = stream.context();
+    // A small matrix (one block, a group's fit) is staged in pageable memory: pinning a
+    // buffer would cost the driver more than the copy it speeds up.
+    let pageable = n <= block && n * nf * 4 <= SMALL_STAGE_BYTES;
+    let mut staged = Vec::new();
+    for _ in 0..if n <= block { 1 } else { 2 } {
+        let slot = match layout {
+            // Compressed rows stage only the present values (a mostly-null block is mostly NaN).
+            Layout::Sparse(_) => Staged::Present(Box::new(PresentStage::new(stream, memory, nf)?)),
+            Layout::Dense { .. } => {
+                let host = if pageable {
+                    DenseHost::Pageable(vec![0f32; block * nf])
+                } else {
+                    // SAFETY: the pinned buffer is written on the host only after its event
+                    // says the previous copy out of it finished.
+                    DenseHost::Pinned(unsafe { ctx.alloc_pinned::<f32>(block * nf) }.map_err(device_error)?)
+                };
+                Staged::Dense { host, dev: memory.zeros::<f32>(stream, block * nf)? }
+            }
+        };
+        let done: CudaEvent = ctx.new_event(None).map_err(device_error)?;
+        staged.push((slot, done));
+    }
+    Ok(staged)
+}
+
+/// Where a staged block sits: its first row and row count, of `n` rows of dense bins `stride`
+/// apart.
+struct BlockRows {
+    start: usize,
+    rows: usize,
+    n: usize,
+    stride: usize,
+}
+
+/// Reads a block of rows from the columns into the slot's host buffer, copies it to the
+/// device and queues its binning into the dense bins (and the 8-bit column copy).
+#[allow(clippy::too_many_arguments)]
+fn stage_dense<'a>(
+    rt: &Runtime,
+    stream: &Arc<CudaStream>,
+    frame: &FeatureFrame,
+    at: BlockRows,
+    binning: &Binning<'a>,
+    host: &mut DenseHost,
+    dev: &'a mut CudaSlice<f32>,
+    dense: &'a mut DeviceBins,
+    cols: Option<&'a mut CudaSlice<u8>>,
+) -> Result<()> {
+    let BlockRows { start, rows, n, stride } = at;
+    let nf = frame.n_features();
+    let values = match host {
+        DenseHost::Pinned(pinned) => pinned.as_mut_slice().map_err(device_error)?,
+        DenseHost::Pageable(values) => values.as_mut_slice(),
+    };
+    values[..rows * nf].par_chunks_mut(rows).zip(frame.columns().par_iter()).for_each(|(out, col)| {
+        col.read(start, out);
+    });
+    stream.memcpy_htod(&values[..rows * nf], &mut dev.slice_mut(..rows * nf)).map_err(device_error)?;
+    // The kernel only reads the staged values, queued after their copy on the same stream.
+    let dev: &'a CudaSlice<f32> = dev;
+    let mut p = Pins::new(stream);
+    let block = BinBlock {
+        values: p.read(dev),
+        block_rows: rows as u32,
+        row0: start as u32,
+        n_features: nf as u32,
+        stride: stride as u32,
+        binning: binning.pin(&mut p),
+        // Without a column copy the kernel writes none (and `cols` is null).
+        col_rows: if cols.is_some() { n as u32 } else { 0 },
+    };
+    bin_block(rt, stream, &mut p, block, dense, cols)
 }
 
 /// One staging slot: every value of a block on the host (pinned, or pageable for a small
