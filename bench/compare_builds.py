@@ -60,8 +60,10 @@ def main() -> None:
     run([str(builds["new"] / "bench_gpu"), *train_args, "--save", str(model)], envs["new"])
     run([str(builds["old"] / "bench_gpu"), str(work), "--rounds", "2"], envs["old"])
     results: dict[str, dict[str, list[float]]] = {k: {} for k in builds}
-    for _ in range(a.repeats):
-        for k, d in builds.items():
+    for rep in range(a.repeats):
+        # Old first, then new first, in turn: a drift over the run (clocks, heat) weighs on both.
+        order = list(builds.items()) if rep % 2 == 0 else list(builds.items())[::-1]
+        for k, d in order:
             t = run([str(d / "bench_gpu"), *train_args], envs[k])
             p = run([str(d / "bench_predict"), str(model), str(work / "X_test.f32"), str(a.test), str(X.shape[1])], envs[k])
             for name, v in [("train total s", t["total_s"]), ("train per tree ms", t["per_tree_s"] * 1e3),
@@ -69,7 +71,7 @@ def main() -> None:
                 results[k].setdefault(name, []).append(v)
             results[k].setdefault("auc", []).append(t["auc"])
     print(f"\n{a.rows:,} x {X.shape[1]} rows, depth 8, {a.rounds} rounds; prediction of {a.test:,} rows; "
-          f"medians of {a.repeats}, old and new alternating\n")
+          f"medians of {a.repeats}, old and new alternating (each first in turn)\n")
     print("| measure | old (min..max) | new (min..max) | new / old |")
     print("|---|---|---|---|")
     for name in results["old"]:
