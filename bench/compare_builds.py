@@ -35,6 +35,29 @@ def run(cmd: list[str], env: dict) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+# The set-up's steps as POLARS_GBT_PROFILE=1 prints them (runtime.rs, trainer.rs, learner.rs).
+SETUP_STEPS = {
+    "CUDA context": r"CUDA context ([0-9.]+) s",
+    "kernels read from the cache": r"kernels compiled or read ([0-9.]+) s",
+    "kernels loaded": r"loaded ([0-9.]+) s",
+    "cut points": r"cut points ([0-9.]+) s",
+    "ingest and binning": r"ingest and binning on [^:]*: ([0-9.]+) s",
+}
+
+
+def setup_steps(cmd: list[str], env: dict) -> dict[str, float]:
+    """A fit's set-up, step by step (each profiled step ends with a device synchronisation)."""
+    import re
+
+    err = subprocess.run(cmd, check=True, capture_output=True, text=True, env=dict(env, POLARS_GBT_PROFILE="1")).stderr
+    found = {}
+    for name, pattern in SETUP_STEPS.items():
+        m = re.search(pattern, err)
+        if m:
+            found[name] = float(m.group(1))
+    return found
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("old")
@@ -43,6 +66,7 @@ def main() -> None:
     ap.add_argument("--test", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--setup", action="store_true", help="also time the set-up's steps (POLARS_GBT_PROFILE=1)")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp())
     X, y = make(a.rows + a.test, seed=0)
@@ -70,6 +94,19 @@ def main() -> None:
                             ("predict device ms", p["device_ms"]), ("predict host ms", p["host_ms"])]:
                 results[k].setdefault(name, []).append(v)
             results[k].setdefault("auc", []).append(t["auc"])
+    if a.setup:
+        steps: dict[str, dict[str, list[float]]] = {k: {} for k in builds}
+        for rep in range(a.repeats):
+            order = list(builds.items()) if rep % 2 == 0 else list(builds.items())[::-1]
+            for k, d in order:
+                for name, v in setup_steps([str(d / "bench_gpu"), str(work), "--rounds", "1"], envs[k]).items():
+                    steps[k].setdefault(name, []).append(v)
+        print("\n| set-up step (s) | old | new | new / old |")
+        print("|---|---|---|---|")
+        for name in SETUP_STEPS:
+            if name in steps["old"] and name in steps["new"]:
+                o, n = statistics.median(steps["old"][name]), statistics.median(steps["new"][name])
+                print(f"| {name} | {o:.4f} | {n:.4f} | {n / o:.3f} |")
     print(f"\n{a.rows:,} x {X.shape[1]} rows, depth 8, {a.rounds} rounds; prediction of {a.test:,} rows; "
           f"medians of {a.repeats}, old and new alternating (each first in turn)\n")
     print("| measure | old (min..max) | new (min..max) | new / old |")

@@ -164,16 +164,18 @@ impl CutSketch {
     /// placed among the fit's rows by `global`.
     pub fn add(&mut self, frame: &FeatureFrame, weights: Option<&[f32]>, global: GlobalRows) {
         let (seed, keep_below) = (self.seed, self.keep_below);
-        let present: Vec<bool> = self
-            .features
-            .par_iter_mut()
-            .zip(frame.columns().par_iter())
-            .map(|(feature, col)| match feature {
-                FeatureSketch::Numeric(samples) => sample_values(col, weights, seed, keep_below, global, samples),
-                FeatureSketch::Categorical { .. } => has_present_value(col),
-            })
-            .collect();
-        self.any_present |= present.into_iter().any(|p| p);
+        self.features.par_iter_mut().zip(frame.columns().par_iter()).for_each(|(feature, col)| {
+            if let FeatureSketch::Numeric(samples) = feature {
+                let part = sample_values(col, weights, seed, keep_below, global);
+                if samples.is_empty() {
+                    *samples = part;
+                } else {
+                    samples.extend(part);
+                }
+            }
+        });
+        // Stops at the first present value: nearly free where there is one.
+        self.any_present = self.any_present || frame.columns().par_iter().any(has_present_value);
     }
 
     /// Adds another sketch of the same features (another part of the rows).
@@ -261,30 +263,26 @@ fn has_present_value(col: &FeatureColumn) -> bool {
     false
 }
 
-/// Adds a column's present values (with their weights) of the sampled rows to `samples`: rows
-/// whose hash of (seed, global row) is at most `keep_below`. Returns whether the column has a
-/// present value.
+/// A column's present values (with their weights) of the sampled rows: rows whose hash of
+/// (seed, global row) is at most `keep_below`.
 fn sample_values(
     col: &FeatureColumn,
     weights: Option<&[f32]>,
     seed: u64,
     keep_below: u64,
     global: GlobalRows,
-    samples: &mut Vec<(f32, f32)>,
-) -> bool {
+) -> Vec<(f32, f32)> {
     let n = col.len();
-    samples.reserve(n.min(SKETCH_ROWS * 2));
-    let mut present = false;
+    let mut samples: Vec<(f32, f32)> = Vec::with_capacity(n.min(SKETCH_ROWS * 2));
     // Only present values are visited: a mostly-null column costs its values, not its rows.
     col.for_each_present(0, n, |row, x| {
-        present = true;
         let w = weights.map_or(1.0, |w| w[row]);
         // A row of weight zero is as good as absent: it must not place cut points either.
         if w > 0.0 && (keep_below == u64::MAX || hash64(seed ^ 0x5eed_c075, global.of(row)) <= keep_below) {
             samples.push((x, w));
         }
     });
-    present
+    samples
 }
 
 /// Cut points putting about equal weight in each of at most `budget` bins (so at most
