@@ -8,7 +8,7 @@ use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::model::Model;
 
-use super::{fit, RoundLog, UserFunctions};
+use super::{fit, RoundCallback, RoundLog, UserFunctions};
 
 /// A fit over `cfg.n_gpus` devices of this process: the rows (and each evaluation set's) are
 /// cut into contiguous shards, one per device, and each device runs this fit on its shard as
@@ -21,7 +21,7 @@ pub(super) fn fit_on_devices(
     data: &Dataset,
     evals: &[(&str, &Dataset)],
     user: UserFunctions,
-    callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
+    callback: &mut RoundCallback,
 ) -> Result<Model> {
     if user.objective.is_some() || !user.metrics.is_empty() {
         return Err(Error::param("n_gpus", "a fit over several GPUs cannot call a user's objective or metrics yet"));

@@ -156,7 +156,7 @@ fn sharded(
     data: &Dataset,
     evals: &[(&str, &Dataset)],
     user: UserFunctions,
-    callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
+    callback: &mut RoundCallback,
     shard: &Shard,
 ) -> Result<Model> {
     if user.objective.is_some() {
@@ -200,7 +200,7 @@ pub(super) fn fit(
     data: &Dataset,
     evals: &[(&str, &Dataset)],
     user: UserFunctions,
-    callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
+    callback: &mut RoundCallback,
     shard: &Shard,
 ) -> Result<Model> {
     let cfg = &with_targets_of(cfg, data)?;
@@ -306,7 +306,7 @@ fn continued(
     data: &Dataset,
     evals: &[(&str, &Dataset)],
     user: UserFunctions,
-    callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
+    callback: &mut RoundCallback,
 ) -> Result<Model> {
     if user.objective.is_some() {
         return Err(Error::param(

@@ -16,7 +16,7 @@ use crate::objective::{loss_for, transform_row, Loss, Objective, TaskKind};
 use crate::random::{hash64, Rng};
 use crate::tree::{GrowParams, Tree, Weighting};
 
-use super::{RoundLog, UserFunctions};
+use super::{RoundCallback, RoundLog, UserFunctions};
 
 /// An evaluation set, binned with the training cuts, with its running margins.
 struct EvalSet<'a> {
@@ -319,11 +319,7 @@ impl<'a> Trainer<'a> {
     }
 
     /// Boosts on `engine`: it makes the learner, and the loop runs with it.
-    pub(super) fn run(
-        self,
-        engine: &dyn Engine,
-        callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
-    ) -> Result<Model> {
+    pub(super) fn run(self, engine: &dyn Engine, callback: &mut RoundCallback) -> Result<Model> {
         let fit = Fit {
             data: self.data,
             cuts: &self.cuts,
@@ -351,11 +347,7 @@ impl<'a> Trainer<'a> {
         Some(LeafRefit { alphas, labels, weight: self.data.weight.as_deref(), comm: self.shard.comm })
     }
 
-    fn boost(
-        &self,
-        learner: &mut dyn Learner,
-        callback: &mut (dyn FnMut(&RoundLog) -> Result<bool> + Send),
-    ) -> Result<Model> {
+    fn boost(&self, learner: &mut dyn Learner, callback: &mut RoundCallback) -> Result<Model> {
         let k = self.k;
         let mut trees: Vec<Tree> = Vec::new();
         let mut log = self.empty_log();

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::convert::{f32_column, feature_column, margin_values, to_polars};
 use super::dtypes::{broadcast, dtype_name};
-use crate::{Dataset, FeatureFrame, RoundLog, TrainConfig};
+use crate::{Dataset, FeatureFrame, RoundCallback, RoundLog, TrainConfig};
 
 /// What `fit` receives besides the inputs: the parameters as JSON (parsed by
 /// `TrainConfig::from_json`, which names any bad parameter) and which optional inputs follow
@@ -77,7 +77,7 @@ impl DistributedKwargs {
         cfg: &TrainConfig,
         data: &Dataset,
         evals: &[(&str, &Dataset)],
-        log: &mut LogFn,
+        log: &mut RoundCallback,
     ) -> crate::Result<crate::Model> {
         use crate::collective::{timeout_from_secs, RingConfig, RowSpans, Shard, TcpRing};
         let timeout = timeout_from_secs(self.timeout)?;
@@ -96,9 +96,6 @@ impl DistributedKwargs {
         crate::Training::new(cfg, data).evals(evals).callback(log).shard(&shard).run()
     }
 }
-
-/// The per-round callback of a fit.
-type LogFn<'a> = dyn FnMut(&RoundLog) -> crate::Result<bool> + Send + 'a;
 
 fn binary_output(_: &[Field]) -> PolarsResult<Field> {
     Ok(Field::new(PlSmallStr::from_static("model"), DataType::Binary))
@@ -221,7 +218,7 @@ impl<'a> FitInputs<'a> {
         &self,
         cfg: &TrainConfig,
         rows: Option<&[IdxSize]>,
-        log: &mut (dyn FnMut(&RoundLog) -> crate::Result<bool> + Send),
+        log: &mut RoundCallback,
     ) -> PolarsResult<crate::Model> {
         let (fit, valid) = self.split(rows, false)?;
         let evals: Vec<(&str, &Dataset)> =
@@ -274,7 +271,7 @@ impl<'a> FitInputs<'a> {
         cfg: &TrainConfig,
         data: &Dataset,
         evals: &[(&str, &Dataset)],
-        log: &mut (dyn FnMut(&RoundLog) -> crate::Result<bool> + Send),
+        log: &mut RoundCallback,
     ) -> PolarsResult<crate::Model> {
         use super::custom::{PyMetric, PyObjective};
         let objective: Option<Box<dyn crate::objective::Loss>> =
