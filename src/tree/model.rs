@@ -194,22 +194,24 @@ impl Tree {
         node
     }
 
-    /// Depth of the deepest leaf (a lone root has depth 0). Children come after their
-    /// parents (`validate`), so one forward pass gives every node its depth: no recursion,
-    /// whatever the depth.
-    pub fn depth(&self) -> usize {
+    /// Each leaf's depth (a lone root has depth 0). Children come after their parents
+    /// (`validate`), so one forward pass gives every node its depth: no recursion, whatever
+    /// the depth.
+    pub fn leaf_depths(&self) -> impl Iterator<Item = usize> + '_ {
         let mut depth = vec![0usize; self.n_nodes()];
-        let mut deepest = 0;
         for n in 0..self.n_nodes() {
             if self.left[n] != NO_CHILD {
                 for c in [self.left[n], self.right[n]] {
                     depth[c as usize] = depth[n] + 1;
                 }
-            } else {
-                deepest = deepest.max(depth[n]);
             }
         }
-        deepest
+        (0..self.n_nodes()).filter(|&n| self.left[n] == NO_CHILD).map(move |n| depth[n])
+    }
+
+    /// Depth of the deepest leaf (a lone root has depth 0).
+    pub fn depth(&self) -> usize {
+        self.leaf_depths().max().unwrap_or(0)
     }
 
     /// Checks that the arrays agree in length, children point forward within the tree (so

@@ -65,18 +65,7 @@ pub const MAX_PATH_TESTS: usize = 1 << 24;
 
 /// The split tests on all of a tree's root-to-leaf paths: the sum of its leaves' depths.
 fn path_tests(tree: &Tree) -> usize {
-    let mut depth = vec![0usize; tree.n_nodes()];
-    let mut total = 0;
-    for n in 0..tree.n_nodes() {
-        if tree.is_leaf(n as u32) {
-            total += depth[n];
-        } else {
-            for c in [tree.left[n], tree.right[n]] {
-                depth[c as usize] = depth[n] + 1;
-            }
-        }
-    }
-    total
+    tree.leaf_depths().sum()
 }
 
 /// One feature of a path, while the path is walked.
