@@ -4,7 +4,7 @@
 //! to the other workers, so that `data` does not import `collective`.
 
 use super::Shard;
-use crate::data::cuts::{CutSketch, GlobalRows};
+use crate::data::cuts::{compute_cuts, CutSketch, GlobalRows};
 use crate::data::{FeatureCuts, FeatureFrame};
 use crate::error::Result;
 
@@ -16,11 +16,10 @@ pub fn compute_cuts_sharded(
     seed: u64,
     shard: &Shard,
 ) -> Result<Vec<FeatureCuts>> {
-    let mut sketch = CutSketch::new(frame, seed, shard.rows.n_global())?;
     if !shard.is_distributed() {
-        sketch.add(frame, weights, GlobalRows::From(0));
-        return sketch.cuts(max_bin);
+        return compute_cuts(frame, weights, max_bin, seed);
     }
+    let mut sketch = CutSketch::new(frame, seed, shard.rows.n_global())?;
     let global_rows: Vec<u64> = shard.rows.global_rows().collect();
     let mut mine = sketch.clone();
     mine.add(frame, weights, GlobalRows::Listed(&global_rows));
