@@ -415,6 +415,14 @@ fn floats(p: Predictions) -> (Vec<f32>, usize) {
     }
 }
 
+/// Leaf ids, however the predictor returns them.
+fn leaf_ids(p: Predictions) -> Vec<u32> {
+    match p {
+        Predictions::Index { values, .. } => values,
+        Predictions::Float { values, .. } => values.iter().map(|&v| v as u32).collect(),
+    }
+}
+
 fn close(got: f32, want: f64, scale: f64) -> bool {
     (got as f64 - want).abs() <= 1e-5 * scale.max(1.0)
 }
@@ -431,10 +439,7 @@ fn check(model: &Model, f: &Forest, base: f32, rows: &[Vec<f32>], ids_kept: bool
     for (r, (&got, row)) in margins.iter().zip(rows).enumerate() {
         assert!(close(got, margin_of(row), scale), "{what}: row {r} margin {got}, oracle {}", margin_of(row));
     }
-    let leaves = match model.predict(&data, PredictOutput::Leaf).unwrap() {
-        Predictions::Index { values, .. } => values,
-        Predictions::Float { values, .. } => values.iter().map(|&v| v as u32).collect(),
-    };
+    let leaves = leaf_ids(model.predict(&data, PredictOutput::Leaf).unwrap());
     if ids_kept {
         for (r, row) in rows.iter().enumerate() {
             for (t, tree) in f.trees.iter().enumerate() {
@@ -489,10 +494,7 @@ fn check_gpu(
 ) {
     let (gpu_margins, _) = floats(model.predict_with(gpu, data, PredictOutput::Margin, None).unwrap());
     assert_eq!(gpu_margins, margins, "{what}: GPU margins");
-    let gpu_leaves = match model.predict_with(gpu, data, PredictOutput::Leaf, None).unwrap() {
-        Predictions::Index { values, .. } => values,
-        Predictions::Float { values, .. } => values.iter().map(|&v| v as u32).collect(),
-    };
+    let gpu_leaves = leaf_ids(model.predict_with(gpu, data, PredictOutput::Leaf, None).unwrap());
     assert_eq!(gpu_leaves, leaves, "{what}: GPU leaves");
     match model.predict_with(gpu, data, PredictOutput::Contrib, None) {
         Ok(p) => {
