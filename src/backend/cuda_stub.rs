@@ -12,7 +12,7 @@ pub fn availability() -> std::result::Result<(), String> {
 pub mod engine {
     use std::sync::Arc;
 
-    use crate::backend::{Backend, Engine, Fit, Learner, Predictor};
+    use crate::backend::{Backend, Boost, Engine, Fit, Predictor};
     use crate::collective::Collective;
     use crate::config::TrainConfig;
     use crate::error::{Error, Result};
@@ -34,7 +34,7 @@ pub mod engine {
             Some(super::NO_CUDA.into())
         }
 
-        fn fit(&self, _: Fit<'_>, _: &mut dyn FnMut(&mut dyn Learner) -> Result<()>) -> Result<()> {
+        fn fit(&self, _: Fit<'_>, _: &mut Boost<'_>) -> Result<()> {
             Err(Error::Device(super::NO_CUDA.into()))
         }
 

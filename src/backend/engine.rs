@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::refit::LeafRefit;
 use super::{cpu, cuda, Learner, Predictor};
+use crate::collective::cuts::compute_cuts_sharded;
 use crate::collective::{Collective, Shard};
 use crate::config::{Device, TrainConfig};
 use crate::data::{Dataset, FeatureCuts};
@@ -44,18 +45,33 @@ impl Backend {
     }
 }
 
-/// Everything a backend needs to train: the rows and their cut points, what shapes a tree,
-/// the starting margins, the leaf refits of L1-type losses, and this worker's place among the
-/// fit's workers ([`Shard::solo`] for one).
+/// Everything a backend needs to train: the rows, what shapes a tree, the starting margins,
+/// the leaf refits of L1-type losses, and this worker's place among the fit's workers
+/// ([`Shard::solo`] for one). The cut points are the engine's to compute (`cfg.max_bin`,
+/// `cfg.seed`), where its data is.
 pub struct Fit<'a> {
     pub data: &'a Dataset,
-    pub cuts: &'a [FeatureCuts],
     pub grow: GrowParams,
     pub cfg: &'a TrainConfig,
     /// Class-major: output c's margins for every row, then output c + 1's.
     pub margin: Vec<f32>,
     pub refit: Option<LeafRefit<'a>>,
     pub shard: &'a Shard<'a>,
+}
+
+/// The boosting loop an engine runs a fit's learner in, given the fit's cut points.
+pub type Boost<'a> = dyn FnMut(&[FeatureCuts], &mut dyn Learner) -> Result<()> + 'a;
+
+/// The cut points of a fit's features computed on the host (`compute_cuts`, or the gathered
+/// sketches of every worker), timed under `POLARS_GBT_PROFILE=1`.
+pub(crate) fn host_cuts(fit: &Fit) -> Result<Vec<FeatureCuts>> {
+    let clock = std::time::Instant::now();
+    let weights = fit.data.weight.as_deref();
+    let cuts = compute_cuts_sharded(&fit.data.features, weights, fit.cfg.max_bin, fit.cfg.seed, fit.shard)?;
+    if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+        eprintln!("polars-gbt profile: cut points on the host {:.3} s", clock.elapsed().as_secs_f64());
+    }
+    Ok(cuts)
 }
 
 /// A kind of device the crate trains and scores on.
@@ -68,9 +84,11 @@ pub trait Engine: Sync {
     /// Why this engine cannot train `cfg`, when it cannot (besides not being available).
     fn unsupported(&self, cfg: &TrainConfig) -> Option<String>;
 
-    /// Makes a learner for `fit` and hands it to `boost`, which runs the whole boosting loop
-    /// with it; the engine's share of the device is held until `boost` returns.
-    fn fit(&self, fit: Fit<'_>, boost: &mut dyn FnMut(&mut dyn Learner) -> Result<()>) -> Result<()>;
+    /// Computes the cut points of `fit`'s features (over every worker's rows, the same bit for
+    /// bit on every engine: [`CutSketch`](crate::data::cuts::CutSketch)'s algorithm), makes a
+    /// learner on the rows binned with them, and hands both to `boost`, which runs the whole
+    /// boosting loop; the engine's share of the device is held until `boost` returns.
+    fn fit(&self, fit: Fit<'_>, boost: &mut Boost<'_>) -> Result<()>;
 
     /// Runs `work` once for each of `k` devices of this process, each as one worker of a
     /// distributed fit over the collective it is given (device `rank` of `k`); the result is

@@ -1,11 +1,12 @@
-//! The boosting loop of one worker: the cut points, the starting margins and the evaluation
-//! sets set up ([`Trainer::new`]), then per round the gradients, one tree per output from the
-//! engine's learner, the evaluation sets' margins and metrics, and early stopping.
+//! The boosting loop of one worker: the checks, the starting margins and the tree parameters
+//! set up ([`Trainer::new`]); then the engine computes the cut points on its device and makes
+//! the learner, the features and evaluation sets are bound to those cuts ([`Binned`]), and
+//! per round come the gradients, one tree per output from the learner, the evaluation sets'
+//! margins and metrics, and early stopping.
 
 use crate::backend::cpu::predict::add_tree_binned;
 use crate::backend::refit::LeafRefit;
 use crate::backend::{Engine, Fit, Learner};
-use crate::collective::cuts::compute_cuts_sharded;
 use crate::collective::{max_magnitudes, sum_count, RowSpans, Shard};
 use crate::config::TrainConfig;
 use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
@@ -105,14 +106,20 @@ pub(super) struct Trainer<'a> {
     metrics: Vec<Metric>,
     /// A user's metrics, logged after `metrics` on each set.
     custom_metrics: Vec<Box<dyn CustomMetric>>,
-    features: Vec<FeatureInfo>,
-    cuts: Vec<FeatureCuts>,
     /// What shapes each tree, constraints resolved against the features.
     grow: GrowParams,
     base_margin: Vec<f32>,
-    evals: Vec<EvalSet<'a>>,
+    /// The evaluation sets, by name, bound to the cut points once the engine has them.
+    eval_data: Vec<(String, &'a Dataset)>,
     k: usize,
     shard: &'a Shard<'a>,
+}
+
+/// What the fit reads through the cut points the engine computed: the model's features and
+/// the evaluation sets, binned with those cuts.
+struct Binned<'a> {
+    features: Vec<FeatureInfo>,
+    evals: Vec<EvalSet<'a>>,
 }
 
 /// Row-major `n x k` margins to class-major.
@@ -150,13 +157,26 @@ impl<'a> Trainer<'a> {
         }
         let custom_metrics = user.metrics;
         let metrics = Self::metrics(cfg, &custom_metrics)?;
-        let frame = &data.features;
-        let clock = std::time::Instant::now();
-        let cuts = compute_cuts_sharded(frame, data.weight.as_deref(), cfg.max_bin, cfg.seed, shard)?;
-        if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
-            eprintln!("polars-gbt profile: cut points {:.3} s", clock.elapsed().as_secs_f64());
-        }
-        let features: Vec<FeatureInfo> = frame
+        let names: Vec<String> = data.features.columns().iter().map(|c| c.name().to_string()).collect();
+        let categorical: Vec<bool> = data.features.columns().iter().map(|c| c.is_categorical()).collect();
+        let mut grow = cfg.grow_params(&names, &categorical)?;
+        grow.weighting = Self::weighting(data, shard)?;
+        let base_margin = match (cfg.base_score, &data.base_margin) {
+            (Some(b), _) => vec![loss.base_score_to_margin(b); k],
+            // Rows start from their own margins; the model adds nothing of its own.
+            (None, Some(_)) => vec![0.0; k],
+            (None, None) => Self::estimate_base_margin(&*loss, data, shard)?,
+        };
+        let eval_data = evals.iter().map(|&(name, d)| (name.to_string(), d)).collect();
+        Ok(Trainer { cfg, data, loss, metrics, custom_metrics, grow, base_margin, eval_data, k, shard })
+    }
+
+    /// The features (with the cut points the engine computed) and the evaluation sets binned
+    /// with those cuts.
+    fn bind(&self, cuts: &[FeatureCuts]) -> Result<Binned<'a>> {
+        let features: Vec<FeatureInfo> = self
+            .data
+            .features
             .columns()
             .iter()
             .zip(cuts.iter().cloned())
@@ -167,22 +187,13 @@ impl<'a> Trainer<'a> {
                 categories: c.categories().map(|v| v.as_ref().clone()),
             })
             .collect();
-        let names: Vec<String> = features.iter().map(|f| f.name.clone()).collect();
-        let categorical: Vec<bool> = cuts.iter().map(FeatureCuts::is_categorical).collect();
-        let mut grow = cfg.grow_params(&names, &categorical)?;
-        grow.weighting = Self::weighting(data, shard)?;
-        let base_margin = match (cfg.base_score, &data.base_margin) {
-            (Some(b), _) => vec![loss.base_score_to_margin(b); k],
-            // Rows start from their own margins; the model adds nothing of its own.
-            (None, Some(_)) => vec![0.0; k],
-            (None, None) => Self::estimate_base_margin(&*loss, data, shard)?,
-        };
-        let evals = evals
+        let evals = self
+            .eval_data
             .iter()
             .enumerate()
-            .map(|(i, &(name, d))| EvalSet::new(name, d, &features, &cuts, &base_margin, k, shard, i))
+            .map(|(i, (name, d))| EvalSet::new(name, d, &features, cuts, &self.base_margin, self.k, self.shard, i))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Trainer { cfg, data, loss, metrics, custom_metrics, features, cuts, grow, base_margin, evals, k, shard })
+        Ok(Binned { features, evals })
     }
 
     /// Checks the data set `name` (the training data, or an evaluation set) against the
@@ -318,11 +329,11 @@ impl<'a> Trainer<'a> {
         Ok((drawn > 0 && drawn < self.shard.rows.n_global()).then_some(rows))
     }
 
-    /// Boosts on `engine`: it makes the learner, and the loop runs with it.
+    /// Boosts on `engine`: it computes the cut points and makes the learner, and the loop runs
+    /// with them.
     pub(super) fn run(self, engine: &dyn Engine, callback: &mut RoundCallback) -> Result<Model> {
         let fit = Fit {
             data: self.data,
-            cuts: &self.cuts,
             grow: self.grow.clone(),
             cfg: self.cfg,
             margin: Self::start_margin(&self.base_margin, self.data, self.k),
@@ -330,8 +341,9 @@ impl<'a> Trainer<'a> {
             shard: self.shard,
         };
         let mut model = None;
-        engine.fit(fit, &mut |learner| {
-            model = Some(self.boost(learner, &mut *callback)?);
+        engine.fit(fit, &mut |cuts, learner| {
+            let binned = self.bind(cuts)?;
+            model = Some(self.boost(&binned, learner, &mut *callback)?);
             Ok(())
         })?;
         model.ok_or_else(|| Error::Device("the engine ended the fit without running it".into()))
@@ -347,14 +359,14 @@ impl<'a> Trainer<'a> {
         Some(LeafRefit { alphas, labels, weight: self.data.weight.as_deref(), comm: self.shard.comm })
     }
 
-    fn boost(&self, learner: &mut dyn Learner, callback: &mut RoundCallback) -> Result<Model> {
+    fn boost(&self, binned: &Binned, learner: &mut dyn Learner, callback: &mut RoundCallback) -> Result<Model> {
         let k = self.k;
         let mut trees: Vec<Tree> = Vec::new();
-        let mut log = self.empty_log();
+        let mut log = self.empty_log(&binned.evals);
         let mut best: Option<(usize, f64)> = None;
-        let all_features: Vec<u32> = (0..self.features.len() as u32).collect();
+        let all_features: Vec<u32> = (0..binned.features.len() as u32).collect();
         let train_targets = self.data.targets();
-        let mut evals = self.evals.iter().map(|e| e.margin.clone()).collect::<Vec<_>>();
+        let mut evals = binned.evals.iter().map(|e| e.margin.clone()).collect::<Vec<_>>();
         for round in 0..self.cfg.n_estimators {
             learner.compute_gradients(&*self.loss, &train_targets)?;
             let rows = self.sample_rows(round)?;
@@ -367,13 +379,13 @@ impl<'a> Trainer<'a> {
                     all_features.clone()
                 };
                 let tree = learner.grow(c, rows.as_deref(), tree_features, tree_seed)?;
-                for (e, margin) in self.evals.iter().zip(evals.iter_mut()) {
+                for (e, margin) in binned.evals.iter().zip(evals.iter_mut()) {
                     let en = e.data.n_rows();
                     add_tree_binned(&tree, &e.binned, &mut margin[c * en..(c + 1) * en]);
                 }
                 trees.push(tree);
             }
-            let round_log = self.evaluate(round, &evals)?;
+            let round_log = self.evaluate(&binned.evals, round, &evals)?;
             for (series, (_, _, v)) in log.iter_mut().zip(&round_log.values) {
                 series.values.push(*v);
             }
@@ -393,7 +405,7 @@ impl<'a> Trainer<'a> {
             config: self.cfg.clone(),
             n_outputs: k,
             base_margin: self.base_margin.clone(),
-            features: self.features.clone(),
+            features: binned.features.clone(),
             trees,
             best_iteration,
             evals_result: log,
@@ -404,9 +416,9 @@ impl<'a> Trainer<'a> {
 
     /// One empty series per evaluation set and metric (built-in ones, then the user's), in
     /// the order `evaluate` reports their values.
-    fn empty_log(&self) -> Vec<EvalSeries> {
+    fn empty_log(&self, evals: &[EvalSet]) -> Vec<EvalSeries> {
         let mut log: Vec<EvalSeries> = Vec::new();
-        for e in &self.evals {
+        for e in evals {
             for m in &self.metrics {
                 log.push(EvalSeries { dataset: e.name.clone(), metric: m.name(), values: Vec::new() });
             }
@@ -445,11 +457,11 @@ impl<'a> Trainer<'a> {
         false
     }
 
-    fn evaluate(&self, round: usize, margins: &[Vec<f32>]) -> Result<RoundLog> {
+    fn evaluate(&self, evals: &[EvalSet], round: usize, margins: &[Vec<f32>]) -> Result<RoundLog> {
         let k = self.k;
         let params = self.cfg.metric_params();
         let mut values = Vec::new();
-        for (e, margin) in self.evals.iter().zip(margins) {
+        for (e, margin) in evals.iter().zip(margins) {
             let n = e.data.n_rows();
             let mut pred = vec![0f32; n * k];
             for i in 0..n {

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use super::predict::FlatForest;
 use super::{memory, CpuLearner};
-use crate::backend::{Backend, Engine, Fit, Learner, Predictor};
+use crate::backend::engine::host_cuts;
+use crate::backend::{Backend, Boost, Engine, Fit, Predictor};
 use crate::collective::{Collective, Solo};
 use crate::config::TrainConfig;
 use crate::data::{BinnedMatrix, FeatureCuts};
@@ -26,16 +27,17 @@ impl Engine for CpuEngine {
         None
     }
 
-    fn fit(&self, fit: Fit<'_>, boost: &mut dyn FnMut(&mut dyn Learner) -> Result<()>) -> Result<()> {
-        let n_bins: Vec<u32> = fit.cuts.iter().map(FeatureCuts::n_bins).collect();
+    fn fit(&self, fit: Fit<'_>, boost: &mut Boost<'_>) -> Result<()> {
+        let cuts = host_cuts(&fit)?;
+        let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
         let width = BinnedMatrix::bin_width(&n_bins);
-        let (n, nf, k) = (fit.data.n_rows(), fit.cuts.len(), fit.cfg.num_outputs());
+        let (n, nf, k) = (fit.data.n_rows(), cuts.len(), fit.cfg.num_outputs());
         memory::check_fits(memory::fit_bytes(n, nf, width, k), n, nf)?;
-        let binned = BinnedMatrix::new(&fit.data.features, fit.cuts);
+        let binned = BinnedMatrix::new(&fit.data.features, &cuts);
         let weights = fit.data.weight.as_deref();
         let mut learner =
-            CpuLearner::new(binned, fit.cuts, fit.grow, fit.margin, weights, fit.refit).with_collective(fit.shard.comm);
-        boost(&mut learner)
+            CpuLearner::new(binned, &cuts, fit.grow, fit.margin, weights, fit.refit).with_collective(fit.shard.comm);
+        boost(&cuts, &mut learner)
     }
 
     fn on_each_device(&self, k: usize, work: &(dyn Fn(usize, &dyn Collective) -> Result<()> + Sync)) -> Result<()> {

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use super::{availability, learner, on_each_gpu, runtime_on, GpuForest, GpuLearner};
-use crate::backend::{Backend, Engine, Fit, Learner, Predictor};
+use crate::backend::engine::host_cuts;
+use crate::backend::{Backend, Boost, Engine, Fit, Predictor};
 use crate::collective::Collective;
 use crate::config::TrainConfig;
 use crate::error::Result;
@@ -31,7 +32,7 @@ impl Engine for CudaEngine {
         learner::unsupported(cfg.max_bin)
     }
 
-    fn fit(&self, fit: Fit<'_>, boost: &mut dyn FnMut(&mut dyn Learner) -> Result<()>) -> Result<()> {
+    fn fit(&self, fit: Fit<'_>, boost: &mut Boost<'_>) -> Result<()> {
         let shard = fit.shard;
         // A worker of a fit over several GPUs trains on its communicator's GPU.
         let ordinal = shard.comm.device_sums().map_or(0, |d| d.ordinal());
@@ -39,11 +40,11 @@ impl Engine for CudaEngine {
         // Small fits share the GPU (a lane each), a large one has it to itself; others queue
         // here. Not a distributed fit's worker: its fit waits on the other workers, which may
         // share this GPU (a fit over several GPUs took them whole).
-        let whole = fit.data.n_rows() * fit.cuts.len().max(1) > SMALL_GPU_FIT_CELLS;
+        let whole = fit.data.n_rows() * fit.data.features.n_features().max(1) > SMALL_GPU_FIT_CELLS;
         let _turn = (!shard.is_distributed()).then(|| rt.take_turn(whole));
-        let mut learner =
-            GpuLearner::new(&rt, fit.data, fit.cuts, fit.grow, fit.cfg, &fit.margin, fit.refit, shard.comm)?;
-        boost(&mut learner)
+        let cuts = host_cuts(&fit)?;
+        let mut learner = GpuLearner::new(&rt, fit.data, &cuts, fit.grow, fit.cfg, &fit.margin, fit.refit, shard.comm)?;
+        boost(&cuts, &mut learner)
     }
 
     fn on_each_device(&self, k: usize, work: &(dyn Fn(usize, &dyn Collective) -> Result<()> + Sync)) -> Result<()> {
