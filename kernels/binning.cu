@@ -1,8 +1,6 @@
-// Quantisation of raw feature values into bins (src/data/cuts.rs: FeatureCuts::bin), written
-// row-major: bins[row * stride + f], rows padded to a whole number of 32-bit words, and, when
-// `col_rows` is not 0 (8-bit bins only), column-major as well: cols[f * col_rows + row] (what
-// the partition reads). One launch bins a block of rows of every feature, staged column-major as they came
-// from the Arrow columns.
+// Quantisation of raw feature values into bins (src/data/cuts.rs: FeatureCuts::bin): the cut
+// points as the kernels take them, and the bin of one value. columns.cu bins the columns with
+// it into the training matrix.
 
 // The kernels' argument structs (each kernel takes one, by value), mirrored in
 // src/backend/cuda/data.rs and checked by the layout probe.
@@ -12,25 +10,6 @@ struct BinCuts {
     const float* cuts;
     const u32* cut_offsets;
     const u32* categorical;
-};
-
-// bin_block's arguments but the bins: `block_rows` staged rows from row `row0`, column-major.
-struct BinBlock {
-    const float* values;
-    u32 block_rows;
-    u32 row0;
-    u32 n_features;
-    u32 stride;
-    BinCuts binning;
-    u32 col_rows;
-};
-
-// Null `cols` (and col_rows 0): no column copy.
-template <typename Bin>
-struct BinBlockArgs {
-    BinBlock block;
-    Bin* bins;
-    Bin* cols;
 };
 
 // The bin of value x of feature f (src/data/cuts.rs: FeatureCuts::bin). Categorical features
@@ -53,27 +32,3 @@ __device__ __forceinline__ u32 value_bin(float x, u32 f, const float* cuts, cons
     return lo - begin;
 }
 
-template <typename Bin>
-__device__ void bin_block(const float* values, u32 block_rows, u32 row0, u32 n_features, u32 stride, const float* cuts,
-                          const u32* cut_offsets, const u32* categorical, Bin* bins, Bin* cols, u32 col_rows) {
-    u64 total = (u64)block_rows * n_features;
-    for (u64 e = blockIdx.x * (u64)blockDim.x + threadIdx.x; e < total; e += (u64)gridDim.x * blockDim.x) {
-        u32 r = (u32)(e / n_features), f = (u32)(e % n_features);
-        float x = values[(u64)f * block_rows + r];
-        const u32 bin = value_bin(x, f, cuts, cut_offsets, categorical);
-        bins[(u64)(row0 + r) * stride + f] = (Bin)bin;
-        // A block's column runs (block_rows bins each) are written into the L2 together.
-        if (col_rows) cols[(u64)f * col_rows + row0 + r] = (Bin)bin;
-    }
-}
-
-#define BIN_BLOCK_KERNEL(BIN)                                                                                \
-    extern "C" __global__ void bin_block_##BIN(const BinBlockArgs<BIN> a) {                                  \
-        const BinBlock& b = a.block;                                                                         \
-        bin_block<BIN>(b.values, b.block_rows, b.row0, b.n_features, b.stride, b.binning.cuts,              \
-                       b.binning.cut_offsets, b.binning.categorical, a.bins, a.cols, b.col_rows);            \
-    }
-
-BIN_BLOCK_KERNEL(u8)
-BIN_BLOCK_KERNEL(u16)
-BIN_BLOCK_KERNEL(u32)

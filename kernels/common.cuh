@@ -21,6 +21,18 @@ typedef unsigned long long u64;
 #define LINK_SOFTMAX 3u
 #define LINK_HINGE 4u
 
+// f32's total order (Rust's `total_cmp`; src/data/cuts.rs: order_key) as unsigned integers:
+// negative values' magnitude bits flipped, then the sign bit flipped.
+__device__ __forceinline__ u32 order_key(float v) {
+    const int i = __float_as_int(v);
+    return (u32)(i ^ (int)(((u32)(i >> 31)) >> 1)) ^ 0x80000000u;
+}
+
+__device__ __forceinline__ float from_order_key(u32 key) {
+    const int i = (int)(key ^ 0x80000000u);
+    return __int_as_float(i ^ (int)(((u32)(i >> 31)) >> 1));
+}
+
 // A float gradient pair of one row (src/tree/gradient.rs: GradPair).
 struct GradPair {
     float g;

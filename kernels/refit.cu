@@ -6,18 +6,6 @@
 // over all keys at once. With whole sample weights a row of weight w counts as w rows (its
 // key's weight beside it, sums in 64 bits): the weighted quantile, exactly.
 
-// f32's total order (Rust's `total_cmp`, which the CPU's selection uses) as unsigned integers:
-// negative values' magnitude bits flipped, then the sign bit flipped.
-__device__ __forceinline__ u32 order_key(float v) {
-    const int i = __float_as_int(v);
-    return (u32)(i ^ (int)(((u32)(i >> 31)) >> 1)) ^ 0x80000000u;
-}
-
-__device__ __forceinline__ float from_order_key(u32 key) {
-    const int i = (int)(key ^ 0x80000000u);
-    return __int_as_float(i ^ (int)(((u32)(i >> 31)) >> 1));
-}
-
 // The kernels' argument structs (each kernel takes one, by value), mirrored in
 // src/backend/cuda/refit.rs and checked by the layout probe. `rows`: the tree's rows
 // (rows[0..m]), or null for 0..m.

@@ -7,9 +7,6 @@
 // Missing values are absent, so a node's missing-value sums are its total minus the present
 // sums (seed 000, "Missing values"): fill_missing writes them before a split search.
 
-// A staged value no row took (kernels' `rows`, from the host's NO_ROW).
-#define NO_ENTRY 0xffffffffu
-
 template <typename E>
 struct Entry {
     static constexpr u32 NONE = (E)~0u;           // padding: after every slot
@@ -30,35 +27,8 @@ struct Entry {
     }
 };
 
-// A staged block of mostly-null columns arrives as its present values only: `rows[i]` and
-// `vals[i]` for i < n_present, column f's at col_start[f]..col_start[f + 1] (a column's part is
-// sized by its valid rows; slots its NaN values left unused hold the row NO_ENTRY). Each value
-// is binned and put straight into its row, at the next free entry of that row (`row_len`
-// counts them), so no block of rows x features is ever formed; sort_rows then puts each
-// row's entries in order.
-template <typename E>
-__device__ void place_present(const u32* rows, const float* vals, u32 n_present, const u32* col_start, u32 n_features,
-                              u32 row0, const float* cuts, const u32* cut_offsets, const u32* categorical,
-                              const u32* slot_offsets, const u32* row_words, u32* row_len, E* entries) {
-    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n_present; i += gridDim.x * blockDim.x) {
-        if (rows[i] == NO_ENTRY) continue;
-        // The column holding entry i: the last f with col_start[f] <= i.
-        u32 lo = 0, hi = n_features;
-        while (hi - lo > 1) {
-            const u32 mid = (lo + hi) / 2;
-            if (col_start[mid] <= i) lo = mid; else hi = mid;
-        }
-        const u32 row = row0 + rows[i];
-        const u32 slot = slot_offsets[lo] + value_bin(vals[i], lo, cuts, cut_offsets, categorical);
-        // The host sized each row by its present values: k stays inside the row.
-        const u32 k = atomicAdd(&row_len[row], 1u);
-        const u64 at = (u64)row_words[row] * Entry<E>::PER_WORD + k;
-        if (at < (u64)row_words[row + 1] * Entry<E>::PER_WORD) entries[at] = (E)slot;
-    }
-}
-
 // One thread per row: its entries sorted (each feature appears once, so the order is unique
-// whatever order place_present wrote them in), the rest of its words padded with NONE.
+// whatever order place_columns wrote them in), the rest of its words padded with NONE.
 template <typename E>
 __device__ void sort_rows(const u32* row_len, u32 n_rows, const u32* row_words, E* entries) {
     for (u32 r = blockIdx.x * blockDim.x + threadIdx.x; r < n_rows; r += gridDim.x * blockDim.x) {
@@ -274,27 +244,6 @@ struct SparseAddTreeArgs {
     const u32* slot_offsets;
 };
 
-// place_present's arguments but the entries: `n_present` values (`rows` within the block from
-// row `row0`, NO_ENTRY for none; `col_start`: each feature's first) binned into their rows.
-struct PresentValues {
-    const u32* rows;
-    const float* vals;
-    u32 n_present;
-    const u32* col_start;
-    u32 n_features;
-    u32 row0;
-    BinCuts binning;
-    const u32* slot_offsets;
-    const u32* row_words;
-    u32* row_len;
-};
-
-template <typename E>
-struct PlacePresentArgs {
-    PresentValues present;
-    E* entries;
-};
-
 template <typename E>
 struct SortRowsArgs {
     const u32* row_len;
@@ -305,12 +254,6 @@ struct SortRowsArgs {
 
 // The kernels of compressed rows, for 16- and 32-bit entries (`_s16`, `_s32`).
 #define SPARSE_KERNELS(E, NAME)                                                                                  \
-    extern "C" __global__ void place_present_##NAME(const PlacePresentArgs<E> a) {                              \
-        const PresentValues& v = a.present;                                                                      \
-        place_present<E>(v.rows, v.vals, v.n_present, v.col_start, v.n_features, v.row0, v.binning.cuts,        \
-                         v.binning.cut_offsets, v.binning.categorical, v.slot_offsets, v.row_words, v.row_len,   \
-                         a.entries);                                                                            \
-    }                                                                                                           \
     extern "C" __global__ void sort_rows_##NAME(const SortRowsArgs<E> a) {                                      \
         sort_rows<E>(a.row_len, a.n_rows, a.row_words, a.entries);                                              \
     }                                                                                                           \

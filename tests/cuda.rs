@@ -587,13 +587,27 @@ fn sparse_data_of(n: usize, nf: usize, levels: usize, seed: u64) -> Dataset {
     Dataset::new(frame, y).unwrap()
 }
 
+/// The layout a GPU fit plans for `frame`, each row's present values counted here as the
+/// device counts them (`count_present`).
+fn planned(frame: &FeatureFrame, cuts: &[polars_gbt::data::FeatureCuts]) -> polars_gbt::backend::cuda::data::Layout {
+    use polars_gbt::backend::cuda::data::DeviceMatrix;
+    let present = DeviceMatrix::may_compress(frame).then(|| {
+        let mut present = vec![0u32; frame.n_rows()];
+        for col in frame.columns() {
+            col.for_each_present(0, frame.n_rows(), |row, _| present[row] += 1);
+        }
+        present
+    });
+    DeviceMatrix::plan(frame, cuts, present.as_deref())
+}
+
 #[test]
 fn mostly_null_data_is_stored_as_compressed_rows() {
-    use polars_gbt::backend::cuda::data::{DeviceMatrix, Layout};
+    use polars_gbt::backend::cuda::data::Layout;
     use polars_gbt::data::cuts::compute_cuts;
     let sparse = sparse_data(5_000, 1);
     let cuts = compute_cuts(sparse.features(), None, 256, 0).unwrap();
-    match DeviceMatrix::plan(sparse.features(), &cuts) {
+    match planned(sparse.features(), &cuts) {
         Layout::Sparse(rows) => {
             // 100 features of 50 values: 16-bit entries, eight a word.
             assert_eq!(rows.entry_bytes, 2);
@@ -607,7 +621,7 @@ fn mostly_null_data_is_stored_as_compressed_rows() {
         let cuts = compute_cuts(wide.features(), None, 256, 0).unwrap();
         let slots: u32 = cuts.iter().map(|c| c.n_bins() + 1).sum();
         assert!(slots * 8 > 256 << 10, "{slots} histogram slots fit one block's shared memory");
-        match DeviceMatrix::plan(wide.features(), &cuts) {
+        match planned(wide.features(), &cuts) {
             Layout::Sparse(rows) => assert_eq!(rows.entry_bytes, entry_bytes, "{nf} features, {slots} slots"),
             other => panic!("expected compressed rows, got {other:?}"),
         }
@@ -615,7 +629,7 @@ fn mostly_null_data_is_stored_as_compressed_rows() {
     let (frame, y) = random_data(1_000, 6, 1);
     let dense = Dataset::new(frame, y).unwrap();
     let cuts = compute_cuts(dense.features(), None, 256, 0).unwrap();
-    assert_eq!(DeviceMatrix::plan(dense.features(), &cuts), Layout::Dense { width: 1, stride: 8 });
+    assert_eq!(planned(dense.features(), &cuts), Layout::Dense { width: 1, stride: 8 });
 }
 
 #[test]
@@ -648,8 +662,8 @@ fn sparse_gpu_trees_equal_cpu_trees() {
     }
     let frame = FeatureFrame::new(columns).unwrap();
     let cuts = polars_gbt::data::cuts::compute_cuts(&frame, None, 256, 0).unwrap();
-    use polars_gbt::backend::cuda::data::{DeviceMatrix, Layout};
-    assert!(matches!(DeviceMatrix::plan(&frame, &cuts), Layout::Sparse(_)), "the mixed frame is compressed rows");
+    use polars_gbt::backend::cuda::data::Layout;
+    assert!(matches!(planned(&frame, &cuts), Layout::Sparse(_)), "the mixed frame is compressed rows");
     let y: Vec<f32> = data.label().to_vec();
     let classes: Vec<f32> = y.iter().map(|v| (v.abs() as u32 % 3) as f32).collect();
     for (json, labels) in [

@@ -25,9 +25,17 @@ fn kernels_compile_for_turing_ampere_and_hopper_with_the_rust_layouts() {
     let source = format!("{}\n{probe}", kernels::SOURCE);
     for arch in ["sm_75", "sm_80", "sm_90"] {
         let ptx = kernels::compile(&source, arch).unwrap_or_else(|e| panic!("{e}"));
-        for name in
-            ["histogram_u8", "evaluate_features", "scatter", "add_tree_u8", "bin_block_u16", "quantise", "lambdarank"]
-        {
+        for name in [
+            "histogram_u8",
+            "evaluate_features",
+            "scatter",
+            "add_tree_u8",
+            "bin_columns_u16",
+            "sort_segments",
+            "segment_cuts",
+            "quantise",
+            "lambdarank",
+        ] {
             assert!(ptx.contains(&format!(".entry {name}(")), "{arch}: kernel {name} missing from the PTX");
         }
         let found = layout::read_layout_probe(&ptx, expected.len()).unwrap();

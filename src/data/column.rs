@@ -189,6 +189,11 @@ impl FeatureColumn {
         &self.name
     }
 
+    /// The numeric value read as missing ([`FeatureColumn::with_missing_value`]), if any.
+    pub fn missing_value(&self) -> Option<f32> {
+        self.missing
+    }
+
     pub fn len(&self) -> usize {
         *self.starts.last().unwrap_or(&0)
     }

@@ -140,11 +140,7 @@ impl CutSketch {
     /// in a fit of `n_global` rows in all; a categorical feature with too many categories is
     /// an error.
     pub fn new(frame: &FeatureFrame, seed: u64, n_global: usize) -> Result<Self> {
-        let keep_below = if n_global > SKETCH_ROWS {
-            ((SKETCH_ROWS as f64 / n_global as f64) * u64::MAX as f64) as u64
-        } else {
-            u64::MAX
-        };
+        let keep_below = sample_threshold(n_global);
         let features = frame
             .columns()
             .iter()
@@ -234,7 +230,7 @@ impl CutSketch {
     /// feature is entirely missing is an error.
     pub fn cuts(self, max_bin: usize) -> Result<Vec<FeatureCuts>> {
         if !self.any_present {
-            return Err(Error::data("every feature is entirely missing (null or NaN); there is nothing to split on"));
+            return Err(all_missing());
         }
         Ok(self
             .features
@@ -247,6 +243,21 @@ impl CutSketch {
             })
             .collect())
     }
+}
+
+/// The hash at or below which a row is in the cut points' sample, in a fit of `n_global`
+/// rows (`u64::MAX`: every row).
+pub fn sample_threshold(n_global: usize) -> u64 {
+    if n_global > SKETCH_ROWS {
+        ((SKETCH_ROWS as f64 / n_global as f64) * u64::MAX as f64) as u64
+    } else {
+        u64::MAX
+    }
+}
+
+/// The key of the sample's row hash: `hash64(sample_key(seed), global row)`.
+pub fn sample_key(seed: u64) -> u64 {
+    seed ^ 0x5eed_c075
 }
 
 fn has_present_value(col: &FeatureColumn) -> bool {
@@ -278,11 +289,16 @@ fn sample_values(
     col.for_each_present(0, n, |row, x| {
         let w = weights.map_or(1.0, |w| w[row]);
         // A row of weight zero is as good as absent: it must not place cut points either.
-        if w > 0.0 && (keep_below == u64::MAX || hash64(seed ^ 0x5eed_c075, global.of(row)) <= keep_below) {
+        if w > 0.0 && (keep_below == u64::MAX || hash64(sample_key(seed), global.of(row)) <= keep_below) {
             samples.push((x, w));
         }
     });
     samples
+}
+
+/// The error of a fit whose every feature is entirely missing.
+pub fn all_missing() -> Error {
+    Error::data("every feature is entirely missing (null or NaN); there is nothing to split on")
 }
 
 /// Cut points putting about equal weight in each of at most `budget` bins (so at most

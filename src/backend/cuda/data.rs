@@ -1,27 +1,22 @@
 //! The training matrix on the device: bins row-major, one byte per value when every feature
 //! has fewer than 256 bins (missing included), else two, or four past 65,535 bins; 8-bit
 //! bins are kept column-major as well, for the partition (see [`DeviceMatrix::cols`]).
-//! Columns travel from their Arrow buffers through a reusable pinned staging buffer in blocks
-//! of rows (mostly-null ones as their present values only), and are binned by a kernel; the
-//! copy of one block overlaps the reading of the next. Nothing of the size of the data is ever
-//! allocated on the host.
+//! The matrix is binned on the device from the columns already there in Arrow's layout
+//! ([`DeviceColumns`]): mostly-null data has its rows sized and its present values placed
+//! there too. Nothing of the size of the data is ever allocated or read value by value on the
+//! host.
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice};
-use rayon::prelude::*;
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
 
+use super::columns::{Columns, DeviceColumns};
 use super::launch::{kernel_args, launch, DevPtr, DevPtrMut, Pins};
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
+use crate::data::cuts::all_missing;
 use crate::data::{BinnedMatrix, FeatureCuts, FeatureFrame};
 use crate::error::Result;
-
-/// Rows staged per block: 28 features x 2^17 rows is 14 MiB of f32 values (twice: one block
-/// is read on the host while the previous one is copied).
-const STAGE_ROWS: usize = 1 << 17;
-/// A matrix of at most this many bytes (as float32 values) is staged in pageable memory.
-const SMALL_STAGE_BYTES: usize = 1 << 20;
 
 pub enum DeviceBins {
     /// Every value's bin, rows padded to whole 32-bit words.
@@ -62,48 +57,51 @@ pub struct BinCuts<'a> {
     pub categorical: DevPtr<'a, u32>,
 }
 
-/// `bin_block`'s arguments but the bins: `block_rows` staged rows from row `row0`,
-/// column-major; `col_rows` 0: no column copy.
+/// `bin_columns`' arguments but the bins (`BinColumns` in kernels/columns.cu).
 #[repr(C)]
-#[derive(Clone, Copy)]
-pub struct BinBlock<'a> {
-    pub values: DevPtr<'a, f32>,
-    pub block_rows: u32,
-    pub row0: u32,
+pub struct BinColumns<'a> {
+    pub columns: Columns<'a>,
+    pub n_rows: u32,
     pub n_features: u32,
     pub stride: u32,
+    pub pad: u32,
     pub binning: BinCuts<'a>,
-    pub col_rows: u32,
+    pub any_present: DevPtrMut<'a, u32>,
 }
 
-/// `bin_block_u8`, `_u16`, `_u32`: null `cols` without a column copy.
+/// `bin_columns_u8`, `_u16`, `_u32`: null `cols` without a column copy.
 #[repr(C)]
-pub struct BinBlockArgs<'a, B> {
-    pub block: BinBlock<'a>,
+pub struct BinColumnsArgs<'a, B> {
+    pub b: BinColumns<'a>,
     pub bins: DevPtrMut<'a, B>,
-    pub cols: DevPtrMut<'a, B>,
+    pub cols: DevPtrMut<'a, u8>,
 }
 
-/// `place_present`'s arguments but the entries: `n_present` values (their `rows` within the
-/// block from `row0`, `NO_ROW` for none; `col_start`: each feature's first) into their rows.
+/// `count_present`.
 #[repr(C)]
-pub struct PresentValues<'a> {
-    pub rows: DevPtr<'a, u32>,
-    pub vals: DevPtr<'a, f32>,
-    pub n_present: u32,
-    pub col_start: DevPtr<'a, u32>,
+pub struct CountPresentArgs<'a> {
+    pub columns: Columns<'a>,
+    pub n_rows: u32,
     pub n_features: u32,
-    pub row0: u32,
+    pub row_len: DevPtrMut<'a, u32>,
+}
+
+/// `place_columns`' arguments but the entries.
+#[repr(C)]
+pub struct PlaceColumns<'a> {
+    pub columns: Columns<'a>,
+    pub n_rows: u32,
+    pub n_features: u32,
     pub binning: BinCuts<'a>,
     pub slot_offsets: DevPtr<'a, u32>,
     pub row_words: DevPtr<'a, u32>,
     pub row_len: DevPtrMut<'a, u32>,
 }
 
-/// `place_present_s16`, `_s32`.
+/// `place_columns_s16`, `_s32`.
 #[repr(C)]
-pub struct PlacePresentArgs<'a, E> {
-    pub present: PresentValues<'a>,
+pub struct PlaceColumnsArgs<'a, E> {
+    pub p: PlaceColumns<'a>,
     pub entries: DevPtrMut<'a, E>,
 }
 
@@ -120,10 +118,11 @@ kernel_args!(
     DenseBins<B>,
     SparseEntries<E>,
     BinCuts,
-    BinBlock,
-    BinBlockArgs<B>,
-    PresentValues,
-    PlacePresentArgs<E>,
+    BinColumns,
+    BinColumnsArgs<B>,
+    CountPresentArgs,
+    PlaceColumns,
+    PlaceColumnsArgs<E>,
     SortRowsArgs<E>
 );
 
@@ -216,17 +215,21 @@ impl DeviceMatrix {
         Layout::Dense { width, stride: frame.n_features().next_multiple_of(4 / width) }
     }
 
-    /// The layout for `frame`: compressed rows when most values are null and that takes less
-    /// memory than the dense bins (decided from Arrow's null counts, then each row's present
-    /// values).
-    pub fn plan(frame: &FeatureFrame, cuts: &[FeatureCuts]) -> Layout {
+    /// Whether compressed rows may pay for `frame`: most of its values are null (Arrow's null
+    /// counts), and a histogram group's start within a row fits its 16 bits.
+    pub fn may_compress(frame: &FeatureFrame) -> bool {
+        let (n, nf) = (frame.n_rows(), frame.n_features());
+        let nulls: usize = frame.columns().iter().flat_map(|c| c.chunks()).map(|a| a.null_count()).sum();
+        nf <= MAX_SPARSE_FEATURES && n > 0 && nulls * 2 >= n * nf
+    }
+
+    /// The layout for `frame` given each row's present values ([`DeviceColumns::present_per_row`],
+    /// None when it [cannot compress](DeviceMatrix::may_compress)): compressed rows when they
+    /// take less memory than the dense bins.
+    pub fn plan(frame: &FeatureFrame, cuts: &[FeatureCuts], present_per_row: Option<&[u32]>) -> Layout {
         let (n, nf) = (frame.n_rows(), frame.n_features());
         let dense = Self::dense(frame, cuts);
-        let nulls: usize = frame.columns().iter().flat_map(|c| c.chunks()).map(|a| a.null_count()).sum();
-        // A histogram group's start within a row is kept in 16 bits (`index_groups`).
-        if nf > MAX_SPARSE_FEATURES || n == 0 || nulls * 2 < n * nf {
-            return dense;
-        }
+        let Some(present_per_row) = present_per_row else { return dense };
         let total_slots: u64 = cuts.iter().map(|c| c.n_bins() as u64 + 1).sum();
         // Slots 0..total_slots, and the padding above them.
         let entry_bytes = if total_slots < u16::MAX as u64 { 2 } else { 4 };
@@ -234,7 +237,7 @@ impl DeviceMatrix {
         let mut row_words = Vec::with_capacity(n + 1);
         row_words.push(0u32);
         let mut words = 0u64;
-        for present in present_per_row(frame) {
+        for &present in present_per_row {
             words += (present as u64).div_ceil(per_word as u64);
             if words > u32::MAX as u64 {
                 return dense;
@@ -249,51 +252,41 @@ impl DeviceMatrix {
         }
     }
 
-    /// Bins `frame` with `cuts` on the device, stored as `layout` (from [`DeviceMatrix::plan`]).
+    /// Bins `columns` (on the device) with `cuts`, stored as `layout` (from [`DeviceMatrix::plan`]);
+    /// a matrix without a single present value is an error, as on the host.
     pub fn upload(
         rt: &Runtime,
         stream: &Arc<CudaStream>,
         memory: &mut DeviceMemory,
-        frame: &FeatureFrame,
+        columns: &DeviceColumns,
         cuts: &[FeatureCuts],
         layout: Layout,
     ) -> Result<Self> {
-        let (n, nf) = (frame.n_rows(), frame.n_features());
+        let (n, nf) = (columns.n_rows, columns.n_features);
         let tables = BinTables::upload(stream, memory, cuts)?;
         let mut cols = if layout.keeps_columns() { Some(memory.zeros::<u8>(stream, n * nf)?) } else { None };
         let (mut bins, stride, row_words) = allocate_bins(stream, memory, &layout, n)?;
-        let block = STAGE_ROWS.min(n.max(1));
-        // Compressed rows count each row's entries as its values arrive (then sort them).
-        let mut row_len = match layout {
-            Layout::Sparse(_) => Some(memory.zeros::<u32>(stream, n.max(1))?),
-            Layout::Dense { .. } => None,
-        };
-        let mut staged = staging_slots(stream, memory, &layout, n, nf, block)?;
         let binning = tables.binning();
-        for (i, start) in (0..n).step_by(block).enumerate() {
-            let rows = block.min(n - start);
-            let (slot, done) = &mut staged[i % 2];
-            done.synchronize().map_err(device_error)?;
-            match (slot, &mut bins) {
-                (Staged::Present(p), entries) => {
-                    let row_len = row_len.as_mut().expect("compressed rows count their entries");
-                    let row_words = row_words.as_ref().expect("compressed rows know where each row starts");
-                    let slot_offsets = &tables.slot_offsets_dev;
-                    let place = Placement { binning: &binning, slot_offsets, row_words, row_len, entries };
-                    p.stage(rt, memory, frame, start, rows, place)?;
-                }
-                (Staged::Dense { host, dev }, dense) => {
-                    let rows_at = BlockRows { start, rows, n, stride };
-                    stage_dense(rt, stream, frame, rows_at, &binning, host, dev, dense, cols.as_mut())?;
-                }
+        let any_present = match (&layout, &row_words) {
+            (Layout::Sparse(rows), Some(words)) => {
+                let mut row_len = memory.zeros::<u32>(stream, n.max(1))?;
+                let place = Placement { binning: &binning, slot_offsets: &tables.slot_offsets_dev, row_words: words };
+                place_columns(rt, stream, columns, place, &mut row_len, &mut bins)?;
+                sort_rows(rt, stream, n, &row_len, words, &mut bins)?;
+                memory.allocated -= 4 * row_len.len();
+                *rows.row_words.last().unwrap() > 0
             }
-            done.record(stream).map_err(device_error)?;
-        }
-        if let (Some(row_len), Some(row_words)) = (row_len.take(), &row_words) {
-            sort_rows(rt, stream, n, &row_len, row_words, &mut bins)?;
-            memory.allocated -= 4 * row_len.len();
-        }
+            _ => {
+                let mut flag = memory.zeros::<u32>(stream, 1)?;
+                bin_columns(rt, stream, columns, &binning, stride, &mut flag, &mut bins, cols.as_mut())?;
+                memory.allocated -= 4;
+                stream.clone_dtoh(&flag).map_err(device_error)?[0] != 0
+            }
+        };
         stream.synchronize().map_err(device_error)?;
+        if !any_present {
+            return Err(all_missing());
+        }
         let BinTables { n_bins, slot_offsets, slot_offsets_dev, categorical_dev, .. } = tables;
         Ok(DeviceMatrix {
             bins,
@@ -386,113 +379,12 @@ fn allocate_bins(
     })
 }
 
-/// The staging slots of an upload of `n` rows in blocks of `block`: one, or two that take
-/// turns (a block is read into one while the other's copy and kernels run), each with the
-/// event that says its last copy finished.
-fn staging_slots(
-    stream: &Arc<CudaStream>,
-    memory: &mut DeviceMemory,
-    layout: &Layout,
-    n: usize,
-    nf: usize,
-    block: usize,
-) -> Result<Vec<(Staged, CudaEvent)>> {
-    let ctx = stream.context();
-    // A small matrix (one block, a group's fit) is staged in pageable memory: pinning a
-    // buffer would cost the driver more than the copy it speeds up.
-    let pageable = n <= block && n * nf * 4 <= SMALL_STAGE_BYTES;
-    let mut staged = Vec::new();
-    for _ in 0..if n <= block { 1 } else { 2 } {
-        let slot = match layout {
-            // Compressed rows stage only the present values (a mostly-null block is mostly NaN).
-            Layout::Sparse(_) => Staged::Present(Box::new(PresentStage::new(stream, memory, nf)?)),
-            Layout::Dense { .. } => {
-                let host = if pageable {
-                    DenseHost::Pageable(vec![0f32; block * nf])
-                } else {
-                    // SAFETY: the pinned buffer is written on the host only after its event
-                    // says the previous copy out of it finished.
-                    DenseHost::Pinned(unsafe { ctx.alloc_pinned::<f32>(block * nf) }.map_err(device_error)?)
-                };
-                Staged::Dense { host, dev: memory.zeros::<f32>(stream, block * nf)? }
-            }
-        };
-        let done: CudaEvent = ctx.new_event(None).map_err(device_error)?;
-        staged.push((slot, done));
-    }
-    Ok(staged)
-}
-
-/// Where a staged block sits: its first row and row count, of `n` rows of dense bins `stride`
-/// apart.
-struct BlockRows {
-    start: usize,
-    rows: usize,
-    n: usize,
-    stride: usize,
-}
-
-/// Reads a block of rows from the columns into the slot's host buffer, copies it to the
-/// device and queues its binning into the dense bins (and the 8-bit column copy).
-#[allow(clippy::too_many_arguments)]
-fn stage_dense<'a>(
-    rt: &Runtime,
-    stream: &Arc<CudaStream>,
-    frame: &FeatureFrame,
-    at: BlockRows,
-    binning: &Binning<'a>,
-    host: &mut DenseHost,
-    dev: &'a mut CudaSlice<f32>,
-    dense: &'a mut DeviceBins,
-    cols: Option<&'a mut CudaSlice<u8>>,
-) -> Result<()> {
-    let BlockRows { start, rows, n, stride } = at;
-    let nf = frame.n_features();
-    let values = match host {
-        DenseHost::Pinned(pinned) => pinned.as_mut_slice().map_err(device_error)?,
-        DenseHost::Pageable(values) => values.as_mut_slice(),
-    };
-    values[..rows * nf].par_chunks_mut(rows).zip(frame.columns().par_iter()).for_each(|(out, col)| {
-        col.read(start, out);
-    });
-    stream.memcpy_htod(&values[..rows * nf], &mut dev.slice_mut(..rows * nf)).map_err(device_error)?;
-    // The kernel only reads the staged values, queued after their copy on the same stream.
-    let dev: &'a CudaSlice<f32> = dev;
-    let mut p = Pins::new(stream);
-    let block = BinBlock {
-        values: p.read(dev),
-        block_rows: rows as u32,
-        row0: start as u32,
-        n_features: nf as u32,
-        stride: stride as u32,
-        binning: binning.pin(&mut p),
-        // Without a column copy the kernel writes none (and `cols` is null).
-        col_rows: if cols.is_some() { n as u32 } else { 0 },
-    };
-    bin_block(rt, stream, &mut p, block, dense, cols)
-}
-
-/// One staging slot: every value of a block on the host (pinned, or pageable for a small
-/// matrix) and on the device, binned there (dense layouts), or the block's present values
-/// (compressed rows).
-enum Staged {
-    Dense { host: DenseHost, dev: CudaSlice<f32> },
-    Present(Box<PresentStage>),
-}
-
-enum DenseHost {
-    Pinned(PinnedHostSlice<f32>),
-    Pageable(Vec<f32>),
-}
-
-/// Where a block's present values go: their rows' entries (compressed rows), each row's
-/// entries placed so far counted in `row_len`.
+/// Where compressed rows' present values go: their histogram slots, into the rows at
+/// `row_words`.
 struct Placement<'a> {
     binning: &'a Binning<'a>,
     slot_offsets: &'a CudaSlice<u32>,
     row_words: &'a CudaSlice<u32>,
-    row_len: &'a mut CudaSlice<u32>,
-    entries: &'a mut DeviceBins,
 }
 
 /// The cut points on the device, as the binning kernels take them.
@@ -513,33 +405,124 @@ impl<'a> Binning<'a> {
     }
 }
 
-/// Queues the binning of a staged `block` into the dense `bins` and, for 8-bit bins, into the
-/// column copy `cols` (which only 8-bit bins keep).
-fn bin_block<'a>(
+/// A launch over the columns' tiles (`BIN_TILE_ROWS` rows x 32 features a block).
+fn tiles(n_rows: usize, n_features: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n_rows.div_ceil(BIN_TILE_ROWS).max(1) as u32, n_features.div_ceil(32).max(1) as u32, 1),
+        block_dim: (BIN_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// Rows and threads of a block of the column kernels (kernels/columns.cu).
+pub(super) const BIN_TILE_ROWS: usize = 64;
+pub(super) const BIN_THREADS: u32 = 256;
+
+/// Queues the binning of every column into the dense `bins` (rows `stride` apart) and, for
+/// 8-bit bins, the column copy `cols`; `any_present` is set if a value is present.
+#[allow(clippy::too_many_arguments)]
+fn bin_columns<'a>(
     rt: &Runtime,
     stream: &CudaStream,
-    p: &mut Pins<'a>,
-    block: BinBlock<'a>,
+    columns: &'a DeviceColumns,
+    binning: &Binning<'a>,
+    stride: usize,
+    any_present: &'a mut CudaSlice<u32>,
     bins: &'a mut DeviceBins,
     cols: Option<&'a mut CudaSlice<u8>>,
 ) -> Result<()> {
-    let (k, c) = (&rt.kernels, grid_for(rt, block.block_rows as u64 * block.n_features as u64, 256));
-    // SAFETY: every index stays below block_rows * n_features (values), the matrix's rows
-    // times stride (bins) and col_rows * n_features (cols, null when col_rows is 0).
+    let (n, nf) = (columns.n_rows, columns.n_features);
+    let mut p = Pins::new(stream);
+    let b = BinColumns {
+        columns: columns.pin(&mut p),
+        n_rows: n as u32,
+        n_features: nf as u32,
+        stride: stride as u32,
+        pad: 0,
+        binning: binning.pin(&mut p),
+        any_present: p.write(any_present),
+    };
+    let cols = cols.map_or(DevPtrMut::NULL, |c| p.write(c));
+    let (k, c) = (&rt.kernels, tiles(n, nf));
+    // SAFETY: every tile's rows are below n and features below nf: bins hold n x stride, cols
+    // (when given) nf x n.
     unsafe {
-        match (bins, cols) {
-            (DeviceBins::U8(b), cols) => {
-                let cols = cols.map_or(DevPtrMut::NULL, |c| p.write(c));
-                launch(stream, &k.bin_block_u8, &BinBlockArgs { block, bins: p.write(b), cols }, c)
+        match bins {
+            DeviceBins::U8(bins) => {
+                launch(stream, &k.bin_columns_u8, &BinColumnsArgs { b, bins: p.write(bins), cols }, c)
             }
-            (DeviceBins::U16(b), None) => {
-                launch(stream, &k.bin_block_u16, &BinBlockArgs { block, bins: p.write(b), cols: DevPtrMut::NULL }, c)
+            DeviceBins::U16(bins) => {
+                launch(stream, &k.bin_columns_u16, &BinColumnsArgs { b, bins: p.write(bins), cols }, c)
             }
-            (DeviceBins::U32(b), None) => {
-                launch(stream, &k.bin_block_u32, &BinBlockArgs { block, bins: p.write(b), cols: DevPtrMut::NULL }, c)
+            DeviceBins::U32(bins) => {
+                launch(stream, &k.bin_columns_u32, &BinColumnsArgs { b, bins: p.write(bins), cols }, c)
             }
-            _ => unreachable!("dense rows have dense bins, and only 8-bit bins keep a column copy"),
+            _ => unreachable!("dense rows have dense bins"),
         }
+    }
+}
+
+/// Queues the placing of every present value into its compressed row (`row_len` counting
+/// each row's entries so far).
+fn place_columns<'a>(
+    rt: &Runtime,
+    stream: &CudaStream,
+    columns: &'a DeviceColumns,
+    place: Placement<'a>,
+    row_len: &'a mut CudaSlice<u32>,
+    entries: &'a mut DeviceBins,
+) -> Result<()> {
+    let (n, nf) = (columns.n_rows, columns.n_features);
+    let mut p = Pins::new(stream);
+    let at = PlaceColumns {
+        columns: columns.pin(&mut p),
+        n_rows: n as u32,
+        n_features: nf as u32,
+        binning: place.binning.pin(&mut p),
+        slot_offsets: p.read(place.slot_offsets),
+        row_words: p.read(place.row_words),
+        row_len: p.write(row_len),
+    };
+    let (k, c) = (&rt.kernels, tiles(n, nf));
+    // SAFETY: rows below n, features below nf; row_words has n + 1 offsets within the
+    // entries, and the kernel writes inside each row's words.
+    unsafe {
+        match entries {
+            DeviceBins::Sparse16(e) => {
+                launch(stream, &k.place_columns_s16, &PlaceColumnsArgs { p: at, entries: p.write(e) }, c)
+            }
+            DeviceBins::Sparse32(e) => {
+                launch(stream, &k.place_columns_s32, &PlaceColumnsArgs { p: at, entries: p.write(e) }, c)
+            }
+            _ => unreachable!("present values are placed in compressed rows"),
+        }
+    }
+}
+
+impl DeviceColumns {
+    /// Each row's present (non-missing) values, counted on the device.
+    pub fn present_per_row(
+        &self,
+        rt: &Runtime,
+        stream: &Arc<CudaStream>,
+        memory: &mut DeviceMemory,
+    ) -> Result<Vec<u32>> {
+        let mut row_len = memory.zeros::<u32>(stream, self.n_rows.max(1))?;
+        {
+            let mut p = Pins::new(stream);
+            let args = CountPresentArgs {
+                columns: self.pin(&mut p),
+                n_rows: self.n_rows as u32,
+                n_features: self.n_features as u32,
+                row_len: p.write(&mut row_len),
+            };
+            // SAFETY: every tile's rows are below n_rows, which row_len holds.
+            unsafe { launch(stream, &rt.kernels.count_present, &args, tiles(self.n_rows, self.n_features))? };
+        }
+        let mut counts = stream.clone_dtoh(&row_len).map_err(device_error)?;
+        counts.truncate(self.n_rows);
+        memory.allocated -= 4 * row_len.len();
+        Ok(counts)
     }
 }
 
@@ -567,144 +550,6 @@ fn sort_rows(
                 launch(stream, &rt.kernels.sort_rows_s32, &args, c)
             }
             _ => unreachable!("compressed rows are 16- or 32-bit entries"),
-        }
-    }
-}
-
-/// The row of a staging slot no value took (`NO_ENTRY` in kernels/sparse.cu).
-const NO_ROW: u32 = u32::MAX;
-
-/// One staging slot's present values of a block (compressed rows): each column's rows and
-/// values, read from its validity a word at a time ([`FeatureColumn::for_each_present`]),
-/// sent to the device, and binned there straight into their rows' entries. Only the present
-/// values cross, 8 bytes each (against 4 bytes for every value, null or not), and no block of
-/// rows x features is formed on either side.
-struct PresentStage {
-    rows_host: PinnedHostSlice<u32>,
-    vals_host: PinnedHostSlice<f32>,
-    starts_host: PinnedHostSlice<u32>,
-    rows_dev: CudaSlice<u32>,
-    vals_dev: CudaSlice<f32>,
-    starts_dev: CudaSlice<u32>,
-    /// The fit's stream, which every copy and kernel of the staging goes on.
-    stream: Arc<CudaStream>,
-}
-
-impl PresentStage {
-    fn new(stream: &Arc<CudaStream>, memory: &mut DeviceMemory, nf: usize) -> Result<Self> {
-        let ctx = stream.context();
-        // SAFETY (pinned buffers): written on the host only after the slot's event says its
-        // previous copies finished.
-        Ok(PresentStage {
-            rows_host: unsafe { ctx.alloc_pinned::<u32>(1) }.map_err(device_error)?,
-            vals_host: unsafe { ctx.alloc_pinned::<f32>(1) }.map_err(device_error)?,
-            starts_host: unsafe { ctx.alloc_pinned::<u32>(nf + 1) }.map_err(device_error)?,
-            rows_dev: memory.zeros::<u32>(stream, 1)?,
-            vals_dev: memory.zeros::<f32>(stream, 1)?,
-            starts_dev: memory.zeros::<u32>(stream, nf + 1)?,
-            stream: stream.clone(),
-        })
-    }
-
-    /// Queues rows `start..start + rows` of `frame` into their compressed rows.
-    fn stage(
-        &mut self,
-        rt: &Runtime,
-        memory: &mut DeviceMemory,
-        frame: &FeatureFrame,
-        start: usize,
-        rows: usize,
-        place: Placement,
-    ) -> Result<()> {
-        let stream = &self.stream.clone();
-        let nf = frame.n_features();
-        // Each column's part is sized by its valid rows (bit counts, no pass over the values);
-        // slots its NaN values leave unused are marked with no row.
-        let counts: Vec<usize> = frame.columns().par_iter().map(|col| col.valid_count(start, rows)).collect();
-        let total: usize = counts.iter().sum();
-        if total == 0 {
-            return Ok(());
-        }
-        if total > self.vals_host.len() {
-            // A quarter more than this block needs, so that later blocks rarely grow it again.
-            let cap = total + total / 4;
-            let ctx = stream.context();
-            // SAFETY: as in `new`; the old buffers' copies finished (the caller waited).
-            self.rows_host = unsafe { ctx.alloc_pinned::<u32>(cap) }.map_err(device_error)?;
-            self.vals_host = unsafe { ctx.alloc_pinned::<f32>(cap) }.map_err(device_error)?;
-            memory.allocated -= 8 * self.vals_dev.len();
-            self.rows_dev = memory.zeros::<u32>(stream, cap)?;
-            self.vals_dev = memory.zeros::<f32>(stream, cap)?;
-        }
-        let starts = self.starts_host.as_mut_slice().map_err(device_error)?;
-        starts[0] = 0;
-        for f in 0..nf {
-            starts[f + 1] = starts[f] + counts[f] as u32;
-        }
-        // Each column writes its own part of the two buffers.
-        let (mut row_parts, mut val_parts) = (Vec::with_capacity(nf), Vec::with_capacity(nf));
-        let mut rows_rest = &mut self.rows_host.as_mut_slice().map_err(device_error)?[..total];
-        let mut vals_rest = &mut self.vals_host.as_mut_slice().map_err(device_error)?[..total];
-        for &c in &counts {
-            let (r, rr) = std::mem::take(&mut rows_rest).split_at_mut(c);
-            let (v, vr) = std::mem::take(&mut vals_rest).split_at_mut(c);
-            row_parts.push(r);
-            val_parts.push(v);
-            (rows_rest, vals_rest) = (rr, vr);
-        }
-        row_parts.into_par_iter().zip(val_parts).zip(frame.columns().par_iter()).for_each(|((r, v), col)| {
-            let mut k = 0;
-            col.for_each_present(start, rows, |row, x| {
-                r[k] = (row - start) as u32;
-                v[k] = x;
-                k += 1;
-            });
-            r[k..].fill(NO_ROW);
-        });
-        stream
-            .memcpy_htod(&self.rows_host.as_slice().map_err(device_error)?[..total], &mut self.rows_dev)
-            .map_err(device_error)?;
-        stream
-            .memcpy_htod(&self.vals_host.as_slice().map_err(device_error)?[..total], &mut self.vals_dev)
-            .map_err(device_error)?;
-        stream
-            .memcpy_htod(self.starts_host.as_slice().map_err(device_error)?, &mut self.starts_dev)
-            .map_err(device_error)?;
-        self.place(rt, total, nf, start, place)
-    }
-
-    /// Queues the placing of the `total` staged present values of the `nf` features of the
-    /// block from row `start` into their rows.
-    fn place(&self, rt: &Runtime, total: usize, nf: usize, start: usize, place: Placement) -> Result<()> {
-        let stream = &*self.stream;
-        let mut p = Pins::new(stream);
-        let present = PresentValues {
-            rows: p.read(&self.rows_dev),
-            vals: p.read(&self.vals_dev),
-            n_present: total as u32,
-            col_start: p.read(&self.starts_dev),
-            n_features: nf as u32,
-            row0: start as u32,
-            binning: place.binning.pin(&mut p),
-            slot_offsets: p.read(place.slot_offsets),
-            row_words: p.read(place.row_words),
-            row_len: p.write(place.row_len),
-        };
-        let c = grid_for(rt, total as u64, 256);
-        // SAFETY: the entries' rows are below `rows` (so start + row below the matrix's rows,
-        // which row_len and row_words cover) and their columns below nf; `starts` has nf + 1
-        // ascending offsets ending at `total`, the entries' count; the kernel writes inside
-        // each row's words.
-        unsafe {
-            match place.entries {
-                DeviceBins::Sparse16(e) => {
-                    launch(stream, &rt.kernels.place_present_s16, &PlacePresentArgs { present, entries: p.write(e) }, c)
-                }
-                DeviceBins::Sparse32(e) => {
-                    launch(stream, &rt.kernels.place_present_s32, &PlacePresentArgs { present, entries: p.write(e) }, c)
-                }
-                _ => unreachable!("present values are placed in compressed rows"),
-            }
         }
     }
 }
@@ -755,24 +600,6 @@ impl Layout {
             Layout::Sparse(rows) => 16 * *rows.row_words.last().unwrap() as usize + 4 * rows.row_words.len(),
         }
     }
-}
-
-/// Each row's present (non-missing) values, counted block by block.
-fn present_per_row(frame: &FeatureFrame) -> Vec<u32> {
-    let n = frame.n_rows();
-    let blocks: Vec<Vec<u32>> = (0..n.div_ceil(STAGE_ROWS))
-        .into_par_iter()
-        .map(|b| {
-            let start = b * STAGE_ROWS;
-            let rows = STAGE_ROWS.min(n - start);
-            let mut present = vec![0u32; rows];
-            for col in frame.columns() {
-                col.for_each_present(start, rows, |row, _| present[row - start] += 1);
-            }
-            present
-        })
-        .collect();
-    blocks.concat()
 }
 
 /// A grid-stride launch for `work` items: enough blocks to fill the GPU, no more.

@@ -42,8 +42,15 @@ impl Engine for CudaEngine {
         // share this GPU (a fit over several GPUs took them whole).
         let whole = fit.data.n_rows() * fit.data.features.n_features().max(1) > SMALL_GPU_FIT_CELLS;
         let _turn = (!shard.is_distributed()).then(|| rt.take_turn(whole));
-        let cuts = host_cuts(&fit)?;
-        let mut learner = GpuLearner::new(&rt, fit.data, &cuts, fit.grow, fit.cfg, &fit.margin, fit.refit, shard.comm)?;
+        let mut ingest = GpuLearner::ingest(&rt, fit.data, fit.cfg, shard.comm)?;
+        // One GPU computes the cut points from the columns it holds; the workers of a
+        // distributed fit merge every worker's sample on the host (CutSketch).
+        let cuts = match shard.is_distributed() {
+            true => host_cuts(&fit)?,
+            false => ingest.cut_points(fit.data, fit.cfg.max_bin, fit.cfg.seed)?,
+        };
+        let (data, cfg, comm) = (fit.data, fit.cfg, shard.comm);
+        let mut learner = GpuLearner::start(ingest, data, &cuts, fit.grow, cfg, &fit.margin, fit.refit, comm)?;
         boost(&cuts, &mut learner)
     }
 

@@ -25,6 +25,7 @@ pub const SOURCE: &str = concat!(
     include_str!("../../../kernels/partition.cu"),
     include_str!("../../../kernels/refit.cu"),
     include_str!("../../../kernels/sparse.cu"),
+    include_str!("../../../kernels/columns.cu"),
     include_str!("../../../kernels/predict.cu"),
     include_str!("../../../kernels/shap.cu"),
 );

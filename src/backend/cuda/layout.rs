@@ -267,17 +267,26 @@ macro_rules! kernel_arg_probes {
         $probe!(SparseEntries<u32>, "SparseEntries<u32>", [entries, row_words]);
         use super::data::*;
         $probe!(BinCuts, "BinCuts", [cuts, cut_offsets, categorical]);
-        $probe!(BinBlock, "BinBlock", [values, block_rows, row0, n_features, stride, binning, col_rows]);
-        $probe!(BinBlockArgs<u8>, "BinBlockArgs<u8>", [block, bins, cols]);
-        $probe!(BinBlockArgs<u16>, "BinBlockArgs<u16>", [block, bins, cols]);
-        $probe!(BinBlockArgs<u32>, "BinBlockArgs<u32>", [block, bins, cols]);
+        $probe!(BinColumns, "BinColumns", [columns, n_rows, n_features, stride, binning, any_present]);
+        $probe!(BinColumnsArgs<u8>, "BinColumnsArgs<u8>", [b, bins, cols]);
+        $probe!(BinColumnsArgs<u16>, "BinColumnsArgs<u16>", [b, bins, cols]);
+        $probe!(BinColumnsArgs<u32>, "BinColumnsArgs<u32>", [b, bins, cols]);
+        $probe!(CountPresentArgs, "CountPresentArgs", [columns, n_rows, n_features, row_len]);
+        $probe!(PlaceColumns, "PlaceColumns", [columns, n_rows, n_features, binning, slot_offsets, row_words, row_len]);
+        $probe!(PlaceColumnsArgs<u16>, "PlaceColumnsArgs<u16>", [p, entries]);
+        $probe!(PlaceColumnsArgs<u32>, "PlaceColumnsArgs<u32>", [p, entries]);
+        use super::columns::*;
+        $probe!(Columns, "Columns", [chunks, chunk_start]);
         $probe!(
-            PresentValues,
-            "PresentValues",
-            [rows, vals, n_present, col_start, n_features, row0, binning, slot_offsets, row_words, row_len]
+            ColumnChunk,
+            "ColumnChunk",
+            [values, validity, codes, n_codes, rows, row0, dtype, values_bit, validity_bit, has_missing, missing]
         );
-        $probe!(PlacePresentArgs<u16>, "PlacePresentArgs<u16>", [present, entries]);
-        $probe!(PlacePresentArgs<u32>, "PlacePresentArgs<u32>", [present, entries]);
+        use super::cuts::*;
+        $probe!(SampleRowsArgs, "SampleRowsArgs", [weights, n_rows, first_global_row, seed, keep_below, count, rows]);
+        $probe!(SampleValuesArgs, "SampleValuesArgs", [columns, features, n_segments, n_sample, rows, weights, keys]);
+        $probe!(SortSegmentsArgs, "SortSegmentsArgs", [keys, tmp, len, n_segments]);
+        $probe!(SegmentCutsArgs, "SegmentCutsArgs", [keys, len, n_segments, budget, cuts, n_cuts, thresholds]);
         $probe!(SortRowsArgs<u16>, "SortRowsArgs<u16>", [row_len, n_rows, row_words, entries]);
         $probe!(SortRowsArgs<u32>, "SortRowsArgs<u32>", [row_len, n_rows, row_words, entries]);
         use super::histogram::*;
@@ -515,7 +524,12 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
         ("RANK_PAIRWISE", PairMetric::Pairwise as u64),
         ("RANK_NDCG", PairMetric::Ndcg as u64),
         ("RANK_MAP", PairMetric::Map as u64),
+        ("SORT_THREADS", super::cuts::SORT_THREADS as u64),
+        ("CUT_THREADS", super::cuts::CUT_THREADS as u64),
+        ("BIN_TILE_ROWS", super::data::BIN_TILE_ROWS as u64),
+        ("BIN_THREADS", super::data::BIN_THREADS as u64),
     ]);
+    constants.extend(super::columns::DTYPES.iter().enumerate().map(|(code, (name, _))| (*name, code as u64)));
     for (name, value) in constants {
         body += &format!("  out[{}] = (unsigned long long)({name});\n", expected.len());
         expected.push((name.to_string(), value));

@@ -14,6 +14,8 @@ use std::time::Instant;
 use cudarc::driver::CudaStream;
 
 use super::buffers::{FitDevice, Scratch};
+use super::columns::DeviceColumns;
+use super::cuts::device_cuts;
 use super::data::{DeviceMatrix, Layout};
 use super::device_error;
 use super::gradients::Gradients;
@@ -99,11 +101,80 @@ pub fn unsupported(max_bin: usize) -> Option<String> {
     None
 }
 
+/// A fit's start on the device: its stream and allocations, and its feature columns there in
+/// Arrow's layout, from which the cut points and then the training matrix are computed.
+pub struct Ingest<'r> {
+    dev: FitDevice<'r>,
+    columns: DeviceColumns,
+    clock: Instant,
+}
+
+impl Ingest<'_> {
+    /// The cut points of `data`'s features, computed on the device from its columns: the CPU's
+    /// ([`compute_cuts`](crate::data::cuts::compute_cuts)) bit for bit.
+    pub fn cut_points(&mut self, data: &Dataset, max_bin: usize, seed: u64) -> Result<Vec<FeatureCuts>> {
+        let clock = Instant::now();
+        let dev = &mut self.dev;
+        let weights = data.weight.as_deref().map(|w| dev.upload(w)).transpose()?;
+        let cuts = device_cuts(
+            dev.rt,
+            &dev.stream,
+            &mut dev.memory,
+            &data.features,
+            &self.columns,
+            weights.as_ref(),
+            max_bin,
+            seed,
+        )?;
+        if let Some(w) = weights {
+            dev.memory.allocated -= 4 * w.len();
+        }
+        if profiling() {
+            eprintln!("polars-gbt profile: cut points on the device {:.3} s", clock.elapsed().as_secs_f64());
+        }
+        Ok(cuts)
+    }
+}
+
+fn profiling() -> bool {
+    std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1")
+}
+
 impl<'r> GpuLearner<'r> {
-    /// Moves `data` to the device and prepares a fit of `cfg`'s outputs starting from
-    /// `start_margin` (class-major), its leaves refit by `refit` (L1-type losses). `comm`:
-    /// the workers of a distributed fit ([`Solo`](crate::collective::Solo) for one), over which gradient scales,
-    /// totals, histograms and row counts are summed (`grow.rs`).
+    /// Starts a fit of `data` on the device: checks that it can fit, and copies its feature
+    /// columns there. `comm`: the workers of a distributed fit.
+    pub fn ingest(rt: &'r Runtime, data: &Dataset, cfg: &TrainConfig, comm: &dyn Collective) -> Result<Ingest<'r>> {
+        let clock = Instant::now();
+        let (n, nf) = (data.n_rows(), data.features.n_features());
+        if n >= u32::MAX as usize / 2 {
+            return Err(Error::Data(format!("the CUDA backend takes at most 2^31 rows, not {n}")));
+        }
+        // The columns, at least one byte a value of bins (twice: the column copy) and the fit's
+        // rows, checked before the fit takes anything of the GPU (a stream included);
+        // the matrix's own check follows once its layout is known.
+        let columns_bytes = DeviceColumns::bytes_for(&data.features);
+        let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row();
+        DeviceMemory::check_fits(&rt.stream, columns_bytes + 2 * n * nf + n * row_bytes)?;
+        // A fit on its own stream, so that fits sharing the GPU (`Runtime::take_turn`) overlap;
+        // but a worker of a fit over several GPUs on the runtime's, where NCCL sums its histograms.
+        let stream = match comm.device_sums() {
+            Some(_) => rt.stream.clone(),
+            None => rt.stream.context().new_stream().map_err(device_error)?,
+        };
+        let mut dev = FitDevice::new(rt, stream)?;
+        let columns = DeviceColumns::upload(&dev.stream, &mut dev.memory, &data.features)?;
+        if profiling() {
+            eprintln!(
+                "polars-gbt profile: columns to the device {:.3} s ({:.0} MiB)",
+                clock.elapsed().as_secs_f64(),
+                columns.bytes as f64 / (1 << 20) as f64
+            );
+        }
+        Ok(Ingest { dev, columns, clock })
+    }
+
+    /// Moves `data` to the device and prepares a fit of `cfg`'s outputs with `cuts` (computed
+    /// on the host); as [`GpuLearner::ingest`], then [`GpuLearner::start`].
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         rt: &'r Runtime,
@@ -115,14 +186,34 @@ impl<'r> GpuLearner<'r> {
         refit: Option<LeafRefit<'r>>,
         comm: &'r dyn Collective,
     ) -> Result<Self> {
-        let clock = Instant::now();
-        let (n, nf) = (data.n_rows(), data.features.n_features());
-        if n >= u32::MAX as usize / 2 {
-            return Err(Error::Data(format!("the CUDA backend takes at most 2^31 rows, not {n}")));
-        }
-        // Everything the fit will hold, known before the first allocation. The layout is
-        // planned once: for mostly-null data that reads every value on the host.
-        let mut layout = DeviceMatrix::plan(&data.features, cuts);
+        let ingest = Self::ingest(rt, data, cfg, comm)?;
+        Self::start(ingest, data, cuts, params, cfg, start_margin, refit, comm)
+    }
+
+    /// Bins the ingested columns with `cuts` on the device and prepares a fit of `cfg`'s
+    /// outputs starting from `start_margin` (class-major), its leaves refit by `refit` (L1-type
+    /// losses). `comm`: the workers of a distributed fit ([`Solo`](crate::collective::Solo) for
+    /// one), over which gradient scales, totals, histograms and row counts are summed (`grow.rs`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        ingest: Ingest<'r>,
+        data: &Dataset,
+        cuts: &'r [FeatureCuts],
+        params: GrowParams,
+        cfg: &TrainConfig,
+        start_margin: &[f32],
+        refit: Option<LeafRefit<'r>>,
+        comm: &'r dyn Collective,
+    ) -> Result<Self> {
+        let Ingest { mut dev, columns, clock } = ingest;
+        let rt = dev.rt;
+        let n = data.n_rows();
+        // Each row's present values are counted (on the device) only where most values are null.
+        let present = match DeviceMatrix::may_compress(&data.features) {
+            true => Some(columns.present_per_row(rt, &dev.stream, &mut dev.memory)?),
+            false => None,
+        };
+        let mut layout = DeviceMatrix::plan(&data.features, cuts, present.as_deref());
         if comm.world() > 1 {
             // Histogram slots follow the layout: every worker takes compressed rows, or none.
             let mut sparse = [matches!(layout, Layout::Sparse(_)) as i64];
@@ -131,21 +222,18 @@ impl<'r> GpuLearner<'r> {
                 layout = DeviceMatrix::dense(&data.features, cuts);
             }
         }
-        // Whole sample weights: the refit weighs rows on the device (weight w counts w times).
         let weighed = data.weight.is_some() && matches!(params.weighting, Weighting::Repeats { .. });
         let refit_bytes = if refit.is_some() { DeviceRefit::bytes_per_row(weighed) } else { 0 };
         let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit_bytes;
-        // Checked before the fit takes anything of the GPU (a stream of its own included).
-        DeviceMemory::check_fits(&rt.stream, layout.device_bytes(n, nf) + n * row_bytes)?;
-        // A fit on its own stream, so that fits sharing the GPU (`Runtime::take_turn`) overlap;
-        // but a worker of a fit over several GPUs on the runtime's, where NCCL sums its histograms.
-        let stream = match comm.device_sums() {
-            Some(_) => rt.stream.clone(),
-            None => rt.stream.context().new_stream().map_err(device_error)?,
-        };
-        let mut dev = FitDevice::new(rt, stream)?;
-        let matrix = DeviceMatrix::upload(rt, &dev.stream, &mut dev.memory, &data.features, cuts, layout)?;
-        let profile = std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1");
+        DeviceMemory::check_fits(&dev.stream, layout.device_bytes(n, data.features.n_features()) + n * row_bytes)?;
+        let matrix = DeviceMatrix::upload(rt, &dev.stream, &mut dev.memory, &columns, cuts, layout)?;
+        if profiling() {
+            eprintln!("polars-gbt profile: frame to training matrix {:.3} s", clock.elapsed().as_secs_f64());
+        }
+        // The columns are binned: their memory goes back before the fit's own buffers come.
+        dev.memory.allocated -= columns.bytes;
+        drop(columns);
+        let profile = profiling();
         let mut learner = GpuLearner {
             gradients: Gradients::new(&mut dev, data, cfg, start_margin, params.weighting)?,
             hist: HistogramBuilder::new(&mut dev, &matrix, &params)?,

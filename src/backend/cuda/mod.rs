@@ -3,7 +3,9 @@
 //!
 //! | step | kernel | `.cu` | component (Rust) |
 //! |---|---|---|---|
-//! | binning | `bin_block_*`, `place_present`, `sort_rows` | `binning.cu`, `sparse.cu` | [`data::DeviceMatrix`] |
+//! | Arrow columns on the device | (copies) | | [`columns::DeviceColumns`] |
+//! | cut points | `sample_rows`, `sample_values`, `sort_segments`, `segment_cuts` | `columns.cu` | [`cuts::device_cuts`] |
+//! | binning | `bin_columns_*`, `count_present`, `place_columns_*`, `sort_rows` | `columns.cu`, `binning.cu`, `sparse.cu` | [`data::DeviceMatrix`] |
 //! | gradients, fixed point | `objective_*`, `gradient_max`, `quantise` | `gradients.cu` | `gradients::Gradients` |
 //! | histograms, subtraction | `histogram_*`, `plan_children`, `derive_siblings` | `histogram.cu` | `histogram::HistogramBuilder` |
 //! | split search | `evaluate_features`, `evaluate_categorical`, `best_feature`, `gather_runs` | `split.cu` | `split::SplitEvaluator` |
@@ -19,6 +21,8 @@
 //! best splits (a few bytes per node).
 
 mod buffers;
+pub mod columns;
+pub mod cuts;
 pub mod data;
 pub mod engine;
 pub mod forest;
@@ -38,6 +42,7 @@ mod refit;
 pub mod runtime;
 pub mod shap;
 mod split;
+mod transfer;
 
 use std::sync::Arc;
 
@@ -96,9 +101,23 @@ impl DeviceMemory {
         self.account(stream, len * std::mem::size_of::<T>(), r)
     }
 
+    /// A new device buffer holding `data`: large ones through pinned staging
+    /// ([`transfer`]), as the driver's pageable copies run at a fraction of the link's speed.
     pub fn upload<T: DeviceRepr>(&mut self, stream: &Arc<CudaStream>, data: &[T]) -> Result<CudaSlice<T>> {
-        let r = stream.clone_htod(data);
-        self.account(stream, std::mem::size_of_val(data), r)
+        let bytes = std::mem::size_of_val(data);
+        if bytes <= transfer::SMALL_BYTES {
+            let r = stream.clone_htod(data);
+            return self.account(stream, bytes, r);
+        }
+        // SAFETY: uninitialised device memory, every byte of which is written below before use.
+        let r = unsafe { stream.alloc::<T>(data.len()) };
+        let mut dev = self.account(stream, bytes, r)?;
+        // SAFETY: DeviceRepr types are plain data: their bytes are what the device reads.
+        let raw = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, bytes) };
+        let mut view =
+            unsafe { dev.transmute_mut::<u8>(bytes) }.ok_or_else(|| Error::Device("a device buffer's bytes".into()))?;
+        transfer::copy_pieces(stream, &[transfer::Piece { bytes: raw, at: 0 }], &mut view, bytes)?;
+        Ok(dev)
     }
 
     /// Fails early when a fit needing `bytes` more cannot fit in what the GPU has free.
@@ -121,4 +140,13 @@ fn out_of_memory(stream: &CudaStream, bytes: usize, held: usize) -> Error {
         free as f64 / MIB,
         total as f64 / MIB
     ))
+}
+
+/// The cut points of `data` as a one-GPU fit computes them, on GPU 0, from its columns copied
+/// there (for tests and benchmarks: a fit computes them in [`learner::Ingest::cut_points`]).
+pub fn cut_points(data: &crate::data::Dataset, max_bin: usize, seed: u64) -> Result<Vec<crate::data::FeatureCuts>> {
+    let rt = runtime()?;
+    let cfg = crate::config::TrainConfig { max_bin, seed, ..Default::default() };
+    let mut ingest = GpuLearner::ingest(&rt, data, &cfg, &crate::collective::Solo)?;
+    ingest.cut_points(data, max_bin, seed)
 }

@@ -39,9 +39,16 @@ macro_rules! kernel_table {
 }
 
 kernel_table!(
-    bin_block_u8: super::data::BinBlockArgs<'static, u8>,
-    bin_block_u16: super::data::BinBlockArgs<'static, u16>,
-    bin_block_u32: super::data::BinBlockArgs<'static, u32>,
+    bin_columns_u8: super::data::BinColumnsArgs<'static, u8>,
+    bin_columns_u16: super::data::BinColumnsArgs<'static, u16>,
+    bin_columns_u32: super::data::BinColumnsArgs<'static, u32>,
+    count_present: super::data::CountPresentArgs<'static>,
+    place_columns_s16: super::data::PlaceColumnsArgs<'static, u16>,
+    place_columns_s32: super::data::PlaceColumnsArgs<'static, u32>,
+    sample_rows: super::cuts::SampleRowsArgs<'static>,
+    sample_values: super::cuts::SampleValuesArgs<'static>,
+    sort_segments: super::cuts::SortSegmentsArgs<'static>,
+    segment_cuts: super::cuts::SegmentCutsArgs<'static>,
     objective_max: super::gradients::ObjectiveMaxArgs<'static>,
     objective_quantise: super::gradients::ObjectiveQuantiseArgs<'static>,
     gradient_max: super::gradients::GradientMaxArgs<'static>,
@@ -70,8 +77,6 @@ kernel_table!(
     add_tree_u8: super::partition::AddTreeArgs<'static, u8>,
     add_tree_u16: super::partition::AddTreeArgs<'static, u16>,
     add_tree_u32: super::partition::AddTreeArgs<'static, u32>,
-    place_present_s16: super::data::PlacePresentArgs<'static, u16>,
-    place_present_s32: super::data::PlacePresentArgs<'static, u32>,
     sort_rows_s16: super::data::SortRowsArgs<'static, u16>,
     sort_rows_s32: super::data::SortRowsArgs<'static, u32>,
     index_groups_s16: super::histogram::IndexGroupsArgs<'static, u16>,

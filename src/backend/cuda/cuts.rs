@@ -1,0 +1,269 @@
+//! Cut points on the device, from the columns already there: [`CutSketch`]'s algorithm ported
+//! (kernels/columns.cu), not another sketch. The rows of the sample are the CPU's (a hash of
+//! the seed and the global row, rows of weight zero left out), each numeric feature's sampled
+//! present values are sorted as the CPU sorts them (value, then weight), and one sequential
+//! f64 scan per feature places the cuts, so they equal the CPU's bit for bit and the CPU and
+//! GPU trees stay byte-identical. Features are done a batch at a time, so that the samples'
+//! memory stays within [`SAMPLE_BYTES`] however wide the data.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
+
+use super::columns::{Columns, DeviceColumns};
+use super::data::grid_for;
+use super::launch::{kernel_args, launch, DevPtr, DevPtrMut, Pins};
+use super::runtime::Runtime;
+use super::{device_error, DeviceMemory};
+use crate::data::cuts::{sample_key, sample_threshold, CutSketch};
+use crate::data::{FeatureCuts, FeatureFrame};
+use crate::error::Result;
+
+/// Device bytes of the sampled values (and their sort's second buffer) held at once.
+const SAMPLE_BYTES: usize = 256 << 20;
+/// Threads of a block of `sort_segments` (`SORT_THREADS`) and of `segment_cuts` (`CUT_THREADS`).
+pub(super) const SORT_THREADS: u32 = 1024;
+pub(super) const CUT_THREADS: u32 = 1024;
+
+/// `sample_rows`.
+#[repr(C)]
+pub struct SampleRowsArgs<'a> {
+    pub weights: DevPtr<'a, f32>,
+    pub n_rows: u32,
+    pub pad: u32,
+    pub first_global_row: u64,
+    pub seed: u64,
+    pub keep_below: u64,
+    pub count: DevPtrMut<'a, u32>,
+    pub rows: DevPtrMut<'a, u32>,
+}
+
+/// `sample_values`: segment s holds feature `features[s]`'s key in each sampled row.
+#[repr(C)]
+pub struct SampleValuesArgs<'a> {
+    pub columns: Columns<'a>,
+    pub features: DevPtr<'a, u32>,
+    pub n_segments: u32,
+    pub n_sample: u32,
+    pub rows: DevPtr<'a, u32>,
+    pub weights: DevPtr<'a, f32>,
+    pub keys: DevPtrMut<'a, u64>,
+}
+
+/// `sort_segments`.
+#[repr(C)]
+pub struct SortSegmentsArgs<'a> {
+    pub keys: DevPtrMut<'a, u64>,
+    pub tmp: DevPtrMut<'a, u64>,
+    pub len: u32,
+    pub n_segments: u32,
+}
+
+/// `segment_cuts`.
+#[repr(C)]
+pub struct SegmentCutsArgs<'a> {
+    pub keys: DevPtr<'a, u64>,
+    pub len: u32,
+    pub n_segments: u32,
+    pub budget: u32,
+    pub pad: u32,
+    pub cuts: DevPtrMut<'a, f32>,
+    pub n_cuts: DevPtrMut<'a, u32>,
+    pub thresholds: DevPtrMut<'a, f64>,
+}
+
+kernel_args!(SampleRowsArgs, SampleValuesArgs, SortSegmentsArgs, SegmentCutsArgs);
+
+/// The cut points of `frame`'s features, whose columns are `columns` on the device, weighted
+/// by `weights` (on the device, one per row), for a fit of these rows alone: what
+/// [`compute_cuts`](crate::data::cuts::compute_cuts) gives on the host, bit for bit.
+#[allow(clippy::too_many_arguments)]
+pub fn device_cuts(
+    rt: &Runtime,
+    stream: &Arc<CudaStream>,
+    memory: &mut DeviceMemory,
+    frame: &FeatureFrame,
+    columns: &DeviceColumns,
+    weights: Option<&CudaSlice<f32>>,
+    max_bin: usize,
+    seed: u64,
+) -> Result<Vec<FeatureCuts>> {
+    // Checks the categorical columns as the host does (no rows are read).
+    CutSketch::new(frame, seed, frame.n_rows())?;
+    let numeric: Vec<u32> =
+        (0..frame.n_features() as u32).filter(|&f| !frame.columns()[f as usize].is_categorical()).collect();
+    let mut cuts: Vec<Option<FeatureCuts>> = frame
+        .columns()
+        .iter()
+        .map(|c| c.categories().map(|cats| FeatureCuts::Categorical { n_categories: cats.len() as u32 }))
+        .collect();
+    let mut laps = Laps::new(stream);
+    if !numeric.is_empty() {
+        let rows = sample_rows(rt, stream, memory, frame.n_rows(), weights, seed)?;
+        laps.lap(0)?;
+        let n_sample = rows.len().max(1);
+        let per_batch = (SAMPLE_BYTES / (16 * n_sample)).clamp(1, numeric.len());
+        let budget = max_bin - 1;
+        let mut keys = memory.zeros::<u64>(stream, per_batch * n_sample)?;
+        let mut tmp = memory.zeros::<u64>(stream, per_batch * n_sample)?;
+        let mut out = memory.zeros::<f32>(stream, per_batch * budget)?;
+        let mut n_cuts = memory.zeros::<u32>(stream, per_batch)?;
+        let mut thresholds = memory.zeros::<f64>(stream, per_batch * (budget + 2))?;
+        for batch in numeric.chunks(per_batch) {
+            let features = memory.upload(stream, batch)?;
+            let n_segments = batch.len() as u32;
+            let len = rows.len() as u32;
+            {
+                let mut p = Pins::new(stream);
+                let sample = SampleValuesArgs {
+                    columns: columns.pin(&mut p),
+                    features: p.read(&features),
+                    n_segments,
+                    n_sample: len,
+                    rows: p.read(&rows.dev),
+                    weights: p.read_opt(weights),
+                    keys: p.write(&mut keys),
+                };
+                let cfg = grid_for(rt, n_segments as u64 * len as u64, 256);
+                // SAFETY: keys hold n_segments x n_sample keys; the sampled rows are below the
+                // columns' rows; `features` holds n_segments features of the columns.
+                unsafe { launch(stream, &rt.kernels.sample_values, &sample, cfg)? };
+            }
+            laps.lap(1)?;
+            {
+                let mut p = Pins::new(stream);
+                let sort = SortSegmentsArgs { keys: p.write(&mut keys), tmp: p.write(&mut tmp), len, n_segments };
+                let cfg =
+                    LaunchConfig { grid_dim: (n_segments, 1, 1), block_dim: (SORT_THREADS, 1, 1), shared_mem_bytes: 0 };
+                // SAFETY: keys and tmp hold n_segments segments of `len` keys.
+                unsafe { launch(stream, &rt.kernels.sort_segments, &sort, cfg)? };
+            }
+            laps.lap(2)?;
+            let mut p = Pins::new(stream);
+            let scan = SegmentCutsArgs {
+                keys: p.read(&keys),
+                len,
+                n_segments,
+                budget: budget as u32,
+                pad: 0,
+                cuts: p.write(&mut out),
+                n_cuts: p.write(&mut n_cuts),
+                thresholds: p.write(&mut thresholds),
+            };
+            let cfg =
+                LaunchConfig { grid_dim: (n_segments, 1, 1), block_dim: (CUT_THREADS, 1, 1), shared_mem_bytes: 0 };
+            // SAFETY: keys hold n_segments sorted segments of `len`; out holds budget floats a
+            // segment, n_cuts one count, thresholds budget + 2.
+            unsafe { launch(stream, &rt.kernels.segment_cuts, &scan, cfg)? };
+            drop(p);
+            laps.lap(3)?;
+            let counts = stream.clone_dtoh(&n_cuts.slice(..batch.len())).map_err(device_error)?;
+            let values = stream.clone_dtoh(&out.slice(..batch.len() * budget)).map_err(device_error)?;
+            for (s, &f) in batch.iter().enumerate() {
+                let c = values[s * budget..s * budget + counts[s] as usize].to_vec();
+                cuts[f as usize] = Some(FeatureCuts::Numeric { cuts: c });
+            }
+            memory.allocated -= 4 * features.len();
+        }
+        memory.allocated -=
+            16 * keys.len() + 4 * out.len() + 4 * n_cuts.len() + 8 * thresholds.len() + 4 * rows.dev.len();
+    }
+    laps.report();
+    Ok(cuts.into_iter().map(|c| c.expect("every feature's cuts are set")).collect())
+}
+
+/// The cut points' steps timed under `POLARS_GBT_PROFILE=1` (each then ends with a device
+/// synchronisation).
+struct Laps<'s> {
+    stream: Option<&'s CudaStream>,
+    last: std::time::Instant,
+    seconds: [f64; 4],
+}
+
+impl<'s> Laps<'s> {
+    fn new(stream: &'s CudaStream) -> Self {
+        let on = std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1");
+        Laps { stream: on.then_some(stream), last: std::time::Instant::now(), seconds: [0.0; 4] }
+    }
+
+    fn lap(&mut self, step: usize) -> Result<()> {
+        if let Some(stream) = self.stream {
+            stream.synchronize().map_err(device_error)?;
+            self.seconds[step] += self.last.elapsed().as_secs_f64();
+            self.last = std::time::Instant::now();
+        }
+        Ok(())
+    }
+
+    fn report(&self) {
+        if self.stream.is_some() {
+            let [rows, values, sort, scan] = self.seconds;
+            eprintln!(
+                "polars-gbt profile: device cut points: sample rows {rows:.4} s, values {values:.4} s, \
+                 sort {sort:.4} s, scan {scan:.4} s"
+            );
+        }
+    }
+}
+
+/// The sampled rows on the device, in no order.
+struct SampledRows {
+    dev: CudaSlice<u32>,
+    count: usize,
+}
+
+impl SampledRows {
+    fn len(&self) -> usize {
+        self.count
+    }
+}
+
+/// The rows of the cut points' sample (`CutSketch`'s: by a hash of the seed and the row, at
+/// the rate `n_rows` sets, rows of weight zero left out): counted, then listed.
+fn sample_rows(
+    rt: &Runtime,
+    stream: &Arc<CudaStream>,
+    memory: &mut DeviceMemory,
+    n_rows: usize,
+    weights: Option<&CudaSlice<f32>>,
+    seed: u64,
+) -> Result<SampledRows> {
+    let mut count = memory.zeros::<u32>(stream, 1)?;
+    let (keep_below, key) = (sample_threshold(n_rows), sample_key(seed));
+    let cfg = grid_for(rt, n_rows as u64, 256);
+    {
+        let mut p = Pins::new(stream);
+        let args = SampleRowsArgs {
+            weights: p.read_opt(weights),
+            n_rows: n_rows as u32,
+            pad: 0,
+            first_global_row: 0,
+            seed: key,
+            keep_below,
+            count: p.write(&mut count),
+            rows: DevPtrMut::NULL,
+        };
+        // SAFETY: weights (when given) hold n_rows values; count one.
+        unsafe { launch(stream, &rt.kernels.sample_rows, &args, cfg)? };
+    }
+    let n = stream.clone_dtoh(&count).map_err(device_error)?[0] as usize;
+    let mut rows = memory.zeros::<u32>(stream, n.max(1))?;
+    stream.memset_zeros(&mut count).map_err(device_error)?;
+    {
+        let mut p = Pins::new(stream);
+        let args = SampleRowsArgs {
+            weights: p.read_opt(weights),
+            n_rows: n_rows as u32,
+            pad: 0,
+            first_global_row: 0,
+            seed: key,
+            keep_below,
+            count: p.write(&mut count),
+            rows: p.write(&mut rows),
+        };
+        // SAFETY: as above; rows holds the n rows the first launch counted.
+        unsafe { launch(stream, &rt.kernels.sample_rows, &args, cfg)? };
+    }
+    memory.allocated -= 4;
+    Ok(SampledRows { dev: rows, count: n })
+}

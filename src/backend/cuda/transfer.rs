@@ -1,0 +1,75 @@
+//! Host-to-device copies in bulk: whatever is large (the feature columns' Arrow buffers, a
+//! fit's labels and margins) goes through two pinned staging buffers that take turns, each
+//! filled by every thread with plain memcpy while the other's DMA runs, so the link runs near
+//! its pinned speed rather than the driver's pageable one (55 against 9 GB/s on the H100 host
+//! measured in docs/benchmarks.md). Small copies go from pageable memory: pinning costs more.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaEvent, CudaStream, CudaViewMut, PinnedHostSlice};
+use rayon::prelude::*;
+
+use super::device_error;
+use crate::error::Result;
+
+/// Bytes moved through one pinned staging buffer at a time (two take turns).
+const STAGE_BYTES: usize = 16 << 20;
+/// Host copies into a staging buffer are split into pieces of this size, one per thread.
+const COPY_PIECE: usize = 1 << 20;
+/// Copies of at most this many bytes go from pageable memory.
+pub const SMALL_BYTES: usize = 4 << 20;
+
+/// A host buffer bound for a device buffer at byte `at`.
+pub struct Piece<'a> {
+    pub bytes: &'a [u8],
+    pub at: usize,
+}
+
+/// Copies each piece (in ascending `at`, apart) into `dst`, whose first `end` bytes they lay
+/// out, on `stream`, and waits for it.
+pub fn copy_pieces(
+    stream: &Arc<CudaStream>,
+    pieces: &[Piece],
+    dst: &mut CudaViewMut<'_, u8>,
+    end: usize,
+) -> Result<()> {
+    if end <= SMALL_BYTES {
+        let mut host = vec![0u8; end];
+        fill_stage(&mut host, 0, pieces);
+        stream.memcpy_htod(&host, &mut dst.slice_mut(0..end)).map_err(device_error)?;
+        return stream.synchronize().map_err(device_error);
+    }
+    let ctx = stream.context();
+    let mut stages: Vec<(PinnedHostSlice<u8>, CudaEvent)> = Vec::with_capacity(2);
+    for _ in 0..2 {
+        // SAFETY: a staging buffer is written on the host only after its event says the DMA
+        // out of it finished.
+        let host = unsafe { ctx.alloc_pinned::<u8>(STAGE_BYTES) }.map_err(device_error)?;
+        stages.push((host, ctx.new_event(None).map_err(device_error)?));
+    }
+    for (i, start) in (0..end).step_by(STAGE_BYTES).enumerate() {
+        let len = STAGE_BYTES.min(end - start);
+        let (host, done) = &mut stages[i % 2];
+        done.synchronize().map_err(device_error)?;
+        let stage = &mut host.as_mut_slice().map_err(device_error)?[..len];
+        fill_stage(stage, start, pieces);
+        stream.memcpy_htod(&*stage, &mut dst.slice_mut(start..start + len)).map_err(device_error)?;
+        done.record(stream).map_err(device_error)?;
+    }
+    stream.synchronize().map_err(device_error)
+}
+
+/// Fills `stage` (the arena's bytes from `start` on) from the pieces it overlaps, one thread a
+/// [`COPY_PIECE`] of it.
+fn fill_stage(stage: &mut [u8], start: usize, pieces: &[Piece]) {
+    stage.par_chunks_mut(COPY_PIECE).enumerate().for_each(|(k, out)| {
+        let from = start + k * COPY_PIECE;
+        let to = from + out.len();
+        // The pieces are in arena order; the first that ends after `from`.
+        let first = pieces.partition_point(|p| p.at + p.bytes.len() <= from);
+        for p in pieces[first..].iter().take_while(|p| p.at < to) {
+            let (lo, hi) = (p.at.max(from), (p.at + p.bytes.len()).min(to));
+            out[lo - from..hi - from].copy_from_slice(&p.bytes[lo - p.at..hi - p.at]);
+        }
+    });
+}
