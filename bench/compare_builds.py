@@ -35,12 +35,14 @@ def run(cmd: list[str], env: dict) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-# The set-up's steps as POLARS_GBT_PROFILE=1 prints them (runtime.rs, trainer.rs, learner.rs).
+# The set-up's steps as POLARS_GBT_PROFILE=1 prints them (runtime.rs, engine.rs, learner.rs).
 SETUP_STEPS = {
     "CUDA context": r"CUDA context ([0-9.]+) s",
     "kernels read from the cache": r"kernels compiled or read ([0-9.]+) s",
     "kernels loaded": r"loaded ([0-9.]+) s",
-    "cut points": r"cut points ([0-9.]+) s",
+    "columns to the device": r"columns to the device ([0-9.]+) s",
+    "cut points": r"cut points(?: on the \w+)? ([0-9.]+) s",
+    "frame to training matrix": r"frame to training matrix ([0-9.]+) s",
     "ingest and binning": r"ingest and binning on [^:]*: ([0-9.]+) s",
 }
 
@@ -104,9 +106,11 @@ def main() -> None:
         print("\n| set-up step (s) | old | new | new / old |")
         print("|---|---|---|---|")
         for name in SETUP_STEPS:
-            if name in steps["old"] and name in steps["new"]:
-                o, n = statistics.median(steps["old"][name]), statistics.median(steps["new"][name])
-                print(f"| {name} | {o:.4f} | {n:.4f} | {n / o:.3f} |")
+            o, n = (statistics.median(steps[k][name]) if name in steps[k] else None for k in builds)
+            if o is not None or n is not None:
+                ratio = f"{n / o:.3f}" if o and n is not None else "-"
+                cell = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
+                print(f"| {name} | {cell(o)} | {cell(n)} | {ratio} |")
     print(f"\n{a.rows:,} x {X.shape[1]} rows, depth 8, {a.rounds} rounds; prediction of {a.test:,} rows; "
           f"medians of {a.repeats}, old and new alternating (each first in turn)\n")
     print("| measure | old (min..max) | new (min..max) | new / old |")
