@@ -373,6 +373,12 @@ def train(
         frame = pl.concat(parts, how="vertical_relaxed")
         params["eval_set"] = {name: pl.col(m) for name, m in zip(sets, markers)}
     label = pl.col(target) if isinstance(target, str) else pl.concat_arr([pl.col(t).cast(pl.Float64) for t in targets])
+    # Errors name the target columns as given (each of several targets by its own name), and
+    # say that eval_df / eval_sets rows are not training rows.
+    names: dict[str, Any] = {"target": target if isinstance(target, str) else "target", "targets": targets}
+    if sets:
+        names["eval_set"] = "eval_df" if eval_df is not None else "eval_sets"
+    params["_input_names"] = names | (params.get("_input_names") or {})
     fit = pl.col(features).gbt.fit(label, **params).alias("model")
     if isinstance(data, pl.DataFrame) and not sets:
         # Eagerly: the lazy engine copies one input column of this query (80 MB at 20M rows),

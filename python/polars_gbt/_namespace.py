@@ -163,6 +163,11 @@ class GbtNamespace:
             "label_upper_bound": label_upper_bound,
         }
         args, eval_names = _fit_args(self._expr, target, optional, eval_set, by, verbose, progress)
+        # What errors call the target and the optional inputs: the user's column names.
+        input_names = {"target": _input_name(target, "target")}
+        input_names |= {name: _input_name(value, name) for name, value in optional.items() if value is not None}
+        # polars_gbt.train and the estimators name the inputs as their callers gave them.
+        input_names |= params.pop("_input_names", None) or {}
         params_json, user_functions, distributed = _fit_params(params, eval_set is not None, by, init_model)
         kwargs: dict[str, Any] = {"params": params_json, "verbose": int(verbose), "progress": progress}
         if init_model is not None:
@@ -171,6 +176,7 @@ class GbtNamespace:
         kwargs.update({f"has_{name}": value is not None for name, value in optional.items()})
         kwargs["has_eval_set"] = eval_set is not None
         kwargs["eval_names"] = eval_names
+        kwargs["input_names"] = input_names
         if distributed is not None:
             kwargs["distributed"] = distributed
         if by is not None:
@@ -288,6 +294,21 @@ def _expr(value: pl.Expr | str | float) -> pl.Expr:
     if isinstance(value, (bool, int, float)):
         return pl.lit(value)
     return value
+
+
+def _input_name(value: pl.Expr | str | float, parameter: str) -> str:
+    """How errors name an input of ``gbt.fit``: the column a name or an expression reads
+    (``pl.col("default") * 2`` is ``default``), or the parameter itself for a literal, an
+    expression whose name Polars cannot tell (``pl.when(...).then(None)...``), or one that
+    reads several columns (``pl.concat_arr("y1", "y2")``: an error about one of its targets
+    must not name the first)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, pl.Expr):
+        name = value.meta.output_name(raise_if_undetermined=False)
+        if name and name != "literal" and len(set(value.meta.root_names())) <= 1:
+            return name
+    return parameter
 
 
 def _fit_args(

@@ -362,6 +362,8 @@ class _GBTBase(BaseEstimator):
         if xgb_model is not None:
             params["init_model"] = xgb_model.model_ if isinstance(xgb_model, _GBTBase) else xgb_model
         # The features by position: pl.col would read a name such as "*" or "^a.*$" as a pattern.
+        # Errors name the fit's arguments, not the estimator's own column names.
+        params["_input_names"] = {"target": "y", "weight": "sample_weight", "group": "group", "base_margin": "base_margin"}
         fit = pl.nth(range(train.df.width)).gbt.fit(_TARGET, verbose=verbose, **extra, **params)
         with translated():
             self.model_ = run_interruptibly(lambda: frame.select(fit).item())

@@ -52,6 +52,103 @@ struct FitKwargs {
     /// This worker's place in a distributed fit (`polars_gbt.dask` passes it).
     #[serde(default)]
     distributed: Option<DistributedKwargs>,
+    /// What the user called the target and the optional inputs, for errors.
+    #[serde(default)]
+    input_names: InputNames,
+}
+
+/// The names errors give `fit`'s inputs: the user's own columns (`default`, not "target" or
+/// the core's "label"), or the parameter where an input has no name of its own (a literal).
+/// `polars_gbt.train` and the estimators pass the names their callers used.
+#[derive(Clone, Deserialize)]
+#[serde(default)]
+struct InputNames {
+    target: String,
+    /// Several targets' own columns, in order (`polars_gbt.train(target=[...])`), for
+    /// errors about one of them; empty: "`target` (target t)".
+    targets: Vec<String>,
+    weight: String,
+    group: String,
+    base_margin: String,
+    label_upper_bound: String,
+    /// What marks the evaluation rows: `eval_set` (a mask of the fit's rows), or
+    /// `polars_gbt.train`'s `eval_df` / `eval_sets` (frames of their own).
+    eval_set: String,
+}
+
+impl Default for InputNames {
+    fn default() -> Self {
+        InputNames {
+            target: "target".into(),
+            targets: Vec::new(),
+            weight: "weight".into(),
+            group: "group".into(),
+            base_margin: "base_margin".into(),
+            label_upper_bound: "label_upper_bound".into(),
+            eval_set: "eval_set".into(),
+        }
+    }
+}
+
+impl InputNames {
+    /// `e` with the core's names of the inputs (`label`, `weight`, ...) replaced by the
+    /// user's: a column error's column is a role, maybe followed by which target
+    /// (`label (target 1)`) and which evaluation set (`... of eval set `valid``).
+    fn rename(&self, e: crate::Error) -> crate::Error {
+        let crate::Error::Column { column, reason } = e else { return e };
+        let (role, rest) = column.split_once(' ').map_or((column.as_str(), ""), |(a, b)| (a, b));
+        let mut name = match role {
+            "label" | "target" => self.target.as_str(),
+            "weight" => self.weight.as_str(),
+            "group" => self.group.as_str(),
+            "base_margin" => self.base_margin.as_str(),
+            "label_upper_bound" => self.label_upper_bound.as_str(),
+            _ => return crate::Error::Column { column, reason },
+        };
+        let mut rest = rest.to_string();
+        // One of several targets: its own column when the caller named them.
+        if let Some(t) = rest.strip_prefix("(target ").and_then(|r| r.split_once(')')) {
+            if let Some(own) = t.0.parse::<usize>().ok().and_then(|t| self.targets.get(t)) {
+                name = own;
+                rest = t.1.trim_start().to_string();
+            }
+        }
+        // The column's name keeps its own backquotes: "column `default` of eval set `valid`".
+        let column = match rest.strip_suffix('`') {
+            _ if rest.is_empty() => name.to_string(),
+            Some(quoted) => format!("{name}` {quoted}"),
+            None => format!("{name} {rest}"),
+        };
+        crate::Error::Column { column, reason }
+    }
+
+    /// How errors name evaluation set `name` of `n_sets`: `eval_set`, `eval_set `test``
+    /// (several), `eval_df`, `eval_sets `test``.
+    fn eval_set(&self, name: &str, n_sets: usize) -> String {
+        match self.eval_set.as_str() {
+            "eval_set" | "eval_df" if n_sets == 1 => self.eval_set.clone(),
+            many => format!("{many} `{name}`"),
+        }
+    }
+
+    /// The error of a fit whose evaluation sets take every row.
+    fn no_training_rows(&self, n_sets: usize) -> crate::Error {
+        match self.eval_set.as_str() {
+            // polars_gbt.train: its data frame held no rows of its own.
+            frames @ ("eval_df" | "eval_sets") => {
+                crate::Error::data(format!("`data` has no rows to train on (the rows of {frames} are only evaluated)"))
+            }
+            mask => {
+                let sets = if n_sets == 1 { "the evaluation set" } else { "an evaluation set" };
+                crate::Error::column(mask, format!("every row is in {sets}: no rows left to train on"))
+            }
+        }
+    }
+
+    /// [`InputNames::rename`] as Polars' error.
+    fn polars(&self, e: crate::Error) -> PolarsError {
+        to_polars(self.rename(e))
+    }
 }
 
 /// How one worker of a distributed fit joins the others: its ring and where its rows sit
@@ -123,6 +220,8 @@ struct FitInputs<'a> {
     /// A user's metrics: (registry number, name), and whether larger is better.
     metrics: Vec<(u64, String)>,
     maximize: bool,
+    /// How errors name the inputs.
+    names: InputNames,
 }
 
 impl<'a> FitInputs<'a> {
@@ -158,6 +257,7 @@ impl<'a> FitInputs<'a> {
             objective_id: kwargs.objective_id,
             metrics: kwargs.metric_ids.iter().copied().zip(kwargs.metric_names.iter().cloned()).collect(),
             maximize: kwargs.maximize,
+            names: kwargs.input_names.clone(),
         })
     }
 
@@ -185,29 +285,32 @@ impl<'a> FitInputs<'a> {
             .collect::<PolarsResult<_>>()?;
         let label = pick(self.target)?;
         let frame = FeatureFrame::new(columns).map_err(to_polars)?;
+        let names = &self.names;
         let mut d = match label.dtype() {
             // Several targets per row (an Array or List column): one output each.
             DataType::Array(..) | DataType::List(_) => {
-                let (values, k) = margin_values(&label, "target")?;
+                let (values, k) = margin_values(&label, &names.target)?;
                 let n = label.len();
                 let target_major: Vec<f32> = (0..n * k).map(|j| values[(j % n) * k + j / n]).collect();
                 labelled(frame, target_major.into(), k)
             }
-            _ => labelled(frame, f32_column(&label, "target")?, 1),
+            _ => labelled(frame, f32_column(&label, &names.target)?, 1),
         }
-        .map_err(to_polars)?;
+        .map_err(|e| names.polars(e))?;
         if let Some(w) = self.weight {
-            d = d.with_weight_buffer(f32_column(&pick(w)?, "weight")?).map_err(to_polars)?;
+            d = d.with_weight_buffer(f32_column(&pick(w)?, &names.weight)?).map_err(|e| names.polars(e))?;
         }
         if let Some(m) = self.base_margin {
             // One margin per row, or `num_class` per row as an Array/List column (multiclass).
-            d = d.with_base_margin(margin_values(&pick(m)?, "base_margin")?.0).map_err(to_polars)?;
+            d = d.with_base_margin(margin_values(&pick(m)?, &names.base_margin)?.0).map_err(|e| names.polars(e))?;
         }
         if let Some(u) = self.label_upper {
-            d = d.with_label_upper_bound(f32_column(&pick(u)?, "label_upper_bound")?).map_err(to_polars)?;
+            d = d
+                .with_label_upper_bound(f32_column(&pick(u)?, &names.label_upper_bound)?)
+                .map_err(|e| names.polars(e))?;
         }
         if let Some(g) = self.group {
-            d = d.with_group_ids(&group_ids(&pick(g)?)?).map_err(to_polars)?;
+            d = d.with_group_ids(&group_ids(&pick(g)?, &names.group)?).map_err(|e| names.polars(e))?;
         }
         Ok(d)
     }
@@ -234,8 +337,9 @@ impl<'a> FitInputs<'a> {
             return Ok((self.dataset(rows.as_ref())?, Vec::new()));
         }
         let mut masks = Vec::with_capacity(self.eval_sets.len());
+        let mut whats = Vec::with_capacity(self.eval_sets.len());
         for (name, mask) in &self.eval_sets {
-            let what = if self.eval_sets.len() == 1 { "eval_set".to_string() } else { format!("eval_set `{name}`") };
+            let what = self.names.eval_set(name, self.eval_sets.len());
             if mask.dtype() != &DataType::Boolean {
                 return Err(to_polars(crate::Error::column(
                     &what,
@@ -247,6 +351,7 @@ impl<'a> FitInputs<'a> {
                 return Err(to_polars(crate::Error::column(&what, "has null values")));
             }
             masks.push(mask);
+            whats.push(what);
         }
         let all: Vec<IdxSize> = match rows {
             Some(r) => r.to_vec(),
@@ -254,6 +359,14 @@ impl<'a> FitInputs<'a> {
         };
         let marked = |m: &BooleanChunked, i: IdxSize| m.get(i as usize).unwrap_or(false);
         let fit: Vec<IdxSize> = all.iter().copied().filter(|&i| !masks.iter().any(|m| marked(m, i))).collect();
+        if fit.is_empty() && !all.is_empty() {
+            return Err(to_polars(self.names.no_training_rows(self.eval_sets.len())));
+        }
+        if let Some((_, what)) =
+            masks.iter().zip(&whats).find(|(m, _)| !empty_evals && !all.iter().any(|&i| marked(m, i)))
+        {
+            return Err(to_polars(crate::Error::column(what, "marks no rows: an evaluation set needs some")));
+        }
         let fit = self.dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, fit)))?;
         let valid = masks
             .iter()
@@ -299,7 +412,7 @@ impl<'a> FitInputs<'a> {
             None => fit.run(),
             Some(init) => fit.init_model(init).run(),
         }
-        .map_err(to_polars)
+        .map_err(|e| self.names.polars(e))
     }
 }
 
@@ -341,7 +454,7 @@ fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
             let (data, valid) = fit.split(None, true)?;
             let evals: Vec<(&str, &Dataset)> =
                 fit.eval_sets.iter().zip(&valid).map(|((name, _), d)| (name.as_str(), d)).collect();
-            d.train(&cfg, &data, &evals, &mut log).map_err(to_polars)?
+            d.train(&cfg, &data, &evals, &mut log).map_err(|e| fit.names.polars(e))?
         }
         None => fit.train(&cfg, None, &mut log)?,
     };
@@ -452,23 +565,22 @@ pub(super) fn display_name(s: &Series, i: usize) -> String {
     }
 }
 
-/// Query ids as integers (of any width); nulls are an error.
-fn group_ids(s: &Series) -> PolarsResult<Vec<i64>> {
-    let not_ids = || {
-        to_polars(crate::Error::column("group", format!("must be integer query ids, not {}", dtype_name(s.dtype()))))
-    };
+/// Query ids as integers (of any width); nulls are an error. `name` names the column.
+fn group_ids(s: &Series, name: &str) -> PolarsResult<Vec<i64>> {
+    let not_ids =
+        || to_polars(crate::Error::column(name, format!("must be integer query ids, not {}", dtype_name(s.dtype()))));
     if !s.dtype().is_integer() {
         return Err(not_ids());
     }
     let ids = s.strict_cast(&DataType::Int64).map_err(|_| {
         to_polars(crate::Error::column(
-            "group",
+            name,
             format!("has query ids of {} beyond Int64's range", dtype_name(s.dtype())),
         ))
     })?;
     let ids = ids.i64()?;
     if ids.null_count() > 0 {
-        return Err(to_polars(crate::Error::column("group", "has null values")));
+        return Err(to_polars(crate::Error::column(name, "has null values")));
     }
     Ok(ids.downcast_iter().flat_map(|a| a.values().iter().copied()).collect())
 }

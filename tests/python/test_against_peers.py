@@ -392,9 +392,9 @@ def test_aft_fits_and_aft_nloglik_match_xgboosts(tmp_path, distribution, scale):
     back2.load_model(bytearray(model2.to_xgboost_json().encode()))
     back2.set_param({"eval_metric": "interval-regression-accuracy", **params})
     assert float(back2.eval(dmatrix(te)).split(":")[1]) == pytest.approx(inside)
-    with pytest.raises(polars_gbt.ColumnError, match="label_upper_bound.*only used by survival:aft"):
+    with pytest.raises(polars_gbt.ColumnError, match="column `hi`: interval labels are only used by survival:aft"):
         polars_gbt.train(frame, target="lo", label_upper_bound="hi", features=feats)
-    with pytest.raises(polars_gbt.ColumnError, match="label_upper_bound.*below that row's label"):
+    with pytest.raises(polars_gbt.ColumnError, match="column `hi`: value at row .* below that row's label"):
         polars_gbt.train(frame.with_columns(hi=pl.col("lo") - 1), target="lo", label_upper_bound="hi",
                          features=feats, objective="survival:aft")
 

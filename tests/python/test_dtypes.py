@@ -319,16 +319,17 @@ def test_features_of_unusable_dtypes_are_errors_naming_column_and_dtype(value, d
 
 
 @pytest.mark.parametrize("role, value, message", [
-    ("target", pl.col("dt"), r"column `target`: must be numeric or Boolean, not Datetime\(us\)"),
+    ("target", pl.col("dt"), r"column `dt`: must be numeric or Boolean, not Datetime\(us\)"),
     ("target", pl.lit(None), "column `target`: must be numeric or Boolean, not Null"),
-    ("target", pl.col("s"), "column `target`: must be numeric or Boolean, not String"),
-    ("weight", pl.col("dur"), r"column `weight`: must be numeric or Boolean, not Duration\(us\)"),
-    ("base_margin", pl.col("s"), "column `base_margin`: must be numeric or Boolean, not String"),
-    ("group", pl.col("s"), "column `group`: must be integer query ids, not String"),
-    ("group", pl.col("z"), "column `group`: must be integer query ids, not Float64"),
+    ("target", pl.col("s"), "column `s`: must be numeric or Boolean, not String"),
+    ("weight", pl.col("dur"), r"column `dur`: must be numeric or Boolean, not Duration\(us\)"),
+    ("base_margin", pl.col("s"), "column `s`: must be numeric or Boolean, not String"),
+    ("group", pl.col("s"), "column `s`: must be integer query ids, not String"),
+    ("group", pl.col("z"), "column `z`: must be integer query ids, not Float64"),
     ("eval_set", pl.col("k"), "column `eval_set`: must be a Boolean expression marking validation rows, not Int64"),
 ], ids=str)
 def test_other_columns_of_unusable_dtypes_are_errors_in_polars_names(role, value, message):
+    # Each named by the user's column (the parameter for a literal: `target` for pl.lit(None)).
     df = temporal_frame().with_columns(s=pl.lit("a"))
     args = {"target": "y"} | ({role: value} if role != "target" else {"target": value})
     target = args.pop("target")

@@ -247,9 +247,9 @@ def test_multiclass_values_are_arrays(train_df):
         (lambda df: df.select(pl.col(FEATURES).gbt.fit("y", group=pl.lit(1), objective="binary:logistic")), "group"),
         (lambda df: df.with_columns(q=pl.int_range(pl.len()) // 50, w=(pl.int_range(pl.len()) % 7).cast(pl.Float32) + 1)
          .select(pl.col(FEATURES).gbt.fit("y", group="q", weight="w", objective="rank:ndcg")),
-         "weight.*differs within query group 0"),
+         "column `w`: differs within query group 0"),
         (lambda df: df.with_columns(y=pl.col("y") * 2).select(pl.col(FEATURES).gbt.fit("y", objective="binary:logistic")), "label"),
-        (lambda df: df.with_columns(y=pl.lit("yes")).select(pl.col(FEATURES).gbt.fit("y")), "target`: must be numeric"),
+        (lambda df: df.with_columns(y=pl.lit("yes")).select(pl.col(FEATURES).gbt.fit("y")), "column `y`: must be numeric"),
     ],
 )
 def test_bad_training_input_raises_a_clear_exception(train_df, make, message):
