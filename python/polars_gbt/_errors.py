@@ -109,7 +109,7 @@ def translated() -> Iterator[None]:
     ...         df.select(pl.col("a").gbt.fit("y", objective="binary:logistic"))
     ... except polars_gbt.ColumnError as e:
     ...     print(str(e).split(":")[0])
-    column `label`
+    column `y`
     """
     try:
         yield
