@@ -114,6 +114,34 @@ class Model:
         """Write :meth:`to_xgboost_json` to ``path``."""
         Path(path).write_text(self.to_xgboost_json())
 
+    def to_onnx(self) -> bytes:
+        """The model as an ONNX model (``ai.onnx.ml`` opset 5's ``TreeEnsemble``), for
+        onnxruntime and other ONNX runtimes: one graph input per feature, named as the
+        model's features (numeric columns as float32 tensors ``[N]``, categorical ones as
+        string tensors ``[N]``, mapped to the model's categories inside the graph; nulls as
+        NaN), and two outputs, ``value`` (what ``predict`` gives) and ``margin``. See the
+        user guide's "Exporting to ONNX" for what is and is not exported.
+
+        Examples
+        --------
+        >>> import polars as pl, polars_gbt
+        >>> df = pl.DataFrame({"x": [0.1, 0.4, 0.8, 0.9] * 50, "y": [0, 0, 1, 1] * 50})
+        >>> m = polars_gbt.train(df, target="y", objective="binary:logistic", n_estimators=3)
+        >>> import numpy as np, onnxruntime as ort
+        >>> s = ort.InferenceSession(m.to_onnx())
+        >>> [i.name for i in s.get_inputs()], [o.name for o in s.get_outputs()]
+        (['x'], ['value', 'margin'])
+        >>> p = s.run(["value"], {"x": df["x"].cast(pl.Float32).to_numpy()})[0]
+        >>> bool(np.allclose(p, df.select(pl.col("x").gbt.predict(m))["x"].to_numpy(), atol=1e-6))
+        True
+        """
+        with translated():
+            return bytes(_internal.model_to_onnx(self._bytes))
+
+    def save_onnx(self, path: str | Path) -> None:
+        """Write :meth:`to_onnx` to ``path`` (``onnxruntime.InferenceSession(path)`` loads it)."""
+        Path(path).write_bytes(self.to_onnx())
+
     def save(self, path: str | Path) -> None:
         """Write the model (versioned, checksummed binary format) to ``path``."""
         Path(path).write_bytes(self._bytes)

@@ -8,6 +8,7 @@ mod format;
 mod format_v1;
 mod import;
 mod importance;
+mod onnx;
 mod slice;
 mod table;
 

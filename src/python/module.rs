@@ -55,6 +55,12 @@ fn model_to_xgboost_json(bytes: &[u8]) -> PyResult<String> {
     super::catch_panics_py(|| Ok(model(bytes)?.to_xgboost_json()))
 }
 
+/// The model as an ONNX model's bytes.
+#[pyfunction]
+fn model_to_onnx(bytes: &[u8]) -> PyResult<Vec<u8>> {
+    super::catch_panics_py(|| model(bytes)?.to_onnx().map_err(|e| PyValueError::new_err(e.to_string())))
+}
+
 /// Validates bytes as a model (raises ValueError naming the problem).
 #[pyfunction]
 fn model_check(bytes: &[u8]) -> PyResult<()> {
@@ -215,6 +221,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_from_xgboost, m)?)?;
     m.add_function(wrap_pyfunction!(model_from_lightgbm, m)?)?;
     m.add_function(wrap_pyfunction!(model_to_xgboost_json, m)?)?;
+    m.add_function(wrap_pyfunction!(model_to_onnx, m)?)?;
     m.add_function(wrap_pyfunction!(model_summary, m)?)?;
     m.add_function(wrap_pyfunction!(feature_importance, m)?)?;
     m.add_function(wrap_pyfunction!(model_slice, m)?)?;
