@@ -253,7 +253,8 @@ impl DeviceMatrix {
     }
 
     /// Bins `columns` (on the device) with `cuts`, stored as `layout` (from [`DeviceMatrix::plan`]);
-    /// a matrix without a single present value is an error, as on the host.
+    /// with `require_present`, a matrix without a single present value is an error, as on the
+    /// host (a distributed fit's worker may hold none: the fit then needs only some worker to).
     pub fn upload(
         rt: &Runtime,
         stream: &Arc<CudaStream>,
@@ -261,6 +262,7 @@ impl DeviceMatrix {
         columns: &DeviceColumns,
         cuts: &[FeatureCuts],
         layout: Layout,
+        require_present: bool,
     ) -> Result<Self> {
         let (n, nf) = (columns.n_rows, columns.n_features);
         let tables = BinTables::upload(stream, memory, cuts)?;
@@ -284,7 +286,7 @@ impl DeviceMatrix {
             }
         };
         stream.synchronize().map_err(device_error)?;
-        if !any_present {
+        if require_present && !any_present {
             return Err(all_missing());
         }
         let BinTables { n_bins, slot_offsets, slot_offsets_dev, categorical_dev, .. } = tables;

@@ -226,7 +226,9 @@ impl<'r> GpuLearner<'r> {
         let refit_bytes = if refit.is_some() { DeviceRefit::bytes_per_row(weighed) } else { 0 };
         let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit_bytes;
         DeviceMemory::check_fits(&dev.stream, layout.device_bytes(n, data.features.n_features()) + n * row_bytes)?;
-        let matrix = DeviceMatrix::upload(rt, &dev.stream, &mut dev.memory, &columns, cuts, layout)?;
+        // A distributed fit's cut points checked every worker's rows for a present value.
+        let require_present = comm.world() == 1;
+        let matrix = DeviceMatrix::upload(rt, &dev.stream, &mut dev.memory, &columns, cuts, layout, require_present)?;
         if profiling() {
             eprintln!("polars-gbt profile: frame to training matrix {:.3} s", clock.elapsed().as_secs_f64());
         }
