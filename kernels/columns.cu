@@ -112,13 +112,15 @@ __device__ __forceinline__ u64 hash64(u64 key, u64 index) {
 }
 
 // The rows of the sample: a row whose hash of (seed, its global row) is at most keep_below
-// and whose weight is above 0. Null `rows`: only counted; else appended in any order (the
-// samples are sorted before use, so the order does not matter).
+// and whose weight is above 0. A worker's rows are runs of consecutive global rows: run j
+// starts at local row span_local[j] and global row span_global[j]. Null `rows`: only counted;
+// else appended in any order (the samples are sorted before use, so the order does not matter).
 struct SampleRowsArgs {
     const float* weights;  // null: unit weights
     u32 n_rows;
-    u32 pad;
-    u64 first_global_row;
+    u32 n_spans;
+    const u64* span_global;
+    const u32* span_local;
     u64 seed;
     u64 keep_below;
     u32* count;
@@ -129,7 +131,14 @@ extern "C" __global__ void sample_rows(const SampleRowsArgs a) {
     for (u32 r = blockIdx.x * blockDim.x + threadIdx.x; r < a.n_rows; r += gridDim.x * blockDim.x) {
         const float w = a.weights ? a.weights[r] : 1.0f;
         if (!(w > 0.0f)) continue;
-        if (a.keep_below != ~0ull && hash64(a.seed, a.first_global_row + r) > a.keep_below) continue;
+        if (a.keep_below != ~0ull) {
+            u32 lo = 0, hi = a.n_spans;
+            while (hi - lo > 1) {
+                const u32 mid = (lo + hi) / 2;
+                if (a.span_local[mid] <= r) lo = mid; else hi = mid;
+            }
+            if (hash64(a.seed, a.span_global[lo] + (r - a.span_local[lo])) > a.keep_below) continue;
+        }
         const u32 at = atomicAdd(a.count, 1u);
         if (a.rows) a.rows[at] = r;
     }

@@ -223,3 +223,25 @@ fn every_feature_missing_is_the_same_error_on_the_device() {
     assert!(cpu.contains("entirely missing"), "{cpu}");
     assert_eq!(gpu, cpu);
 }
+
+/// `n_gpus=2`: each GPU samples its half of the rows by their global index and the samples
+/// are gathered, so the cut points are still the CPU's. Past 2^18 rows, where rows are drawn.
+#[test]
+fn several_gpus_gather_the_cpus_cut_points() {
+    if !gpu() || cuda::runtime::device_count().unwrap_or(0) < 2 {
+        let required = std::env::var("POLARS_GBT_REQUIRE_GPUS").ok().and_then(|v| v.parse::<usize>().ok());
+        assert!(required.is_none_or(|r| r < 2), "2 GPUs are required here");
+        return;
+    }
+    let n = 300_000;
+    let mut rng = Rng::new(14, 1);
+    let y: Vec<f32> = (0..n).map(|_| rng.below(2) as f32).collect();
+    let data = Dataset::new(every_type(n, 14), y).unwrap().with_weight(weights(n, 14)).unwrap();
+    let json = r#"{"objective": "binary:logistic", "n_estimators": 2, "max_depth": 4}"#;
+    let cpu = train(&config(json, "cpu"), &data, &[]).unwrap();
+    let mut cfg = config(json, "cuda");
+    cfg.n_gpus = 2;
+    let gpus = train(&cfg, &data, &[]).unwrap();
+    assert_eq!(gpus.features(), cpu.features(), "the cut points of a fit over two GPUs");
+    assert_eq!(gpus.trees(), cpu.trees(), "the trees of a fit over two GPUs");
+}

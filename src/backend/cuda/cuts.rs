@@ -15,9 +15,10 @@ use super::data::grid_for;
 use super::launch::{kernel_args, launch, DevPtr, DevPtrMut, Pins};
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
+use crate::collective::{Collective, RowSpans};
 use crate::data::cuts::{sample_key, sample_threshold, CutSketch};
 use crate::data::{FeatureCuts, FeatureFrame};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Device bytes of the sampled values (and their sort's second buffer) held at once.
 const SAMPLE_BYTES: usize = 256 << 20;
@@ -30,8 +31,9 @@ pub(super) const CUT_THREADS: u32 = 1024;
 pub struct SampleRowsArgs<'a> {
     pub weights: DevPtr<'a, f32>,
     pub n_rows: u32,
-    pub pad: u32,
-    pub first_global_row: u64,
+    pub n_spans: u32,
+    pub span_global: DevPtr<'a, u64>,
+    pub span_local: DevPtr<'a, u32>,
     pub seed: u64,
     pub keep_below: u64,
     pub count: DevPtrMut<'a, u32>,
@@ -75,8 +77,11 @@ pub struct SegmentCutsArgs<'a> {
 kernel_args!(SampleRowsArgs, SampleValuesArgs, SortSegmentsArgs, SegmentCutsArgs);
 
 /// The cut points of `frame`'s features, whose columns are `columns` on the device, weighted
-/// by `weights` (on the device, one per row), for a fit of these rows alone: what
-/// [`compute_cuts`](crate::data::cuts::compute_cuts) gives on the host, bit for bit.
+/// by `weights` (on the device, one per row): what
+/// [`compute_cuts`](crate::data::cuts::compute_cuts) gives on the host, bit for bit. In a
+/// distributed fit (`comm`, this worker's rows placed by `rows`) every worker samples its own
+/// rows by their global index, the samples are gathered (in rank order: the sort makes the
+/// order moot), and every worker sorts and scans all of them, as `compute_cuts_sharded` does.
 #[allow(clippy::too_many_arguments)]
 pub fn device_cuts(
     rt: &Runtime,
@@ -87,9 +92,11 @@ pub fn device_cuts(
     weights: Option<&CudaSlice<f32>>,
     max_bin: usize,
     seed: u64,
+    rows: &RowSpans,
+    comm: &dyn Collective,
 ) -> Result<Vec<FeatureCuts>> {
     // Checks the categorical columns as the host does (no rows are read).
-    CutSketch::new(frame, seed, frame.n_rows())?;
+    CutSketch::new(frame, seed, rows.n_global())?;
     let numeric: Vec<u32> =
         (0..frame.n_features() as u32).filter(|&f| !frame.columns()[f as usize].is_categorical()).collect();
     let mut cuts: Vec<Option<FeatureCuts>> = frame
@@ -99,37 +106,56 @@ pub fn device_cuts(
         .collect();
     let mut laps = Laps::new(stream);
     if !numeric.is_empty() {
-        let rows = sample_rows(rt, stream, memory, frame.n_rows(), weights, seed)?;
+        let sampled = sample_rows(rt, stream, memory, frame.n_rows(), weights, seed, rows)?;
         laps.lap(0)?;
-        let n_sample = rows.len().max(1);
-        let per_batch = (SAMPLE_BYTES / (16 * n_sample)).clamp(1, numeric.len());
+        // Every worker's sample count: the merged segments hold them all, rank after rank.
+        let counts: Vec<usize> = match comm.world() {
+            1 => vec![sampled.len()],
+            _ => comm
+                .all_gather(&(sampled.len() as u64).to_le_bytes())?
+                .iter()
+                .map(|b| b.as_slice().try_into().map(|b| u64::from_le_bytes(b) as usize))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|_| Error::Collective("a worker's sample count is malformed".into()))?,
+        };
+        let len = counts.iter().sum::<usize>();
+        let (n_local, segment) = (sampled.len(), len.max(1));
+        let per_batch = (SAMPLE_BYTES / (16 * segment)).clamp(1, numeric.len());
         let budget = max_bin - 1;
-        let mut keys = memory.zeros::<u64>(stream, per_batch * n_sample)?;
-        let mut tmp = memory.zeros::<u64>(stream, per_batch * n_sample)?;
+        let mut keys = memory.zeros::<u64>(stream, per_batch * segment)?;
+        let mut tmp = memory.zeros::<u64>(stream, per_batch * segment)?;
         let mut out = memory.zeros::<f32>(stream, per_batch * budget)?;
         let mut n_cuts = memory.zeros::<u32>(stream, per_batch)?;
         let mut thresholds = memory.zeros::<f64>(stream, per_batch * (budget + 2))?;
         for batch in numeric.chunks(per_batch) {
             let features = memory.upload(stream, batch)?;
             let n_segments = batch.len() as u32;
-            let len = rows.len() as u32;
             {
+                // One worker samples into the segments; several into the front of `tmp`,
+                // this worker's part, gathered below.
+                let target = if comm.world() == 1 { &mut keys } else { &mut tmp };
                 let mut p = Pins::new(stream);
                 let sample = SampleValuesArgs {
                     columns: columns.pin(&mut p),
                     features: p.read(&features),
                     n_segments,
-                    n_sample: len,
-                    rows: p.read(&rows.dev),
+                    n_sample: n_local as u32,
+                    rows: p.read(&sampled.dev),
                     weights: p.read_opt(weights),
-                    keys: p.write(&mut keys),
+                    keys: p.write(target),
                 };
-                let cfg = grid_for(rt, n_segments as u64 * len as u64, 256);
-                // SAFETY: keys hold n_segments x n_sample keys; the sampled rows are below the
-                // columns' rows; `features` holds n_segments features of the columns.
+                let cfg = grid_for(rt, n_segments as u64 * n_local as u64, 256);
+                // SAFETY: the target holds n_segments x n_local keys (n_local <= len); the
+                // sampled rows are below the columns' rows; `features` holds n_segments features.
                 unsafe { launch(stream, &rt.kernels.sample_values, &sample, cfg)? };
             }
+            if comm.world() > 1 {
+                let mine = stream.clone_dtoh(&tmp.slice(..batch.len() * n_local)).map_err(device_error)?;
+                let merged = merge_samples(comm, &mine, batch.len(), &counts)?;
+                stream.memcpy_htod(&merged, &mut keys.slice_mut(..merged.len())).map_err(device_error)?;
+            }
             laps.lap(1)?;
+            let len = len as u32;
             {
                 let mut p = Pins::new(stream);
                 let sort = SortSegmentsArgs { keys: p.write(&mut keys), tmp: p.write(&mut tmp), len, n_segments };
@@ -166,7 +192,7 @@ pub fn device_cuts(
             memory.allocated -= 4 * features.len();
         }
         memory.allocated -=
-            16 * keys.len() + 4 * out.len() + 4 * n_cuts.len() + 8 * thresholds.len() + 4 * rows.dev.len();
+            16 * keys.len() + 4 * out.len() + 4 * n_cuts.len() + 8 * thresholds.len() + 4 * sampled.dev.len();
     }
     laps.report();
     Ok(cuts.into_iter().map(|c| c.expect("every feature's cuts are set")).collect())
@@ -206,6 +232,30 @@ impl<'s> Laps<'s> {
     }
 }
 
+/// Every worker's sample keys of a batch of `n_segments` features (`mine`: this worker's,
+/// feature-major), merged feature by feature in rank order: segment s is rank 0's keys of
+/// feature s, then rank 1's, and so on (`counts`: each rank's sampled rows).
+fn merge_samples(comm: &dyn Collective, mine: &[u64], n_segments: usize, counts: &[usize]) -> Result<Vec<u64>> {
+    let bytes: Vec<u8> = mine.iter().flat_map(|k| k.to_le_bytes()).collect();
+    let all = comm.all_gather(&bytes)?;
+    let len: usize = counts.iter().sum();
+    let mut merged = vec![0u64; n_segments * len];
+    let mut at = 0;
+    for (rank, (part, &n)) in all.iter().zip(counts).enumerate() {
+        if part.len() != 8 * n_segments * n {
+            return Err(Error::Collective(format!("worker {rank}'s cut point samples are malformed")));
+        }
+        for s in 0..n_segments {
+            let keys = part[8 * s * n..8 * (s + 1) * n].chunks_exact(8);
+            for (o, k) in merged[s * len + at..s * len + at + n].iter_mut().zip(keys) {
+                *o = u64::from_le_bytes(k.try_into().expect("8 bytes"));
+            }
+        }
+        at += n;
+    }
+    Ok(merged)
+}
+
 /// The sampled rows on the device, in no order.
 struct SampledRows {
     dev: CudaSlice<u32>,
@@ -218,8 +268,9 @@ impl SampledRows {
     }
 }
 
-/// The rows of the cut points' sample (`CutSketch`'s: by a hash of the seed and the row, at
-/// the rate `n_rows` sets, rows of weight zero left out): counted, then listed.
+/// The rows of the cut points' sample (`CutSketch`'s: by a hash of the seed and the row's
+/// global index, at the rate the fit's global row count sets, rows of weight zero left out):
+/// counted, then listed.
 fn sample_rows(
     rt: &Runtime,
     stream: &Arc<CudaStream>,
@@ -227,43 +278,40 @@ fn sample_rows(
     n_rows: usize,
     weights: Option<&CudaSlice<f32>>,
     seed: u64,
+    rows: &RowSpans,
 ) -> Result<SampledRows> {
     let mut count = memory.zeros::<u32>(stream, 1)?;
-    let (keep_below, key) = (sample_threshold(n_rows), sample_key(seed));
+    let (keep_below, key) = (sample_threshold(rows.n_global()), sample_key(seed));
+    let span_global: Vec<u64> = rows.spans().iter().map(|&(start, _)| start).collect();
+    let span_local: Vec<u32> =
+        rows.spans().iter().scan(0u64, |at, &(_, len)| Some(std::mem::replace(at, *at + len) as u32)).collect();
+    let (span_global, span_local) = (memory.upload(stream, &span_global)?, memory.upload(stream, &span_local)?);
     let cfg = grid_for(rt, n_rows as u64, 256);
-    {
+    let mut rows_dev: Option<CudaSlice<u32>> = None;
+    // Twice: the first launch counts the rows, the second lists them.
+    for listing in [false, true] {
+        if listing {
+            let n = stream.clone_dtoh(&count).map_err(device_error)?[0] as usize;
+            rows_dev = Some(memory.zeros::<u32>(stream, n.max(1))?);
+            stream.memset_zeros(&mut count).map_err(device_error)?;
+        }
         let mut p = Pins::new(stream);
         let args = SampleRowsArgs {
             weights: p.read_opt(weights),
             n_rows: n_rows as u32,
-            pad: 0,
-            first_global_row: 0,
+            n_spans: span_local.len() as u32,
+            span_global: p.read(&span_global),
+            span_local: p.read(&span_local),
             seed: key,
             keep_below,
             count: p.write(&mut count),
-            rows: DevPtrMut::NULL,
+            rows: rows_dev.as_mut().map_or(DevPtrMut::NULL, |r| p.write(r)),
         };
-        // SAFETY: weights (when given) hold n_rows values; count one.
+        // SAFETY: weights (when given) hold n_rows values; the spans cover the n_rows rows;
+        // count is one counter and rows (when given) holds the rows the first launch counted.
         unsafe { launch(stream, &rt.kernels.sample_rows, &args, cfg)? };
     }
     let n = stream.clone_dtoh(&count).map_err(device_error)?[0] as usize;
-    let mut rows = memory.zeros::<u32>(stream, n.max(1))?;
-    stream.memset_zeros(&mut count).map_err(device_error)?;
-    {
-        let mut p = Pins::new(stream);
-        let args = SampleRowsArgs {
-            weights: p.read_opt(weights),
-            n_rows: n_rows as u32,
-            pad: 0,
-            first_global_row: 0,
-            seed: key,
-            keep_below,
-            count: p.write(&mut count),
-            rows: p.write(&mut rows),
-        };
-        // SAFETY: as above; rows holds the n rows the first launch counted.
-        unsafe { launch(stream, &rt.kernels.sample_rows, &args, cfg)? };
-    }
-    memory.allocated -= 4;
-    Ok(SampledRows { dev: rows, count: n })
+    memory.allocated -= 4 + 8 * span_global.len() + 4 * span_local.len();
+    Ok(SampledRows { dev: rows_dev.expect("the second launch listed the rows"), count: n })
 }

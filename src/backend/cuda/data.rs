@@ -14,7 +14,6 @@ use super::columns::{Columns, DeviceColumns};
 use super::launch::{kernel_args, launch, DevPtr, DevPtrMut, Pins};
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
-use crate::data::cuts::all_missing;
 use crate::data::{BinnedMatrix, FeatureCuts, FeatureFrame};
 use crate::error::Result;
 
@@ -252,9 +251,8 @@ impl DeviceMatrix {
         }
     }
 
-    /// Bins `columns` (on the device) with `cuts`, stored as `layout` (from [`DeviceMatrix::plan`]);
-    /// with `require_present`, a matrix without a single present value is an error, as on the
-    /// host (a distributed fit's worker may hold none: the fit then needs only some worker to).
+    /// Bins `columns` (on the device) with `cuts`, stored as `layout` (from [`DeviceMatrix::plan`]),
+    /// and says whether any value is present (a fit without one anywhere is an error).
     pub fn upload(
         rt: &Runtime,
         stream: &Arc<CudaStream>,
@@ -262,8 +260,7 @@ impl DeviceMatrix {
         columns: &DeviceColumns,
         cuts: &[FeatureCuts],
         layout: Layout,
-        require_present: bool,
-    ) -> Result<Self> {
+    ) -> Result<(Self, bool)> {
         let (n, nf) = (columns.n_rows, columns.n_features);
         let tables = BinTables::upload(stream, memory, cuts)?;
         let mut cols = if layout.keeps_columns() { Some(memory.zeros::<u8>(stream, n * nf)?) } else { None };
@@ -286,11 +283,8 @@ impl DeviceMatrix {
             }
         };
         stream.synchronize().map_err(device_error)?;
-        if require_present && !any_present {
-            return Err(all_missing());
-        }
         let BinTables { n_bins, slot_offsets, slot_offsets_dev, categorical_dev, .. } = tables;
-        Ok(DeviceMatrix {
+        let matrix = DeviceMatrix {
             bins,
             n_rows: n,
             n_features: nf,
@@ -302,7 +296,8 @@ impl DeviceMatrix {
             slot_offsets,
             slot_offsets_dev,
             categorical_dev,
-        })
+        };
+        Ok((matrix, any_present))
     }
 }
 

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use super::{availability, learner, on_each_gpu, runtime_on, GpuForest, GpuLearner};
-use crate::backend::engine::host_cuts;
 use crate::backend::{Backend, Boost, Engine, Fit, Predictor};
 use crate::collective::Collective;
 use crate::config::TrainConfig;
@@ -43,12 +42,8 @@ impl Engine for CudaEngine {
         let whole = fit.data.n_rows() * fit.data.features.n_features().max(1) > SMALL_GPU_FIT_CELLS;
         let _turn = (!shard.is_distributed()).then(|| rt.take_turn(whole));
         let mut ingest = GpuLearner::ingest(&rt, fit.data, fit.cfg, shard.comm)?;
-        // One GPU computes the cut points from the columns it holds; the workers of a
-        // distributed fit merge every worker's sample on the host (CutSketch).
-        let cuts = match shard.is_distributed() {
-            true => host_cuts(&fit)?,
-            false => ingest.cut_points(fit.data, fit.cfg.max_bin, fit.cfg.seed)?,
-        };
+        // From the columns on the device; a distributed fit's workers gather their samples.
+        let cuts = ingest.cut_points(fit.data, fit.cfg.max_bin, fit.cfg.seed, &shard.rows, shard.comm)?;
         let (data, cfg, comm) = (fit.data, fit.cfg, shard.comm);
         let mut learner = GpuLearner::start(ingest, data, &cuts, fit.grow, cfg, &fit.margin, fit.refit, comm)?;
         boost(&cuts, &mut learner)

@@ -283,7 +283,11 @@ macro_rules! kernel_arg_probes {
             [values, validity, codes, n_codes, rows, row0, dtype, values_bit, validity_bit, has_missing, missing]
         );
         use super::cuts::*;
-        $probe!(SampleRowsArgs, "SampleRowsArgs", [weights, n_rows, first_global_row, seed, keep_below, count, rows]);
+        $probe!(
+            SampleRowsArgs,
+            "SampleRowsArgs",
+            [weights, n_rows, n_spans, span_global, span_local, seed, keep_below, count, rows]
+        );
         $probe!(SampleValuesArgs, "SampleValuesArgs", [columns, features, n_segments, n_sample, rows, weights, keys]);
         $probe!(SortSegmentsArgs, "SortSegmentsArgs", [keys, tmp, len, n_segments]);
         $probe!(SegmentCutsArgs, "SegmentCutsArgs", [keys, len, n_segments, budget, cuts, n_cuts, thresholds]);

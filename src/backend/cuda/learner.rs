@@ -27,8 +27,9 @@ use super::split::SplitEvaluator;
 use super::DeviceMemory;
 use crate::backend::refit::{set_leaves, LeafRefit};
 use crate::backend::Learner;
-use crate::collective::Collective;
+use crate::collective::{Collective, RowSpans};
 use crate::config::TrainConfig;
+use crate::data::cuts::all_missing;
 use crate::data::{Dataset, FeatureCuts};
 use crate::error::{Error, Result};
 use crate::objective::{Loss, Targets};
@@ -111,8 +112,16 @@ pub struct Ingest<'r> {
 
 impl Ingest<'_> {
     /// The cut points of `data`'s features, computed on the device from its columns: the CPU's
-    /// ([`compute_cuts`](crate::data::cuts::compute_cuts)) bit for bit.
-    pub fn cut_points(&mut self, data: &Dataset, max_bin: usize, seed: u64) -> Result<Vec<FeatureCuts>> {
+    /// ([`compute_cuts`](crate::data::cuts::compute_cuts), or `compute_cuts_sharded` over the
+    /// workers of `comm`, this one's rows placed by `rows`) bit for bit.
+    pub fn cut_points(
+        &mut self,
+        data: &Dataset,
+        max_bin: usize,
+        seed: u64,
+        rows: &RowSpans,
+        comm: &dyn Collective,
+    ) -> Result<Vec<FeatureCuts>> {
         let clock = Instant::now();
         let dev = &mut self.dev;
         let weights = data.weight.as_deref().map(|w| dev.upload(w)).transpose()?;
@@ -125,6 +134,8 @@ impl Ingest<'_> {
             weights.as_ref(),
             max_bin,
             seed,
+            rows,
+            comm,
         )?;
         if let Some(w) = weights {
             dev.memory.allocated -= 4 * w.len();
@@ -226,9 +237,13 @@ impl<'r> GpuLearner<'r> {
         let refit_bytes = if refit.is_some() { DeviceRefit::bytes_per_row(weighed) } else { 0 };
         let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit_bytes;
         DeviceMemory::check_fits(&dev.stream, layout.device_bytes(n, data.features.n_features()) + n * row_bytes)?;
-        // A distributed fit's cut points checked every worker's rows for a present value.
-        let require_present = comm.world() == 1;
-        let matrix = DeviceMatrix::upload(rt, &dev.stream, &mut dev.memory, &columns, cuts, layout, require_present)?;
+        let (matrix, present) = DeviceMatrix::upload(rt, &dev.stream, &mut dev.memory, &columns, cuts, layout)?;
+        // Some value must be present, on some worker (one worker's shard may be all null).
+        let mut present = [present as i64];
+        comm.all_reduce_sum(&mut present)?;
+        if present[0] == 0 {
+            return Err(all_missing());
+        }
         if profiling() {
             eprintln!("polars-gbt profile: frame to training matrix {:.3} s", clock.elapsed().as_secs_f64());
         }

@@ -148,5 +148,6 @@ pub fn cut_points(data: &crate::data::Dataset, max_bin: usize, seed: u64) -> Res
     let rt = runtime()?;
     let cfg = crate::config::TrainConfig { max_bin, seed, ..Default::default() };
     let mut ingest = GpuLearner::ingest(&rt, data, &cfg, &crate::collective::Solo)?;
-    ingest.cut_points(data, max_bin, seed)
+    let rows = crate::collective::RowSpans::whole(data.n_rows());
+    ingest.cut_points(data, max_bin, seed, &rows, &crate::collective::Solo)
 }
