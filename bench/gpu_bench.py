@@ -3,7 +3,7 @@
 Runs on the device machine (an NVIDIA GPU; see docs/benchmarks.md for the command), in one
 process for XGBoost and one subprocess per fit of ours, on the same data in the same run:
 
-* data: Higgs-like, ``higgs_like.make(rows + test, seed=0)`` (28 float32 features, ~5%
+* data: Higgs-like, ``higgs_like.make(rows + test, f=features, seed=0)`` (28 float32 features by default, ~5%
   missing in 4 columns); the first ``rows`` train, the last ``test`` score the AUC;
 * settings for both: binary logistic, ``rounds`` rounds, depth-wise trees of ``--depths``,
   256 bins, learning rate 0.1;
@@ -126,6 +126,7 @@ def main():
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--test", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=500)
+    ap.add_argument("--features", type=int, default=28, help="2000: the wide (Epsilon) shape of issue 34")
     ap.add_argument("--depths", type=int, nargs="+", default=[8, 10])
     ap.add_argument("--skip-xgb", action="store_true")
     ap.add_argument("--json", help="also write the results here")
@@ -135,7 +136,7 @@ def main():
     a = ap.parse_args()
 
     t = time.perf_counter()
-    X, y = make(a.rows + a.test, seed=0)
+    X, y = make(a.rows + a.test, f=a.features, seed=0)
     Xtr, ytr, Xte, yte = X[: a.rows], y[: a.rows], X[a.rows:], y[a.rows:]
     print(f"data: {a.rows} x {X.shape[1]} train, {a.test} test, made in {time.perf_counter() - t:.1f} s", flush=True)
     results = {"rows": a.rows, "rounds": a.rounds, "depths": {}}

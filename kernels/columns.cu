@@ -148,7 +148,8 @@ extern "C" __global__ void sample_rows(const SampleRowsArgs a) {
 // weight's bits low. A missing value is NO_SAMPLE, after every present one.
 #define NO_SAMPLE 0xffffffffffffffffull
 
-// Segment s's keys (feature features[s]'s value in each sampled row): keys[s * n_sample + i].
+// Segment s's keys (feature features[s]'s value in each sampled row): keys[s * stride + i],
+// the segment padded from n_sample to `stride` keys with NO_SAMPLE.
 struct SampleValuesArgs {
     Columns columns;
     const u32* features;
@@ -157,12 +158,19 @@ struct SampleValuesArgs {
     const u32* rows;
     const float* weights;  // null: unit weights
     u64* keys;
+    u32 stride;
+    u32 pad;
 };
 
 extern "C" __global__ void sample_values(const SampleValuesArgs a) {
-    const u64 total = (u64)a.n_segments * a.n_sample;
+    const u64 total = (u64)a.n_segments * a.stride;
     for (u64 e = blockIdx.x * (u64)blockDim.x + threadIdx.x; e < total; e += (u64)gridDim.x * blockDim.x) {
-        const u32 s = (u32)(e / a.n_sample), row = a.rows[e % a.n_sample];
+        const u32 s = (u32)(e / a.stride), i = (u32)(e % a.stride);
+        if (i >= a.n_sample) {
+            a.keys[e] = NO_SAMPLE;
+            continue;
+        }
+        const u32 row = a.rows[i];
         const float x = column_value(a.columns, a.features[s], row);
         const float w = a.weights ? a.weights[row] : 1.0f;
         a.keys[e] = isnan(x) ? NO_SAMPLE : (((u64)order_key(x) << 32) | __float_as_uint(w));

@@ -56,6 +56,14 @@ pub trait DeviceSums {
     /// on the stream of that GPU's runtime (the stream the sums are queued on), and stay
     /// allocated until this returns.
     unsafe fn sum_in_place(&self, buffers: &[(u64, usize)]) -> Result<()>;
+    /// Gathers each part `(send, receive)` from every worker, as one exchange: `bytes` bytes at
+    /// `send` on each worker land at `receive + rank * bytes`, in rank order, on every worker;
+    /// returns once they have.
+    ///
+    /// # Safety
+    /// As [`DeviceSums::sum_in_place`]: each `send` holds `bytes` bytes and each `receive`
+    /// `world * bytes`, on this worker's GPU, written by work on its runtime's stream.
+    unsafe fn gather_in_place(&self, parts: &[(u64, u64)], bytes: usize) -> Result<()>;
 }
 
 /// The collective of one worker alone.

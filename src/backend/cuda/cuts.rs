@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::columns::{Columns, DeviceColumns};
 use super::data::grid_for;
@@ -50,6 +50,8 @@ pub struct SampleValuesArgs<'a> {
     pub rows: DevPtr<'a, u32>,
     pub weights: DevPtr<'a, f32>,
     pub keys: DevPtrMut<'a, u64>,
+    pub stride: u32,
+    pub pad: u32,
 }
 
 /// `sort_segments`.
@@ -118,8 +120,19 @@ pub fn device_cuts(
                 .collect::<std::result::Result<_, _>>()
                 .map_err(|_| Error::Collective("a worker's sample count is malformed".into()))?,
         };
-        let len = counts.iter().sum::<usize>();
-        let (n_local, segment) = (sampled.len(), len.max(1));
+        // How the workers' samples meet: GPUs of one NCCL communicator gather them on the
+        // devices, each rank's part padded to the largest (NO_SAMPLE sorts last); workers
+        // without one through the host.
+        let world = comm.world();
+        let n_local = sampled.len();
+        let n_max = counts.iter().copied().max().unwrap_or(0);
+        let device = comm.device_sums().filter(|_| world > 1);
+        let (stride, len) = match (world, device) {
+            (1, _) => (n_local, n_local),
+            (_, Some(_)) => (n_max, world * n_max),
+            _ => (n_local, counts.iter().sum::<usize>()),
+        };
+        let segment = len.max(1);
         let per_batch = (SAMPLE_BYTES / (16 * segment)).clamp(1, numeric.len());
         let budget = max_bin - 1;
         let mut keys = memory.zeros::<u64>(stream, per_batch * segment)?;
@@ -131,9 +144,9 @@ pub fn device_cuts(
             let features = memory.upload(stream, batch)?;
             let n_segments = batch.len() as u32;
             {
-                // One worker samples into the segments; several into the front of `tmp`,
-                // this worker's part, gathered below.
-                let target = if comm.world() == 1 { &mut keys } else { &mut tmp };
+                // One worker samples into the segments; several into `tmp`, this worker's
+                // part, gathered below.
+                let target = if world == 1 { &mut keys } else { &mut tmp };
                 let mut p = Pins::new(stream);
                 let sample = SampleValuesArgs {
                     columns: columns.pin(&mut p),
@@ -143,16 +156,32 @@ pub fn device_cuts(
                     rows: p.read(&sampled.dev),
                     weights: p.read_opt(weights),
                     keys: p.write(target),
+                    stride: stride as u32,
+                    pad: 0,
                 };
-                let cfg = grid_for(rt, n_segments as u64 * n_local as u64, 256);
-                // SAFETY: the target holds n_segments x n_local keys (n_local <= len); the
+                let cfg = grid_for(rt, n_segments as u64 * stride as u64, 256);
+                // SAFETY: the target holds n_segments x stride keys (stride <= len); the
                 // sampled rows are below the columns' rows; `features` holds n_segments features.
                 unsafe { launch(stream, &rt.kernels.sample_values, &sample, cfg)? };
             }
-            if comm.world() > 1 {
-                let mine = stream.clone_dtoh(&tmp.slice(..batch.len() * n_local)).map_err(device_error)?;
-                let merged = merge_samples(comm, &mine, batch.len(), &counts)?;
-                stream.memcpy_htod(&merged, &mut keys.slice_mut(..merged.len())).map_err(device_error)?;
+            match (world, device) {
+                (1, _) => {}
+                (_, Some(sums)) => {
+                    let (send, _s) = tmp.device_ptr(stream);
+                    let (receive, _r) = keys.device_ptr_mut(stream);
+                    let parts: Vec<(u64, u64)> = (0..batch.len() as u64)
+                        .map(|s| (send + s * 8 * stride as u64, receive + s * 8 * len as u64))
+                        .collect();
+                    // SAFETY: segment s of tmp holds `stride` keys and of keys `world * stride`,
+                    // both on this GPU, written on its runtime's stream (the fit's, for a worker
+                    // of a fit over several GPUs).
+                    unsafe { sums.gather_in_place(&parts, 8 * stride)? };
+                }
+                _ => {
+                    let mine = stream.clone_dtoh(&tmp.slice(..batch.len() * stride)).map_err(device_error)?;
+                    let merged = merge_samples(comm, &mine, batch.len(), &counts)?;
+                    stream.memcpy_htod(&merged, &mut keys.slice_mut(..merged.len())).map_err(device_error)?;
+                }
             }
             laps.lap(1)?;
             let len = len as u32;

@@ -288,7 +288,11 @@ macro_rules! kernel_arg_probes {
             "SampleRowsArgs",
             [weights, n_rows, n_spans, span_global, span_local, seed, keep_below, count, rows]
         );
-        $probe!(SampleValuesArgs, "SampleValuesArgs", [columns, features, n_segments, n_sample, rows, weights, keys]);
+        $probe!(
+            SampleValuesArgs,
+            "SampleValuesArgs",
+            [columns, features, n_segments, n_sample, rows, weights, keys, stride]
+        );
         $probe!(SortSegmentsArgs, "SortSegmentsArgs", [keys, tmp, len, n_segments]);
         $probe!(SegmentCutsArgs, "SegmentCutsArgs", [keys, len, n_segments, budget, cuts, n_cuts, thresholds]);
         $probe!(SortRowsArgs<u16>, "SortRowsArgs<u16>", [row_len, n_rows, row_words, entries]);

@@ -269,6 +269,11 @@ impl NcclComm {
         Ok(this)
     }
 
+    /// Whether the communicator can be used again (no operation of it failed and aborted it).
+    pub fn is_usable(&self) -> bool {
+        !self.broken.load(Ordering::SeqCst) && !self.comm.is_null()
+    }
+
     /// Waits until the communicator has finished its last call (non-blocking communicators
     /// return `ncclInProgress` while they work).
     fn settle(&self, what: &str, deadline: Instant) -> Result<()> {
@@ -506,6 +511,26 @@ impl DeviceSums for NcclComm {
                 // SAFETY: the caller's buffers hold `len` i64 each on this GPU.
                 self.check(what, unsafe {
                     (self.api.all_reduce)(p, p, len, INT64, SUM, self.comm, self.stream.cu_stream())
+                })?;
+            }
+            Ok(())
+        })
+    }
+
+    unsafe fn gather_in_place(&self, parts: &[(u64, u64)], bytes: usize) -> Result<()> {
+        let what = "gathering the cut points' samples from the GPUs";
+        self.grouped(what, || {
+            for &(send, receive) in parts {
+                // SAFETY: the caller's `send` holds `bytes` bytes and `receive` world x bytes.
+                self.check(what, unsafe {
+                    (self.api.all_gather)(
+                        send as *const c_void,
+                        receive as *mut c_void,
+                        bytes,
+                        UINT8,
+                        self.comm,
+                        self.stream.cu_stream(),
+                    )
                 })?;
             }
             Ok(())
