@@ -213,6 +213,7 @@ pub(super) fn fit(
     if let Some((name, _)) = evals.iter().find(|(_, d)| d.n_rows() == 0 && !shard.is_distributed()) {
         return Err(Error::data(format!("eval set `{name}` has no rows")));
     }
+    let clock = std::time::Instant::now();
     if shard.is_distributed() {
         check_distributed(cfg, data, evals, shard)?;
     }
@@ -249,8 +250,17 @@ pub(super) fn fit(
         return fit_on_devices(engine, cfg, data, evals, user, callback);
     }
     let data = &agree::unify_categories(shard, data)?;
+    if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+        eprintln!("polars-gbt profile: checks and categories {:.3} s", clock.elapsed().as_secs_f64());
+    }
     let mut user = Some(user);
-    let mut run = || Trainer::new(cfg, data, evals, user.take().unwrap_or_default(), shard)?.run(engine, callback);
+    let mut run = || {
+        let trainer = Trainer::new(cfg, data, evals, user.take().unwrap_or_default(), shard)?;
+        if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+            eprintln!("polars-gbt profile: checks and set-up before the engine {:.3} s", clock.elapsed().as_secs_f64());
+        }
+        trainer.run(engine, callback)
+    };
     if cfg.n_jobs > 0 {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(cfg.n_jobs)

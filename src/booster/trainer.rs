@@ -161,12 +161,16 @@ impl<'a> Trainer<'a> {
         let categorical: Vec<bool> = data.features.columns().iter().map(|c| c.is_categorical()).collect();
         let mut grow = cfg.grow_params(&names, &categorical)?;
         grow.weighting = Self::weighting(data, shard)?;
+        let clock = std::time::Instant::now();
         let base_margin = match (cfg.base_score, &data.base_margin) {
             (Some(b), _) => vec![loss.base_score_to_margin(b); k],
             // Rows start from their own margins; the model adds nothing of its own.
             (None, Some(_)) => vec![0.0; k],
             (None, None) => Self::estimate_base_margin(&*loss, data, shard)?,
         };
+        if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+            eprintln!("polars-gbt profile: base margin {:.3} s", clock.elapsed().as_secs_f64());
+        }
         let eval_data = evals.iter().map(|&(name, d)| (name.to_string(), d)).collect();
         Ok(Trainer { cfg, data, loss, metrics, custom_metrics, grow, base_margin, eval_data, k, shard })
     }

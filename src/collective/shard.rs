@@ -134,20 +134,19 @@ impl Shard<'_> {
         }
         let spans: Vec<u8> =
             rows.spans.iter().flat_map(|&(s, l)| [s.to_le_bytes(), l.to_le_bytes()]).flatten().collect();
-        let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let data = le_bytes(values);
         let mine = super::pack(&[&spans, &data]);
         let mut out = vec![0f32; rows.n_global() * per_row];
         for block in self.comm.all_gather(&mine)? {
             let parts = super::unpack(&block)?;
             let [spans, data] = parts[..] else { return Err(malformed()) };
-            let data: Vec<f32> = data.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
             let mut at = 0;
             for span in spans.chunks_exact(16) {
                 let start = u64::from_le_bytes(span[..8].try_into().unwrap()) as usize;
                 let len = u64::from_le_bytes(span[8..].try_into().unwrap()) as usize;
-                let (from, to) = (at * per_row, (at + len) * per_row);
+                let (from, to) = (4 * at * per_row, 4 * (at + len) * per_row);
                 let dest = out.get_mut(start * per_row..(start + len) * per_row).ok_or_else(malformed)?;
-                dest.copy_from_slice(data.get(from..to).ok_or_else(malformed)?);
+                read_le(data.get(from..to).ok_or_else(malformed)?, dest);
                 at += len;
             }
         }
@@ -196,6 +195,33 @@ impl Shard<'_> {
 
 fn malformed() -> Error {
     Error::Collective("a worker sent rows that do not fit the fit's row spans".into())
+}
+
+/// `values` as little-endian bytes: on a little-endian machine their memory as it is (the
+/// labels of a large shard are tens of MB: no per-value loop).
+fn le_bytes(values: &[f32]) -> std::borrow::Cow<'_, [u8]> {
+    if cfg!(target_endian = "little") {
+        // SAFETY: f32 has no padding, any byte is a valid u8, and the view borrows `values`.
+        std::borrow::Cow::Borrowed(unsafe {
+            std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+        })
+    } else {
+        std::borrow::Cow::Owned(values.iter().flat_map(|v| v.to_le_bytes()).collect())
+    }
+}
+
+/// Fills `out` from little-endian `bytes` (4 a value).
+fn read_le(bytes: &[u8], out: &mut [f32]) {
+    if cfg!(target_endian = "little") {
+        // SAFETY: as in `le_bytes`; every bit pattern is a valid f32, and `out` is borrowed
+        // mutably for the copy alone.
+        let dest = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(out)) };
+        dest.copy_from_slice(bytes);
+    } else {
+        for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+            *o = f32::from_le_bytes(c.try_into().expect("4 bytes"));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -448,9 +448,11 @@ impl Collective for NcclComm {
         }
         let what = "gathering from the GPUs";
         let gathered = self.with_staging(width * (self.world + 1), |buf| {
-            let mut padded = mine.to_vec();
-            padded.resize(width, 0);
-            self.stream.memcpy_htod(&padded, &mut buf.slice_mut(..width)).map_err(device_error)?;
+            // Past this rank's bytes the send buffer holds whatever it held: its peers read
+            // only `lens[rank]` of it.
+            if !mine.is_empty() {
+                self.stream.memcpy_htod(mine, &mut buf.slice_mut(..mine.len())).map_err(device_error)?;
+            }
             let (base, sync) = buf.device_ptr_mut(&self.stream);
             let (send, recv) = (base as *const c_void, (base as usize + width) as *mut c_void);
             // SAFETY: the buffer holds `width` bytes to send, then `world * width` to receive.
@@ -460,9 +462,20 @@ impl Collective for NcclComm {
                 })
             })?;
             drop(sync);
-            self.stream.clone_dtoh(&buf.slice(width..width * (self.world + 1))).map_err(device_error)
+            // Each rank's bytes straight into their own vector: no copy of the whole on the
+            // host (tens of MB when the workers gather their labels).
+            (0..self.world)
+                .map(|r| {
+                    let from = width * (r + 1);
+                    let len = lens[r] as usize;
+                    if len == 0 {
+                        return Ok(Vec::new());
+                    }
+                    self.stream.clone_dtoh(&buf.slice(from..from + len)).map_err(device_error)
+                })
+                .collect::<Result<Vec<_>>>()
         })?;
-        Ok(gathered.chunks_exact(width).zip(&lens).map(|(c, &len)| c[..len as usize].to_vec()).collect())
+        Ok(gathered)
     }
 
     fn broadcast(&self, mine: &[u8], root: usize) -> Result<Vec<u8>> {
