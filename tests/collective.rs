@@ -350,3 +350,41 @@ fn no_rows_is_an_error_outside_a_workers_share_of_an_evaluation_set() {
     let err = polars_gbt::train(&cfg, &full, &[("valid", &empty)]).unwrap_err().to_string();
     assert!(err.contains("eval set `valid` has no rows"), "{err}");
 }
+
+/// The base score of a weighted mean comes from the workers' partial sums when no addition
+/// can round, and from every label gathered when one might: labels from 1e-20 to 1e20. Both
+/// give one worker's model.
+#[test]
+fn base_scores_over_workers_are_one_workers_whether_summed_or_gathered() {
+    let n = 2000;
+    let shards = vec![vec![(0, 700)], vec![(700, 1300)]];
+    let mut fractional = rows(n, 21);
+    fractional.label = (0..n).map(|i| (i % 97) as f32 / 7.0).collect();
+    let mut wide = rows(n, 22);
+    wide.label = (0..n).map(|i| 10f32.powi((i % 41) as i32 - 20) * if i % 2 == 0 { 1.0 } else { -1.0 }).collect();
+    for (all, what, summed) in [(fractional, "fractional labels", true), (wide, "labels from 1e-20 to 1e20", false)] {
+        // Which way the base score goes: unweighted, the sums are of the labels themselves.
+        let exact = polars_gbt::collective::exact_sums(&polars_gbt::collective::Solo, n, |i| [all.label[i] as f64]);
+        assert_eq!(exact.unwrap().is_some(), summed, "{what}");
+        let all = Arc::new(all);
+        for json in [
+            r#"{"objective": "reg:squarederror", "n_estimators": 3}"#,
+            r#"{"objective": "reg:tweedie", "n_estimators": 3}"#,
+        ] {
+            if json.contains("tweedie") && what.contains("1e20") {
+                continue; // Tweedie needs labels >= 0
+            }
+            let cfg = TrainConfig::from_json(json).unwrap();
+            let want = polars_gbt::train(&cfg, &dataset(&all, &(0..n).collect::<Vec<_>>(), false), &[]).unwrap();
+            let all = all.clone();
+            for got in train_shards(n, shards.clone(), cfg, move |rows| dataset(&all, rows, false)) {
+                let got = got.unwrap();
+                assert_eq!(got.base_margin(), want.base_margin(), "{what}, {json}");
+                assert!(
+                    got.to_bytes() == want.to_bytes(),
+                    "{what}, {json}: a worker's model differs from one worker's"
+                );
+            }
+        }
+    }
+}

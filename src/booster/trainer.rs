@@ -7,7 +7,7 @@
 use crate::backend::cpu::predict::add_tree_binned;
 use crate::backend::refit::LeafRefit;
 use crate::backend::{Engine, Fit, Learner};
-use crate::collective::{max_magnitudes, sum_count, RowSpans, Shard};
+use crate::collective::{exact_sums, max_magnitudes, sum_count, RowSpans, Shard};
 use crate::config::TrainConfig;
 use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
@@ -302,6 +302,18 @@ impl<'a> Trainer<'a> {
     fn estimate_base_margin(loss: &dyn Loss, data: &Dataset, shard: &Shard) -> Result<Vec<f32>> {
         if !shard.is_distributed() {
             return Ok(loss.estimate_base_margin(&data.targets()));
+        }
+        if loss.base_margin_is_weighted_mean() && data.n_targets() == 1 {
+            // A weighted mean from the workers' partial sums, where they provably add up to
+            // one worker's: no label crosses.
+            let t = data.targets();
+            let term = |i: usize| {
+                let w = loss.mean_weight(&t, i) as f64;
+                [t.label[i] as f64 * w, w]
+            };
+            if let Some([sum, total]) = exact_sums(shard.comm, data.n_rows(), term)? {
+                return Ok(vec![loss.base_score_to_margin(if total > 0.0 { sum / total } else { 0.0 })]);
+            }
         }
         let all = GlobalTargets::gather(shard, &shard.rows, data, false)?;
         Ok(loss.estimate_base_margin(&all.targets()))

@@ -14,9 +14,11 @@ pub mod agree;
 pub mod cuts;
 pub mod ring;
 pub mod shard;
+pub mod sums;
 
 pub use ring::{serve_tracker, RingConfig, TcpRing};
 pub use shard::{even_ranges, RowSpans, Shard};
+pub use sums::exact_sums;
 
 use crate::error::{Error, Result};
 use crate::tree::GradSum;

@@ -30,6 +30,10 @@ impl Loss for Poisson {
         vec![self.base_score_to_margin(weighted_mean(t))]
     }
 
+    fn base_margin_is_weighted_mean(&self) -> bool {
+        true
+    }
+
     fn base_score_to_margin(&self, mean: f64) -> f32 {
         mean.max(1e-6).ln() as f32
     }
@@ -55,6 +59,10 @@ impl Loss for Gamma {
 
     fn estimate_base_margin(&self, t: &Targets) -> Vec<f32> {
         vec![self.base_score_to_margin(weighted_mean(t))]
+    }
+
+    fn base_margin_is_weighted_mean(&self) -> bool {
+        true
     }
 
     fn base_score_to_margin(&self, mean: f64) -> f32 {
@@ -85,6 +93,10 @@ impl Loss for Tweedie {
 
     fn estimate_base_margin(&self, t: &Targets) -> Vec<f32> {
         vec![self.base_score_to_margin(weighted_mean(t))]
+    }
+
+    fn base_margin_is_weighted_mean(&self) -> bool {
+        true
     }
 
     fn base_score_to_margin(&self, mean: f64) -> f32 {

@@ -51,6 +51,14 @@ impl Loss for Logistic {
         vec![self.base_score_to_margin(if total > 0.0 { sum / total } else { 0.0 })]
     }
 
+    fn base_margin_is_weighted_mean(&self) -> bool {
+        true
+    }
+
+    fn mean_weight(&self, t: &Targets, i: usize) -> f32 {
+        self.weight(t, i)
+    }
+
     fn base_score_to_margin(&self, p: f64) -> f32 {
         let p = p.clamp(1e-6, 1.0 - 1e-6);
         (p / (1.0 - p)).ln() as f32

@@ -43,6 +43,17 @@ pub trait Loss: Send + Sync {
     fn base_score_to_margin(&self, score: f64) -> f32 {
         score as f32
     }
+    /// Whether [`Loss::estimate_base_margin`] is `base_score_to_margin` of the labels' mean
+    /// weighted by [`Loss::mean_weight`] (f64 sums in row order, as [`weighted_mean`]): a
+    /// distributed fit may then sum the workers' exact partial sums instead of gathering
+    /// every label.
+    fn base_margin_is_weighted_mean(&self) -> bool {
+        false
+    }
+    /// Row `i`'s weight in that mean: its sample weight.
+    fn mean_weight(&self, t: &Targets, i: usize) -> f32 {
+        t.w(i)
+    }
     /// For L1-type losses, output `output`'s leaves are refit to this quantile of the residuals.
     fn leaf_quantile(&self, _output: usize) -> Option<f64> {
         None

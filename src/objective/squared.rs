@@ -24,6 +24,10 @@ impl Loss for Squared {
     fn estimate_base_margin(&self, t: &Targets) -> Vec<f32> {
         vec![weighted_mean(t) as f32]
     }
+
+    fn base_margin_is_weighted_mean(&self) -> bool {
+        true
+    }
 }
 
 /// Squared log error `(ln(1 + p) - ln(1 + y))^2 / 2` (XGBoost's `reg:squaredlogerror`), for

@@ -1,0 +1,89 @@
+//! Float sums over the workers that equal one worker's, bit for bit, without gathering the
+//! rows: when no addition can round, the order of the additions does not matter, so each
+//! worker's partial sum is exact and the partial sums add up, as integers, to the sum one
+//! worker holding every row would compute in any order. Proven per sum from what the workers
+//! report: every term is a multiple of `2^e` and every partial sum is below `2^(e + 52)` in
+//! magnitude (their absolute values summed, doubled for the bound's own rounding), so every
+//! partial sum has at most 53 significant bits.
+
+use super::Collective;
+use crate::error::Result;
+
+/// The `K` sums of `term(i)` over each worker's rows `0..n` and over every worker, equal to a
+/// single worker's f64 sums over all rows; None when some addition might round (the caller
+/// then gathers the rows and sums them in one worker's order).
+pub fn exact_sums<const K: usize>(
+    comm: &dyn Collective,
+    n: usize,
+    term: impl Fn(usize) -> [f64; K],
+) -> Result<Option<[f64; K]>> {
+    let (mut sums, mut magnitudes, mut lowest) = ([0f64; K], [0f64; K], [i64::MAX; K]);
+    for i in 0..n {
+        for (j, t) in term(i).into_iter().enumerate() {
+            sums[j] += t;
+            magnitudes[j] += t.abs();
+            if t != 0.0 {
+                lowest[j] = lowest[j].min(lowest_bit(t));
+            }
+        }
+    }
+    // Maxima over the workers: the lowest bit's exponent (negated), and the largest
+    // magnitude (non-negative f64s order as their bit patterns do).
+    let mut exchanged: Vec<i64> = lowest.iter().map(|&e| if e == i64::MAX { i64::MIN } else { -e }).collect();
+    exchanged.extend(magnitudes.iter().map(|m| m.to_bits() as i64));
+    comm.all_reduce_max(&mut exchanged)?;
+    let mut scaled = [0i64; K];
+    let mut exponents = [0i32; K];
+    for j in 0..K {
+        if exchanged[j] == i64::MIN {
+            continue; // every term is zero: the sum is 0
+        }
+        let e = -exchanged[j];
+        let bound = f64::from_bits(exchanged[K + j] as u64) * comm.world() as f64 * 2.0;
+        // Scaling by 2^-e stays exact within the normal range; a NaN bound fails too.
+        let fits = bound < 2f64.powi(e as i32 + 52);
+        if !(-1000..=1000).contains(&e) || !fits {
+            return Ok(None);
+        }
+        exponents[j] = e as i32;
+        // An exact multiple of 2^e below 2^(e + 53): an integer of at most 53 bits.
+        scaled[j] = (sums[j] * 2f64.powi(-exponents[j])) as i64;
+    }
+    comm.all_reduce_sum(&mut scaled)?;
+    Ok(Some(std::array::from_fn(|j| scaled[j] as f64 * 2f64.powi(exponents[j]))))
+}
+
+/// The exponent of a finite, non-zero f64's lowest set bit: `x = m * 2^e` with `m` odd.
+fn lowest_bit(x: f64) -> i64 {
+    let bits = x.to_bits();
+    let (exponent, mantissa) = ((bits >> 52) & 0x7ff, bits & ((1 << 52) - 1));
+    if exponent == 0 {
+        -1074 + mantissa.trailing_zeros() as i64
+    } else {
+        exponent as i64 - 1075 + (mantissa | (1 << 52)).trailing_zeros() as i64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::Solo;
+
+    #[test]
+    fn lowest_bits_are_exponents_of_odd_multiples() {
+        for (x, e) in [(1.0, 0), (3.0, 0), (0.5, -1), (0.75, -2), (6.0, 1), (-2.0, 1), (f64::from_bits(1), -1074)] {
+            assert_eq!(lowest_bit(x), e, "{x}");
+        }
+    }
+
+    #[test]
+    fn sums_that_cannot_round_are_exact_and_others_are_refused() {
+        let halves: Vec<f64> = (0..1000).map(|i| i as f64 * 0.5 - 100.0).collect();
+        let got = exact_sums(&Solo, halves.len(), |i| [halves[i], 1.0]).unwrap().unwrap();
+        assert_eq!(got, [halves.iter().sum::<f64>(), 1000.0]);
+        // 1e30 and 1e-30 together: their sum rounds, so nothing is claimed.
+        let wide = [1e30, 1e-30, 3.0];
+        assert!(exact_sums(&Solo, 3, |i| [wide[i]]).unwrap().is_none());
+        assert_eq!(exact_sums(&Solo, 2, |_| [0.0]).unwrap(), Some([0.0]));
+    }
+}
