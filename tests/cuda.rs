@@ -1276,3 +1276,37 @@ fn a_gpu_whose_fit_fails_ends_the_fit_with_its_error() {
     let model = train(&cfg, &good, &[]).unwrap();
     assert_eq!(model.num_trees(), 5);
 }
+
+/// Workers of a distributed fit in processes of their own (Dask GPU workers), each on one GPU:
+/// their TCP ring starts an NCCL communicator over their GPUs (`device_collective`), which
+/// then carries every sum, and the model is one GPU's, byte for byte. Here two threads stand
+/// for the two processes, on GPUs 0 and 1.
+#[test]
+fn workers_on_a_ring_sum_through_nccl_and_give_one_gpus_model() {
+    use common::distributed::{dataset, on_ring, rows, rows_of};
+    use polars_gbt::collective::{Collective, RowSpans, Shard};
+
+    if !gpus(2) {
+        return;
+    }
+    let n = 20_000;
+    let all = Arc::new(rows(n, 35));
+    let json = r#"{"objective": "binary:logistic", "n_estimators": 6, "max_depth": 6, "device": "cuda", "seed": 5}"#;
+    let cfg = TrainConfig::from_json(json).unwrap();
+    let want = json_without_gpu_count(&train(&cfg, &dataset(&all, &(0..n).collect::<Vec<_>>(), true), &[]).unwrap(), 1);
+    let shards = [vec![(0u64, 12_000u64)], vec![(12_000, 8_000)]];
+    let worker_all = all.clone();
+    let models = on_ring(2, move |ring| {
+        let spans = shards[ring.rank()].clone();
+        let data = dataset(&worker_all, &rows_of(&spans), true);
+        let devices =
+            polars_gbt::backend::device_collective(&cfg, ring, ring.rank(), std::time::Duration::from_secs(60))?
+                .expect("both workers train on a GPU with NCCL");
+        assert!(devices.device_sums().is_some(), "the workers' collective sums on the devices");
+        let shard = Shard { comm: &*devices, rows: RowSpans::new(spans, n as u64)?, evals: Vec::new() };
+        polars_gbt::Training::new(&cfg, &data).shard(&shard).run()
+    });
+    for m in models {
+        assert_eq!(json_without_gpu_count(&m.unwrap(), 1), want, "a GPU worker's model differs from one GPU's");
+    }
+}

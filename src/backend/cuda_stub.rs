@@ -42,6 +42,19 @@ pub mod engine {
             Err(Error::Device(super::NO_CUDA.into()))
         }
 
+        fn join_devices(
+            &self,
+            _: &dyn Collective,
+            _: usize,
+            _: std::time::Duration,
+        ) -> Result<Box<dyn Collective + Send + Sync>> {
+            Err(Error::Device(super::NO_CUDA.into()))
+        }
+
+        fn has_device_collective(&self) -> bool {
+            false
+        }
+
         fn predictor(&self, _: &ForestSpec) -> Result<Arc<dyn Predictor + Send + Sync>> {
             Err(Error::Device(super::NO_CUDA.into()))
         }

@@ -95,6 +95,21 @@ pub trait Engine: Sync {
     /// the first failure, or success.
     fn on_each_device(&self, k: usize, work: &(dyn Fn(usize, &dyn Collective) -> Result<()> + Sync)) -> Result<()>;
 
+    /// A collective over the devices of a distributed fit's workers, one device each (this
+    /// worker's is its `ordinal`), started through `host` (the workers' host collective), for
+    /// the device's own sums (NCCL between GPUs, as `n_gpus` uses in one process); None when
+    /// this engine has none here. Every worker must call it with the same answer of
+    /// [`Engine::has_device_collective`] (see [`device_collective`]).
+    fn join_devices(
+        &self,
+        host: &dyn Collective,
+        ordinal: usize,
+        timeout: std::time::Duration,
+    ) -> Result<Box<dyn Collective + Send + Sync>>;
+
+    /// Whether [`Engine::join_devices`] can work here.
+    fn has_device_collective(&self) -> bool;
+
     /// A model's forest laid out for this engine, to score any number of batches.
     fn predictor(&self, spec: &ForestSpec) -> Result<Arc<dyn Predictor + Send + Sync>>;
 }
@@ -104,6 +119,29 @@ pub trait Engine: Sync {
 pub fn select(cfg: &TrainConfig) -> Result<(&'static dyn Engine, Option<String>)> {
     let obstacle = |e: &dyn Engine| e.availability().err().or_else(|| e.unsupported(cfg));
     choose(cfg.device, "train", &obstacle)
+}
+
+/// The collective a distributed fit's worker trains over: its devices' own (NCCL between the
+/// GPUs of workers that each train on one, e.g. Dask GPU workers) when every worker's engine
+/// has one, else `host` (the TCP ring, which CPU workers always use). The workers agree
+/// through `host` first, so all take the same one.
+pub fn device_collective(
+    cfg: &TrainConfig,
+    host: &dyn Collective,
+    ordinal: usize,
+    timeout: std::time::Duration,
+) -> Result<Option<Box<dyn Collective + Send + Sync>>> {
+    if host.world() == 1 {
+        return Ok(None);
+    }
+    let engine = select(cfg).ok().map(|(engine, _)| engine);
+    let able = engine.filter(|e| e.has_device_collective());
+    let mut votes = [able.is_some() as i64];
+    host.all_reduce_sum(&mut votes)?;
+    match able {
+        Some(engine) if votes[0] == host.world() as i64 => engine.join_devices(host, ordinal, timeout).map(Some),
+        _ => Ok(None),
+    }
 }
 
 /// The engine for scoring on `device` ("cuda" must be usable; "auto" takes it when it is).

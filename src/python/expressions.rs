@@ -189,7 +189,14 @@ impl DistributedKwargs {
         })?;
         let eval_rows =
             self.evals.iter().map(|(spans, n)| RowSpans::new(spans.clone(), *n)).collect::<crate::Result<Vec<_>>>()?;
-        let shard = Shard { comm: &ring, rows, evals: eval_rows };
+        // GPU workers (one visible GPU each, as dask-cuda starts them) sum on their devices
+        // through NCCL, started over the ring; CPU workers keep the ring.
+        let devices = crate::backend::device_collective(cfg, &ring, 0, timeout)?;
+        let comm: &dyn crate::collective::Collective = match &devices {
+            Some(d) => &**d,
+            None => &ring,
+        };
+        let shard = Shard { comm, rows, evals: eval_rows };
         crate::Training::new(cfg, data).evals(evals).callback(log).shard(&shard).run()
     }
 }

@@ -47,6 +47,19 @@ impl Engine for CpuEngine {
         }
     }
 
+    fn join_devices(
+        &self,
+        _: &dyn Collective,
+        _: usize,
+        _: std::time::Duration,
+    ) -> Result<Box<dyn Collective + Send + Sync>> {
+        Err(Error::Collective("the CPU's workers sum through their host collective".into()))
+    }
+
+    fn has_device_collective(&self) -> bool {
+        false
+    }
+
     fn predictor(&self, spec: &ForestSpec) -> Result<Arc<dyn Predictor + Send + Sync>> {
         Ok(Arc::new(FlatForest::new(spec)))
     }

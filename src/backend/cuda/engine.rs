@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{availability, learner, on_each_gpu, runtime_on, GpuForest, GpuLearner};
+use super::{availability, join_workers, learner, nccl, on_each_gpu, runtime_on, GpuForest, GpuLearner};
 use crate::backend::{Backend, Boost, Engine, Fit, Predictor};
 use crate::collective::Collective;
 use crate::config::TrainConfig;
@@ -51,6 +51,19 @@ impl Engine for CudaEngine {
 
     fn on_each_device(&self, k: usize, work: &(dyn Fn(usize, &dyn Collective) -> Result<()> + Sync)) -> Result<()> {
         on_each_gpu(k, work)
+    }
+
+    fn join_devices(
+        &self,
+        host: &dyn Collective,
+        ordinal: usize,
+        timeout: std::time::Duration,
+    ) -> Result<Box<dyn Collective + Send + Sync>> {
+        Ok(Box::new(join_workers(host, ordinal, timeout)?))
+    }
+
+    fn has_device_collective(&self) -> bool {
+        nccl::probe().is_ok()
     }
 
     fn predictor(&self, spec: &ForestSpec) -> Result<Arc<dyn Predictor + Send + Sync>> {

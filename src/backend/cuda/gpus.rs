@@ -119,3 +119,13 @@ pub fn on_each_gpu<T: Send>(k: usize, work: impl Fn(usize, &dyn Collective) -> R
     let first = first_failure.into_inner().unwrap_or_else(|p| p.into_inner()).unwrap_or(0);
     results.into_iter().nth(first).expect("one result per GPU")
 }
+
+/// One rank of an NCCL communicator over the GPUs of a distributed fit's workers (each in its
+/// own process, e.g. a Dask worker, training on its GPU `ordinal`), started from rank 0's
+/// unique id sent through `host`, the workers' host collective. Dropped after the fit.
+pub fn join_workers(host: &dyn Collective, ordinal: usize, timeout: Duration) -> Result<NcclComm> {
+    let rt = runtime_on(ordinal)?;
+    let id = if host.rank() == 0 { nccl::unique_id()?.to_bytes() } else { Vec::new() };
+    let id = nccl::UniqueId::from_bytes(&host.broadcast(&id, 0)?)?;
+    NcclComm::join(&rt, &id, host.rank(), host.world(), timeout, Arc::new(AtomicBool::new(false)))
+}

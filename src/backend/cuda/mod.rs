@@ -50,7 +50,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, DriverError, ValidAsZero
 
 use crate::error::{Error, Result};
 
-pub use gpus::on_each_gpu;
+pub use gpus::{join_workers, on_each_gpu};
 pub use grow::GpuNode;
 pub use learner::GpuLearner;
 pub use predict::GpuForest;
