@@ -11,7 +11,8 @@ A Polars user needs no pandas: partitions may be Dask futures or delayed objects
 Polars DataFrames or pyarrow Tables; a Dask DataFrame works too.
 
 Evaluation sets and early stopping are distributed too, and GPU workers
-(``device="cuda"``): their histograms are summed through the host and the ring. The L1-type
+(``device="cuda"``, one worker per GPU): they sum through NCCL on their GPUs, started over
+the ring (the ring alone when some worker has no GPU or NCCL). The L1-type
 objectives (``reg:absoluteerror``, ``reg:quantileerror``) refit their leaves to quantiles of
 every worker's residuals, with unit or whole-number sample weights. Not yet distributed
 (each a clear error): those objectives with fractional sample weights, Python objectives and
