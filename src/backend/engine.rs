@@ -14,7 +14,7 @@ use super::{cpu, cuda, Learner, Predictor};
 use crate::collective::cuts::compute_cuts_sharded;
 use crate::collective::{Collective, Shard};
 use crate::config::{Device, TrainConfig};
-use crate::data::{Dataset, FeatureCuts};
+use crate::data::{BinnedRows, Dataset, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
 use crate::prediction::ForestSpec;
 use crate::tree::GrowParams;
@@ -59,6 +59,22 @@ pub struct Fit<'a> {
     pub shard: &'a Shard<'a>,
 }
 
+/// A fit's rows as an engine receives them: columns (whose cut points the engine computes),
+/// or already binned with their cuts (a streamed fit, `data::stream`; the CPU's only).
+pub enum FitRows<'a> {
+    Columns(&'a FeatureFrame),
+    Binned(&'a BinnedRows),
+}
+
+impl<'a> Fit<'a> {
+    pub fn rows(&self) -> FitRows<'a> {
+        match self.data.binned() {
+            Some(b) => FitRows::Binned(b),
+            None => FitRows::Columns(self.data.features()),
+        }
+    }
+}
+
 /// The boosting loop an engine runs a fit's learner in, given the fit's cut points.
 pub type Boost<'a> = dyn FnMut(&[FeatureCuts], &mut dyn Learner) -> Result<()> + 'a;
 
@@ -89,6 +105,12 @@ pub trait Engine: Sync {
     /// learner on the rows binned with them, and hands both to `boost`, which runs the whole
     /// boosting loop; the engine's share of the device is held until `boost` returns.
     fn fit(&self, fit: Fit<'_>, boost: &mut Boost<'_>) -> Result<()>;
+
+    /// Whether [`Engine::fit`] takes rows already binned ([`FitRows::Binned`]); the booster
+    /// refuses such a fit on an engine that does not.
+    fn takes_binned_rows(&self) -> bool {
+        false
+    }
 
     /// Runs `work` once for each of `k` devices of this process, each as one worker of a
     /// distributed fit over the collective it is given (device `rank` of `k`); the result is

@@ -139,6 +139,12 @@ impl<'a> Training<'a> {
                 "names the user's objective, and is given exactly when the fit is given one (Training::user_functions)",
             ));
         }
+        if data.binned().is_some() && (init.is_some() || shard.is_some()) {
+            return Err(Error::param(
+                if init.is_some() { "init_model" } else { "distributed" },
+                "a streamed fit (rows binned batch by batch) cannot be continued or distributed yet: collect the data",
+            ));
+        }
         match (init, shard) {
             (None, None) => fit(cfg, data, evals, user, callback, &Shard::solo(data.n_rows())),
             (Some(init), None) => continued(init, cfg, data, evals, user, callback),
@@ -245,6 +251,16 @@ pub(super) fn fit(
         ));
     }
     let (engine, _) = crate::backend::select(cfg)?;
+    if data.binned().is_some() && !engine.takes_binned_rows() {
+        return Err(Error::param(
+            "device",
+            format!(
+                "a streamed fit's rows are binned on the host, which the {:?} engine does not train on yet: \
+                 train with device=\"cpu\", or collect the data first",
+                engine.backend()
+            ),
+        ));
+    }
     // `n_gpus` counts GPUs: on the CPU (`device="auto"` without a GPU) the fit is one worker's.
     if engine.backend() == Backend::Cuda && cfg.n_gpus > 1 && !shard.is_distributed() {
         return fit_on_devices(engine, cfg, data, evals, user, callback);

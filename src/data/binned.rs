@@ -42,6 +42,34 @@ impl BinnedMatrix {
         BinnedMatrix { data, n_bins, n_rows: frame.n_rows() }
     }
 
+    /// A matrix of `n_rows` rows for features of `cuts`, every bin 0 until filled in parts by
+    /// [`BinnedMatrix::fill`] (a stream's batches binned one at a time, each straight into its
+    /// rows, so that no float column is ever whole).
+    pub fn zeroed(n_rows: usize, cuts: &[FeatureCuts]) -> Self {
+        let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
+        let cells = n_rows * n_bins.len();
+        let data = match Self::bin_width(&n_bins) {
+            1 => BinData::U8 { rows: vec![0; cells] },
+            2 => BinData::U16 { rows: vec![0; cells] },
+            _ => BinData::U32 { rows: vec![0; cells] },
+        };
+        BinnedMatrix { data, n_bins, n_rows }
+    }
+
+    /// Bins `frame`'s rows with `cuts` (this matrix's) into rows `first..first + frame.n_rows()`:
+    /// the same bins as [`BinnedMatrix::new`] gives those rows of the whole frame.
+    pub fn fill(&mut self, first: usize, frame: &FeatureFrame, cuts: &[FeatureCuts]) {
+        let nf = self.n_features();
+        assert_eq!(frame.n_features(), nf, "one set of cuts per feature");
+        assert!(first + frame.n_rows() <= self.n_rows, "rows past the end of the binned matrix");
+        let at = first * nf..(first + frame.n_rows()) * nf;
+        match &mut self.data {
+            BinData::U8 { rows } => bin_rows_into(frame, cuts, &mut rows[at], |b| b as u8),
+            BinData::U16 { rows } => bin_rows_into(frame, cuts, &mut rows[at], |b| b as u16),
+            BinData::U32 { rows } => bin_rows_into(frame, cuts, &mut rows[at], |b| b),
+        }
+    }
+
     /// Bytes per bin id: 1, 2 when some feature has 256 bins or more, 4 past 65,535 (the
     /// missing bin's id is the bin count, so it must fit too).
     pub fn bin_width(n_bins: &[u32]) -> usize {
@@ -81,6 +109,21 @@ fn bin_rows<T: Copy + Default + Send>(
 ) -> Vec<T> {
     let (n, nf) = (frame.n_rows(), frame.n_features());
     let mut rows = vec![T::default(); n * nf];
+    bin_rows_into(frame, cuts, &mut rows, narrow);
+    rows
+}
+
+/// [`bin_rows`] into `rows` (`frame.n_rows()` rows of every feature).
+fn bin_rows_into<T: Copy + Send>(
+    frame: &FeatureFrame,
+    cuts: &[FeatureCuts],
+    rows: &mut [T],
+    narrow: impl Fn(u32) -> T + Sync,
+) {
+    let nf = frame.n_features();
+    if nf == 0 {
+        return;
+    }
     rows.par_chunks_mut(BLOCK * nf).enumerate().for_each(|(b, row_block)| {
         let start = b * BLOCK;
         let len = row_block.len() / nf;
@@ -92,5 +135,4 @@ fn bin_rows<T: Copy + Default + Send>(
             }
         }
     });
-    rows
 }

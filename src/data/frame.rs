@@ -2,11 +2,13 @@
 //! them ([`Dataset`]: label, weights, query groups, base margin).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float32Array, RecordBatch};
 use arrow_buffer::ScalarBuffer;
 
 use super::column::FeatureColumn;
+use super::stream::BinnedRows;
 use super::Targets;
 use crate::error::{Error, Result};
 
@@ -160,6 +162,9 @@ pub struct Dataset {
     pub(crate) group_offsets: Option<Vec<usize>>,
     /// Per-row starting margin, row-major `n_rows x n_outputs`.
     pub(crate) base_margin: Option<Vec<f32>>,
+    /// The rows already binned, with their cut points (a streamed fit: `data::stream`); the
+    /// features are then the columns' schema (names, dtypes, categories) with no rows.
+    pub(crate) binned: Option<Arc<BinnedRows>>,
 }
 
 impl Dataset {
@@ -217,6 +222,55 @@ impl Dataset {
     /// fit's evaluation set may be empty (`booster::Training::shard`).
     pub fn with_labels_or_empty(features: FeatureFrame, label: ScalarBuffer<f32>, n_targets: usize) -> Result<Self> {
         let n = features.n_rows();
+        Self::check_labels(&label, n, n_targets)?;
+        Ok(Dataset {
+            features,
+            label,
+            n_targets,
+            label_upper: None,
+            weight: None,
+            group_offsets: None,
+            base_margin: None,
+            binned: None,
+        })
+    }
+
+    /// Rows already binned (`rows`, with their cuts) and `n_targets` labels per row,
+    /// target-major; `schema` is the features' columns with no rows (names, dtypes, and the
+    /// categories the bins code). What a streamed fit trains on (`data::stream`).
+    pub(crate) fn from_binned(
+        schema: FeatureFrame,
+        rows: BinnedRows,
+        label: ScalarBuffer<f32>,
+        n_targets: usize,
+    ) -> Result<Self> {
+        let n = rows.matrix.n_rows;
+        if n == 0 {
+            return Err(Error::data("the data has no rows"));
+        }
+        if schema.n_rows() != 0 || schema.n_features() != rows.cuts.len() {
+            return Err(Error::data("a binned dataset's schema must have no rows and one column per feature"));
+        }
+        Self::check_labels(&label, n, n_targets)?;
+        Ok(Dataset {
+            features: schema,
+            label,
+            n_targets,
+            label_upper: None,
+            weight: None,
+            group_offsets: None,
+            base_margin: None,
+            binned: Some(Arc::new(rows)),
+        })
+    }
+
+    /// The rows already binned with their cuts (a streamed fit), if they are.
+    pub fn binned(&self) -> Option<&BinnedRows> {
+        self.binned.as_deref()
+    }
+
+    /// `n_targets` finite labels a row for `n` rows.
+    fn check_labels(label: &[f32], n: usize, n_targets: usize) -> Result<()> {
         if n_targets == 0 || label.len() != n * n_targets {
             return Err(Error::data(match n_targets {
                 1 => format!("the label has {} rows but the features have {n}", label.len()),
@@ -231,15 +285,7 @@ impl Dataset {
                 format!("value{which} at row {i} is {} (labels must be finite)", label[j]),
             ));
         }
-        Ok(Dataset {
-            features,
-            label,
-            n_targets,
-            label_upper: None,
-            weight: None,
-            group_offsets: None,
-            base_margin: None,
-        })
+        Ok(())
     }
 
     /// A record batch whose column `label` is the label and whose other columns are features.
@@ -357,6 +403,9 @@ impl Dataset {
     /// Rows `start..start + len`, with their labels, weights, margins and query groups (the
     /// range must not cut a query group). Features and one-target labels share their buffers.
     pub fn row_range(&self, start: usize, len: usize) -> Result<Dataset> {
+        if self.binned.is_some() {
+            return Err(Error::data("the rows of a streamed (already binned) dataset cannot be split"));
+        }
         let n = self.n_rows();
         let end = start + len;
         assert!(end <= n, "rows {start}..{end} past the end of {n}");
@@ -388,11 +437,15 @@ impl Dataset {
             weight: self.weight.as_ref().map(|w| w.slice(start, len)),
             group_offsets,
             base_margin: self.base_margin.as_ref().map(|m| m[start * k..end * k].to_vec()),
+            binned: None,
         })
     }
 
     pub fn n_rows(&self) -> usize {
-        self.features.n_rows()
+        match &self.binned {
+            Some(b) => b.matrix.n_rows,
+            None => self.features.n_rows(),
+        }
     }
 
     pub fn features(&self) -> &FeatureFrame {

@@ -4,16 +4,19 @@
 //! * [`frame`]: a set of named feature columns of equal length, and the training [`Dataset`].
 //! * [`cuts`]: weighted quantile cut points per feature (stored in the model).
 //! * [`binned`]: the compact bin matrix (u8, or u16 past 255 bins), row- and column-major.
+//! * [`stream`]: a fit's rows read in batches, twice (cut points, then bins), never whole.
 //! * [`targets`]: the labels, weights and query groups that losses and metrics read.
 
 pub mod binned;
 pub mod column;
 pub mod cuts;
 pub mod frame;
+pub mod stream;
 pub mod targets;
 
 pub use binned::{BinData, BinnedMatrix};
 pub use column::{ColumnKind, FeatureColumn};
 pub use cuts::FeatureCuts;
 pub use frame::{Dataset, FeatureFrame};
+pub use stream::{stream_dataset, Batch, BatchSource, BinnedRows, RecordBatches, StreamParams};
 pub use targets::Targets;

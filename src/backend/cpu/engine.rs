@@ -1,11 +1,12 @@
 //! The CPU's [`Engine`]: rayon on this process's threads, always available.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::predict::FlatForest;
 use super::{memory, CpuLearner};
 use crate::backend::engine::host_cuts;
-use crate::backend::{Backend, Boost, Engine, Fit, Predictor};
+use crate::backend::{Backend, Boost, Engine, Fit, FitRows, Predictor};
 use crate::collective::{Collective, Solo};
 use crate::config::TrainConfig;
 use crate::data::{BinnedMatrix, FeatureCuts};
@@ -28,16 +29,31 @@ impl Engine for CpuEngine {
     }
 
     fn fit(&self, fit: Fit<'_>, boost: &mut Boost<'_>) -> Result<()> {
-        let cuts = host_cuts(&fit)?;
-        let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
-        let width = BinnedMatrix::bin_width(&n_bins);
-        let (n, nf, k) = (fit.data.n_rows(), cuts.len(), fit.cfg.num_outputs());
-        memory::check_fits(memory::fit_bytes(n, nf, width, k), n, nf)?;
-        let binned = BinnedMatrix::new(&fit.data.features, &cuts);
+        let (n, k) = (fit.data.n_rows(), fit.cfg.num_outputs());
+        let (cuts, binned) = match fit.rows() {
+            FitRows::Columns(features) => {
+                let cuts = host_cuts(&fit)?;
+                let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
+                let width = BinnedMatrix::bin_width(&n_bins);
+                memory::check_fits(memory::fit_bytes(n, cuts.len(), width, k), n, cuts.len())?;
+                let binned = BinnedMatrix::new(features, &cuts);
+                (Cow::Owned(cuts), Cow::Owned(binned))
+            }
+            // A streamed fit's bins exist already: only the per-row state is still to come.
+            FitRows::Binned(rows) => {
+                let nf = rows.cuts.len();
+                memory::check_fits(memory::fit_bytes(n, nf, 0, k), n, nf)?;
+                (Cow::Borrowed(rows.cuts.as_slice()), Cow::Borrowed(&rows.matrix))
+            }
+        };
         let weights = fit.data.weight.as_deref();
         let mut learner =
             CpuLearner::new(binned, &cuts, fit.grow, fit.margin, weights, fit.refit).with_collective(fit.shard.comm);
         boost(&cuts, &mut learner)
+    }
+
+    fn takes_binned_rows(&self) -> bool {
+        true
     }
 
     fn on_each_device(&self, k: usize, work: &(dyn Fn(usize, &dyn Collective) -> Result<()> + Sync)) -> Result<()> {

@@ -1,6 +1,8 @@
 //! The CPU side of the boosting loop: margins and gradients in host memory, trees grown by
 //! the shared driver over [`CpuSteps`], leaves refit for L1-type losses.
 
+use std::borrow::Cow;
+
 use super::grow::CpuSteps;
 use super::predict::add_tree_binned;
 use crate::backend::refit::LeafRefit;
@@ -13,7 +15,8 @@ use crate::tree::grow::TreeContext;
 use crate::tree::{grow_tree, GradPair, GradSum, GrowParams, Quantiser, Tree};
 
 pub struct CpuLearner<'a> {
-    binned: BinnedMatrix,
+    /// Binned here from the columns, or a streamed fit's (borrowed from its dataset).
+    binned: Cow<'a, BinnedMatrix>,
     cuts: &'a [FeatureCuts],
     params: GrowParams,
     n: usize,
@@ -33,7 +36,7 @@ impl<'a> CpuLearner<'a> {
     /// A learner over `binned` whose margins start at `margin` (class-major, `k` outputs), for
     /// rows of sample weights `weights`.
     pub fn new(
-        binned: BinnedMatrix,
+        binned: Cow<'a, BinnedMatrix>,
         cuts: &'a [FeatureCuts],
         params: GrowParams,
         margin: Vec<f32>,

@@ -1,0 +1,388 @@
+//! Training data streamed in batches, never whole (issue 36): a [`BatchSource`] read twice.
+//!
+//! * Pass 1: the cut points' sample, batch by batch, through the one [`CutSketch`] every fit
+//!   uses (a row is sampled by a hash of the seed and its global row, so the sketch of the
+//!   batches is the sketch of all rows, whatever the batching: the cuts are the same bit for
+//!   bit); the union of each categorical column's categories (coded, as a collected column's
+//!   are, by their sorted names); and the per-row vectors (labels, weights, query ids, base
+//!   margins), which are all a fit keeps of its rows besides their bins.
+//! * Pass 2: each batch binned with those cuts straight into its rows of the compact training
+//!   matrix ([`BinnedMatrix::fill`]), so no float column ever exists whole.
+//!
+//! The result is a [`Dataset`] whose rows are already binned ([`BinnedRows`]); the CPU engine
+//! trains on it as it would on the columns, and the model is byte-identical to the fit on
+//! the collected rows. The row count sets the sample's rate, so it is needed before pass 1:
+//! the source tells it ([`BatchSource::n_rows`], a Parquet scan's metadata) or one more pass
+//! counts it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow_array::{new_empty_array, RecordBatch};
+
+use super::binned::BinnedMatrix;
+use super::column::FeatureColumn;
+use super::cuts::{CutSketch, FeatureCuts, GlobalRows, MAX_CATEGORIES};
+use super::frame::{Dataset, FeatureFrame};
+use crate::error::{Error, Result};
+
+/// Rows already binned, with the cut points that binned them.
+#[derive(Debug)]
+pub struct BinnedRows {
+    pub matrix: BinnedMatrix,
+    pub cuts: Vec<FeatureCuts>,
+}
+
+/// One batch of a stream: its rows' features and targets (labels, and optionally label upper
+/// bounds, weights and base margins), and their query ids, which may continue a query group
+/// of the batch before.
+pub struct Batch {
+    pub data: Dataset,
+    pub group_ids: Option<Vec<i64>>,
+}
+
+impl Batch {
+    pub fn new(data: Dataset) -> Self {
+        Batch { data, group_ids: None }
+    }
+}
+
+/// A source of batches that can be read more than once, giving the same rows in the same order
+/// each time (a lazy query, files, a re-openable Arrow stream). A one-shot stream cannot be
+/// one: a streamed fit reads its data twice.
+pub trait BatchSource {
+    /// The number of rows a pass gives, when known without reading them; None: a pass counts
+    /// them first.
+    fn n_rows(&mut self) -> Result<Option<usize>> {
+        Ok(None)
+    }
+
+    /// One pass over the batches, `each` called on every one in order.
+    fn pass(&mut self, each: &mut dyn FnMut(Batch) -> Result<()>) -> Result<()>;
+}
+
+/// What the passes take of a fit's parameters: the cut points' `max_bin` and `seed`, the
+/// value read as missing, and `scale_pos_weight` (the sample of the cut points is weighted
+/// by it, as a collected fit's is).
+#[derive(Clone, Copy, Debug)]
+pub struct StreamParams {
+    pub max_bin: usize,
+    pub seed: u64,
+    pub missing: Option<f32>,
+    pub scale_pos_weight: f32,
+}
+
+/// Reads `source` twice (see the module's notes) into a dataset of binned rows.
+pub fn stream_dataset(source: &mut dyn BatchSource, p: &StreamParams) -> Result<Dataset> {
+    if p.max_bin < 2 {
+        return Err(Error::param("max_bin", "must be at least 2 (one value bin and the missing bin)"));
+    }
+    let n_global = match source.n_rows()? {
+        Some(n) => n,
+        None => {
+            let mut n = 0;
+            source.pass(&mut |b| {
+                n += b.data.n_rows();
+                Ok(())
+            })?;
+            n
+        }
+    };
+    if n_global == 0 {
+        return Err(Error::data("the data has no rows"));
+    }
+    let mut first = FirstPass::new(p, n_global);
+    source.pass(&mut |b| first.add(b))?;
+    let FirstPass { schema, sketch, categories, rows, .. } = first;
+    let (Some(schema), Some(sketch)) = (schema, sketch) else {
+        return Err(Error::data("the data has no rows"));
+    };
+    if rows.n != n_global {
+        return Err(changed("pass 1", rows.n, n_global));
+    }
+    let categories: Vec<Option<Arc<Vec<String>>>> =
+        categories.into_iter().map(|c| c.map(|set| Arc::new(set.into_iter().collect()))).collect();
+    let mut cuts = sketch.cuts(p.max_bin)?;
+    for ((cut, names), col) in cuts.iter_mut().zip(&categories).zip(schema.columns()) {
+        if let Some(names) = names {
+            if names.len() > MAX_CATEGORIES {
+                return Err(Error::column(
+                    col.name(),
+                    format!("has {} categories; at most {MAX_CATEGORIES} are supported", names.len()),
+                ));
+            }
+            *cut = FeatureCuts::Categorical { n_categories: names.len() as u32 };
+        }
+    }
+    let schema = schema_frame(&schema, &categories)?;
+    let mut matrix = BinnedMatrix::zeroed(n_global, &cuts);
+    let mut at = 0;
+    source.pass(&mut |b| {
+        let n = b.data.n_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        check_schema(&schema, b.data.features(), at)?;
+        if at + n > n_global {
+            return Err(changed("pass 2", at + n, n_global));
+        }
+        let frame = coded(b.data.features(), &categories, p.missing)?;
+        matrix.fill(at, &frame, &cuts);
+        at += n;
+        Ok(())
+    })?;
+    if at != n_global {
+        return Err(changed("pass 2", at, n_global));
+    }
+    rows.into_dataset(schema, BinnedRows { matrix, cuts })
+}
+
+/// The error of a source that gave other rows on a later pass.
+fn changed(pass: &str, got: usize, expected: usize) -> Error {
+    Error::data(format!(
+        "the data gave {got} rows on its {pass} but {expected} before: a streamed fit reads its data twice \
+         (cut points, then bins), so the source must give the same rows each time (a lazy query or files, \
+         not a one-shot stream)"
+    ))
+}
+
+/// What pass 1 gathers.
+struct FirstPass<'p> {
+    p: &'p StreamParams,
+    n_global: usize,
+    /// The first batch's features, its columns telling the schema every batch must have.
+    schema: Option<FeatureFrame>,
+    sketch: Option<CutSketch>,
+    /// Each categorical feature's categories so far (None for numeric features).
+    categories: Vec<Option<BTreeSet<String>>>,
+    rows: PerRow,
+}
+
+impl<'p> FirstPass<'p> {
+    fn new(p: &'p StreamParams, n_global: usize) -> Self {
+        FirstPass { p, n_global, schema: None, sketch: None, categories: Vec::new(), rows: PerRow::default() }
+    }
+
+    fn add(&mut self, b: Batch) -> Result<()> {
+        let n = b.data.n_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        let features = b.data.features();
+        match &self.schema {
+            None => {
+                // Only the columns' kinds are kept: no rows of the first batch stay alive.
+                let empty = features
+                    .columns()
+                    .iter()
+                    .map(|c| {
+                        let col = FeatureColumn::new(c.name(), vec![new_empty_array(c.data_type())])?;
+                        Ok(col.with_dtype_name(c.dtype_name()))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                self.schema = Some(FeatureFrame::new(empty)?);
+                self.sketch = Some(CutSketch::new(features, self.p.seed, self.n_global)?);
+                self.categories = features.columns().iter().map(|c| c.is_categorical().then(BTreeSet::new)).collect();
+            }
+            Some(schema) => check_schema(schema, features, self.rows.n)?,
+        }
+        for (set, col) in self.categories.iter_mut().zip(features.columns()) {
+            if let (Some(set), Some(names)) = (set, col.categories()) {
+                set.extend(names.iter().cloned());
+            }
+        }
+        let frame = match self.p.missing {
+            Some(m) => features.with_missing_value(m),
+            None => features.clone(),
+        };
+        // The sample is weighted as a collected fit's: positives' weights times scale_pos_weight.
+        let scaled = (self.p.scale_pos_weight != 1.0).then(|| b.data.with_positive_weight(self.p.scale_pos_weight));
+        let weights = match &scaled {
+            Some(d) => d.weight(),
+            None => b.data.weight(),
+        };
+        let first_row = self.rows.n as u64;
+        self.sketch.as_mut().expect("made with the schema").add(&frame, weights, GlobalRows::From(first_row));
+        self.rows.add(&b)
+    }
+}
+
+/// Whether `frame` (a batch starting at global row `at`) has `schema`'s features: names,
+/// kinds and data types.
+fn check_schema(schema: &FeatureFrame, frame: &FeatureFrame, at: usize) -> Result<()> {
+    if frame.names() != schema.names() {
+        return Err(Error::data(format!(
+            "the batch at row {at} has features {:?}, the first batch {:?}",
+            frame.names(),
+            schema.names()
+        )));
+    }
+    for (a, b) in schema.columns().iter().zip(frame.columns()) {
+        if a.is_categorical() != b.is_categorical() || a.dtype_name() != b.dtype_name() {
+            return Err(Error::column(
+                b.name(),
+                format!("is {} in the batch at row {at} but {} in the first batch", b.dtype_name(), a.dtype_name()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `schema`'s columns with the categories of the whole stream.
+fn schema_frame(schema: &FeatureFrame, categories: &[Option<Arc<Vec<String>>>]) -> Result<FeatureFrame> {
+    FeatureFrame::new(
+        schema
+            .columns()
+            .iter()
+            .zip(categories)
+            .map(|(c, names)| match names {
+                Some(names) => c.with_categories(names),
+                None => Ok(c.clone()),
+            })
+            .collect::<Result<_>>()?,
+    )
+}
+
+/// A batch's features as the bins read them: categories coded by the whole stream's sorted
+/// names (as the collected column codes them), the missing value read as missing.
+fn coded(
+    features: &FeatureFrame,
+    categories: &[Option<Arc<Vec<String>>>],
+    missing: Option<f32>,
+) -> Result<FeatureFrame> {
+    let columns = features
+        .columns()
+        .iter()
+        .zip(categories)
+        .map(|(c, names)| {
+            let c = match names {
+                Some(names) => c.with_categories(names)?,
+                None => c.clone(),
+            };
+            Ok(match missing {
+                Some(m) => c.with_missing_value(m),
+                None => c,
+            })
+        })
+        .collect::<Result<_>>()?;
+    FeatureFrame::new(columns)
+}
+
+/// The per-row vectors of every batch, in row order.
+#[derive(Default)]
+struct PerRow {
+    n: usize,
+    /// One vector per target.
+    label: Vec<Vec<f32>>,
+    label_upper: Option<Vec<f32>>,
+    weight: Option<Vec<f32>>,
+    base_margin: Option<Vec<f32>>,
+    group_ids: Option<Vec<i64>>,
+}
+
+impl PerRow {
+    fn add(&mut self, b: &Batch) -> Result<()> {
+        let d = &b.data;
+        let (n, k) = (d.n_rows(), d.n_targets());
+        let first = self.n == 0;
+        if first {
+            self.label = vec![Vec::new(); k];
+        } else if k != self.label.len() {
+            return Err(Error::column(
+                "label",
+                format!("has {k} targets in the batch at row {} but {} before", self.n, self.label.len()),
+            ));
+        }
+        for (t, out) in self.label.iter_mut().enumerate() {
+            out.extend_from_slice(&d.label()[t * n..(t + 1) * n]);
+        }
+        let at = self.n;
+        let append = |name: &str, mine: &mut Option<Vec<f32>>, theirs: Option<&[f32]>| -> Result<()> {
+            match (&mut *mine, theirs) {
+                (None, Some(v)) if first => *mine = Some(v.to_vec()),
+                (Some(m), Some(v)) => m.extend_from_slice(v),
+                (None, None) => {}
+                _ => {
+                    return Err(Error::column(name, format!("is given for some batches but not the batch at row {at}")))
+                }
+            }
+            Ok(())
+        };
+        append("label_upper_bound", &mut self.label_upper, d.label_upper())?;
+        append("weight", &mut self.weight, d.weight())?;
+        append("base_margin", &mut self.base_margin, d.base_margin())?;
+        if d.group_offsets().is_some() {
+            return Err(Error::column(
+                "group",
+                "a batch's query groups come as ids (Batch::group_ids), not in its data",
+            ));
+        }
+        if let Some(ids) = &b.group_ids {
+            if ids.len() != n {
+                return Err(Error::column("group", format!("has {} ids for a batch of {n} rows", ids.len())));
+            }
+        }
+        match (&mut self.group_ids, &b.group_ids) {
+            (None, Some(ids)) if first => self.group_ids = Some(ids.clone()),
+            (Some(mine), Some(ids)) => mine.extend_from_slice(ids),
+            (None, None) => {}
+            _ => {
+                return Err(Error::column("group", format!("is given for some batches but not the batch at row {at}")))
+            }
+        }
+        self.n += n;
+        Ok(())
+    }
+
+    fn into_dataset(self, schema: FeatureFrame, rows: BinnedRows) -> Result<Dataset> {
+        let k = self.label.len();
+        let label: Vec<f32> = self.label.into_iter().flatten().collect();
+        let mut d = Dataset::from_binned(schema, rows, label.into(), k)?;
+        if let Some(u) = self.label_upper {
+            d = d.with_label_upper_bound(u.into())?;
+        }
+        if let Some(w) = self.weight {
+            d = d.with_weight(w)?;
+        }
+        if let Some(m) = self.base_margin {
+            d = d.with_base_margin(m)?;
+        }
+        if let Some(ids) = self.group_ids {
+            d = d.with_group_ids(&ids)?;
+        }
+        Ok(d)
+    }
+}
+
+/// Arrow record batches, re-opened for each pass: `open` gives a fresh iterator of the same
+/// batches each time. Every column but `label` is a feature.
+pub struct RecordBatches<F> {
+    open: F,
+    label: String,
+}
+
+impl<F, I> RecordBatches<F>
+where
+    F: FnMut() -> Result<I>,
+    I: IntoIterator<Item = Result<RecordBatch>>,
+{
+    pub fn new(open: F, label: impl Into<String>) -> Self {
+        RecordBatches { open, label: label.into() }
+    }
+}
+
+impl<F, I> BatchSource for RecordBatches<F>
+where
+    F: FnMut() -> Result<I>,
+    I: IntoIterator<Item = Result<RecordBatch>>,
+{
+    fn pass(&mut self, each: &mut dyn FnMut(Batch) -> Result<()>) -> Result<()> {
+        for batch in (self.open)()? {
+            let batch = batch?;
+            if batch.num_rows() > 0 {
+                each(Batch::new(Dataset::from_record_batch(&batch, &self.label)?))?;
+            }
+        }
+        Ok(())
+    }
+}
