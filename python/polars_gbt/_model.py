@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
 import polars as pl
 
 from polars_gbt import _internal
-from polars_gbt._errors import ColumnError, translated
+from polars_gbt._errors import ColumnError, DataError, translated
 
 
 T = TypeVar("T")
@@ -367,7 +368,11 @@ def train(
     """
     import polars_gbt._namespace  # noqa: F401  (registers the gbt namespace)
 
-    frame = _lazy(data)
+    opener = _reopenable(data)
+    if opener is not None and not _streams(params):
+        data = opener()  # a GPU fit collects it
+        opener = None
+    frame = _lazy(data) if opener is None else _arrow_schema(opener)
     names = frame.collect_schema().names()
     targets = _target_columns(target, names)
     # Columns that `weight`, `group`, `base_margin` and `label_upper_bound` name or read are
@@ -389,6 +394,16 @@ def train(
     if eval_df is not None and eval_sets is not None:
         raise ValueError("give eval_df (one set, named valid) or eval_sets (several, named), not both")
     sets = {"valid": eval_df} if eval_df is not None else dict(eval_sets or {})
+    label = pl.col(target) if isinstance(target, str) else pl.concat_arr([pl.col(t).cast(pl.Float64) for t in targets])
+    # Errors name the target columns as given (each of several targets by its own name), and
+    # say that eval_df / eval_sets rows are not training rows.
+    input_names: dict[str, Any] = {"target": target if isinstance(target, str) else "target", "targets": targets}
+    if sets:
+        input_names["eval_set"] = "eval_df" if eval_df is not None else "eval_sets"
+    params["_input_names"] = input_names | (params.get("_input_names") or {})
+    if opener is not None or (isinstance(data, pl.LazyFrame) and _streams(params)):
+        # On the CPU a lazy query streams: it is read twice in batches, never collected.
+        return _train_streamed(frame if opener is None else None, opener, features, label, sets, params)
     if sets:
         # One frame, each set's rows marked by a column of its own: the fit holds them out.
         markers = [f"__polars_gbt_eval_{i}" for i in range(len(sets))]
@@ -400,13 +415,6 @@ def train(
         parts = [marked(frame, None)] + [marked(_lazy(d), i) for i, d in enumerate(sets.values())]
         frame = pl.concat(parts, how="vertical_relaxed")
         params["eval_set"] = {name: pl.col(m) for name, m in zip(sets, markers)}
-    label = pl.col(target) if isinstance(target, str) else pl.concat_arr([pl.col(t).cast(pl.Float64) for t in targets])
-    # Errors name the target columns as given (each of several targets by its own name), and
-    # say that eval_df / eval_sets rows are not training rows.
-    names: dict[str, Any] = {"target": target if isinstance(target, str) else "target", "targets": targets}
-    if sets:
-        names["eval_set"] = "eval_df" if eval_df is not None else "eval_sets"
-    params["_input_names"] = names | (params.get("_input_names") or {})
     fit = pl.col(features).gbt.fit(label, **params).alias("model")
     if isinstance(data, pl.DataFrame) and not sets:
         # Eagerly: the lazy engine copies one input column of this query (80 MB at 20M rows),
@@ -418,6 +426,87 @@ def train(
     with translated():
         out = run_interruptibly(query)
     return Model.from_bytes(out["model"][0])
+
+
+def _streams(params: dict[str, Any]) -> bool:
+    """Whether a fit of ``params`` streams a lazy source: on the CPU (``device="cpu"``, or
+    ``"auto"`` without a usable GPU), not continuing a model. GPU fits collect, as before."""
+    if params.get("init_model") is not None or params.get("_distributed") is not None:
+        return False
+    device = "cuda" if params.get("tree_method") == "gpu_hist" else params.get("device", "cpu")
+    return device == "cpu" or (device == "auto" and _internal.cuda_unavailable_reason() is not None)
+
+
+def _reopenable(data: Any) -> Callable[[], Any] | None:
+    """A callable that gives a fresh Arrow stream (``__arrow_c_stream__``) each time it is
+    called: a source a streamed fit can read twice. A one-shot iterator of batches is an
+    error that says why; anything else (frames, tables, readers) is None."""
+    if isinstance(data, (pl.DataFrame, pl.LazyFrame)) or hasattr(data, "__arrow_c_stream__"):
+        return None
+    if callable(data):
+        return data
+    if isinstance(data, Iterator):
+        raise DataError(
+            "polars_gbt.train was given a one-shot iterator: a streamed fit reads its data twice (cut points, "
+            "then bins); pass a LazyFrame (pl.scan_parquet(...)), a callable returning a fresh Arrow stream "
+            "(__arrow_c_stream__) each time, or a collected frame"
+        )
+    return None
+
+
+def _open_arrow(opener: Callable[[], Any]) -> Any:
+    """A pyarrow RecordBatchReader over a fresh stream from ``opener``."""
+    import pyarrow as pa
+
+    stream = opener()
+    if not hasattr(stream, "__arrow_c_stream__"):
+        raise DataError(
+            f"the data callable returned {type(stream).__name__}, not an Arrow stream (an object with "
+            "__arrow_c_stream__, such as a pyarrow RecordBatchReader or Table)"
+        )
+    return pa.RecordBatchReader.from_stream(stream)
+
+
+def _arrow_schema(opener: Callable[[], Any]) -> pl.LazyFrame:
+    """The columns of the stream ``opener`` gives, with no rows (none is read)."""
+    return pl.from_arrow(_open_arrow(opener).schema.empty_table()).lazy()
+
+
+def _train_streamed(
+    frame: pl.LazyFrame | None,
+    opener: Callable[[], Any] | None,
+    features: list[str],
+    label: pl.Expr,
+    sets: dict[str, Any],
+    params: dict[str, Any],
+) -> Model:
+    """A CPU fit on ``frame`` (a lazy query) or on the Arrow streams ``opener`` gives, read
+    in batches twice (pass 1: cut points, categories and the per-row targets; pass 2: each
+    batch binned into the training matrix), so that the float columns never exist whole.
+    The evaluation sets are collected (they are binned with the training cuts)."""
+    from polars_gbt._namespace import fit_arguments
+
+    args, kwargs = fit_arguments(pl.col(features), label, **params)
+    # The features by name, every other input under a name of its own (two literals would clash).
+    columns = [args[0], *(a.alias(f"__polars_gbt_input_{i}") for i, a in enumerate(args[1:]))]
+    if frame is not None:
+        selected = frame.select(columns)
+        # Parquet and IPC scans count their rows from their metadata.
+        n_rows: int | None = selected.select(pl.len()).collect().item()
+
+        def open_pass() -> Iterator[list[pl.Series]]:
+            return (b.get_columns() for b in selected.collect_batches(maintain_order=True, engine="streaming"))
+
+    else:
+        n_rows = None
+
+        def open_pass() -> Iterator[list[pl.Series]]:
+            return (pl.DataFrame(pl.from_arrow(b)).select(columns).get_columns() for b in _open_arrow(opener))
+
+    with translated():
+        evals = [(name, _lazy(d).select(columns).collect().get_columns()) for name, d in sets.items()]
+        out = run_interruptibly(lambda: _internal.train_stream(json.dumps(kwargs), n_rows, open_pass, evals))
+    return Model.from_bytes(bytes(out))
 
 
 def _target_columns(target: str | list[str], names: list[str]) -> list[str]:

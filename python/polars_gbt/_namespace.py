@@ -156,29 +156,20 @@ class GbtNamespace:
         >>> polars_gbt.Model.from_bytes(m).num_trees
         3
         """
-        optional = {
-            "weight": weight,
-            "group": group,
-            "base_margin": base_margin,
-            "label_upper_bound": label_upper_bound,
-        }
-        args, eval_names = _fit_args(self._expr, target, optional, eval_set, by, verbose, progress)
-        # What errors call the target and the optional inputs: the user's column names.
-        input_names = {"target": _input_name(target, "target")}
-        input_names |= {name: _input_name(value, name) for name, value in optional.items() if value is not None}
-        # polars_gbt.train and the estimators name the inputs as their callers gave them.
-        input_names |= params.pop("_input_names", None) or {}
-        params_json, user_functions, distributed = _fit_params(params, eval_set is not None, by, init_model)
-        kwargs: dict[str, Any] = {"params": params_json, "verbose": int(verbose), "progress": progress}
-        if init_model is not None:
-            kwargs["init_model"] = bytearray(model_bytes(init_model))
-        kwargs |= user_functions
-        kwargs.update({f"has_{name}": value is not None for name, value in optional.items()})
-        kwargs["has_eval_set"] = eval_set is not None
-        kwargs["eval_names"] = eval_names
-        kwargs["input_names"] = input_names
-        if distributed is not None:
-            kwargs["distributed"] = distributed
+        args, kwargs = fit_arguments(
+            self._expr,
+            target,
+            weight=weight,
+            group=group,
+            base_margin=base_margin,
+            label_upper_bound=label_upper_bound,
+            eval_set=eval_set,
+            by=by,
+            init_model=init_model,
+            verbose=verbose,
+            progress=progress,
+            **params,
+        )
         if by is not None:
             return register_plugin_function(
                 plugin_path=PLUGIN_PATH,
@@ -285,6 +276,50 @@ class GbtNamespace:
             is_elementwise=True,
             input_wildcard_expansion=True,
         )
+
+
+def fit_arguments(
+    features: pl.Expr,
+    target: pl.Expr | str,
+    *,
+    weight: Any = None,
+    group: Any = None,
+    base_margin: Any = None,
+    label_upper_bound: Any = None,
+    eval_set: Any = None,
+    by: Any = None,
+    init_model: Any = None,
+    verbose: bool | int = False,
+    progress: bool = False,
+    **params: Any,
+) -> tuple[list[pl.Expr], dict[str, Any]]:
+    """``gbt.fit``'s input expressions (in the order the plugin reads them) and its plugin
+    arguments, the parameters checked: what the expression is built from, and what a
+    streamed fit (``polars_gbt.train`` on a LazyFrame) hands the Rust side with each batch."""
+    optional = {
+        "weight": weight,
+        "group": group,
+        "base_margin": base_margin,
+        "label_upper_bound": label_upper_bound,
+    }
+    args, eval_names = _fit_args(features, target, optional, eval_set, by, verbose, progress)
+    # What errors call the target and the optional inputs: the user's column names.
+    input_names = {"target": _input_name(target, "target")}
+    input_names |= {name: _input_name(value, name) for name, value in optional.items() if value is not None}
+    # polars_gbt.train and the estimators name the inputs as their callers gave them.
+    input_names |= params.pop("_input_names", None) or {}
+    params_json, user_functions, distributed = _fit_params(params, eval_set is not None, by, init_model)
+    kwargs: dict[str, Any] = {"params": params_json, "verbose": int(verbose), "progress": progress}
+    if init_model is not None:
+        kwargs["init_model"] = bytearray(model_bytes(init_model))
+    kwargs |= user_functions
+    kwargs.update({f"has_{name}": value is not None for name, value in optional.items()})
+    kwargs["has_eval_set"] = eval_set is not None
+    kwargs["eval_names"] = eval_names
+    kwargs["input_names"] = input_names
+    if distributed is not None:
+        kwargs["distributed"] = distributed
+    return args, kwargs
 
 
 def _expr(value: pl.Expr | str | float) -> pl.Expr:

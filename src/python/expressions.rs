@@ -15,14 +15,14 @@ use crate::{Dataset, FeatureFrame, RoundCallback, RoundLog, TrainConfig};
 /// the features and the target, in this order: weight, group, base_margin,
 /// label_upper_bound, then the eval_set masks (one per name in `eval_names`, or one named "valid").
 #[derive(Deserialize)]
-struct FitKwargs {
-    params: String,
+pub(super) struct FitKwargs {
+    pub(super) params: String,
     has_weight: bool,
-    has_group: bool,
+    pub(super) has_group: bool,
     has_base_margin: bool,
     #[serde(default)]
     has_label_upper_bound: bool,
-    has_eval_set: bool,
+    pub(super) has_eval_set: bool,
     /// The evaluation sets' names, one mask input each (empty: one mask, "valid").
     #[serde(default)]
     eval_names: Vec<String>,
@@ -35,7 +35,7 @@ struct FitKwargs {
     /// A model to continue from (its bytes; empty for none): its trees come first and the
     /// fit adds `n_estimators` more.
     #[serde(with = "serde_bytes", default)]
-    init_model: Vec<u8>,
+    pub(super) init_model: Vec<u8>,
     /// A user's objective: its number in `polars_gbt._custom`'s registry (the parameters'
     /// `custom_objective` names it).
     #[serde(default)]
@@ -51,10 +51,10 @@ struct FitKwargs {
     maximize: bool,
     /// This worker's place in a distributed fit (`polars_gbt.dask` passes it).
     #[serde(default)]
-    distributed: Option<DistributedKwargs>,
+    pub(super) distributed: Option<DistributedKwargs>,
     /// What the user called the target and the optional inputs, for errors.
     #[serde(default)]
-    input_names: InputNames,
+    pub(super) input_names: InputNames,
 }
 
 /// The names errors give `fit`'s inputs: the user's own columns (`default`, not "target" or
@@ -62,13 +62,13 @@ struct FitKwargs {
 /// `polars_gbt.train` and the estimators pass the names their callers used.
 #[derive(Clone, Deserialize)]
 #[serde(default)]
-struct InputNames {
+pub(super) struct InputNames {
     target: String,
     /// Several targets' own columns, in order (`polars_gbt.train(target=[...])`), for
     /// errors about one of them; empty: "`target` (target t)".
     targets: Vec<String>,
     weight: String,
-    group: String,
+    pub(super) group: String,
     base_margin: String,
     label_upper_bound: String,
     /// What marks the evaluation rows: `eval_set` (a mask of the fit's rows), or
@@ -94,7 +94,7 @@ impl InputNames {
     /// `e` with the core's names of the inputs (`label`, `weight`, ...) replaced by the
     /// user's: a column error's column is a role, maybe followed by which target
     /// (`label (target 1)`) and which evaluation set (`... of eval set `valid``).
-    fn rename(&self, e: crate::Error) -> crate::Error {
+    pub(super) fn rename(&self, e: crate::Error) -> crate::Error {
         let crate::Error::Column { column, reason } = e else { return e };
         let (role, rest) = column.split_once(' ').map_or((column.as_str(), ""), |(a, b)| (a, b));
         let mut name = match role {
@@ -154,7 +154,7 @@ impl InputNames {
 /// How one worker of a distributed fit joins the others: its ring and where its rows sit
 /// among the fit's rows (`(first global row, length)` runs, in its row order).
 #[derive(Deserialize)]
-struct DistributedKwargs {
+pub(super) struct DistributedKwargs {
     rank: usize,
     world: usize,
     tracker: String,
@@ -209,11 +209,11 @@ super::abi::plugin_expression!(_polars_plugin_gbt_fit, _polars_plugin_field_gbt_
 
 /// `fit`'s inputs, told apart: the features, the target, then the optional ones in
 /// `FitKwargs`'s order.
-struct FitInputs<'a> {
+pub(super) struct FitInputs<'a> {
     features: &'a [Series],
     target: &'a Series,
     weight: Option<&'a Series>,
-    group: Option<&'a Series>,
+    pub(super) group: Option<&'a Series>,
     base_margin: Option<&'a Series>,
     /// Upper bounds of interval labels (`survival:aft`).
     label_upper: Option<&'a Series>,
@@ -228,12 +228,12 @@ struct FitInputs<'a> {
     metrics: Vec<(u64, String)>,
     maximize: bool,
     /// How errors name the inputs.
-    names: InputNames,
+    pub(super) names: InputNames,
 }
 
 impl<'a> FitInputs<'a> {
     /// Splits `inputs` (literals already broadcast) as `kwargs` says they come.
-    fn new(inputs: &'a [Series], kwargs: &FitKwargs) -> PolarsResult<Self> {
+    pub(super) fn new(inputs: &'a [Series], kwargs: &FitKwargs) -> PolarsResult<Self> {
         let names: Vec<String> = match (kwargs.has_eval_set, kwargs.eval_names.is_empty()) {
             (false, _) => Vec::new(),
             (true, true) => vec!["valid".to_string()],
@@ -269,13 +269,13 @@ impl<'a> FitInputs<'a> {
     }
 
     /// The dataset of `rows` (all of them when None).
-    fn dataset(&self, rows: Option<&IdxCa>) -> PolarsResult<Dataset> {
+    pub(super) fn dataset(&self, rows: Option<&IdxCa>) -> PolarsResult<Dataset> {
         self.dataset_or_empty(rows, false)
     }
 
     /// [`FitInputs::dataset`]; `empty_ok`: no rows is allowed (a worker's share of a
     /// distributed fit's evaluation set).
-    fn dataset_or_empty(&self, rows: Option<&IdxCa>, empty_ok: bool) -> PolarsResult<Dataset> {
+    pub(super) fn dataset_or_empty(&self, rows: Option<&IdxCa>, empty_ok: bool) -> PolarsResult<Dataset> {
         let labelled = |frame, label, k| match empty_ok {
             true => Dataset::with_labels_or_empty(frame, label, k),
             false => Dataset::with_labels(frame, label, k),
@@ -386,7 +386,7 @@ impl<'a> FitInputs<'a> {
     }
 
     /// A fit from scratch, or continued from `init`.
-    fn run(
+    pub(super) fn run(
         &self,
         cfg: &TrainConfig,
         data: &Dataset,
@@ -423,17 +423,21 @@ impl<'a> FitInputs<'a> {
     }
 }
 
-fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
-    let cfg = TrainConfig::from_json(&kwargs.params).map_err(to_polars)?;
-    // Literals (`weight=pl.lit(2.0)`) come as one row: repeated to the data's length.
-    let inputs = broadcast(inputs);
-    let fit = FitInputs::new(&inputs, &kwargs)?;
-    // A fit started before an interrupt (`module::interrupt_fits`) stops at its next round.
+/// What a fit does after each round: print the evaluation log every `verbose` rounds, draw
+/// the progress bar, and stop when the fit was interrupted (`module::interrupt_fits`). With
+/// verbose output it says first where the fit runs when "auto" chose the CPU (and why).
+pub(super) fn round_logger(cfg: &TrainConfig, kwargs: &FitKwargs) -> impl FnMut(&RoundLog) -> crate::Result<bool> {
+    // A fit started before an interrupt stops at its next round.
     let epoch = super::module::interrupt_epoch();
-    let every = kwargs.verbose;
-    let progress = kwargs.progress.then(|| ProgressBar::new(cfg.n_estimators));
-    let mut log = |round: &RoundLog| {
-        if every > 0 && !round.values.is_empty() && (round.round % every == 0 || round.round + 1 == cfg.n_estimators) {
+    let (every, rounds) = (kwargs.verbose, cfg.n_estimators);
+    let progress = kwargs.progress.then(|| ProgressBar::new(rounds));
+    if every > 0 {
+        if let Ok((_, Some(note))) = crate::backend::select(cfg) {
+            eprintln!("polars-gbt: {note}");
+        }
+    }
+    move |round: &RoundLog| {
+        if every > 0 && !round.values.is_empty() && (round.round % every == 0 || round.round + 1 == rounds) {
             eprintln!("{round}");
         }
         if let Some(bar) = &progress {
@@ -443,13 +447,15 @@ fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
             return Err(crate::Error::Interrupted);
         }
         Ok(true)
-    };
-    // With verbose output, say where the fit runs when "auto" chose the CPU (and why).
-    if every > 0 {
-        if let Ok((_, Some(note))) = crate::backend::select(&cfg) {
-            eprintln!("polars-gbt: {note}");
-        }
     }
+}
+
+fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
+    let cfg = TrainConfig::from_json(&kwargs.params).map_err(to_polars)?;
+    // Literals (`weight=pl.lit(2.0)`) come as one row: repeated to the data's length.
+    let inputs = broadcast(inputs);
+    let fit = FitInputs::new(&inputs, &kwargs)?;
+    let mut log = round_logger(&cfg, &kwargs);
     let model = match &kwargs.distributed {
         Some(d) => {
             if fit.init.is_some() || fit.objective_id.is_some() || !fit.metrics.is_empty() {
@@ -573,7 +579,7 @@ pub(super) fn display_name(s: &Series, i: usize) -> String {
 }
 
 /// Query ids as integers (of any width); nulls are an error. `name` names the column.
-fn group_ids(s: &Series, name: &str) -> PolarsResult<Vec<i64>> {
+pub(super) fn group_ids(s: &Series, name: &str) -> PolarsResult<Vec<i64>> {
     let not_ids =
         || to_polars(crate::Error::column(name, format!("must be integer query ids, not {}", dtype_name(s.dtype()))));
     if !s.dtype().is_integer() {

@@ -12,6 +12,7 @@ mod model_cache;
 mod module;
 mod predict;
 mod predict_abi;
+mod stream;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -230,6 +230,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_unavailable_reason, m)?)?;
     m.add_function(wrap_pyfunction!(trees_table, m)?)?;
     m.add_function(wrap_pyfunction!(start_tracker, m)?)?;
+    m.add_function(wrap_pyfunction!(super::stream::train_stream, m)?)?;
     // The names `output=` takes, from the one list (`gbt.predict` checks against it).
     m.add("PREDICT_OUTPUTS", PredictOutput::ALL.map(PredictOutput::name).to_vec())?;
     // What the scikit-learn estimators and cv need to know of each objective, from the descriptors.
