@@ -495,7 +495,7 @@ def _train_streamed(
         n_rows: int | None = selected.select(pl.len()).collect().item()
 
         def open_pass() -> Iterator[list[pl.Series]]:
-            return (b.get_columns() for b in selected.collect_batches(maintain_order=True, engine="streaming"))
+            return (b.get_columns() for b in _batches(selected))
 
     else:
         n_rows = None
@@ -507,6 +507,47 @@ def _train_streamed(
         evals = [(name, _lazy(d).select(columns).collect().get_columns()) for name, d in sets.items()]
         out = run_interruptibly(lambda: _internal.train_stream(json.dumps(kwargs), n_rows, open_pass, evals))
     return Model.from_bytes(bytes(out))
+
+
+def _batches(query: pl.LazyFrame) -> Iterator[pl.DataFrame]:
+    """The batches of ``query`` from Polars' streaming engine, in order, at most one ahead of
+    the consumer. ``LazyFrame.collect_batches`` (Polars 2.1) runs ahead of a slow consumer
+    without bound, holding the whole result in the end; ``sink_batches`` waits for its
+    callback, so it runs on a thread of its own, handing each batch over a queue of one."""
+    import queue
+
+    handed: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+    done = object()
+
+    def put(item: Any) -> None:
+        while not stop.is_set():
+            try:
+                handed.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def produce() -> None:
+        try:
+            query.sink_batches(lambda df: put(df) or stop.is_set(), maintain_order=True, engine="streaming")
+            put(done)
+        except BaseException as e:  # handed to the consumer
+            put(e)
+
+    thread = threading.Thread(target=produce, name="polars-gbt-batches", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = handed.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _target_columns(target: str | list[str], names: list[str]) -> list[str]:

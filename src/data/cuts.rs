@@ -174,6 +174,21 @@ impl CutSketch {
         self.any_present = self.any_present || frame.columns().par_iter().any(has_present_value);
     }
 
+    /// Makes room for about `samples` present values of each numeric feature, so that a
+    /// sketch added to batch by batch (a stream) holds its samples without doubling buffers.
+    pub fn reserve(&mut self, samples: usize) {
+        for f in &mut self.features {
+            if let FeatureSketch::Numeric(v) = f {
+                v.reserve_exact(samples.saturating_sub(v.len()));
+            }
+        }
+    }
+
+    /// The number of rows of a fit of `n_global` rows the sketch samples, about.
+    pub fn expected_rows(n_global: usize) -> usize {
+        n_global.min(SKETCH_ROWS)
+    }
+
     /// Adds another sketch of the same features (another part of the rows).
     pub fn merge(&mut self, other: CutSketch) -> Result<()> {
         if other.features.len() != self.features.len() || other.keep_below != self.keep_below {
@@ -284,7 +299,13 @@ fn sample_values(
     global: GlobalRows,
 ) -> Vec<(f32, f32)> {
     let n = col.len();
-    let mut samples: Vec<(f32, f32)> = Vec::with_capacity(n.min(SKETCH_ROWS * 2));
+    // About the rows the hash keeps (a tenth more), not every row: a stream's batches each
+    // make one of these.
+    let expected = match keep_below {
+        u64::MAX => n,
+        k => ((n as f64 * (k as f64 / u64::MAX as f64) * 1.1) as usize + 64).min(n),
+    };
+    let mut samples: Vec<(f32, f32)> = Vec::with_capacity(expected);
     // Only present values are visited: a mostly-null column costs its values, not its rows.
     col.for_each_present(0, n, |row, x| {
         let w = weights.map_or(1.0, |w| w[row]);

@@ -91,11 +91,14 @@ pub fn stream_dataset(source: &mut dyn BatchSource, p: &StreamParams) -> Result<
     if n_global == 0 {
         return Err(Error::data("the data has no rows"));
     }
+    let clock = std::time::Instant::now();
     let mut first = FirstPass::new(p, n_global);
     source.pass(&mut |b| first.add(b))?;
+    profile("pass 1 (cut points' sample, categories, targets)", clock);
     let FirstPass { schema, sketch, categories, rows, .. } = first;
     let (Some(schema), Some(sketch)) = (schema, sketch) else {
-        return Err(Error::data("the data has no rows"));
+        // The count (or the source) said there were rows: a stream read up already.
+        return Err(changed("pass 1", 0, n_global));
     };
     if rows.n != n_global {
         return Err(changed("pass 1", rows.n, n_global));
@@ -134,13 +137,21 @@ pub fn stream_dataset(source: &mut dyn BatchSource, p: &StreamParams) -> Result<
     if at != n_global {
         return Err(changed("pass 2", at, n_global));
     }
+    profile("pass 2 (bins)", clock);
     rows.into_dataset(schema, BinnedRows { matrix, cuts })
+}
+
+/// Under `POLARS_GBT_PROFILE=1`, the seconds since `clock` when a pass ended.
+fn profile(what: &str, clock: std::time::Instant) {
+    if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+        eprintln!("polars-gbt profile: streamed {what} done at {:.3} s", clock.elapsed().as_secs_f64());
+    }
 }
 
 /// The error of a source that gave other rows on a later pass.
 fn changed(pass: &str, got: usize, expected: usize) -> Error {
     Error::data(format!(
-        "the data gave {got} rows on its {pass} but {expected} before: a streamed fit reads its data twice \
+        "the data gave {got} rows when read again ({pass}) but {expected} before: a streamed fit reads its data twice \
          (cut points, then bins), so the source must give the same rows each time (a lazy query or files, \
          not a one-shot stream)"
     ))
@@ -181,7 +192,12 @@ impl<'p> FirstPass<'p> {
                     })
                     .collect::<Result<Vec<_>>>()?;
                 self.schema = Some(FeatureFrame::new(empty)?);
-                self.sketch = Some(CutSketch::new(features, self.p.seed, self.n_global)?);
+                let mut sketch = CutSketch::new(features, self.p.seed, self.n_global)?;
+                // A tenth more than the expected sample (its spread is about its square root).
+                let expected = CutSketch::expected_rows(self.n_global);
+                sketch.reserve(expected + expected / 10 + 1024);
+                self.sketch = Some(sketch);
+                self.rows.reserve(self.n_global, &b);
                 self.categories = features.columns().iter().map(|c| c.is_categorical().then(BTreeSet::new)).collect();
             }
             Some(schema) => check_schema(schema, features, self.rows.n)?,
@@ -281,13 +297,22 @@ struct PerRow {
 }
 
 impl PerRow {
+    /// Room for `n` rows of the vectors `b` (the first batch) has.
+    fn reserve(&mut self, n: usize, b: &Batch) {
+        let d = &b.data;
+        self.label = (0..d.n_targets()).map(|_| Vec::with_capacity(n)).collect();
+        let room = |given: bool, per_row: usize| given.then(|| Vec::with_capacity(n * per_row));
+        self.label_upper = room(d.label_upper().is_some(), 1);
+        self.weight = room(d.weight().is_some(), 1);
+        let k = d.base_margin().map_or(0, |m| m.len() / d.n_rows().max(1));
+        self.base_margin = room(d.base_margin().is_some(), k);
+        self.group_ids = b.group_ids.as_ref().map(|_| Vec::with_capacity(n));
+    }
+
     fn add(&mut self, b: &Batch) -> Result<()> {
         let d = &b.data;
         let (n, k) = (d.n_rows(), d.n_targets());
-        let first = self.n == 0;
-        if first {
-            self.label = vec![Vec::new(); k];
-        } else if k != self.label.len() {
+        if k != self.label.len() {
             return Err(Error::column(
                 "label",
                 format!("has {k} targets in the batch at row {} but {} before", self.n, self.label.len()),
@@ -299,7 +324,6 @@ impl PerRow {
         let at = self.n;
         let append = |name: &str, mine: &mut Option<Vec<f32>>, theirs: Option<&[f32]>| -> Result<()> {
             match (&mut *mine, theirs) {
-                (None, Some(v)) if first => *mine = Some(v.to_vec()),
                 (Some(m), Some(v)) => m.extend_from_slice(v),
                 (None, None) => {}
                 _ => {
@@ -323,7 +347,6 @@ impl PerRow {
             }
         }
         match (&mut self.group_ids, &b.group_ids) {
-            (None, Some(ids)) if first => self.group_ids = Some(ids.clone()),
             (Some(mine), Some(ids)) => mine.extend_from_slice(ids),
             (None, None) => {}
             _ => {

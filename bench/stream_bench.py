@@ -1,0 +1,106 @@
+"""A CPU fit from Parquet files, streamed (`polars_gbt.train(pl.scan_parquet(...))`, issue 36)
+against in-core (the files collected into a DataFrame, then the fit): peak memory growth,
+time, and whether the models are the same bytes.
+
+The data: Higgs-like rows (`higgs_like.make`), 28 float32 feature columns and a float32
+label, written in chunks to `--files` Parquet files (cached in `--dir`). Each mode runs in a
+child process that imports everything, then reports VmHWM (the kernel's peak resident set)
+less its VmRSS before the fit: the growth of the process, the collected frame included for
+the in-core fit (what a user reading the files pays).
+
+Usage: python3 bench/stream_bench.py [--rows 3000000] [--files 12] [--rounds 40] [--depth 6]
+       (children: --child scan|collected)
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def status(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(key)
+
+
+def write_files(directory: Path, rows: int, files: int) -> Path:
+    """`files` Parquet files of `rows` rows in all, written a file at a time (cached)."""
+    import numpy as np
+    import polars as pl
+
+    from higgs_like import make
+
+    out = directory / f"higgs_{rows}_{files}"
+    if (out / "done").exists():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    per = -(-rows // files)
+    for i in range(files):
+        n = min(per, rows - i * per)
+        X, y = make(n, seed=i)
+        pl.DataFrame({f"f{j}": X[:, j].astype(np.float32) for j in range(X.shape[1])}).with_columns(
+            y=pl.Series(y.astype(np.float32))
+        ).write_parquet(out / f"part-{i:03d}.parquet")
+    (out / "done").write_text("")
+    return out
+
+
+def child(mode: str, files: Path, rounds: int, depth: int) -> None:
+    import polars as pl
+
+    import polars_gbt
+
+    scan = pl.scan_parquet(str(files / "*.parquet"))
+    params = dict(target="y", objective="binary:logistic", n_estimators=rounds, max_depth=depth, device="cpu")
+    before = status("VmRSS")
+    t = time.perf_counter()
+    if mode == "scan":
+        model = polars_gbt.train(scan, **params)
+    else:
+        model = polars_gbt.train(scan.collect(), **params)
+    seconds = time.perf_counter() - t
+    digest = hashlib.blake2b(model.to_bytes(), digest_size=8).hexdigest()
+    print(json.dumps(dict(mode=mode, before=before, peak=status("VmHWM"), seconds=seconds, model=digest)))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--rows", type=int, default=3_000_000)
+    p.add_argument("--files", type=int, default=12)
+    p.add_argument("--rounds", type=int, default=40)
+    p.add_argument("--depth", type=int, default=6)
+    p.add_argument("--dir", type=Path, default=Path("/tmp/polars-gbt-stream-bench"))
+    p.add_argument("--repeat", type=int, default=1, help="runs of each mode (the fastest time is kept)")
+    p.add_argument("--child", choices=["scan", "collected"])
+    p.add_argument("--files-dir", type=Path)
+    a = p.parse_args()
+    if a.child:
+        child(a.child, a.files_dir, a.rounds, a.depth)
+        return
+    files = write_files(a.dir, a.rows, a.files)
+    raw = a.rows * 28 * 4  # the float32 feature columns
+    results = {}
+    for mode in ["collected", "scan"] * a.repeat:
+        cmd = [sys.executable, __file__, "--child", mode, "--files-dir", str(files), "--rounds", str(a.rounds), "--depth", str(a.depth)]
+        r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        growth = r["peak"] - r["before"]
+        best = results.get(mode)
+        if best is None or r["seconds"] < best["seconds"]:
+            results[mode] = dict(r, growth=growth)
+        print(f"{mode:9s} growth {growth / 2**20:7.1f} MiB = {growth / raw:.2f}x the raw feature columns "
+              f"({raw / 2**20:.0f} MiB), {r['seconds']:.2f} s, model {r['model']}", flush=True)
+    s, c = results["scan"], results["collected"]
+    print(f"scan / collected: growth {s['growth'] / c['growth']:.2f}x, time {s['seconds'] / c['seconds']:.2f}x, "
+          f"same model: {s['model'] == c['model']}")
+
+
+if __name__ == "__main__":
+    main()
