@@ -353,7 +353,11 @@ def train(
     output (and one tree a round) per target, as XGBoost fits a 2-D label.
 
     ``data`` may also be a pyarrow ``Table`` / ``RecordBatch`` or any object exposing
-    ``__arrow_c_stream__``; Polars imports those without copying. ``eval_df`` (same columns)
+    ``__arrow_c_stream__``; Polars imports those without copying. On the CPU a
+    ``pl.LazyFrame`` (``pl.scan_parquet(...)``) is not collected: the query is read twice in
+    batches (cut points, then bins) and the model is the same bytes as the collected fit's;
+    so is a callable returning a fresh Arrow stream each time (a one-shot iterator is an
+    error: the fit reads its data twice). GPU fits and ``init_model`` collect the query. ``eval_df`` (same columns)
     is evaluated after every round under the name ``valid`` (and watched by
     ``early_stopping_rounds``); ``eval_sets`` (a dict of name to frame) evaluates several,
     each under its name, early stopping watching the last. Ctrl-C (KeyboardInterrupt) stops the fit after its current

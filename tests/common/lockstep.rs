@@ -207,7 +207,14 @@ impl Setup {
     /// A CPU learner over `data`, its gradients computed for the first round.
     pub fn cpu_learner(&self, data: &Dataset) -> CpuLearner<'_> {
         let binned = BinnedMatrix::new(data.features(), &self.cuts);
-        let mut learner = CpuLearner::new(std::borrow::Cow::Owned(binned), &self.cuts, self.grow.clone(), self.margin.clone(), None, None);
+        let mut learner = CpuLearner::new(
+            std::borrow::Cow::Owned(binned),
+            &self.cuts,
+            self.grow.clone(),
+            self.margin.clone(),
+            None,
+            None,
+        );
         learner.compute_gradients(&*self.loss, &targets(data)).unwrap();
         learner
     }
