@@ -490,7 +490,7 @@ def _train_streamed(
     The evaluation sets are collected (they are binned with the training cuts)."""
     from polars_gbt._namespace import fit_arguments
 
-    args, kwargs = fit_arguments(pl.col(features), label, **params)
+    args, kwargs = fit_arguments(pl.col(features), label, evaluates=bool(sets), **params)
     # The features by name, every other input under a name of its own (two literals would clash).
     columns = [args[0], *(a.alias(f"__polars_gbt_input_{i}") for i, a in enumerate(args[1:]))]
     if frame is not None:

@@ -291,11 +291,14 @@ def fit_arguments(
     init_model: Any = None,
     verbose: bool | int = False,
     progress: bool = False,
+    evaluates: bool = False,
     **params: Any,
 ) -> tuple[list[pl.Expr], dict[str, Any]]:
     """``gbt.fit``'s input expressions (in the order the plugin reads them) and its plugin
     arguments, the parameters checked: what the expression is built from, and what a
-    streamed fit (``polars_gbt.train`` on a LazyFrame) hands the Rust side with each batch."""
+    streamed fit (``polars_gbt.train`` on a LazyFrame) hands the Rust side with each batch.
+    ``evaluates``: the fit has evaluation sets of its own (a streamed fit's frames), besides
+    any ``eval_set`` masks."""
     optional = {
         "weight": weight,
         "group": group,
@@ -308,7 +311,7 @@ def fit_arguments(
     input_names |= {name: _input_name(value, name) for name, value in optional.items() if value is not None}
     # polars_gbt.train and the estimators name the inputs as their callers gave them.
     input_names |= params.pop("_input_names", None) or {}
-    params_json, user_functions, distributed = _fit_params(params, eval_set is not None, by, init_model)
+    params_json, user_functions, distributed = _fit_params(params, eval_set is not None or evaluates, by, init_model)
     kwargs: dict[str, Any] = {"params": params_json, "verbose": int(verbose), "progress": progress}
     if init_model is not None:
         kwargs["init_model"] = bytearray(model_bytes(init_model))
