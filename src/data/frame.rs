@@ -320,8 +320,19 @@ impl Dataset {
         self.with_weight_buffer(weight.into())
     }
 
+    /// [`Dataset::with_weight_buffer`] for a part of a fit's rows (a stream's batch,
+    /// `data::stream`): its weights may all be zero, which only the whole must not be.
+    pub fn with_part_weight(self, weight: ScalarBuffer<f32>) -> Result<Self> {
+        self.checked_weight(weight, false)
+    }
+
     /// [`Dataset::with_weight`] from an Arrow buffer (shared, not copied).
-    pub fn with_weight_buffer(mut self, weight: ScalarBuffer<f32>) -> Result<Self> {
+    pub fn with_weight_buffer(self, weight: ScalarBuffer<f32>) -> Result<Self> {
+        self.checked_weight(weight, true)
+    }
+
+    /// Sets finite, non-negative weights; `whole`: not all zero either.
+    fn checked_weight(mut self, weight: ScalarBuffer<f32>, whole: bool) -> Result<Self> {
         if weight.len() != self.n_rows() {
             return Err(Error::data(format!("weight has {} rows but the data has {}", weight.len(), self.n_rows())));
         }
@@ -331,7 +342,7 @@ impl Dataset {
                 format!("value at row {i} is {} (weights must be finite and >= 0)", weight[i]),
             ));
         }
-        if !weight.is_empty() && weight.iter().all(|w| *w == 0.0) {
+        if whole && !weight.is_empty() && weight.iter().all(|w| *w == 0.0) {
             return Err(Error::column("weight", "all weights are zero"));
         }
         self.weight = Some(weight);

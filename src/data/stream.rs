@@ -35,7 +35,8 @@ pub struct BinnedRows {
 
 /// One batch of a stream: its rows' features and targets (labels, and optionally label upper
 /// bounds, weights and base margins), and their query ids, which may continue a query group
-/// of the batch before.
+/// of the batch before. A batch's weights may all be zero (`Dataset::with_part_weight`):
+/// the whole stream's are checked once assembled.
 pub struct Batch {
     pub data: Dataset,
     pub group_ids: Option<Vec<i64>>,

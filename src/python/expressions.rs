@@ -67,7 +67,7 @@ pub(super) struct InputNames {
     /// Several targets' own columns, in order (`polars_gbt.train(target=[...])`), for
     /// errors about one of them; empty: "`target` (target t)".
     targets: Vec<String>,
-    weight: String,
+    pub(super) weight: String,
     pub(super) group: String,
     base_margin: String,
     label_upper_bound: String,
@@ -146,7 +146,7 @@ impl InputNames {
     }
 
     /// [`InputNames::rename`] as Polars' error.
-    fn polars(&self, e: crate::Error) -> PolarsError {
+    pub(super) fn polars(&self, e: crate::Error) -> PolarsError {
         to_polars(self.rename(e))
     }
 }
@@ -212,7 +212,7 @@ super::abi::plugin_expression!(_polars_plugin_gbt_fit, _polars_plugin_field_gbt_
 pub(super) struct FitInputs<'a> {
     features: &'a [Series],
     target: &'a Series,
-    weight: Option<&'a Series>,
+    pub(super) weight: Option<&'a Series>,
     pub(super) group: Option<&'a Series>,
     base_margin: Option<&'a Series>,
     /// Upper bounds of interval labels (`survival:aft`).

@@ -8,6 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3_polars::PySeries;
 
+use super::convert::f32_column;
 use super::expressions::{group_ids, round_logger, FitInputs, FitKwargs};
 use crate::data::{stream_dataset, Batch, BatchSource, StreamParams};
 use crate::{Dataset, TrainConfig};
@@ -37,7 +38,14 @@ impl PySource<'_, '_> {
         let mut inputs = FitInputs::new(&columns, self.kwargs).map_err(to_py)?;
         // Query ids may run on across batches: they are joined into groups once all are read.
         let group = inputs.group.take();
-        let data = inputs.dataset_or_empty(None, true).map_err(to_py)?;
+        // A batch's weights may all be zero; the whole stream's are checked once assembled.
+        let weight = inputs.weight.take();
+        let mut data = inputs.dataset_or_empty(None, true).map_err(to_py)?;
+        if let Some(w) = weight {
+            let names = &inputs.names;
+            let w = f32_column(w, &names.weight).map_err(to_py)?;
+            data = data.with_part_weight(w).map_err(|e| to_py(names.polars(e)))?;
+        }
         let group_ids = group.map(|g| group_ids(g, &inputs.names.group)).transpose().map_err(to_py)?;
         if self.schema.is_none() {
             self.schema = Some(columns.iter().map(Series::clear).collect());

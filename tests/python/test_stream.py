@@ -108,6 +108,17 @@ def test_a_scan_fit_is_the_collected_fit(df, tmp_path, streamed, case):
     assert streamed[0] == df.height and all(n is None for n in streamed[1:])
 
 
+def test_a_batch_of_zero_weights_is_no_error(df, streamed):
+    # Only the whole stream's weights must not all be zero, as the collected fit's.
+    zeros = df.with_columns(w=pl.when(pl.int_range(pl.len()) < 1_000).then(0.0).otherwise(pl.col("w")))
+    params = dict(target="y", features=["a", "b"], weight="w", n_estimators=3)
+    whole = polars_gbt.train(zeros, **params).to_bytes()
+    assert polars_gbt.train(arrow_source(zeros, 500), **params).to_bytes() == whole
+    assert len(streamed) == 1
+    with pytest.raises(polars_gbt.ColumnError, match="column `w`: all weights are zero"):
+        polars_gbt.train(arrow_source(zeros.with_columns(w=pl.lit(0.0)), 500), **params)
+
+
 def test_a_scan_fit_with_eval_sets_and_early_stopping(df, tmp_path, streamed):
     params = dict(target="label", objective="binary:logistic", n_estimators=30, max_depth=3, early_stopping_rounds=3)
     train, valid, test = df.slice(0, 3000), df.slice(3000, 500), df.slice(3500, 500)
