@@ -2,6 +2,8 @@
 //! the fit's rows. Everything keyed by a row (row sampling, the cut-point sample) uses the
 //! row's global index, so a row is treated alike whichever worker holds it.
 
+use arrow_buffer::ToByteSlice;
+
 use super::{Collective, Solo};
 use crate::error::{Error, Result};
 
@@ -201,10 +203,7 @@ fn malformed() -> Error {
 /// labels of a large shard are tens of MB: no per-value loop).
 fn le_bytes(values: &[f32]) -> std::borrow::Cow<'_, [u8]> {
     if cfg!(target_endian = "little") {
-        // SAFETY: f32 has no padding, any byte is a valid u8, and the view borrows `values`.
-        std::borrow::Cow::Borrowed(unsafe {
-            std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
-        })
+        std::borrow::Cow::Borrowed(values.to_byte_slice())
     } else {
         std::borrow::Cow::Owned(values.iter().flat_map(|v| v.to_le_bytes()).collect())
     }

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use arrow_buffer::ToByteSlice;
 use cudarc::driver::sys::{cuStreamQuery, CUresult, CUstream};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 
@@ -395,7 +396,7 @@ impl NcclComm {
         }
         let bytes = std::mem::size_of_val(values);
         self.with_staging(bytes, |buf| {
-            let host: &[u8] = bytemuck_bytes(values);
+            let host: &[u8] = values.to_byte_slice();
             self.stream.memcpy_htod(host, &mut buf.slice_mut(..bytes)).map_err(device_error)?;
             let (ptr, _sync) = buf.device_ptr_mut(&self.stream);
             let ptr = ptr as *mut c_void;
@@ -413,12 +414,6 @@ impl NcclComm {
             Ok(())
         })
     }
-}
-
-/// The bytes of a slice of integers (for staging them).
-fn bytemuck_bytes(values: &[i64]) -> &[u8] {
-    // SAFETY: i64 has no padding and any byte is a valid u8; the view borrows `values`.
-    unsafe { std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values)) }
 }
 
 impl Collective for NcclComm {
