@@ -34,6 +34,7 @@ pub mod model;
 pub mod objective;
 pub mod params;
 pub mod prediction;
+pub mod profile;
 #[cfg(feature = "python")]
 mod python;
 pub mod random;

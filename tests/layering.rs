@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 /// it. `docs/architecture.md` ("Layering") draws the same order.
 const LAYERS: &[&str] = &[
     "error",      // the crate's error type
+    "profile",    // POLARS_GBT_PROFILE: whether steps time themselves
     "random",     // the seeded generator and row hashes
     "params",     // small parameter types several layers share (QuantileAlphas, AFT, TaskKind)
     "data",       // Arrow columns, frames, cut points, binned matrix, targets

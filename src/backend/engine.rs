@@ -84,7 +84,7 @@ pub(crate) fn host_cuts(fit: &Fit) -> Result<Vec<FeatureCuts>> {
     let clock = std::time::Instant::now();
     let weights = fit.data.weight.as_deref();
     let cuts = compute_cuts_sharded(&fit.data.features, weights, fit.cfg.max_bin, fit.cfg.seed, fit.shard)?;
-    if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+    if crate::profile::on() {
         eprintln!("polars-gbt profile: cut points on the host {:.3} s", clock.elapsed().as_secs_f64());
     }
     Ok(cuts)

@@ -266,13 +266,13 @@ pub(super) fn fit(
         return fit_on_devices(engine, cfg, data, evals, user, callback);
     }
     let data = &agree::unify_categories(shard, data)?;
-    if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+    if crate::profile::on() {
         eprintln!("polars-gbt profile: checks and categories {:.3} s", clock.elapsed().as_secs_f64());
     }
     let mut user = Some(user);
     let mut run = || {
         let trainer = Trainer::new(cfg, data, evals, user.take().unwrap_or_default(), shard)?;
-        if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+        if crate::profile::on() {
             eprintln!("polars-gbt profile: checks and set-up before the engine {:.3} s", clock.elapsed().as_secs_f64());
         }
         trainer.run(engine, callback)

@@ -168,7 +168,7 @@ impl<'a> Trainer<'a> {
             (None, Some(_)) => vec![0.0; k],
             (None, None) => Self::estimate_base_margin(&*loss, data, shard)?,
         };
-        if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+        if crate::profile::on() {
             eprintln!("polars-gbt profile: base margin {:.3} s", clock.elapsed().as_secs_f64());
         }
         let eval_data = evals.iter().map(|&(name, d)| (name.to_string(), d)).collect();

@@ -144,7 +144,7 @@ pub fn stream_dataset(source: &mut dyn BatchSource, p: &StreamParams) -> Result<
 
 /// Under `POLARS_GBT_PROFILE=1`, the seconds since `clock` when a pass ended.
 fn profile(what: &str, clock: std::time::Instant) {
-    if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+    if crate::profile::on() {
         eprintln!("polars-gbt profile: streamed {what} done at {:.3} s", clock.elapsed().as_secs_f64());
     }
 }

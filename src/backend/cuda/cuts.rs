@@ -237,7 +237,7 @@ struct Laps<'s> {
 
 impl<'s> Laps<'s> {
     fn new(stream: &'s CudaStream) -> Self {
-        let on = std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1");
+        let on = crate::profile::on();
         Laps { stream: on.then_some(stream), last: std::time::Instant::now(), seconds: [0.0; 4] }
     }
 

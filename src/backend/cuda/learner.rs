@@ -140,15 +140,11 @@ impl Ingest<'_> {
         if let Some(w) = weights {
             dev.memory.allocated -= 4 * w.len();
         }
-        if profiling() {
+        if crate::profile::on() {
             eprintln!("polars-gbt profile: cut points on the device {:.3} s", clock.elapsed().as_secs_f64());
         }
         Ok(cuts)
     }
-}
-
-fn profiling() -> bool {
-    std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1")
 }
 
 impl<'r> GpuLearner<'r> {
@@ -174,7 +170,7 @@ impl<'r> GpuLearner<'r> {
         };
         let mut dev = FitDevice::new(rt, stream)?;
         let columns = DeviceColumns::upload(&dev.stream, &mut dev.memory, &data.features)?;
-        if profiling() {
+        if crate::profile::on() {
             eprintln!(
                 "polars-gbt profile: columns to the device {:.3} s ({:.0} MiB)",
                 clock.elapsed().as_secs_f64(),
@@ -244,13 +240,13 @@ impl<'r> GpuLearner<'r> {
         if present[0] == 0 {
             return Err(all_missing());
         }
-        if profiling() {
+        if crate::profile::on() {
             eprintln!("polars-gbt profile: frame to training matrix {:.3} s", clock.elapsed().as_secs_f64());
         }
         // The columns are binned: their memory goes back before the fit's own buffers come.
         dev.memory.allocated -= columns.bytes;
         drop(columns);
-        let profile = profiling();
+        let profile = crate::profile::on();
         let mut learner = GpuLearner {
             gradients: Gradients::new(&mut dev, data, cfg, start_margin, params.weighting)?,
             hist: HistogramBuilder::new(&mut dev, &matrix, &params)?,

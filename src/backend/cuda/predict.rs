@@ -330,7 +330,7 @@ impl GpuForest {
             shap: Mutex::new(None),
         };
         stream.synchronize().map_err(device_error)?;
-        if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+        if crate::profile::on() {
             eprintln!("polars-gbt: GPU forest: {}", forest.description);
         }
         Ok(forest)

@@ -302,7 +302,7 @@ impl Runtime {
         )?;
         let stream = ctx.new_stream().map_err(|e| e.to_string())?;
         let name = ctx.name().unwrap_or_else(|_| "GPU".into());
-        if std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1") {
+        if crate::profile::on() {
             eprintln!(
                 "polars-gbt profile: CUDA context {context_s:.3} s, kernels compiled or read {:.3} s, loaded {:.3} s",
                 compiled_s - context_s,
