@@ -124,6 +124,12 @@ struct TaskRows {
     u32 right;
 };
 
+// A node's row count: known, or read from the partition's left counts when pending.
+__device__ __forceinline__ u32 rows_of(const TaskRows tr, const u32* node_left) {
+    if (!tr.pending || tr.rows == 0) return tr.rows;
+    return tr.right ? tr.rows - node_left[tr.task] : node_left[tr.task];
+}
+
 // The regularisation of categorical splits (src/tree/split.rs: best_categorical).
 struct CategoricalParams {
     double cat_smooth;

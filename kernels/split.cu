@@ -463,9 +463,7 @@ __device__ __forceinline__ void evaluate_categorical_body(
     double parent_weight;
     node.parent_score =
         bounded_score(p, (double)task.total.g * p.g_unit, (double)task.total.h * p.h_unit, task, &parent_weight);
-    const TaskRows tr = task_rows[t];
-    u32 rows = tr.rows;
-    if (tr.pending && tr.rows != 0) rows = tr.right ? tr.rows - node_left[tr.task] : node_left[tr.task];
+    const u32 rows = rows_of(task_rows[t], node_left);
     const double total_h = (double)task.total.h * p.h_unit;
     node.rows_per_hessian = total_h > 0.0 ? (double)rows / total_h : 0.0;
     node.missing = h[n_bins];
@@ -583,6 +581,20 @@ extern "C" __global__ void evaluate_categorical(const EvaluateCategoricalArgs a)
     evaluate_categorical_body(a.hist, a.total_slots, a.slot_offsets, a.features, a.regions, a.region_per_task,
                               a.tasks, a.task_rows, a.node_left, a.masks, a.n_features, a.p, a.cp, a.sort_chunk,
                               a.sort_keys, a.sort_tags, a.out);
+}
+
+// Each node's row count into out[i], for a fit over several GPUs to sum them on the devices
+// before the split search reads them.
+struct NodeRowsArgs {
+    const TaskRows* task_rows;
+    const u32* node_left;
+    u32 n;
+    u32* out;
+};
+
+extern "C" __global__ void node_rows(const NodeRowsArgs a) {
+    const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < a.n) a.out[i] = rows_of(a.task_rows[i], a.node_left);
 }
 
 // Block i copies the first runs[3i + 2] elements of task runs[3i]'s region runs[3i + 1] of

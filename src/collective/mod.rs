@@ -50,22 +50,50 @@ pub trait Collective: Send + Sync {
 pub trait DeviceSums {
     /// The GPU (CUDA device ordinal) this worker's buffers live on.
     fn ordinal(&self) -> usize;
-    /// Sums each buffer `(device address, number of i64)` over the workers, in place, as one
-    /// exchange, and returns once the sums are done.
+    /// Queues the reduction of each buffer over the workers, in place, as one exchange on the
+    /// stream of this GPU's runtime, and returns without waiting for it: work queued after it
+    /// on that stream reads the results; the host, after [`DeviceSums::wait`]. (A level's
+    /// exchange and its split search then run with no host synchronisation between them.)
     ///
     /// # Safety
-    /// Each address must hold that many `i64` on this worker's GPU, written by work queued
-    /// on the stream of that GPU's runtime (the stream the sums are queued on), and stay
-    /// allocated until this returns.
-    unsafe fn sum_in_place(&self, buffers: &[(u64, usize)]) -> Result<()>;
+    /// Each address must hold `len` elements of the reduction's type on this worker's GPU,
+    /// written by work queued on the stream of that GPU's runtime, and stay allocated until
+    /// the stream has passed the exchange.
+    unsafe fn queue_in_place(&self, buffers: &[DeviceReduction]) -> Result<()>;
+    /// Waits, within the collective's deadline, until the GPU has done everything queued on
+    /// the runtime's stream; a peer that fails or never takes part ends the wait with an
+    /// error (the communicator aborted, so no queued exchange is left hanging). `what` says
+    /// what the caller waits for.
+    fn wait(&self, what: &str) -> Result<()>;
     /// Gathers each part `(send, receive)` from every worker, as one exchange: `bytes` bytes at
     /// `send` on each worker land at `receive + rank * bytes`, in rank order, on every worker;
     /// returns once they have.
     ///
     /// # Safety
-    /// As [`DeviceSums::sum_in_place`]: each `send` holds `bytes` bytes and each `receive`
+    /// As [`DeviceSums::queue_in_place`]: each `send` holds `bytes` bytes and each `receive`
     /// `world * bytes`, on this worker's GPU, written by work on its runtime's stream.
     unsafe fn gather_in_place(&self, parts: &[(u64, u64)], bytes: usize) -> Result<()>;
+}
+
+/// One buffer of device memory reduced over the workers, in place ([`DeviceSums::queue_in_place`]).
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceReduction {
+    /// The buffer's device address.
+    pub address: u64,
+    /// Its elements.
+    pub len: usize,
+    pub op: DeviceOp,
+}
+
+/// An element type and a reduction of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceOp {
+    /// Sums of `i64` (histograms, gradient totals: exact).
+    SumI64,
+    /// Sums of `u32` (row counts).
+    SumU32,
+    /// Maxima of `u32` (gradient magnitudes as float bits, flags).
+    MaxU32,
 }
 
 /// The collective of one worker alone.

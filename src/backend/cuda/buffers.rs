@@ -13,6 +13,7 @@ use super::launch::{self, Kernel, KernelArgs, Pins};
 use super::layout::GradSum;
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
+use crate::collective::DeviceSums;
 use crate::error::Result;
 
 /// The device as one fit uses it: the runtime's kernels, the fit's stream, its counted
@@ -24,12 +25,16 @@ pub(super) struct FitDevice<'r> {
     pub(super) stream: Arc<CudaStream>,
     pub(super) memory: DeviceMemory,
     pub(super) arena: UploadArena,
+    /// In a fit over several GPUs: the collective whose exchanges are queued on the stream
+    /// without a wait. Every read back waits through it (within its deadline, watching the
+    /// peers), never in a plain stream synchronisation that a dead peer would hang.
+    pub(super) watch: Option<&'r dyn DeviceSums>,
 }
 
 impl<'r> FitDevice<'r> {
     pub(super) fn new(rt: &'r Runtime, stream: Arc<CudaStream>) -> Result<Self> {
         let arena = UploadArena::new(rt, &stream)?;
-        Ok(FitDevice { rt, stream, memory: DeviceMemory::default(), arena })
+        Ok(FitDevice { rt, stream, memory: DeviceMemory::default(), arena, watch: None })
     }
 
     pub(super) fn zeros<T: DeviceRepr + ValidAsZeroBits>(&mut self, len: usize) -> Result<CudaSlice<T>> {
@@ -51,14 +56,30 @@ impl<'r> FitDevice<'r> {
 
     /// Queues a copy of `data` into the front of `s` (through the pinned arena: asynchronous).
     pub(super) fn fill<T: DeviceRepr + ValidAsZeroBits>(&mut self, s: &mut Scratch<T>, data: &[T]) -> Result<()> {
+        // An upload the arena has no room for waits for the stream: with exchanges queued,
+        // through the collective (see `watch`).
+        if self.watch.is_some() && !self.arena.has_room(std::mem::size_of_val(data)) {
+            self.drain()?;
+            self.arena.drained();
+        }
         s.upload(&mut self.memory, &mut self.arena, &self.stream, data)
     }
 
     /// `src` on the host. The copy drains the stream, and so frees the upload arena.
     pub(super) fn download<T: DeviceRepr>(&mut self, src: CudaView<'_, T>) -> Result<Vec<T>> {
+        self.drain()?;
         let v = self.stream.clone_dtoh(&src).map_err(device_error)?;
         self.arena.drained();
         Ok(v)
+    }
+
+    /// Waits for the stream through the fit's collective when one has exchanges queued on it
+    /// (see `watch`); a plain fit's copies wait on their own.
+    pub(super) fn drain(&self) -> Result<()> {
+        match self.watch {
+            Some(w) => w.wait("reading results back from the GPU"),
+            None => Ok(()),
+        }
     }
 
     /// A grid of `threads`-thread blocks covering `work` items.
@@ -160,6 +181,11 @@ impl UploadArena {
             .map_err(device_error)?;
         self.used = start + bytes;
         Ok(())
+    }
+
+    /// Whether `bytes` can be queued without waiting for the stream.
+    fn has_room(&self, bytes: usize) -> bool {
+        bytes <= Self::BYTES && self.used.next_multiple_of(16) + bytes <= Self::BYTES
     }
 
     /// After the stream has been drained: the whole buffer is free again.

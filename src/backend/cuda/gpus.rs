@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::nccl::{self, NcclComm};
-use super::runtime::{device_count, runtime_on};
+use super::runtime::{device_count, runtime_on, take_whole_turns};
 use crate::collective::Collective;
 use crate::error::{panic_message, Error, Result};
 
@@ -42,9 +42,9 @@ pub fn on_each_gpu<T: Send>(k: usize, work: impl Fn(usize, &dyn Collective) -> R
     }
     nccl::probe().map_err(|why| Error::Device(format!("n_gpus={k} sums histograms through NCCL: {why}")))?;
     let runtimes = (0..k).map(runtime_on).collect::<Result<Vec<_>>>()?;
-    // Each GPU to this fit alone, taken in ordinal order (two such fits cannot each hold a GPU
-    // the other waits for); the workers' fits then take no turn of their own.
-    let _turns: Vec<_> = runtimes.iter().map(|rt| rt.take_turn(true)).collect();
+    // Each GPU to this fit alone, all taken together (`take_whole_turns`); the workers' fits
+    // then take no turn of their own.
+    let _turns = take_whole_turns(&runtimes);
     let kept = KEPT.lock().unwrap_or_else(|p| p.into_inner()).remove(&k);
     let (comms, failed, id): (Vec<Option<NcclComm>>, _, _) = match kept {
         Some(set) if set.comms.iter().all(NcclComm::is_usable) => {
@@ -123,9 +123,14 @@ pub fn on_each_gpu<T: Send>(k: usize, work: impl Fn(usize, &dyn Collective) -> R
 /// One rank of an NCCL communicator over the GPUs of a distributed fit's workers (each in its
 /// own process, e.g. a Dask worker, training on its GPU `ordinal`), started from rank 0's
 /// unique id sent through `host`, the workers' host collective. Dropped after the fit.
+///
+/// The worker's GPU is the fit's alone while the communicator lives (its exchanges are queued
+/// on the runtime's stream: another fit's work interleaved there could wait on this one's).
 pub fn join_workers(host: &dyn Collective, ordinal: usize, timeout: Duration) -> Result<NcclComm> {
     let rt = runtime_on(ordinal)?;
+    let turn = take_whole_turns(std::slice::from_ref(&rt)).pop().expect("one GPU's turn");
     let id = if host.rank() == 0 { nccl::unique_id()?.to_bytes() } else { Vec::new() };
     let id = nccl::UniqueId::from_bytes(&host.broadcast(&id, 0)?)?;
-    NcclComm::join(&rt, &id, host.rank(), host.world(), timeout, Arc::new(AtomicBool::new(false)))
+    let comm = NcclComm::join(&rt, &id, host.rank(), host.world(), timeout, Arc::new(AtomicBool::new(false)))?;
+    Ok(comm.holding(turn))
 }

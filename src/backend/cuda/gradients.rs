@@ -1,14 +1,16 @@
 //! A fit's labels, margins and gradients on the device (`kernels/gradients.cu`): each round's
 //! gradients, quantised to fixed point per tree, and the sum of a tree's rows.
 
-use cudarc::driver::{CudaSlice, CudaView};
+use std::mem::offset_of;
+
+use cudarc::driver::{CudaSlice, CudaView, DevicePtrMut};
 
 use super::buffers::{cfg, FitDevice};
 use super::device_error;
 use super::launch::{kernel_args, DevPtr, DevPtrMut, Pins};
 use super::layout::{GradPair, GradSum, QuantGrad, Quantisation};
 use super::ranking::RankingGradients;
-use crate::collective::{sum_grads, Collective};
+use crate::collective::{sum_grads, Collective, DeviceOp, DeviceReduction};
 use crate::config::TrainConfig;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
@@ -256,6 +258,7 @@ impl Gradients {
         } else if let Some(grads) = &mut self.float_grads {
             self.host_margin.resize(self.n * self.k, 0.0);
             self.host_grads.resize(self.n * self.k, GradPair::default());
+            dev.drain()?;
             s.memcpy_dtoh(&self.margin, &mut self.host_margin).map_err(device_error)?;
             dev.arena.drained();
             let t = Targets { weight: self.weighting.loss_weights(targets.weight), ..*targets };
@@ -292,9 +295,23 @@ impl Gradients {
             // SAFETY: ridx holds at least n_active rows, each below the gradients' length.
             unsafe { dev.launch(&dev.rt.kernels.sum_rows, &args, dev.grid(n_active as u64, 256)) }?;
         }
+        let summed_on_device = match comm.device_sums().filter(|_| comm.world() > 1) {
+            Some(sums) => {
+                let s = dev.stream.clone();
+                let (address, sync) = self.root_sum.device_ptr_mut(&s);
+                let sum = DeviceReduction { address, len: 2, op: DeviceOp::SumI64 };
+                // SAFETY: one GradSum (two i64) on this GPU, written by `sum_rows` on the stream.
+                unsafe { sums.queue_in_place(&[sum]) }?;
+                drop(sync);
+                true
+            }
+            None => false,
+        };
         let scales = dev.download(self.quant.slice(..))?[0];
         let mut total = dev.download(self.root_sum.slice(..))?;
-        sum_grads(comm, &mut total)?;
+        if !summed_on_device {
+            sum_grads(comm, &mut total)?;
+        }
         let total = total[0];
         if scales.negative_hessian != 0 {
             return Err(Error::Data("the objective produced a negative hessian, which training cannot use".into()));
@@ -370,9 +387,23 @@ fn scale(dev: &mut FitDevice, quant: &mut CudaSlice<Quantisation>, comm: &dyn Co
 }
 
 /// In a distributed fit, the gradients' magnitudes (and the negative-hessian flag) of every
-/// worker's rows, so every worker scales alike: one round trip a tree.
+/// worker's rows, so every worker scales alike: queued on the devices where the collective
+/// reaches them (NCCL), else one round trip through the host a tree.
 fn share_maxima(dev: &mut FitDevice, quant: &mut CudaSlice<Quantisation>, comm: &dyn Collective) -> Result<()> {
     if comm.world() == 1 {
+        return Ok(());
+    }
+    if let Some(sums) = comm.device_sums() {
+        // The maxima are of non-negative floats' bits: as unsigned integers they order alike.
+        const G: usize = offset_of!(Quantisation, g_max_bits);
+        const _: () = assert!(offset_of!(Quantisation, h_max_bits) == G + 4, "g and h maxima side by side");
+        const FLAG: usize = offset_of!(Quantisation, negative_hessian);
+        let s = dev.stream.clone();
+        let (address, sync) = quant.device_ptr_mut(&s);
+        let max = |at: usize, len| DeviceReduction { address: address + at as u64, len, op: DeviceOp::MaxU32 };
+        // SAFETY: one Quantisation on this GPU, written by the maxima kernel on the stream.
+        unsafe { sums.queue_in_place(&[max(G, 2), max(FLAG, 1)]) }?;
+        drop(sync);
         return Ok(());
     }
     let mut q = dev.download(quant.slice(..))?;

@@ -11,10 +11,10 @@
 
 use super::layout::{ChildSlots, GradSum, RowTask, SplitRule, TaskRows};
 use super::learner::{GpuLearner, Stage};
-use super::split::EvalNode;
+use super::split::{EvalNode, NodeRowsArgs};
 use cudarc::driver::DevicePtrMut;
 
-use crate::collective::{sum_grads, DeviceSums};
+use crate::collective::{sum_grads, DeviceOp, DeviceReduction, DeviceSums};
 use crate::error::Result;
 use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
 use crate::tree::{GrowPolicy, Tree};
@@ -29,11 +29,12 @@ pub struct GpuNode {
 }
 
 /// A node's histogram and rows, summed over the workers: the histogram in a slot of the
-/// pool's exchange run, valid until the next level's exchange.
+/// pool's exchange run, valid until the next level's exchange; the rows as the split search
+/// reads them (known, or on the device: see `share_on_device`).
 #[derive(Clone, Copy)]
 struct Shared {
     slot: u32,
-    rows: u32,
+    rows: TaskRows,
 }
 
 /// A run's length, known once the partition that made it has been read back.
@@ -70,11 +71,9 @@ impl GpuLearner<'_> {
         Ok(())
     }
 
-    /// Sums the histograms and row counts of `nodes` over the workers, into slots of their own.
-    fn share(&mut self, nodes: Vec<&mut GpuNode>) -> Result<()> {
-        if let Some(sums) = self.comm.device_sums() {
-            return self.share_on_device(sums, nodes);
-        }
+    /// Sums the histograms and row counts of `nodes` over the workers through the host, into
+    /// slots of their own (the nodes' row counts known).
+    fn share_on_host(&mut self, nodes: Vec<&mut GpuNode>) -> Result<()> {
         let width = self.hist.pool.total_slots;
         let mut flat = Vec::with_capacity(nodes.len() * (width + 1));
         for n in &nodes {
@@ -87,14 +86,17 @@ impl GpuLearner<'_> {
         for (i, n) in nodes.into_iter().enumerate() {
             let slot = first + i as u32;
             self.hist.pool.write(&self.dev.stream, slot, &flat[i * width..(i + 1) * width])?;
-            n.shared = Some(Shared { slot, rows: flat[counts_at + i].g as u32 });
+            let rows = TaskRows { rows: flat[counts_at + i].g as u32, ..TaskRows::default() };
+            n.shared = Some(Shared { slot, rows });
         }
         Ok(())
     }
 
-    /// [`share`](Self::share) through a collective that sums device memory (NCCL): the
-    /// nodes' histograms are copied into consecutive slots and summed there, with the row
-    /// counts, in one exchange; only the counts come back to the host.
+    /// [`share_on_host`](Self::share_on_host) through a collective that reduces device memory
+    /// (NCCL), with no host synchronisation: the nodes' histograms are copied into consecutive
+    /// slots, their row counts (pending ones read from the partition's counts) into
+    /// `share_counts`, and both summed there in one exchange queued on the stream. The split
+    /// search queued after it reads the sums; the host waits once, for the search's results.
     fn share_on_device(&mut self, sums: &dyn DeviceSums, nodes: Vec<&mut GpuNode>) -> Result<()> {
         let m = nodes.len() as u32;
         if m == 0 {
@@ -103,20 +105,38 @@ impl GpuLearner<'_> {
         let first = self.hist.pool.exchange_run(&mut self.dev.memory, &self.dev.stream, m)?;
         let pairs: Vec<u32> = nodes.iter().enumerate().flat_map(|(i, n)| [n.slot, first + i as u32]).collect();
         self.hist.copy_slots(&mut self.dev, &pairs)?;
-        let counts: Vec<i64> = nodes.iter().map(|n| Self::known_len(n) as i64).collect();
-        self.dev.fill(&mut self.share_counts, &counts)?;
+        let rows: Vec<TaskRows> = nodes.iter().map(|n| Self::local_rows(n)).collect();
+        self.dev.fill(&mut self.share_rows, &rows)?;
+        self.dev.reserve(&mut self.share_counts, m as usize)?;
+        {
+            let mut p = self.dev.pins();
+            let args = NodeRowsArgs {
+                task_rows: p.read(&self.share_rows.buf),
+                node_left: p.read(&self.rows.node_left.buf),
+                n: m,
+                out: p.write(&mut self.share_counts.buf),
+            };
+            // SAFETY: m task rows in, m counts out; pending ones name tasks of the last partition.
+            unsafe { self.dev.launch(&self.dev.rt.kernels.node_rows, &args, self.dev.grid(m as u64, 128)) }?;
+        }
         let stream = self.dev.stream.clone();
         let width = self.hist.pool.total_slots;
         let mut run = self.hist.pool.run_mut(first, m);
         let (hist_ptr, hist_sync) = run.device_ptr_mut(&stream);
         let (count_ptr, count_sync) = self.share_counts.buf.device_ptr_mut(&stream);
+        let sum = |address, len, op| DeviceReduction { address, len, op };
         // SAFETY: the run holds m histograms of `width` pairs of i64 and the counts buffer at
-        // least m i64, on this learner's GPU, written by work queued on its stream.
-        unsafe { sums.sum_in_place(&[(hist_ptr, m as usize * width * 2), (count_ptr, m as usize)])? };
+        // least m u32, on this learner's GPU, written by work queued on its stream; both stay
+        // allocated (the run is the pool's, the counts the learner's) while it runs.
+        unsafe {
+            sums.queue_in_place(&[
+                sum(hist_ptr, m as usize * width * 2, DeviceOp::SumI64),
+                sum(count_ptr, m as usize, DeviceOp::SumU32),
+            ])?
+        };
         drop((hist_sync, count_sync));
-        let summed = self.dev.download(self.share_counts.buf.slice(..m as usize))?;
         for (i, n) in nodes.into_iter().enumerate() {
-            n.shared = Some(Shared { slot: first + i as u32, rows: summed[i] as u32 });
+            n.shared = Some(Shared { slot: first + i as u32, rows: TaskRows::summed_at(i as u32) });
         }
         Ok(())
     }
@@ -124,6 +144,16 @@ impl GpuLearner<'_> {
     /// Gives back a node's slot (its summed histogram, if any, lies in the exchange run).
     fn release_node(&mut self, node: &GpuNode) {
         self.hist.release(node.slot);
+    }
+
+    /// A node's rows on this worker, as the device reads them.
+    fn local_rows(node: &GpuNode) -> TaskRows {
+        match node.len {
+            RowCount::Known(rows) => TaskRows { rows, ..TaskRows::default() },
+            RowCount::Pending { task, parent_len, right } => {
+                TaskRows { rows: parent_len, task, pending: 1, right: right as u32 }
+            }
+        }
     }
 
     fn known_len(node: &GpuNode) -> u32 {
@@ -146,9 +176,20 @@ impl GrowSteps for GpuLearner<'_> {
     }
 
     fn evaluate(&mut self, nodes: &mut [Open<GpuNode>], ctx: &TreeContext) -> Result<()> {
+        // Where pending row counts are read: the last partition's counts, or in a fit over
+        // several GPUs that sums on the devices, the level's summed counts.
+        let mut counts_on_device = false;
         if self.comm.world() > 1 {
-            self.resolve_counts(nodes.iter_mut().map(|o| &mut o.state).collect())?;
-            self.share(nodes.iter_mut().map(|o| &mut o.state).collect())?;
+            match self.comm.device_sums() {
+                Some(sums) => {
+                    self.share_on_device(sums, nodes.iter_mut().map(|o| &mut o.state).collect())?;
+                    counts_on_device = true;
+                }
+                None => {
+                    self.resolve_counts(nodes.iter_mut().map(|o| &mut o.state).collect())?;
+                    self.share_on_host(nodes.iter_mut().map(|o| &mut o.state).collect())?;
+                }
+            }
         }
         let eval: Vec<EvalNode> = nodes
             .iter()
@@ -158,17 +199,13 @@ impl GrowSteps for GpuLearner<'_> {
                 total: o.total,
                 limits: o.limits.clone(),
                 slot: o.state.shared.map_or(o.state.slot, |s| s.slot),
-                // Pending counts are read on the device, from the partition's counts.
-                rows: match (o.state.shared, o.state.len) {
-                    (Some(s), _) => TaskRows { rows: s.rows, ..TaskRows::default() },
-                    (None, RowCount::Known(len)) => TaskRows { rows: len, ..TaskRows::default() },
-                    (None, RowCount::Pending { task, parent_len, right }) => {
-                        TaskRows { rows: parent_len, task, pending: 1, right: right as u32 }
-                    }
-                },
+                rows: o.state.shared.map_or_else(|| Self::local_rows(&o.state), |s| s.rows),
             })
             .collect();
-        let node_left = self.rows.node_left.buf.as_view();
+        let node_left = match counts_on_device {
+            true => self.share_counts.buf.as_view(),
+            false => self.rows.node_left.buf.as_view(),
+        };
         let found = self.split.evaluate(&mut self.dev, &self.matrix, &mut self.hist.pool, &eval, node_left, ctx)?;
         for (o, best) in nodes.iter_mut().zip(found) {
             o.best = best;

@@ -101,6 +101,15 @@ pub struct TaskRows {
     pub right: u32,
 }
 
+impl TaskRows {
+    /// The count at `index` of the counts the split search is given in place of the
+    /// partition's (a level's row counts summed over the workers on the devices): read as a
+    /// pending left child's.
+    pub fn summed_at(index: u32) -> TaskRows {
+        TaskRows { rows: u32::MAX, task: index, pending: 1, right: 0 }
+    }
+}
+
 /// The regularisation of categorical splits (see `SplitScorer::best_categorical`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]
@@ -388,6 +397,7 @@ macro_rules! kernel_arg_probes {
         );
         $probe!(GatherRunsArgs, "GatherRunsArgs", [src, region_per_task, runs, offsets, out]);
         $probe!(FillMissingArgs, "FillMissingArgs", [tasks, slot_offsets, total_slots, hist]);
+        $probe!(NodeRowsArgs, "NodeRowsArgs", [task_rows, node_left, n, out]);
         use super::refit::*;
         $probe!(RefitCountArgs, "RefitCountArgs", [leaf_of, rows, m, n_nodes, use_shared, counts]);
         $probe!(RefitWeighArgs, "RefitWeighArgs", [leaf_of, rows, m, repeats, sums]);

@@ -20,6 +20,7 @@ use super::data::{DeviceMatrix, Layout};
 use super::device_error;
 use super::gradients::Gradients;
 use super::histogram::HistogramBuilder;
+use super::layout::TaskRows;
 use super::partition::{MarginUpdate, RowPartitioner};
 use super::refit::DeviceRefit;
 use super::runtime::Runtime;
@@ -86,8 +87,10 @@ pub struct GpuLearner<'r> {
     /// The workers of a distributed fit ([`Solo`](crate::collective::Solo) for one): gradient scales, totals,
     /// histograms and row counts are summed over them (`grow.rs`).
     pub(super) comm: &'r dyn Collective,
-    /// A level's row counts, summed over the workers on the device (`grow.rs`).
-    pub(super) share_counts: Scratch<i64>,
+    /// A level's row counts, summed over the workers on the device, and the nodes' rows they
+    /// are counted from (`grow.rs`).
+    pub(super) share_counts: Scratch<u32>,
+    pub(super) share_rows: Scratch<TaskRows>,
 }
 
 /// The largest `max_bin` the GPU histograms take: two features of 8193 slots in one block's
@@ -213,6 +216,9 @@ impl<'r> GpuLearner<'r> {
         comm: &'r dyn Collective,
     ) -> Result<Self> {
         let Ingest { mut dev, columns, clock } = ingest;
+        // The exchanges of a fit over several GPUs are queued without waits: reads wait through
+        // the collective, which watches the peers.
+        dev.watch = comm.device_sums().filter(|_| comm.world() > 1);
         let rt = dev.rt;
         let n = data.n_rows();
         // Each row's present values are counted (on the device) only where most values are null.
@@ -254,6 +260,7 @@ impl<'r> GpuLearner<'r> {
             rows: RowPartitioner::new(&mut dev, n)?,
             margins: MarginUpdate::new(&mut dev)?,
             share_counts: dev.scratch(64)?,
+            share_rows: dev.scratch(64)?,
             refit: match refit {
                 Some(r) => Some((r, DeviceRefit::new(&mut dev, n, weighed, profile)?)),
                 None => None,

@@ -18,8 +18,8 @@ use cudarc::driver::sys::{cuStreamQuery, CUresult, CUstream};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
 
 use super::device_error;
-use super::runtime::Runtime;
-use crate::collective::{Collective, DeviceSums};
+use super::runtime::{Runtime, Turn};
+use crate::collective::{Collective, DeviceOp, DeviceReduction, DeviceSums};
 use crate::error::{Error, Result};
 
 type NcclResult = c_int;
@@ -28,6 +28,7 @@ type RawComm = *mut c_void;
 const SUCCESS: NcclResult = 0;
 const IN_PROGRESS: NcclResult = 7;
 const UINT8: c_int = 1;
+const UINT32: c_int = 3;
 const INT64: c_int = 4;
 const SUM: c_int = 0;
 const MAX: c_int = 2;
@@ -219,6 +220,9 @@ pub struct NcclComm {
     broken: AtomicBool,
     /// A device buffer for the host-side operations, grown as needed.
     staging: Mutex<Option<CudaSlice<u8>>>,
+    /// A worker's communicator (`join_workers`) holds its GPU whole while it lives: its
+    /// exchanges, queued on the runtime's stream, must not interleave with another fit's.
+    held: Option<Turn>,
 }
 
 // SAFETY: the raw communicator is used by one thread at a time (the worker's), and NCCL's
@@ -257,6 +261,7 @@ impl NcclComm {
             peer_failed,
             broken: AtomicBool::new(false),
             staging: Mutex::new(None),
+            held: None,
         };
         if code != SUCCESS && code != IN_PROGRESS {
             this.broken.store(true, Ordering::SeqCst);
@@ -268,6 +273,12 @@ impl NcclComm {
         }
         this.settle("starting the communicator", Instant::now() + timeout)?;
         Ok(this)
+    }
+
+    /// Holds `turn` (its GPU, whole) until the communicator is dropped.
+    pub fn holding(mut self, turn: Turn) -> NcclComm {
+        self.held = Some(turn);
+        self
     }
 
     /// Whether the communicator can be used again (no operation of it failed and aborted it).
@@ -296,7 +307,7 @@ impl NcclComm {
 
     /// Waits for the stream (the queued operation) with the deadline, watching the
     /// communicator for a peer's failure.
-    fn wait(&self, what: &str, deadline: Instant) -> Result<()> {
+    fn wait_stream(&self, what: &str, deadline: Instant) -> Result<()> {
         let mut spins = 0u32;
         loop {
             // SAFETY: queries a live stream.
@@ -367,17 +378,24 @@ impl NcclComm {
         self.stream.context().bind_to_thread().map_err(device_error)
     }
 
-    /// Runs `ops` (queued NCCL calls) as one group, then waits for them.
-    fn grouped(&self, what: &str, ops: impl FnOnce() -> Result<()>) -> Result<()> {
+    /// Queues `ops` (NCCL calls) on the stream as one group, without waiting for them.
+    fn queue_group(&self, what: &str, ops: impl FnOnce() -> Result<()>) -> Result<()> {
         self.usable(what)?;
-        let deadline = Instant::now() + self.timeout;
         // SAFETY: group calls take no arguments; a group is closed on every path.
         self.check(what, unsafe { (self.api.group_start)() })?;
         let queued = ops();
         self.check(what, unsafe { (self.api.group_end)() })?;
         queued?;
-        self.settle(what, deadline)?;
-        self.wait(what, deadline)
+        // A non-blocking communicator may still be queuing the group: it is on the stream
+        // only once the communicator settles.
+        self.settle(what, Instant::now() + self.timeout)
+    }
+
+    /// Runs `ops` (queued NCCL calls) as one group, then waits for them.
+    fn grouped(&self, what: &str, ops: impl FnOnce() -> Result<()>) -> Result<()> {
+        let deadline = Instant::now() + self.timeout;
+        self.queue_group(what, ops)?;
+        self.wait_stream(what, deadline)
     }
 
     /// The staging buffer, at least `bytes` long.
@@ -508,21 +526,31 @@ impl DeviceSums for NcclComm {
         self.ordinal
     }
 
-    unsafe fn sum_in_place(&self, buffers: &[(u64, usize)]) -> Result<()> {
-        if self.world == 1 {
+    unsafe fn queue_in_place(&self, buffers: &[DeviceReduction]) -> Result<()> {
+        if self.world == 1 || buffers.is_empty() {
             return Ok(());
         }
         let what = "summing histograms over the GPUs";
-        self.grouped(what, || {
-            for &(ptr, len) in buffers {
-                let p = ptr as *mut c_void;
-                // SAFETY: the caller's buffers hold `len` i64 each on this GPU.
+        self.queue_group(what, || {
+            for b in buffers {
+                let (dtype, op) = match b.op {
+                    DeviceOp::SumI64 => (INT64, SUM),
+                    DeviceOp::SumU32 => (UINT32, SUM),
+                    DeviceOp::MaxU32 => (UINT32, MAX),
+                };
+                let p = b.address as *mut c_void;
+                // SAFETY: the caller's buffers hold `len` elements of the type each on this GPU.
                 self.check(what, unsafe {
-                    (self.api.all_reduce)(p, p, len, INT64, SUM, self.comm, self.stream.cu_stream())
+                    (self.api.all_reduce)(p, p, b.len, dtype, op, self.comm, self.stream.cu_stream())
                 })?;
             }
             Ok(())
         })
+    }
+
+    fn wait(&self, what: &str) -> Result<()> {
+        self.usable(what)?;
+        self.wait_stream(what, Instant::now() + self.timeout)
     }
 
     unsafe fn gather_in_place(&self, parts: &[(u64, u64)], bytes: usize) -> Result<()> {

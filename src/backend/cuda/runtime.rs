@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::Duration;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, PinnedHostSlice};
@@ -84,6 +85,7 @@ kernel_table!(
     histogram_s16: super::histogram::SparseHistogramArgs<'static, u16>,
     histogram_s32: super::histogram::SparseHistogramArgs<'static, u32>,
     fill_missing: super::split::FillMissingArgs<'static>,
+    node_rows: super::split::NodeRowsArgs<'static>,
     count_left_s16: super::partition::SparseCountLeftArgs<'static, u16>,
     count_left_s32: super::partition::SparseCountLeftArgs<'static, u32>,
     add_tree_s16: super::partition::SparseAddTreeArgs<'static, u16>,
@@ -151,7 +153,7 @@ pub struct Runtime {
     pub categorical_shared_budget: u32,
     /// Dynamic shared memory the ranking kernel may sort a query's scores in.
     pub rank_shared_budget: u32,
-    lanes: Lanes,
+    lanes: Arc<Lanes>,
     /// Pinned upload buffers of finished fits, lent to the next ones: pinning 4 MiB takes the
     /// driver about a millisecond and unpinning waits for the whole GPU, which a group's many
     /// small fits would pay each time.
@@ -171,16 +173,71 @@ struct Lanes {
 }
 
 /// A fit's share of a GPU, given back when dropped.
-pub struct Turn<'a> {
-    lanes: &'a Lanes,
+pub struct Turn {
+    lanes: Arc<Lanes>,
     taken: usize,
 }
 
-impl Drop for Turn<'_> {
+impl Drop for Turn {
     fn drop(&mut self) {
         let mut state = self.lanes.state.lock().unwrap_or_else(|p| p.into_inner());
         state.0 -= self.taken;
         self.lanes.freed.notify_all();
+    }
+}
+
+impl Lanes {
+    fn count() -> usize {
+        super::knob::<usize>("POLARS_GBT_FIT_LANES").unwrap_or(FIT_LANES).max(1)
+    }
+
+    /// Marks a whole-GPU fit as waiting (or no longer), so that new small fits wait behind it.
+    fn announce(&self, waiting: bool) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match waiting {
+            true => state.1 += 1,
+            false => state.1 -= 1,
+        }
+    }
+
+    /// The whole GPU, if no fit holds a lane of it now.
+    fn try_whole(self: &Arc<Self>) -> Option<Turn> {
+        let n = Self::count();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (state.0 == 0).then(|| {
+            state.0 += n;
+            Turn { lanes: self.clone(), taken: n }
+        })
+    }
+
+    /// Waits (at most `limit`) until some turn of this GPU is given back.
+    fn wait_for_release(&self, limit: Duration) {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.0 > 0 {
+            let _ = self.freed.wait_timeout(state, limit);
+        }
+    }
+}
+
+/// Each of `runtimes`' GPUs whole, for a fit over all of them, taken together: the fit holds
+/// none while it waits for another. (Held one by one, a fit holding GPU 0 and waiting for
+/// GPU 1 would wait for ever on a distributed fit's worker holding GPU 1 and waiting, at an
+/// exchange, for its peer's turn on GPU 0.)
+pub fn take_whole_turns(runtimes: &[Arc<Runtime>]) -> Vec<Turn> {
+    for rt in runtimes {
+        rt.lanes.announce(true);
+    }
+    loop {
+        let taken: Vec<Turn> = runtimes.iter().map_while(|rt| rt.lanes.try_whole()).collect();
+        if taken.len() == runtimes.len() {
+            for rt in runtimes {
+                rt.lanes.announce(false);
+            }
+            return taken;
+        }
+        let busy = &runtimes[taken.len()].lanes;
+        drop(taken);
+        busy.wait_for_release(Duration::from_millis(10));
     }
 }
 
@@ -321,7 +378,7 @@ impl Runtime {
             shap_shared_budget,
             categorical_shared_budget,
             rank_shared_budget,
-            lanes: Lanes::default(),
+            lanes: Arc::default(),
             pinned: Mutex::new(Vec::new()),
         })
     }
@@ -342,8 +399,8 @@ impl Runtime {
 
     /// A fit's share of the GPU: one lane for a small fit, all of them (the GPU to itself) for
     /// a `whole` one; waits until they are free.
-    pub fn take_turn(&self, whole: bool) -> Turn<'_> {
-        let n = super::knob::<usize>("POLARS_GBT_FIT_LANES").unwrap_or(FIT_LANES).max(1);
+    pub fn take_turn(&self, whole: bool) -> Turn {
+        let n = Lanes::count();
         let want = if whole { n } else { 1 };
         let lanes = &self.lanes;
         let mut state = lanes.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -359,7 +416,7 @@ impl Runtime {
             state.1 -= 1;
         }
         state.0 += want;
-        Turn { lanes, taken: want }
+        Turn { lanes: lanes.clone(), taken: want }
     }
 }
 

@@ -82,7 +82,23 @@ pub struct FillMissingArgs<'a> {
     pub hist: DevPtrMut<'a, GradSum>,
 }
 
-kernel_args!(EvaluateFeaturesArgs, BestFeatureArgs, EvaluateCategoricalArgs, GatherRunsArgs, FillMissingArgs);
+/// `node_rows`: each node's row count (known, or from the partition's left counts) into `out`.
+#[repr(C)]
+pub struct NodeRowsArgs<'a> {
+    pub task_rows: DevPtr<'a, TaskRows>,
+    pub node_left: DevPtr<'a, u32>,
+    pub n: u32,
+    pub out: DevPtrMut<'a, u32>,
+}
+
+kernel_args!(
+    EvaluateFeaturesArgs,
+    BestFeatureArgs,
+    EvaluateCategoricalArgs,
+    GatherRunsArgs,
+    FillMissingArgs,
+    NodeRowsArgs
+);
 
 /// Threads of a block scanning one (node, numeric feature).
 const SCAN_THREADS: u32 = 256;
