@@ -66,16 +66,21 @@ pub(super) fn fit_on_devices(
                     Ok(false) => STOP,
                     Err(_) => FAILED,
                 };
-                comm.broadcast(&[code], 0)?;
+                // One exchange a round: the others add 0, so the maximum is this code.
+                comm.all_reduce_max(&mut [code as i64])?;
                 decision
             };
             let model = fit(cfg, &part, &eval_refs, UserFunctions::default(), &mut lead, &shard)?;
             *lead_model.lock().unwrap_or_else(|p| p.into_inner()) = Some(model);
         } else {
-            let mut follow = |_: &RoundLog| match comm.broadcast(&[], 0)?[..] {
-                [GO_ON] => Ok(true),
-                [STOP] => Ok(false),
-                _ => Err(Error::Collective("stopped: GPU 0's round callback ended the fit with an error".into())),
+            let mut follow = |_: &RoundLog| {
+                let mut code = [0i64];
+                comm.all_reduce_max(&mut code)?;
+                match code[0] as u8 {
+                    GO_ON => Ok(true),
+                    STOP => Ok(false),
+                    _ => Err(Error::Collective("stopped: GPU 0's round callback ended the fit with an error".into())),
+                }
             };
             fit(cfg, &part, &eval_refs, UserFunctions::default(), &mut follow, &shard)?;
         }
