@@ -300,12 +300,10 @@ impl<'a> Trainer<'a> {
     /// The loss's best constant margin over every worker's rows: their labels gathered in
     /// global order, so the float sums run as on one worker.
     fn estimate_base_margin(loss: &dyn Loss, data: &Dataset, shard: &Shard) -> Result<Vec<f32>> {
-        if !shard.is_distributed() {
-            return Ok(loss.estimate_base_margin(&data.targets()));
-        }
         if loss.base_margin_is_weighted_mean() && data.n_targets() == 1 {
-            // A weighted mean from the workers' partial sums, where they provably add up to
-            // one worker's: no label crosses.
+            // A weighted mean from exact partial sums, which are the row-order sums' bits: read
+            // in parallel, and in a distributed fit added up over the workers with no label
+            // crossing.
             let t = data.targets();
             let term = |i: usize| {
                 let w = loss.mean_weight(&t, i) as f64;
@@ -314,6 +312,9 @@ impl<'a> Trainer<'a> {
             if let Some([sum, total]) = exact_sums(shard.comm, data.n_rows(), term)? {
                 return Ok(vec![loss.base_score_to_margin(if total > 0.0 { sum / total } else { 0.0 })]);
             }
+        }
+        if !shard.is_distributed() {
+            return Ok(loss.estimate_base_margin(&data.targets()));
         }
         let all = GlobalTargets::gather(shard, &shard.rows, data, false)?;
         Ok(loss.estimate_base_margin(&all.targets()))

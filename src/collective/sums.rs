@@ -6,27 +6,37 @@
 //! magnitude (their absolute values summed, doubled for the bound's own rounding), so every
 //! partial sum has at most 53 significant bits.
 
+use rayon::prelude::*;
+
 use super::Collective;
 use crate::error::Result;
 
 /// The `K` sums of `term(i)` over each worker's rows `0..n` and over every worker, equal to a
 /// single worker's f64 sums over all rows; None when some addition might round (the caller
 /// then gathers the rows and sums them in one worker's order).
+///
+/// The rows are read in parallel: where the sums are exact, any order of their additions gives
+/// the same bits, and where they might not be, no sum is claimed.
 pub fn exact_sums<const K: usize>(
     comm: &dyn Collective,
     n: usize,
-    term: impl Fn(usize) -> [f64; K],
+    term: impl Fn(usize) -> [f64; K] + Sync,
 ) -> Result<Option<[f64; K]>> {
-    let (mut sums, mut magnitudes, mut lowest) = ([0f64; K], [0f64; K], [i64::MAX; K]);
-    for i in 0..n {
+    let fold = |mut p: Partial<K>, i: usize| {
         for (j, t) in term(i).into_iter().enumerate() {
-            sums[j] += t;
-            magnitudes[j] += t.abs();
+            p.sums[j] += t;
+            p.magnitudes[j] += t.abs();
             if t != 0.0 {
-                lowest[j] = lowest[j].min(lowest_bit(t));
+                p.lowest[j] = p.lowest[j].min(lowest_bit(t));
             }
         }
-    }
+        p
+    };
+    let Partial { sums, magnitudes, lowest } = (0..n)
+        .into_par_iter()
+        .with_min_len(1 << 16)
+        .fold(Partial::default, fold)
+        .reduce(Partial::default, Partial::merge);
     // Maxima over the workers: the lowest bit's exponent (negated), and the largest
     // magnitude (non-negative f64s order as their bit patterns do).
     let mut exchanged: Vec<i64> = lowest.iter().map(|&e| if e == i64::MAX { i64::MIN } else { -e }).collect();
@@ -51,6 +61,32 @@ pub fn exact_sums<const K: usize>(
     }
     comm.all_reduce_sum(&mut scaled)?;
     Ok(Some(std::array::from_fn(|j| scaled[j] as f64 * 2f64.powi(exponents[j]))))
+}
+
+/// One thread's share of [`exact_sums`]: its sums, the sums of the terms' magnitudes (a bound
+/// on every partial sum; their own rounding is within the bound's factor of two), and the
+/// lowest bit of any term.
+#[derive(Clone, Copy)]
+struct Partial<const K: usize> {
+    sums: [f64; K],
+    magnitudes: [f64; K],
+    lowest: [i64; K],
+}
+
+impl<const K: usize> Default for Partial<K> {
+    fn default() -> Self {
+        Partial { sums: [0.0; K], magnitudes: [0.0; K], lowest: [i64::MAX; K] }
+    }
+}
+
+impl<const K: usize> Partial<K> {
+    fn merge(a: Self, b: Self) -> Self {
+        Partial {
+            sums: std::array::from_fn(|j| a.sums[j] + b.sums[j]),
+            magnitudes: std::array::from_fn(|j| a.magnitudes[j] + b.magnitudes[j]),
+            lowest: std::array::from_fn(|j| a.lowest[j].min(b.lowest[j])),
+        }
+    }
 }
 
 /// The exponent of a finite, non-zero f64's lowest set bit: `x = m * 2^e` with `m` odd.
@@ -85,5 +121,55 @@ mod tests {
         let wide = [1e30, 1e-30, 3.0];
         assert!(exact_sums(&Solo, 3, |i| [wide[i]]).unwrap().is_none());
         assert_eq!(exact_sums(&Solo, 2, |_| [0.0]).unwrap(), Some([0.0]));
+    }
+
+    /// Read in parallel, the sums a base score is the mean of give the bits of the losses' own
+    /// row-order estimate wherever they are claimed (labels 0/1, [0, 1) floats, counts; unit,
+    /// whole and fractional weights), and are refused where rounding could differ.
+    #[test]
+    fn parallel_sums_give_the_row_order_base_margins() {
+        use crate::config::TrainConfig;
+        use crate::objective::{loss_for, Objective, Targets};
+        use crate::random::Rng;
+
+        let n = 300_000;
+        let mut rng = Rng::new(7, 1);
+        let labels: [Vec<f32>; 3] = [
+            (0..n).map(|_| rng.below(2) as f32).collect(),
+            (0..n).map(|_| rng.unit() as f32).collect(),
+            (0..n).map(|_| rng.below(40) as f32).collect(),
+        ];
+        let weights: [Option<Vec<f32>>; 4] = [
+            None,
+            Some((0..n).map(|_| (1 + rng.below(4)) as f32).collect()),
+            Some((0..n).map(|_| (1 + rng.below(8)) as f32 * 0.25).collect()),
+            Some((0..n).map(|_| rng.unit() as f32 + 1e-3).collect()),
+        ];
+        let mut refused = 0;
+        for objective in [Objective::SquaredError, Objective::BinaryLogistic] {
+            let loss = loss_for(objective, &TrainConfig::default().objective_params());
+            let label_sets = if objective == Objective::BinaryLogistic { 2 } else { 3 };
+            for (l, label) in labels[..label_sets].iter().enumerate() {
+                for (w, weight) in weights.iter().enumerate() {
+                    let t = Targets { label, label_upper: None, weight: weight.as_deref(), groups: None };
+                    let term = |i: usize| {
+                        let w = loss.mean_weight(&t, i) as f64;
+                        [t.label[i] as f64 * w, w]
+                    };
+                    match exact_sums(&Solo, n, term).unwrap() {
+                        Some([sum, total]) => {
+                            let mean = loss.base_score_to_margin(sum / total);
+                            assert_eq!(mean.to_bits(), loss.estimate_base_margin(&t)[0].to_bits(), "{objective:?}");
+                        }
+                        // Whole labels under unit, whole or quarter weights never round.
+                        None => {
+                            assert!(l == 1 || w == 3, "{objective:?}: labels {l}, weights {w} refused");
+                            refused += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(refused > 0, "random fractions should be refused somewhere");
     }
 }
