@@ -4,9 +4,9 @@
 //! its pinned speed rather than the driver's pageable one (55 against 9 GB/s on the H100 host
 //! measured in docs/benchmarks.md). Small copies go from pageable memory: pinning costs more.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaEvent, CudaStream, CudaViewMut, PinnedHostSlice};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, CudaViewMut, PinnedHostSlice};
 use rayon::prelude::*;
 
 use super::device_error;
@@ -42,10 +42,7 @@ pub fn copy_pieces(
     let ctx = stream.context();
     let mut stages: Vec<(PinnedHostSlice<u8>, CudaEvent)> = Vec::with_capacity(2);
     for _ in 0..2 {
-        // SAFETY: a staging buffer is written on the host only after its event says the DMA
-        // out of it finished.
-        let host = unsafe { ctx.alloc_pinned::<u8>(STAGE_BYTES) }.map_err(device_error)?;
-        stages.push((host, ctx.new_event(None).map_err(device_error)?));
+        stages.push((take_stage(ctx)?, ctx.new_event(None).map_err(device_error)?));
     }
     for (i, start) in (0..end).step_by(STAGE_BYTES).enumerate() {
         let len = STAGE_BYTES.min(end - start);
@@ -56,7 +53,37 @@ pub fn copy_pieces(
         stream.memcpy_htod(&*stage, &mut dst.slice_mut(start..start + len)).map_err(device_error)?;
         done.record(stream).map_err(device_error)?;
     }
-    stream.synchronize().map_err(device_error)
+    stream.synchronize().map_err(device_error)?;
+    for (host, _) in stages {
+        give_back(ctx.ordinal(), host);
+    }
+    Ok(())
+}
+
+/// Staging buffers kept for the process, by GPU (pinned memory is pinned for the context that
+/// allocated it): allocating and freeing them for every copy cost milliseconds each, and the
+/// driver serialises it across the GPUs of a fit over several, all ingesting at once.
+static KEPT_STAGES: Mutex<Vec<(usize, PinnedHostSlice<u8>)>> = Mutex::new(Vec::new());
+/// At most this many kept a GPU (two a copy; more while several fits share the GPU).
+const KEPT_PER_GPU: usize = 4;
+
+fn take_stage(ctx: &Arc<CudaContext>) -> Result<PinnedHostSlice<u8>> {
+    let ordinal = ctx.ordinal();
+    let mut kept = KEPT_STAGES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(i) = kept.iter().position(|(o, _)| *o == ordinal) {
+        return Ok(kept.swap_remove(i).1);
+    }
+    drop(kept);
+    // SAFETY: a staging buffer is written on the host only after its event says the DMA out
+    // of it finished, and kept only once its copies have finished.
+    unsafe { ctx.alloc_pinned::<u8>(STAGE_BYTES) }.map_err(device_error)
+}
+
+fn give_back(ordinal: usize, host: PinnedHostSlice<u8>) {
+    let mut kept = KEPT_STAGES.lock().unwrap_or_else(|p| p.into_inner());
+    if kept.iter().filter(|(o, _)| *o == ordinal).count() < KEPT_PER_GPU {
+        kept.push((ordinal, host));
+    }
 }
 
 /// Fills `stage` (the arena's bytes from `start` on) from the pieces it overlaps, one thread a
