@@ -1,13 +1,18 @@
 """polars_gbt.dask on a LocalCluster of worker processes: the model of a distributed fit
 must be, byte for byte, the model of one process on the same rows; scoring happens where
-the partitions live; a worker that dies mid-fit is an error within the timeout."""
+the partitions live; a worker that dies mid-fit is an error within the timeout. With two
+GPUs, the same of GPU workers (one process per GPU), whose sums go through NCCL."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -182,7 +187,8 @@ def test_what_distributed_fits_cannot_do_yet_is_a_clear_error(client):
         polars_gbt.dask.train(client, [_frame(10, 7)], target="y")
 
 
-def test_a_worker_killed_mid_fit_is_an_error_within_the_timeout():
+def test_a_worker_killed_mid_fit_is_an_error_within_the_timeout(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     cluster = distributed.LocalCluster(
         n_workers=3, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=50
     )
@@ -203,4 +209,138 @@ def test_a_worker_killed_mid_fit_is_an_error_within_the_timeout():
             polars_gbt.dask.train(client, futures, target="y", n_estimators=20_000, max_depth=6, timeout=20)
         took = time.monotonic() - start
         assert took < 3.0 + 20 + 10, took
+        # The client process stays usable: once the killed worker's nanny has started it
+        # again, the cluster fits and gives one process's model; nothing was written.
+        _wait_for_replacement(client, victim, 3)
+        futures = _scatter(client, _split(df, [20_000] * 3), [0, 1, 2])
+        params = dict(n_estimators=5, max_depth=4, device="cpu")
+        got = polars_gbt.dask.train(client, futures, target="y", timeout=60, **params)
+        assert got.to_bytes() == polars_gbt.train(df, target="y", **params).to_bytes()
+        assert list(tmp_path.iterdir()) == []
     cluster.close()
+
+
+def _wait_for_replacement(client, gone: str, n: int, timeout: float = 120.0) -> None:
+    """Waits until `n` workers are up and `gone` is not among them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        workers = client.scheduler_info()["workers"]
+        if len(workers) >= n and gone not in workers:
+            return
+        assert time.monotonic() < deadline, f"no replacement for {gone} within {timeout} s"
+        time.sleep(0.2)
+
+
+def _gpu_count() -> int:
+    if not polars_gbt.cuda_available():
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in out.splitlines())
+
+
+# POLARS_GBT_REQUIRE_GPUS=2 (on the GPU machine) makes fewer GPUs a failure, not a skip.
+_REQUIRED = int(os.environ.get("POLARS_GBT_REQUIRE_GPUS", "0") or 0)
+two_gpus = pytest.mark.skipif(_REQUIRED < 2 and _gpu_count() < 2, reason="needs two GPUs")
+
+
+class _GpuWorkers:
+    """A scheduler and one worker process per GPU (``CUDA_VISIBLE_DEVICES`` each, as dask-cuda
+    starts them), without nannies: a killed worker stays dead until started again."""
+
+    def __init__(self, tmp: Path, gpus: int):
+        self.file = tmp / "scheduler.json"
+        self.logs = tmp
+        self.env = dict(os.environ, NCCL_NVLS_ENABLE=os.environ.get("NCCL_NVLS_ENABLE", "0"))
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", str(self.file),
+                 "--port", "0", "--no-dashboard"],
+                env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+        ]
+        deadline = time.monotonic() + 60
+        while True:  # the scheduler writes its file once it listens
+            try:
+                json.loads(self.file.read_text())["address"]
+                break
+            except (OSError, ValueError, KeyError):
+                assert time.monotonic() < deadline, "the scheduler did not start"
+                time.sleep(0.2)
+        for g in range(gpus):
+            self.start(g)
+        self.client = distributed.Client(scheduler_file=str(self.file))
+        self.client.wait_for_workers(gpus, timeout=120)
+
+    def start(self, gpu: int) -> None:
+        log = open(self.logs / f"worker-gpu{gpu}-{len(self.procs)}.log", "w")
+        self.procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(self.file),
+                 "--no-nanny", "--nthreads", "1", "--no-dashboard", "--name", f"gpu{gpu}", "--memory-limit", "0"],
+                env=dict(self.env, CUDA_VISIBLE_DEVICES=str(gpu)), stdout=log, stderr=subprocess.STDOUT,
+            )
+        )
+
+    def address(self, gpu: int) -> str:
+        workers = self.client.scheduler_info()["workers"]
+        return next(a for a, w in workers.items() if w["name"] == f"gpu{gpu}")
+
+    def scatter(self, parts: list[pl.DataFrame]) -> list:
+        """Part g on GPU g's worker."""
+        return [self.client.scatter(p, workers=[self.address(g)], hash=False) for g, p in enumerate(parts)]
+
+    def close(self) -> None:
+        self.client.close()
+        for p in self.procs:
+            p.kill()
+            p.wait(timeout=30)
+
+
+@two_gpus
+def test_gpu_workers_sum_through_nccl_and_give_one_gpus_model(tmp_path):
+    cluster = _GpuWorkers(tmp_path, 2)
+    try:
+        df = pl.concat([_frame(30_000, s) for s in (11, 12)])
+        futures = cluster.scatter(_split(df, [25_000, 35_000]))
+        # Categorical splits (their row counts summed on the devices), nulls, weights.
+        params = dict(objective="binary:logistic", n_estimators=8, max_depth=6, weight="w", device="cuda")
+        got = polars_gbt.dask.train(cluster.client, futures, target="y", timeout=60, **params)
+        assert got.to_bytes() == polars_gbt.train(df, target="y", **params).to_bytes()
+    finally:
+        cluster.close()
+
+
+@two_gpus
+def test_a_gpu_worker_killed_mid_fit_is_an_error_within_the_timeout(tmp_path):
+    cluster = _GpuWorkers(tmp_path, 2)
+    try:
+        client = cluster.client
+        df = pl.concat([_frame(200_000, s) for s in (13, 14)])
+        futures = cluster.scatter(_split(df, [200_000, 200_000]))
+        victim = cluster.address(1)
+        pid = client.run(os.getpid, workers=[victim])[victim]
+
+        def kill() -> None:
+            time.sleep(3.0)
+            os.kill(pid, signal.SIGKILL)
+
+        threading.Thread(target=kill, daemon=True).start()
+        start = time.monotonic()
+        with pytest.raises(polars_gbt.DistributedError, match=r"rank 1"):
+            polars_gbt.dask.train(client, futures, target="y", n_estimators=1_000_000, max_depth=8, device="cuda",
+                                  timeout=20)
+        took = time.monotonic() - start
+        assert took < 3.0 + 20 + 10, took
+        # GPU 0's worker leaves its fit within the timeout (its communicator aborted) and can
+        # fit again: with a new worker on GPU 1, the two give one GPU's model.
+        cluster.start(1)
+        _wait_for_replacement(client, victim, 2)
+        futures = cluster.scatter(_split(df, [200_000, 200_000]))
+        params = dict(objective="binary:logistic", n_estimators=6, max_depth=5, device="cuda")
+        got = polars_gbt.dask.train(client, futures, target="y", timeout=60, **params)
+        assert got.to_bytes() == polars_gbt.train(df, target="y", **params).to_bytes()
+    finally:
+        cluster.close()
