@@ -1296,17 +1296,23 @@ fn workers_on_a_ring_sum_through_nccl_and_give_one_gpus_model() {
     let want = json_without_gpu_count(&train(&cfg, &dataset(&all, &(0..n).collect::<Vec<_>>(), true), &[]).unwrap(), 1);
     let shards = [vec![(0u64, 12_000u64)], vec![(12_000, 8_000)]];
     let worker_all = all.clone();
+    // Twice: the second fit uses the communicators the first left (kept by each worker for the
+    // same workers), and gives the same model.
     let models = on_ring(2, move |ring| {
         let spans = shards[ring.rank()].clone();
         let data = dataset(&worker_all, &rows_of(&spans), true);
-        let devices =
-            polars_gbt::backend::device_collective(&cfg, ring, ring.rank(), std::time::Duration::from_secs(60))?
-                .expect("both workers train on a GPU with NCCL");
-        assert!(devices.device_sums().is_some(), "the workers' collective sums on the devices");
-        let shard = Shard { comm: &*devices, rows: RowSpans::new(spans, n as u64)?, evals: Vec::new() };
-        polars_gbt::Training::new(&cfg, &data).shard(&shard).run()
+        let mut fits = Vec::new();
+        for _ in 0..2 {
+            let devices =
+                polars_gbt::backend::device_collective(&cfg, ring, ring.rank(), std::time::Duration::from_secs(60))?
+                    .expect("both workers train on a GPU with NCCL");
+            assert!(devices.device_sums().is_some(), "the workers' collective sums on the devices");
+            let shard = Shard { comm: &*devices, rows: RowSpans::new(spans.clone(), n as u64)?, evals: Vec::new() };
+            fits.push(polars_gbt::Training::new(&cfg, &data).shard(&shard).run()?);
+        }
+        Ok(fits)
     });
-    for m in models {
-        assert_eq!(json_without_gpu_count(&m.unwrap(), 1), want, "a GPU worker's model differs from one GPU's");
+    for m in models.into_iter().flat_map(|m| m.unwrap()) {
+        assert_eq!(json_without_gpu_count(&m, 1), want, "a GPU worker's model differs from one GPU's");
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::nccl::{self, NcclComm};
 use super::runtime::{device_count, runtime_on, take_whole_turns};
-use crate::collective::Collective;
+use crate::collective::{Collective, DeviceSums};
 use crate::error::{panic_message, Error, Result};
 
 /// How long a GPU waits for the others at one exchange before the fit fails: long enough for
@@ -120,17 +120,123 @@ pub fn on_each_gpu<T: Send>(k: usize, work: impl Fn(usize, &dyn Collective) -> R
     results.into_iter().nth(first).expect("one result per GPU")
 }
 
+/// A worker process's communicator (`join_workers`), kept for the process after a fit that
+/// left it usable, with the identities of the processes it joins in rank order: the next fit
+/// over the same processes uses it again instead of starting and tearing down another (NCCL's
+/// start-up and teardown, tenths of a second each, were what a Dask fit over GPU workers paid
+/// beyond the same fit over `n_gpus` in one process).
+struct KeptWorkerComm {
+    peers: Vec<u64>,
+    comm: NcclComm,
+}
+
+/// By GPU (one worker process has one; threads standing for workers in a test have one each).
+static KEPT_WORKER: Mutex<BTreeMap<usize, KeptWorkerComm>> = Mutex::new(BTreeMap::new());
+
+/// This process, told apart from every other one of a fit's workers (also from an earlier
+/// process restarted in its place).
+fn process_identity() -> u64 {
+    static IDENTITY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *IDENTITY.get_or_init(|| {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        crate::random::hash64(std::process::id() as u64, nanos as u64 ^ (nanos >> 64) as u64)
+    })
+}
+
 /// One rank of an NCCL communicator over the GPUs of a distributed fit's workers (each in its
-/// own process, e.g. a Dask worker, training on its GPU `ordinal`), started from rank 0's
-/// unique id sent through `host`, the workers' host collective. Dropped after the fit.
+/// own process, e.g. a Dask worker, training on its GPU `ordinal`), through `host`, the
+/// workers' host collective: the one kept from the last fit when every worker still has it
+/// for the same processes, else a new one started from rank 0's unique id sent over `host`.
 ///
-/// The worker's GPU is the fit's alone while the communicator lives (its exchanges are queued
-/// on the runtime's stream: another fit's work interleaved there could wait on this one's).
-pub fn join_workers(host: &dyn Collective, ordinal: usize, timeout: Duration) -> Result<NcclComm> {
+/// The worker's GPU is the fit's alone while the returned collective lives (its exchanges are
+/// queued on the runtime's stream: another fit's work interleaved there could wait on this
+/// one's); when it is dropped, a usable communicator is kept for the next fit.
+pub fn join_workers(host: &dyn Collective, ordinal: usize, timeout: Duration) -> Result<WorkerComm> {
     let rt = runtime_on(ordinal)?;
     let turn = take_whole_turns(std::slice::from_ref(&rt)).pop().expect("one GPU's turn");
+    let peers: Vec<u64> = host
+        .all_gather(&process_identity().to_le_bytes())?
+        .into_iter()
+        .map(|b| b.try_into().map(u64::from_le_bytes).unwrap_or(0))
+        .collect();
+    let kept = KEPT_WORKER.lock().unwrap_or_else(|p| p.into_inner()).remove(&ordinal);
+    let fits = |k: &KeptWorkerComm| {
+        k.peers == peers && k.comm.is_usable() && k.comm.rank() == host.rank() && k.comm.world() == host.world()
+    };
+    // Every worker must have it, or none uses it: a vote over the host collective first.
+    let mut votes = [kept.as_ref().is_some_and(fits) as i64];
+    host.all_reduce_sum(&mut votes)?;
+    if let Some(mut k) = kept {
+        if votes[0] == host.world() as i64 {
+            k.comm.set_timeout(timeout);
+            return Ok(WorkerComm { comm: Some(k.comm.holding(turn)), peers });
+        }
+        k.comm.abandon();
+    }
     let id = if host.rank() == 0 { nccl::unique_id()?.to_bytes() } else { Vec::new() };
     let id = nccl::UniqueId::from_bytes(&host.broadcast(&id, 0)?)?;
     let comm = NcclComm::join(&rt, &id, host.rank(), host.world(), timeout, Arc::new(AtomicBool::new(false)))?;
-    Ok(comm.holding(turn))
+    Ok(WorkerComm { comm: Some(comm.holding(turn)), peers })
+}
+
+/// A worker's communicator for one fit ([`join_workers`]); kept for the next fit when dropped
+/// usable, with nothing left running on its stream.
+pub struct WorkerComm {
+    /// None only while being dropped.
+    comm: Option<NcclComm>,
+    peers: Vec<u64>,
+}
+
+impl WorkerComm {
+    fn comm(&self) -> &NcclComm {
+        self.comm.as_ref().expect("a live communicator")
+    }
+}
+
+impl Drop for WorkerComm {
+    fn drop(&mut self) {
+        let Some(mut comm) = self.comm.take() else { return };
+        if !comm.is_usable() || DeviceSums::wait(&comm, "ending the fit").is_err() {
+            return; // dropped: aborted if broken, else closed with its peers
+        }
+        comm.release();
+        let ordinal = DeviceSums::ordinal(&comm);
+        let old = KEPT_WORKER
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(ordinal, KeptWorkerComm { peers: std::mem::take(&mut self.peers), comm });
+        if let Some(old) = old {
+            old.comm.abandon();
+        }
+    }
+}
+
+impl Collective for WorkerComm {
+    fn rank(&self) -> usize {
+        self.comm().rank()
+    }
+
+    fn world(&self) -> usize {
+        self.comm().world()
+    }
+
+    fn all_reduce_sum(&self, values: &mut [i64]) -> Result<()> {
+        self.comm().all_reduce_sum(values)
+    }
+
+    fn all_reduce_max(&self, values: &mut [i64]) -> Result<()> {
+        self.comm().all_reduce_max(values)
+    }
+
+    fn all_gather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.comm().all_gather(mine)
+    }
+
+    fn broadcast(&self, mine: &[u8], root: usize) -> Result<Vec<u8>> {
+        self.comm().broadcast(mine, root)
+    }
+
+    fn device_sums(&self) -> Option<&dyn DeviceSums> {
+        Some(self.comm())
+    }
 }

@@ -275,10 +275,27 @@ impl NcclComm {
         Ok(this)
     }
 
-    /// Holds `turn` (its GPU, whole) until the communicator is dropped.
+    /// Holds `turn` (its GPU, whole) until the communicator is dropped or [`release`]d.
+    ///
+    /// [`release`]: NcclComm::release
     pub fn holding(mut self, turn: Turn) -> NcclComm {
         self.held = Some(turn);
         self
+    }
+
+    /// Gives back the GPU this communicator held (it is kept between fits, idle).
+    pub fn release(&mut self) {
+        self.held = None;
+    }
+
+    /// The deadline of every later operation.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// Aborts the communicator without the clean end's wait for its peers (which may be gone).
+    pub fn abandon(self) {
+        let _ = self.fail(String::new());
     }
 
     /// Whether the communicator can be used again (no operation of it failed and aborted it).
