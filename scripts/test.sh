@@ -25,3 +25,8 @@ CARGO_TARGET_DIR=${POLARS_GBT_CACHE:-$HOME/.cache/polars-gbt}/target-py \
     cargo clippy --release --locked --features python --lib -- -D warnings
 # From tests/, so that `import polars_gbt` finds the installed package, not ./python.
 cd tests && ../.venv/bin/python -m pytest -q python --doctest-modules --pyargs polars_gbt
+# Again with the newest XGBoost (.venv-xgb34, Python 3.12): every test file that imports
+# xgboost, and the ONNX tests. The two runs' pytest summaries are both printed.
+peers=$(grep -l '^import xgboost' python/test_*.py)
+../.venv-xgb34/bin/python -c 'import xgboost; print("XGBoost", xgboost.__version__)'
+../.venv-xgb34/bin/python -m pytest -q -p no:cacheprovider $peers python/test_onnx.py
