@@ -237,8 +237,9 @@ class Model:
         """Every node of every tree, one row each, with XGBoost's ``trees_to_dataframe`` columns
         and meanings.
 
-        Columns: ``Tree``, ``Node``, ``ID`` (``"tree-node"``), ``Feature`` (``"Leaf"`` for
-        leaves), ``Split`` (numeric threshold: ``x < Split`` goes to ``Yes``), ``Yes``, ``No``,
+        Columns (XGBoost 3.4's): ``Tree``, ``Target`` (the output the tree adds to: a class,
+        quantile or target; 0 for a one-output model), ``Node``, ``ID`` (``"tree-node"``),
+        ``Feature`` (``"Leaf"`` for leaves), ``Split`` (numeric threshold: ``x < Split`` goes to ``Yes``), ``Yes``, ``No``,
         ``Missing`` (children by ``ID``; ``Missing`` takes missing values), ``Gain`` (the
         split's gain; for a leaf, its output with the learning rate applied), ``Cover`` and
         ``Category`` (categorical splits: the categories going to ``Yes``). Where XGBoost
@@ -253,8 +254,8 @@ class Model:
         {'Tree': 0, 'Node': 0, 'ID': '0-0', 'Feature': 'a', 'Split': 2.5, 'Yes': '0-1', 'No': '0-2'}
         """
         schema = {
-            "Tree": pl.Int64, "Node": pl.Int64, "ID": pl.String, "Feature": pl.String, "Split": pl.Float64,
-            "Yes": pl.String, "No": pl.String, "Missing": pl.String, "Gain": pl.Float64, "Cover": pl.Float64,
+            "Tree": pl.Int64, "Target": pl.Int64, "Node": pl.Int64, "ID": pl.String, "Feature": pl.String,
+            "Split": pl.Float64, "Yes": pl.String, "No": pl.String, "Missing": pl.String, "Gain": pl.Float64, "Cover": pl.Float64,
             "Category": pl.List(pl.String),
         }
         # The columns come decoded from Rust (`Model::trees_table`); only their dtypes are set here.

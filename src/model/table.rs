@@ -1,5 +1,5 @@
 //! Every node of every tree as one table, in the layout of XGBoost's `trees_to_dataframe`
-//! (its columns, names and meanings), built here so that nothing outside the crate decodes
+//! (its columns, names and meanings, as of XGBoost 3.4, which added `Target`), built here so that nothing outside the crate decodes
 //! the tree storage (category bitsets, the `NO_CHILD` marker). The Python
 //! `Model.trees_to_dataframe` turns it into a Polars frame.
 
@@ -12,6 +12,9 @@ use super::Model;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TreeTable {
     pub tree: Vec<i64>,
+    /// The output the tree adds to (a class, quantile or target; 0 for one-output models),
+    /// XGBoost's `tree_info`: XGBoost 3.4's `Target` column.
+    pub target: Vec<i64>,
     pub node: Vec<i64>,
     pub id: Vec<String>,
     /// The split feature's name; `"Leaf"` for leaves.
@@ -33,9 +36,9 @@ pub struct TreeTable {
 }
 
 impl TreeTable {
-    /// Column names, in order: XGBoost's.
-    pub const COLUMNS: [&'static str; 11] =
-        ["Tree", "Node", "ID", "Feature", "Split", "Yes", "No", "Missing", "Gain", "Cover", "Category"];
+    /// Column names, in order: XGBoost 3.4's (XGBoost 3.2's lack `Target`).
+    pub const COLUMNS: [&'static str; 12] =
+        ["Tree", "Target", "Node", "ID", "Feature", "Split", "Yes", "No", "Missing", "Gain", "Cover", "Category"];
 }
 
 /// `x` as its shortest decimal form (as JSON holds it) read back as `f64`: 0.1f32 becomes 0.1.
@@ -52,6 +55,7 @@ impl Model {
             for n in 0..tree.n_nodes() {
                 let k = n as u32;
                 t.tree.push(i as i64);
+                t.target.push((i % self.n_outputs) as i64);
                 t.node.push(n as i64);
                 t.id.push(id(k));
                 t.cover.push(decimal(tree.cover[n]));
@@ -150,6 +154,7 @@ mod tests {
         let t = model().trees_table();
         let s = |v: &str| Some(v.to_string());
         assert_eq!(t.tree, [0, 0, 0, 0, 0, 1]);
+        assert_eq!(t.target, [0; 6]);
         assert_eq!(t.node, [0, 1, 2, 3, 4, 0]);
         assert_eq!(t.id, ["0-0", "0-1", "0-2", "0-3", "0-4", "1-0"]);
         assert_eq!(t.feature, ["x", "colour", "Leaf", "Leaf", "Leaf", "Leaf"]);
@@ -162,6 +167,13 @@ mod tests {
         // Split gains for inner nodes, leaf values for leaves.
         assert_eq!(t.gain, [Some(2.5), Some(1.0), Some(-0.5), Some(0.75), Some(0.125), Some(0.3)]);
         assert_eq!(t.cover, [10.0, 6.0, 4.0, 2.0, 4.0, 10.0].map(Some));
+    }
+
+    #[test]
+    fn target_is_the_output_each_tree_adds_to() {
+        // Two outputs (classes, quantiles or targets): trees round-major, 0 then 1.
+        let m = Model { n_outputs: 2, base_margin: vec![0.0, 0.0], ..model() };
+        assert_eq!(m.trees_table().target, [0, 0, 0, 0, 0, 1]);
     }
 
     #[test]

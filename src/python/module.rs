@@ -139,12 +139,13 @@ fn feature_importance(bytes: &[u8], kind: &str) -> PyResult<Vec<(String, f64)>> 
 #[pyfunction]
 fn trees_table<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyDict>> {
     super::catch_panics_py(|| {
-        let TreeTable { tree, node, id, feature, split, yes, no, missing, gain, cover, category } =
+        let TreeTable { tree, target, node, id, feature, split, yes, no, missing, gain, cover, category } =
             model(bytes)?.trees_table();
         let columns = PyDict::new(py);
-        let [c_tree, c_node, c_id, c_feature, c_split, c_yes, c_no, c_missing, c_gain, c_cover, c_category] =
+        let [c_tree, c_target, c_node, c_id, c_feature, c_split, c_yes, c_no, c_missing, c_gain, c_cover, c_category] =
             TreeTable::COLUMNS;
         columns.set_item(c_tree, tree)?;
+        columns.set_item(c_target, target)?;
         columns.set_item(c_node, node)?;
         columns.set_item(c_id, id)?;
         columns.set_item(c_feature, feature)?;

@@ -4,6 +4,8 @@ exported to XGBoost JSON and scored by XGBoost."""
 
 from __future__ import annotations
 
+import json
+
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
@@ -319,28 +321,53 @@ def test_imported_lightgbm_params_are_what_the_file_states(tmp_path):
     assert ours_.imported_from is None and ours_.params["learning_rate"] == 0.3
 
 
+# XGBoost 3.4 added the `Target` column (the tree's output, `tree_info`), after `Tree`; ours
+# has it whichever XGBoost is installed.
+COLUMNS = ["Tree", "Target", "Node", "ID", "Feature", "Split", "Yes", "No", "Missing", "Gain", "Cover", "Category"]
+XGBOOST_HAS_TARGET = tuple(int(v) for v in xgb.__version__.split(".")[:2]) >= (3, 4)
+
+
 def _xgboost_table(booster: xgb.Booster) -> pl.DataFrame:
     t = booster.trees_to_dataframe()
     t["Category"] = [c if isinstance(c, list) else None for c in t["Category"]]
-    return pl.from_pandas(t)
+    t = pl.from_pandas(t)
+    if not XGBOOST_HAS_TARGET:
+        # Before 3.4 the output of a tree is the JSON model's `tree_info`.
+        info = json.loads(booster.save_raw("json"))["learner"]["gradient_booster"]["model"]["tree_info"]
+        t = t.with_columns(Target=pl.Series([info[i] for i in t["Tree"]], dtype=pl.Int64)).select(COLUMNS)
+    return t
+
+
+def _assert_same_table(ours_: pl.DataFrame, theirs: pl.DataFrame) -> None:
+    assert ours_.columns == theirs.columns == COLUMNS
+    assert ours_.height == theirs.height
+    for c in ("Tree", "Target", "Node", "ID", "Feature", "Yes", "No", "Missing"):
+        assert ours_[c].to_list() == theirs[c].to_list(), c
+    for c in ("Split", "Gain", "Cover"):
+        np.testing.assert_allclose(ours_[c].cast(pl.Float64).to_numpy(), theirs[c].cast(pl.Float64).to_numpy(),
+                                   rtol=1e-6, err_msg=c)
 
 
 def test_trees_to_dataframe_is_xgboosts_on_the_same_model(tmp_path):
     """XGBoost's own trees_to_dataframe of a model, and ours of the same model imported: the
-    same columns, node ids, children, features, thresholds, gains (leaf values on leaves) and
-    covers; categorical splits list the same categories (names here, XGBoost's codes there)."""
+    same columns (XGBoost 3.4's, with `Target`), node ids, outputs, children, features,
+    thresholds, gains (leaf values on leaves) and covers; categorical splits list the same
+    categories (names here, XGBoost's codes there)."""
     train, _ = higgs_with_missing()
     params = dict(objective="binary:logistic", tree_method="hist", max_depth=4, eta=0.3, nthread=2, seed=0)
     booster = xgb.train(params, xgb.DMatrix(to_pandas(train, FEATURES), label=train["y"].to_numpy()), 5)
     path = tmp_path / "model.json"
     booster.save_model(path)
+    _assert_same_table(Model.from_xgboost(path).trees_to_dataframe(), _xgboost_table(booster))
+
+    # Three classes: trees take turns at the outputs, and `Target` says which.
+    y3 = (train["f0"].to_numpy() > 1.0).astype(int) + train["y"].to_numpy().astype(int)
+    booster = xgb.train({**params, "objective": "multi:softprob", "num_class": 3},
+                        xgb.DMatrix(to_pandas(train, FEATURES), label=y3), 4)
+    booster.save_model(path)
     ours_, theirs = Model.from_xgboost(path).trees_to_dataframe(), _xgboost_table(booster)
-    assert ours_.columns == theirs.columns == ["Tree", "Node", "ID", "Feature", "Split", "Yes", "No", "Missing", "Gain", "Cover", "Category"]
-    assert ours_.height == theirs.height
-    for c in ("Tree", "Node", "ID", "Feature", "Yes", "No", "Missing"):
-        assert ours_[c].to_list() == theirs[c].to_list(), c
-    for c in ("Split", "Gain", "Cover"):
-        np.testing.assert_allclose(ours_[c].to_numpy(), theirs[c].to_numpy(), rtol=1e-6, err_msg=c)
+    _assert_same_table(ours_, theirs)
+    assert ours_.group_by("Tree").agg(pl.col("Target").first()).sort("Tree")["Target"].to_list() == [0, 1, 2] * 4
 
     df, feats = mushrooms()
     X = to_pandas(df, feats)
@@ -350,7 +377,7 @@ def test_trees_to_dataframe_is_xgboosts_on_the_same_model(tmp_path):
     )
     booster.save_model(tmp_path / "cat.json")
     ours_, theirs = Model.from_xgboost(tmp_path / "cat.json").trees_to_dataframe(), _xgboost_table(booster)
-    for c in ("Tree", "Node", "ID", "Feature", "Yes", "No", "Missing"):
+    for c in ("Tree", "Target", "Node", "ID", "Feature", "Yes", "No", "Missing"):
         assert ours_[c].to_list() == theirs[c].to_list(), c
     names = {f: list(X[f].cat.categories) for f in feats}
     # XGBoost lists a set's codes in its own order; ours are in code order.
@@ -358,7 +385,8 @@ def test_trees_to_dataframe_is_xgboosts_on_the_same_model(tmp_path):
     assert [None if cats is None else sorted(cats) for cats in ours_["Category"].to_list()] == want
     assert sum(c is not None for c in want) > 0
     for c in ("Split", "Gain", "Cover"):
-        np.testing.assert_allclose(ours_[c].to_numpy(), theirs[c].to_numpy(), rtol=1e-6, err_msg=c)
+        np.testing.assert_allclose(ours_[c].cast(pl.Float64).to_numpy(), theirs[c].cast(pl.Float64).to_numpy(),
+                                   rtol=1e-6, err_msg=c)
 
 
 def test_lightgbm_gamma_models_predict_what_lightgbm_does(tmp_path):

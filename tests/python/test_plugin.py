@@ -115,6 +115,7 @@ def _trees_from_json(model: Model) -> pl.DataFrame:
     import json
 
     dump = json.loads(model.to_json())["model"]
+    n_outputs = len(dump["base_margin"])
     names = [f["name"] for f in dump["features"]]
     categories = [f["categories"] for f in dump["features"]]
     rows = []
@@ -130,15 +131,16 @@ def _trees_from_json(model: Model) -> pl.DataFrame:
             child = None if leaf else {"Yes": tree["left"][n], "No": tree["right"][n]}
             missing = None if leaf else tree["left"][n] if tree["default_left"][n] else tree["right"][n]
             rows.append({
-                "Tree": t, "Node": n, "ID": f"{t}-{n}", "Feature": "Leaf" if leaf else names[f],
+                "Tree": t, "Target": t % n_outputs, "Node": n, "ID": f"{t}-{n}",
+                "Feature": "Leaf" if leaf else names[f],
                 "Split": None if leaf or cats is not None else tree["threshold"][n],
                 "Yes": None if leaf else f"{t}-{child['Yes']}", "No": None if leaf else f"{t}-{child['No']}",
                 "Missing": None if leaf else f"{t}-{missing}",
                 "Gain": tree["value"][n] if leaf else tree["gain"][n], "Cover": tree["cover"][n], "Category": cats,
             })
     schema = {
-        "Tree": pl.Int64, "Node": pl.Int64, "ID": pl.String, "Feature": pl.String, "Split": pl.Float64,
-        "Yes": pl.String, "No": pl.String, "Missing": pl.String, "Gain": pl.Float64, "Cover": pl.Float64,
+        "Tree": pl.Int64, "Target": pl.Int64, "Node": pl.Int64, "ID": pl.String, "Feature": pl.String,
+        "Split": pl.Float64, "Yes": pl.String, "No": pl.String, "Missing": pl.String, "Gain": pl.Float64, "Cover": pl.Float64,
         "Category": pl.List(pl.String),
     }
     return pl.DataFrame(rows, schema=schema)
@@ -156,7 +158,9 @@ def test_trees_to_dataframe_equals_the_json_dump(train_df):
         df, target="y", objective="binary:logistic", n_estimators=6, max_depth=4, max_cat_to_onehot=1
     )
     trees = model.trees_to_dataframe()
-    assert trees.columns == ["Tree", "Node", "ID", "Feature", "Split", "Yes", "No", "Missing", "Gain", "Cover", "Category"]
+    assert trees.columns == [
+        "Tree", "Target", "Node", "ID", "Feature", "Split", "Yes", "No", "Missing", "Gain", "Cover", "Category"
+    ]
     assert trees["Category"].drop_nulls().len() > 0 and trees["Split"].drop_nulls().len() > 0
     assert trees.equals(_trees_from_json(model), null_equal=True)
 
