@@ -38,14 +38,33 @@ def ours(train: pl.DataFrame, test: pl.DataFrame, **params) -> np.ndarray:
 
 
 def test_binary_classification():
-    train, test = load(DATA / "binary_classification" / "binary.train"), load(DATA / "binary_classification" / "binary.test")
-    p_xgb, p_lgb = peers(train, test, "binary:logistic", 0, 100, 6)
-    p = ours(train, test, objective="binary:logistic", n_estimators=100, max_depth=6)
-    y = test["y"].to_numpy()
-    aucs = {name: roc_auc_score(y, q) for name, q in (("ours", p), ("xgboost", p_xgb), ("lightgbm", p_lgb))}
-    losses = {name: log_loss(y, q) for name, q in (("ours", p), ("xgboost", p_xgb), ("lightgbm", p_lgb))}
-    assert aucs["ours"] >= min(aucs["xgboost"], aucs["lightgbm"]) - 0.01, aucs
-    assert losses["ours"] <= max(losses["xgboost"], losses["lightgbm"]) * 1.02, losses
+    """Ours against XGBoost and LightGBM at the same settings, on LightGBM's binary example.
+
+    Not on its 500-row test file alone: the AUC of 500 rows has a standard error of about
+    0.02, so a library's rank there is the draw of those rows (ours 0.8204, XGBoost 3.2 0.8235,
+    XGBoost 3.4 0.8307, LightGBM 0.8313: a spread of half a standard error). Instead train and
+    test file together (7,500 rows) in 5 folds, twice shuffled: ten fits of 6,000 rows each
+    scored on 1,500, the means compared. Over 40 such folds (docs/reference-accuracy.md) ours
+    minus XGBoost 3.4 is +0.0004 AUC (paired standard error 0.0007), minus XGBoost 3.2
+    -0.0009 (0.0007), minus LightGBM -0.0009 (0.0006): no difference to tell. The bounds here
+    are tighter than the 0.01 AUC and 2% log loss the single test file allowed."""
+    df = pl.concat([load(DATA / "binary_classification" / "binary.train"),
+                    load(DATA / "binary_classification" / "binary.test")])
+    y = df["y"].to_numpy()
+    scores: dict[str, list[tuple[float, float]]] = {"ours": [], "xgboost": [], "lightgbm": []}
+    for repeat in range(2):
+        order = np.random.default_rng(100 + repeat).permutation(df.height)
+        for k in range(5):
+            te = order[k::5]
+            tr = np.setdiff1d(order, te)
+            p_xgb, p_lgb = peers(df[tr], df[te], "binary:logistic", 0, 100, 6)
+            p = ours(df[tr], df[te], objective="binary:logistic", n_estimators=100, max_depth=6)
+            for name, q in (("ours", p), ("xgboost", p_xgb), ("lightgbm", p_lgb)):
+                scores[name].append((roc_auc_score(y[te], q), log_loss(y[te], q)))
+    auc = {name: float(np.mean([s[0] for s in v])) for name, v in scores.items()}
+    loss = {name: float(np.mean([s[1] for s in v])) for name, v in scores.items()}
+    assert auc["ours"] >= min(auc["xgboost"], auc["lightgbm"]) - 0.003, auc
+    assert loss["ours"] <= max(loss["xgboost"], loss["lightgbm"]) * 1.005, loss
 
 
 def test_multiclass():
@@ -446,14 +465,20 @@ def test_multi_target_regression_matches_xgboosts(tmp_path):
     est = GBTRegressor(**params).fit(X[tr], Y[tr], eval_set=[(X[te], Y[te])], verbose=False)
     np.testing.assert_allclose(est.predict(X[te]), ours, rtol=1e-6, atol=1e-6)
     assert est.evals_result()["validation_0"]["rmse"][-1] == pytest.approx(rmse(ours), rel=1e-5)
-    # Multi-label logistic: each label its own binary model, scored by logloss over elements.
+    # Multi-label logistic: each label its own binary model. With a bin for every distinct value
+    # (max_bin above the row count) both libraries cut alike and grow nearly the same trees: the
+    # same log loss (5.5e-6 apart, relative) and most probabilities within 2e-6 (one split of the
+    # first label's trees falls elsewhere, moving 29% of its rows by up to 0.008). At 256 bins
+    # the fits differ by their cut points, which XGBoost 3.3's sketch moved: in-sample log loss
+    # ours 0.2411, XGBoost 3.2 0.2390, 3.4 0.2340.
     labels = (Y > np.median(Y, axis=0)).astype(np.float32)
-    multi = GBTRegressor(objective="binary:logistic", n_estimators=10, max_depth=3).fit(X, labels)
-    xgb_multi = xgb.train({"objective": "binary:logistic", "max_depth": 3, "nthread": 2},
+    multi = GBTRegressor(objective="binary:logistic", n_estimators=10, max_depth=3, max_bin=8192).fit(X, labels)
+    xgb_multi = xgb.train({"objective": "binary:logistic", "max_depth": 3, "nthread": 2, "max_bin": 8192},
                           xgb.DMatrix(X, label=labels), 10)
     p_ours, p_theirs = multi.predict(X), xgb_multi.predict(xgb.DMatrix(X))
     assert p_ours.shape == (n, 3)
-    assert log_loss(labels.ravel(), p_ours.ravel()) < log_loss(labels.ravel(), p_theirs.ravel()) * 1.03
+    assert log_loss(labels.ravel(), p_ours.ravel()) == pytest.approx(log_loss(labels.ravel(), p_theirs.ravel()), rel=1e-4)
+    assert np.median(np.abs(p_ours - p_theirs)) < 1e-5
     with pytest.raises(polars_gbt.ParameterError, match="several targets.*multi:softprob"):
         polars_gbt.train(frame, target=["y0", "y1"], features=feats, objective="multi:softprob", num_class=3)
     with pytest.raises(polars_gbt.ParameterError, match="auc.*several targets"):
@@ -590,3 +615,4 @@ def test_several_quantiles_in_one_model_match_xgboosts(tmp_path):
                        compare=lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5))
     with pytest.raises(ValueError, match="needs objective"):
         polars_gbt.train(frame, target="y", quantile_alpha=[0.2, 0.8])
+

@@ -254,12 +254,15 @@ def test_a_classifier_with_eval_set_stops_where_xgboost_does():
     X, y = load_breast_cancer(return_X_y=True)
     X_train, X_test, y_train, y_test = train_test_split(X, y, stratify=y, random_state=94)
     fitted = {}
+    # 426 training rows: with 512 bins every distinct value has its own, so both libraries cut
+    # alike. (At 256 the cut points differ, and XGBoost 3.3 moved its own: best iterations ours
+    # 25, XGBoost 3.2 23, 3.4 31.)
     for name, module in (("xgboost", xgb), ("polars_gbt", polars_gbt_as_xgb)):
-        clf = module.XGBClassifier(tree_method="hist", early_stopping_rounds=2, n_estimators=100)
+        clf = module.XGBClassifier(tree_method="hist", early_stopping_rounds=2, n_estimators=100, max_bin=512)
         fitted[name] = clf.fit(X_train, y_train, eval_set=[(X_test, y_test)], verbose=False)
     ours, theirs = fitted["polars_gbt"], fitted["xgboost"]
-    assert abs(ours.best_iteration - theirs.best_iteration) <= 5  # 25 and 23
-    assert ours.best_score == pytest.approx(theirs.best_score, abs=0.01)  # 0.0819 and 0.0864
+    assert abs(ours.best_iteration - theirs.best_iteration) <= 5  # 16 and 17
+    assert ours.best_score == pytest.approx(theirs.best_score, abs=0.01)  # 0.1000 and 0.1021
     # best_score is the logged value at best_iteration, the round with the lowest loss.
     log = ours.evals_result()["validation_0"]["logloss"]
     assert ours.best_score == log[ours.best_iteration] == min(log)
@@ -331,8 +334,12 @@ def test_evals_result_has_xgboosts_shape_and_values():
     X, y = make_regression(n_samples=800, n_features=5, noise=5.0, random_state=5)
     X_train, X_val, y_train, y_val = train_test_split(X, y, random_state=5)
     logs = {}
+    # 600 training rows, each distinct value a bin in both libraries (max_bin=1024): the logs
+    # differ only where held-out values fall between cuts (ours midway, XGBoost's at the next
+    # value): by 2.3% at most. (At 256 bins, by 6.2% against XGBoost 3.2 and 8.1% against 3.4,
+    # whose sketch changed.)
     for name, module in (("xgboost", xgb), ("polars_gbt", polars_gbt_as_xgb)):
-        reg = module.XGBRegressor(n_estimators=30, max_depth=3, eval_metric=["rmse", "mae"])
+        reg = module.XGBRegressor(n_estimators=30, max_depth=3, eval_metric=["rmse", "mae"], max_bin=1024)
         logs[name] = reg.fit(X_train, y_train, eval_set=[(X_val, y_val)], verbose=False).evals_result()
     ours, theirs = logs["polars_gbt"], logs["xgboost"]
     assert ours.keys() == theirs.keys()
@@ -340,7 +347,7 @@ def test_evals_result_has_xgboosts_shape_and_values():
         assert ours["validation_0"].keys() == theirs["validation_0"].keys()
         assert len(ours["validation_0"][metric]) == len(theirs["validation_0"][metric]) == 30
         assert all(isinstance(v, float) for v in ours["validation_0"][metric])
-        np.testing.assert_allclose(ours["validation_0"][metric], theirs["validation_0"][metric], rtol=0.1)
+        np.testing.assert_allclose(ours["validation_0"][metric], theirs["validation_0"][metric], rtol=0.05)
     with pytest.raises(ValueError, match="eval_set` is not used"):
         GBTRegressor(n_estimators=3).fit(X_train, y_train).evals_result()
 
