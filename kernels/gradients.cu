@@ -14,6 +14,7 @@
 #define OBJECTIVE_GAMMA 6u
 #define OBJECTIVE_QUANTILE 7u
 #define OBJECTIVE_ABSOLUTE_ERROR 8u
+#define OBJECTIVE_EXPECTILE 9u
 
 // The kernels' argument structs (each kernel takes one, by value), mirrored in
 // src/backend/cuda/gradients.rs and checked by the layout probe.
@@ -143,6 +144,14 @@ __device__ __forceinline__ GradPair objective_gradient(u32 kind, const float* ma
             p.g = (m >= y ? 1.0f - param : -param) * w;
             p.h = w;
             break;
+        case OBJECTIVE_EXPECTILE: {
+            // param: expectile_alpha; 1 - alpha at or above the label, alpha below it.
+            const float d = m - y;
+            const float side = d >= 0.0f ? 1.0f - param : param;
+            p.g = side * d * w;
+            p.h = side * w;
+            break;
+        }
         case OBJECTIVE_SQUARED_ERROR:
             p.g = (m - y) * w;
             p.h = w;

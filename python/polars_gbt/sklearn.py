@@ -130,6 +130,7 @@ class _GBTBase(BaseEstimator):
         huber_slope: float = 1.0,
         scale_pos_weight: float = 1.0,
         quantile_alpha: float | list[float] = 0.5,
+        expectile_alpha: float | list[float] | None = None,
         tweedie_variance_power: float = 1.5,
         aft_loss_distribution: str = "normal",
         aft_loss_distribution_scale: float = 1.0,
@@ -179,6 +180,7 @@ class _GBTBase(BaseEstimator):
         self.huber_slope = huber_slope
         self.scale_pos_weight = scale_pos_weight
         self.quantile_alpha = quantile_alpha
+        self.expectile_alpha = expectile_alpha
         self.tweedie_variance_power = tweedie_variance_power
         self.aft_loss_distribution = aft_loss_distribution
         self.aft_loss_distribution_scale = aft_loss_distribution_scale

@@ -99,6 +99,10 @@ pub struct TrainConfig {
     pub scale_pos_weight: f64,
     /// Target quantile of `reg:quantileerror`, or several (one output each).
     pub quantile_alpha: QuantileAlphas,
+    /// The expectile `reg:expectileerror` fits, in [0, 1] (XGBoost 3.3's `expectile_alpha`, which
+    /// it requires: there is no default). A number or a list of one (XGBoost's form); several
+    /// expectiles in one model are refused (see `validate_objective_params`).
+    pub expectile_alpha: Option<QuantileAlphas>,
     /// Variance power of `reg:tweedie`, in [1, 2).
     pub tweedie_variance_power: f64,
     /// `survival:aft`: the distribution of the noise on the log time.
@@ -189,6 +193,7 @@ impl Default for TrainConfig {
             huber_slope: 1.0,
             scale_pos_weight: 1.0,
             quantile_alpha: QuantileAlphas::default(),
+            expectile_alpha: None,
             tweedie_variance_power: 1.5,
             aft_loss_distribution: AftDistribution::Normal,
             aft_loss_distribution_scale: 1.0,
@@ -268,6 +273,7 @@ impl TrainConfig {
             huber_slope: self.huber_slope,
             scale_pos_weight: self.scale_pos_weight,
             quantile_alpha: self.quantile_alpha,
+            expectile_alpha: self.expectile(),
             tweedie_variance_power: self.tweedie_variance_power,
             num_class: self.num_class,
             ranking: RankingParams {
@@ -279,6 +285,11 @@ impl TrainConfig {
             aft: self.aft_params(),
             num_target: self.num_target,
         }
+    }
+
+    /// The expectile of `reg:expectileerror` (`validate` makes sure the objective has one).
+    pub fn expectile(&self) -> f64 {
+        self.expectile_alpha.map_or(0.5, |a| a.get(0))
     }
 
     fn aft_params(&self) -> AftParams {
@@ -301,6 +312,7 @@ impl TrainConfig {
     pub fn metric_params(&self) -> MetricParams {
         MetricParams {
             quantile_alpha: self.quantile_alpha,
+            expectile_alpha: self.expectile(),
             tweedie_variance_power: self.tweedie_variance_power,
             aft: self.aft_params(),
         }
@@ -450,6 +462,33 @@ impl TrainConfig {
             let names = Objective::names_reading("quantile_alpha", "\" or objective=\"");
             return Err(Error::param("quantile_alpha", format!("with several quantiles needs objective=\"{names}\"")));
         }
+        match (self.expectile_alpha, self.objective.reads("expectile_alpha")) {
+            (None, true) => {
+                return Err(Error::param(
+                    "expectile_alpha",
+                    format!("is required by {}: the expectile to fit, in [0, 1]", self.objective.name()),
+                ))
+            }
+            (Some(_), false) => {
+                let names = Objective::names_reading("expectile_alpha", " and ");
+                return Err(Error::param("expectile_alpha", format!("applies to {names} only")));
+            }
+            (Some(a), true) if a.len() > 1 => {
+                // XGBoost 3.3 fits several in one model by reparameterising the outputs (the
+                // first expectile, then softplus gaps to the next), which predictions, SHAP and
+                // the exporters would all have to follow.
+                return Err(Error::param(
+                    "expectile_alpha",
+                    "several expectiles in one model are not supported: fit one model per expectile",
+                ));
+            }
+            _ => {}
+        }
+        check(
+            self.expectile_alpha.is_none_or(|a| (0.0..=1.0).contains(&a.get(0))),
+            "expectile_alpha",
+            "must be in [0, 1]",
+        )?;
         check((1.0..2.0).contains(&self.tweedie_variance_power), "tweedie_variance_power", "must be in [1, 2)")?;
         check(self.num_target >= 1, "num_target", "must be at least 1")?;
         if self.num_target > 1 {

@@ -39,6 +39,9 @@ pub enum Metric {
     Map(Option<u32>),
     /// The pinball (quantile) loss at the objective's `quantile_alpha` (XGBoost's `quantile`).
     Quantile,
+    /// The expectile loss at the objective's `expectile_alpha`, `|alpha - 1(y < p)| (y - p)^2`
+    /// (XGBoost's `expectile`).
+    Expectile,
     /// Negative log-likelihood of a Poisson distribution with the predicted mean.
     PoissonNloglik,
     /// Negative log-likelihood of a gamma distribution with the predicted mean (dispersion 1).
@@ -71,6 +74,8 @@ pub enum Metric {
 pub struct MetricParams {
     /// The quantiles of `Metric::Quantile`'s pinball loss, one per output.
     pub quantile_alpha: QuantileAlphas,
+    /// The expectile of `Metric::Expectile`.
+    pub expectile_alpha: f64,
     /// The variance power of `Metric::TweedieNloglik(None)`.
     pub tweedie_variance_power: f64,
     /// The distribution and scale of `Metric::AftNloglik`.
@@ -81,6 +86,7 @@ impl Default for MetricParams {
     fn default() -> Self {
         MetricParams {
             quantile_alpha: QuantileAlphas::default(),
+            expectile_alpha: 0.5,
             tweedie_variance_power: 1.5,
             aft: aft::AftParams::default(),
         }
@@ -120,6 +126,7 @@ impl TryFrom<String> for Metric {
             ("mlogloss", None) => Metric::Mlogloss,
             ("merror", None) => Metric::Merror,
             ("quantile" | "pinball", None) => Metric::Quantile,
+            ("expectile", None) => Metric::Expectile,
             ("poisson-nloglik", None) => Metric::PoissonNloglik,
             ("gamma-nloglik", None) => Metric::GammaNloglik,
             ("gamma-deviance", None) => Metric::GammaDeviance,
@@ -164,6 +171,7 @@ impl Metric {
             Metric::Map(None) => "map".into(),
             Metric::Map(Some(k)) => format!("map@{k}"),
             Metric::Quantile => "quantile".into(),
+            Metric::Expectile => "expectile".into(),
             Metric::PoissonNloglik => "poisson-nloglik".into(),
             Metric::GammaNloglik => "gamma-nloglik".into(),
             Metric::GammaDeviance => "gamma-deviance".into(),
@@ -213,6 +221,7 @@ impl Metric {
                 | Metric::Logloss
                 | Metric::Error
                 | Metric::Quantile
+                | Metric::Expectile
                 | Metric::PoissonNloglik
                 | Metric::GammaNloglik
                 | Metric::GammaDeviance
@@ -229,6 +238,7 @@ impl Metric {
             Metric::Ndcg(_) | Metric::Map(_) | Metric::Precision(_) => task == TaskKind::Ranking,
             // An interval's label is only its lower bound: errors against it would mislead.
             Metric::Rmse | Metric::Mae => n_outputs == 1 && task != TaskKind::Interval,
+            Metric::Expectile => task == TaskKind::Regression && n_outputs == 1,
             Metric::Quantile => task != TaskKind::Interval && (n_outputs == 1 || task == TaskKind::Regression),
             Metric::PoissonNloglik
             | Metric::GammaNloglik
@@ -246,6 +256,7 @@ impl Metric {
             Metric::Rmse => regression::rmse(pred, t),
             Metric::Mae => regression::mae(pred, t),
             Metric::Quantile => regression::pinball(pred, n_outputs, t, params.quantile_alpha.as_slice()),
+            Metric::Expectile => regression::expectile(pred, t, params.expectile_alpha),
             Metric::PoissonNloglik => regression::poisson_nloglik(pred, t),
             Metric::GammaNloglik => regression::gamma_nloglik(pred, t),
             Metric::GammaDeviance => regression::gamma_deviance(pred, t),

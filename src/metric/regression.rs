@@ -36,6 +36,16 @@ pub fn pinball(pred: &[f32], k: usize, t: &Targets, alphas: &[f64]) -> f64 {
     })
 }
 
+/// The expectile loss `|alpha - 1(y < p)| (y - p)^2`, averaged with the weights (XGBoost's
+/// `expectile`: the squared residual weighted by `alpha` where the label is at or above the
+/// prediction, by `1 - alpha` below it).
+pub fn expectile(pred: &[f32], t: &Targets, alpha: f64) -> f64 {
+    weighted_average(t, |i| {
+        let d = t.label[i] as f64 - pred[i] as f64;
+        (if d >= 0.0 { alpha } else { 1.0 - alpha }) * d * d
+    })
+}
+
 /// Poisson negative log-likelihood, `p - y ln p + ln Γ(y + 1)`, averaged with the weights
 /// (XGBoost's `poisson-nloglik`; the mean floored at 1e-16).
 pub fn poisson_nloglik(pred: &[f32], t: &Targets) -> f64 {

@@ -71,6 +71,8 @@ pub enum Objective {
     Hinge,
     #[serde(rename = "survival:aft")]
     Aft,
+    #[serde(rename = "reg:expectileerror")]
+    Expectile,
 }
 
 /// The parameters the losses read; `TrainConfig::objective_params` gathers them.
@@ -82,6 +84,8 @@ pub struct ObjectiveParams {
     pub scale_pos_weight: f64,
     /// Target quantiles of `reg:quantileerror` (one per output).
     pub quantile_alpha: QuantileAlphas,
+    /// The expectile of `reg:expectileerror`.
+    pub expectile_alpha: f64,
     /// Variance power of `reg:tweedie`.
     pub tweedie_variance_power: f64,
     /// Number of classes of the `multi:*` objectives.
@@ -127,6 +131,8 @@ pub enum GpuGradient {
     Quantile = 7,
     /// The same at the median (`reg:absoluteerror`, whose `quantile_alpha` is always 0.5).
     AbsoluteError = 8,
+    /// The expectile loss's weighted residual (`reg:expectileerror`).
+    Expectile = 9,
 }
 
 /// How many outputs (trees per round) a model of the objective has, for each target.
@@ -193,7 +199,7 @@ pub struct Descriptor {
 
 impl Objective {
     /// Every objective, in the order of their indices.
-    pub const ALL: [Objective; 17] = [
+    pub const ALL: [Objective; 18] = [
         Objective::SquaredError,
         Objective::PseudoHuber,
         Objective::Quantile,
@@ -211,6 +217,7 @@ impl Objective {
         Objective::Cox,
         Objective::Hinge,
         Objective::Aft,
+        Objective::Expectile,
     ];
 
     /// The objective's entry in the table.
@@ -329,6 +336,21 @@ impl Objective {
                 // The pinball loss at the objective's alpha (MAE would track the median).
                 default_metric: Metric::Quantile,
                 loss: |p| Box::new(quantile::Quantile { alphas: p.quantile_alpha }),
+            },
+            Objective::Expectile => Descriptor {
+                name: "reg:expectileerror",
+                xgboost_params: Some(XgbParams { block: "expectile_loss_param", params: &["expectile_alpha"] }),
+                xgboost_aliases: &[],
+                lightgbm_names: &[],
+                task: TaskKind::Regression,
+                link: Link::Identity,
+                outputs: Outputs::One,
+                predicts_classes: false,
+                gpu_gradient: Some(DeviceGradient::Pointwise(GpuGradient::Expectile)),
+                refits_leaves: false,
+                per_target: true,
+                default_metric: Metric::Expectile,
+                loss: |p| Box::new(squared::Expectile { alpha: p.expectile_alpha as f32 }),
             },
             Objective::AbsoluteError => Descriptor {
                 name: "reg:absoluteerror",
@@ -659,7 +681,7 @@ impl Link {
 }
 
 impl GpuGradient {
-    pub const ALL: [GpuGradient; 9] = [
+    pub const ALL: [GpuGradient; 10] = [
         GpuGradient::SquaredError,
         GpuGradient::Logistic,
         GpuGradient::PseudoHuber,
@@ -669,6 +691,7 @@ impl GpuGradient {
         GpuGradient::Gamma,
         GpuGradient::Quantile,
         GpuGradient::AbsoluteError,
+        GpuGradient::Expectile,
     ];
 
     /// The name of the kernel's code in kernels/gradients.cu.
@@ -683,6 +706,7 @@ impl GpuGradient {
             GpuGradient::Gamma => "OBJECTIVE_GAMMA",
             GpuGradient::Quantile => "OBJECTIVE_QUANTILE",
             GpuGradient::AbsoluteError => "OBJECTIVE_ABSOLUTE_ERROR",
+            GpuGradient::Expectile => "OBJECTIVE_EXPECTILE",
         }
     }
 
@@ -693,6 +717,7 @@ impl GpuGradient {
             GpuGradient::Quantile if p.quantile_alpha.len() > 1 => p.quantile_alpha.get(output) as f32,
             GpuGradient::Quantile => p.quantile_alpha.get(0) as f32,
             GpuGradient::AbsoluteError => 0.5,
+            GpuGradient::Expectile => p.expectile_alpha as f32,
             GpuGradient::PseudoHuber => p.huber_slope as f32,
             GpuGradient::Tweedie => p.tweedie_variance_power as f32,
             GpuGradient::Logistic => p.scale_pos_weight as f32,
@@ -731,6 +756,7 @@ mod tests {
         huber_slope: 1.0,
         scale_pos_weight: 1.0,
         quantile_alpha: QuantileAlphas::one(0.3),
+        expectile_alpha: 0.8,
         tweedie_variance_power: 1.5,
         num_class: 3,
         ranking: ranking::RankingParams::DEFAULT,

@@ -3,6 +3,8 @@ same test with the same parameters, on ../shared/data."""
 
 from __future__ import annotations
 
+import json
+
 import lightgbm as lgb
 import numpy as np
 import polars as pl
@@ -616,3 +618,74 @@ def test_several_quantiles_in_one_model_match_xgboosts(tmp_path):
     with pytest.raises(ValueError, match="needs objective"):
         polars_gbt.train(frame, target="y", quantile_alpha=[0.2, 0.8])
 
+
+XGBOOST_VERSION = tuple(int(v) for v in xgb.__version__.split(".")[:2])
+
+
+@pytest.mark.skipif(XGBOOST_VERSION < (3, 3), reason="reg:expectileerror came with XGBoost 3.3 (run by .venv-xgb34)")
+def test_expectile_regression_matches_xgboosts(tmp_path):
+    """reg:expectileerror (XGBoost 3.3) against XGBoost on the same data, weighted: the base
+    score (one Newton step from the mean), and with a bin for every distinct value (so that
+    both libraries cut alike) the same fit: predictions on the training rows within 1e-4 (6.8e-5
+    at most, on 3% of them: float sums) and the same loss. At the
+    default 256 bins, a held-out expectile loss as good, our logged metric the formula's as
+    XGBoost's is, and models predicting equal across import and export."""
+    rng = np.random.default_rng(47)
+    n = 4000
+    X = rng.normal(size=(n, 4)).astype(np.float32)
+    y = (X[:, 0] + (0.5 + np.abs(X[:, 1])) * rng.exponential(size=n) - 0.3 * X[:, 2] * X[:, 3]).astype(np.float32)
+    w = rng.uniform(0.5, 2.0, n).astype(np.float32)
+    feats = [f"x{j}" for j in range(4)]
+    frame = pl.DataFrame({f: X[:, j] for j, f in enumerate(feats)}).with_columns(y=y, w=w, valid=pl.int_range(n) >= 3000)
+    tr, te = slice(0, 3000), slice(3000, None)
+    alpha = 0.8
+
+    def loss(p, rows):
+        d = y[rows].astype(np.float64) - p.astype(np.float64)
+        return float(np.sum(w[rows] * np.where(d >= 0, alpha, 1 - alpha) * d * d) / np.sum(w[rows]))
+
+    def theirs(rounds, **params):
+        evals: dict = {}
+        booster = xgb.train({"objective": "reg:expectileerror", "expectile_alpha": alpha, "max_depth": 4, "eta": 0.1,
+                             "tree_method": "hist", "nthread": 2, **params},
+                            xgb.DMatrix(X[tr], label=y[tr], weight=w[tr], feature_names=feats), rounds,
+                            evals=[(xgb.DMatrix(X[te], label=y[te], weight=w[te], feature_names=feats), "valid")],
+                            evals_result=evals, verbose_eval=False)
+        return booster, evals
+
+    def ours(rounds, **params):
+        return polars_gbt.Model.from_bytes(frame.select(pl.col(feats).gbt.fit(
+            "y", objective="reg:expectileerror", expectile_alpha=alpha, weight="w", eval_set=pl.col("valid"),
+            n_estimators=rounds, max_depth=4, learning_rate=0.1, **params)).item())
+
+    # The same base score, and with every distinct value a bin, the same fit.
+    booster, _ = theirs(40, max_bin=4096)
+    model = ours(40, max_bin=4096)
+    base = float(json.loads(booster.save_config())["learner"]["learner_model_param"]["base_score"].strip("[]"))
+    assert model.params["base_score"] is None
+    np.testing.assert_allclose(json.loads(model.to_json())["model"]["base_margin"], [base], rtol=1e-6)
+    fit_ours = model.predict(frame[tr]).to_numpy()
+    fit_theirs = booster.predict(xgb.DMatrix(X[tr], feature_names=feats))
+    np.testing.assert_allclose(fit_ours, fit_theirs, rtol=0, atol=1e-4)
+    assert loss(fit_ours, tr) == pytest.approx(loss(fit_theirs, tr), rel=1e-5)
+
+    # At the default bins: the metric, the fit's quality, import and export.
+    booster, evals = theirs(60)
+    model = ours(60)
+    p_ours = model.predict(frame[te]).to_numpy()
+    p_theirs = booster.predict(xgb.DMatrix(X[te], feature_names=feats))
+    assert model.evals_result().columns == ["round", "valid-expectile"]
+    assert model.evals_result()["valid-expectile"][-1] == pytest.approx(loss(p_ours, te), rel=1e-5)
+    assert evals["valid"]["expectile"][-1] == pytest.approx(loss(p_theirs, te), rel=1e-4)
+    assert loss(p_ours, te) <= loss(p_theirs, te) * 1.02, (loss(p_ours, te), loss(p_theirs, te))
+    # The fit's share of held-out labels above the prediction is that of an 0.8-expectile, as XGBoost's.
+    assert abs((y[te] > p_ours).mean() - (y[te] > p_theirs).mean()) < 0.02
+    _assert_round_trip(booster, model, frame[te], X[te], p_theirs, p_ours, tmp_path)
+    assert polars_gbt.Model.from_xgboost(tmp_path / "xgboost.json").params["expectile_alpha"] == alpha
+
+    with pytest.raises(polars_gbt.ParameterError, match="expectile_alpha.*required by reg:expectileerror"):
+        polars_gbt.train(frame, target="y", features=feats, objective="reg:expectileerror")
+    with pytest.raises(polars_gbt.ParameterError, match="several expectiles in one model are not supported"):
+        polars_gbt.train(frame, target="y", features=feats, objective="reg:expectileerror", expectile_alpha=[0.2, 0.8])
+    with pytest.raises(polars_gbt.ParameterError, match="expectile_alpha.*applies to reg:expectileerror only"):
+        polars_gbt.train(frame, target="y", features=feats, expectile_alpha=0.8)

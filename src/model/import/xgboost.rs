@@ -154,6 +154,11 @@ fn read_param(
             return Err(bad(format!("aft_loss_distribution_scale {number} is not > 0")))
         }
         "aft_loss_distribution_scale" => config.aft_loss_distribution_scale = number,
+        // One expectile (XGBoost writes `[8E-1]`); several are read as text, and refused.
+        "expectile_alpha" if (0.0..=1.0).contains(&number) => {
+            config.expectile_alpha = Some(crate::config::QuantileAlphas::one(number))
+        }
+        "expectile_alpha" => return Err(bad(format!("expectile_alpha {number} is not in [0, 1]"))),
         // learner_model_param's num_class is the one read; a quantile is a list.
         "num_class" | "quantile_alpha" | "aft_loss_distribution" => {
             return read_text_param(config, known, given, param)
@@ -188,6 +193,20 @@ fn read_text_param(
             })?;
             known.insert(param.into(), serde_json::to_value(config.quantile_alpha).unwrap_or_default());
         }
+        ("expectile_alpha", Value::String(s)) => match base_scores(s)?[..] {
+            [a] if (0.0..=1.0).contains(&a) => {
+                config.expectile_alpha = Some(crate::config::QuantileAlphas::one(a));
+                known.insert(param.into(), a.into());
+            }
+            [a] => return Err(bad(format!("expectile_alpha {a} is not in [0, 1]"))),
+            ref several => {
+                return Err(bad(format!(
+                    "expectile_alpha has {} expectiles: models of several expectiles (XGBoost 3.3's \
+                     reparameterised outputs) are not supported",
+                    several.len()
+                )))
+            }
+        },
         _ => {}
     }
     Ok(())
@@ -491,6 +510,7 @@ mod tests {
             tweedie_variance_power: 1.3,
             huber_slope: 2.5,
             quantile_alpha: crate::config::QuantileAlphas::many(&[0.2, 0.7]).unwrap(),
+            expectile_alpha: Some(crate::config::QuantileAlphas::one(0.35)),
             scale_pos_weight: 3.0,
             aft_loss_distribution: crate::config::AftDistribution::from_name("logistic").unwrap(),
             aft_loss_distribution_scale: 2.0,
@@ -513,6 +533,6 @@ mod tests {
             }
             blocks += 1;
         }
-        assert_eq!(blocks, 7);
+        assert_eq!(blocks, 8);
     }
 }

@@ -106,6 +106,8 @@ pub(super) fn param_text(cfg: &TrainConfig, param: &str) -> String {
             let alphas: Vec<String> = cfg.quantile_alpha.as_slice().iter().map(f64::to_string).collect();
             format!("[{}]", alphas.join(","))
         }
+        // A list of one, as XGBoost writes it.
+        "expectile_alpha" => format!("[{}]", cfg.expectile()),
         "scale_pos_weight" => cfg.scale_pos_weight.to_string(),
         "aft_loss_distribution" => cfg.aft_loss_distribution.name().to_string(),
         "aft_loss_distribution_scale" => cfg.aft_loss_distribution_scale.to_string(),
