@@ -116,12 +116,17 @@ fn gpu_trees_equal_cpu_trees() {
             "reg_lambda": 3, "max_delta_step": 0.7}"#,
         r#"{"n_estimators": 6, "max_depth": 6, "max_bin": 1024}"#,
         r#"{"n_estimators": 6, "max_depth": 4, "objective": "reg:pseudohubererror", "huber_slope": 0.7}"#,
+        r#"{"n_estimators": 6, "max_depth": 5, "objective": "reg:expectileerror", "expectile_alpha": 0.8}"#,
     ];
     for json in configs {
         assert_same_trees(&fit(json, &data, "cpu"), &fit(json, &data, "cuda"), json);
     }
-    let json = r#"{"n_estimators": 10, "max_depth": 6}"#;
-    assert_same_trees(&fit(json, &weighted, "cpu"), &fit(json, &weighted, "cuda"), "weighted rows");
+    for json in [
+        r#"{"n_estimators": 10, "max_depth": 6}"#,
+        r#"{"n_estimators": 6, "max_depth": 5, "objective": "reg:expectileerror", "expectile_alpha": 0.3}"#,
+    ] {
+        assert_same_trees(&fit(json, &weighted, "cpu"), &fit(json, &weighted, "cuda"), json);
+    }
 }
 
 #[test]
