@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Builds the polars_gbt wheel (the Rust crate with the Polars plugin, through maturin) and
-# installs it with its test and demo dependencies into .venv (Python 3.11, XGBoost 3.2: the
-# last XGBoost for 3.11), and with the peer-test dependencies into .venv-xgb34 (Python 3.12,
-# the newest XGBoost). Both are ignored by git. The wheel is abi3 (Python 3.11 and later), so
-# one build serves both.
+# installs it with its test and demo dependencies into .venv (ignored by git; Python 3.11+:
+# XGBoost 3.2 there, the last for 3.11). The tests' second environment, with the newest
+# XGBoost on Python 3.12, is scripts/python-env-xgb34.sh's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${POLARS_GBT_CACHE:-$HOME/.cache/polars-gbt}
@@ -15,19 +14,3 @@ rm -rf .venv/wheels
 CARGO_TARGET_DIR=$cache/target-py .venv/bin/maturin build --release --locked -q -o .venv/wheels
 .venv/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps .venv/wheels/*.whl
 
-# The second environment's pins, but for XGBoost's, are the first one's.
-while read -r pin; do
-    case $pin in '#'* | '' | xgboost-cpu==*) continue ;; esac
-    grep -qxF "$pin" tests/python/requirements.txt ||
-        { echo "tests/python/requirements-xgb34.txt pins $pin, requirements.txt does not" >&2; exit 1; }
-done <tests/python/requirements-xgb34.txt
-# Python 3.12: pyenv's (this machine's image has 3.12.1 there), else one on PATH that runs
-# (pyenv's shim answers for versions it does not activate, and fails).
-py312=$(ls -d "$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"/versions/3.12.*/bin/python3.12 2>/dev/null | tail -1 || true)
-if [ -z "$py312" ] && python3.12 -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
-    py312=$(python3.12 -c 'import sys; print(sys.executable)')
-fi
-[ -n "$py312" ] || { echo "Python 3.12 not found (the XGBoost 3.4 tests need it)" >&2; exit 1; }
-"$py312" -m venv .venv-xgb34
-.venv-xgb34/bin/pip install -q --disable-pip-version-check -r tests/python/requirements-xgb34.txt
-.venv-xgb34/bin/pip install -q --disable-pip-version-check --force-reinstall --no-deps .venv/wheels/*.whl

@@ -15,6 +15,7 @@ cargo clippy --release --locked --no-default-features --all-targets -- -D warnin
 # The Python environment first: it also holds NVRTC (the nvidia-cuda-nvrtc wheel), with which
 # tests/cuda_kernels.rs compiles every kernel for sm_75, sm_80 and sm_90 without a GPU.
 bash scripts/python-env.sh
+bash scripts/python-env-xgb34.sh
 nvrtc=$(.venv/bin/python -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))')
 export POLARS_GBT_NVRTC_DIRS=$nvrtc POLARS_GBT_REQUIRE_NVRTC=1
 # The kernel cache stays out of the user's cache directory during tests.
