@@ -108,10 +108,11 @@ impl<'r> FitDevice<'r> {
 
 impl Drop for FitDevice<'_> {
     /// Gives the arena's pinned buffer back to the runtime for the next fit, once no copy out
-    /// of it is queued (after a device error it is simply freed).
+    /// of it is queued (after a device error it is simply freed). With exchanges queued, the
+    /// wait goes through the collective: a plain one would hang on a dead peer's all-reduce.
     fn drop(&mut self) {
         if let Some(host) = self.arena.host.take() {
-            if self.stream.synchronize().is_ok() {
+            if self.drain().is_ok() && self.stream.synchronize().is_ok() {
                 self.rt.give_back_pinned(host);
             }
         }
