@@ -194,9 +194,11 @@ impl<'p> FirstPass<'p> {
                     .collect::<Result<Vec<_>>>()?;
                 self.schema = Some(FeatureFrame::new(empty)?);
                 let mut sketch = CutSketch::new(features, self.p.seed, self.n_global)?;
-                // A tenth more than the expected sample (its spread is about its square root).
+                // A tenth more than the expected sample (its spread is about its square root),
+                // weights only where rows have weights of their own.
                 let expected = CutSketch::expected_rows(self.n_global);
-                sketch.reserve(expected + expected / 10 + 1024);
+                let weighted = b.data.weight().is_some() || self.p.scale_pos_weight != 1.0;
+                sketch.reserve(expected + expected / 10 + 1024, weighted);
                 self.sketch = Some(sketch);
                 self.rows.reserve(self.n_global, &b);
                 self.categories = features.columns().iter().map(|c| c.is_categorical().then(BTreeSet::new)).collect();
@@ -360,7 +362,11 @@ impl PerRow {
 
     fn into_dataset(self, schema: FeatureFrame, rows: BinnedRows) -> Result<Dataset> {
         let k = self.label.len();
-        let label: Vec<f32> = self.label.into_iter().flatten().collect();
+        // One target's vector is the label as it is: no copy of it beside the bins.
+        let label: Vec<f32> = match k {
+            1 => self.label.into_iter().next().expect("one target"),
+            _ => self.label.concat(),
+        };
         let mut d = Dataset::from_binned(schema, rows, label.into(), k)?;
         if let Some(u) = self.label_upper {
             d = d.with_label_upper_bound(u.into())?;
