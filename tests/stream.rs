@@ -4,7 +4,11 @@
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float32Array, Float64Array, Int32Array, RecordBatch, StringArray};
-use polars_gbt::data::{stream_dataset, Batch, BatchSource, RecordBatches, StreamParams};
+use arrow_schema::{DataType, Field, Schema};
+use polars_gbt::data::{
+    stream_dataset, stream_dataset_with_progress, stream_eval_set, Batch, BatchSource, Pass, RecordBatches,
+    StreamParams,
+};
 use polars_gbt::{train, Dataset, FeatureFrame, Result, TrainConfig};
 
 fn params(cfg: &TrainConfig) -> StreamParams {
@@ -60,7 +64,14 @@ fn cut(n: usize, sizes: &[usize]) -> Vec<(usize, usize)> {
 }
 
 fn collected(n: usize, late: usize) -> Dataset {
-    let parts: Vec<RecordBatch> = cut(n, &[n / 3 + 1]).into_iter().map(|(a, b)| batch(a, b, late)).collect();
+    collected_rows(0, n, late)
+}
+
+/// Rows `start..end` collected (in three chunks).
+fn collected_rows(start: usize, end: usize, late: usize) -> Dataset {
+    let n = end - start;
+    let parts: Vec<RecordBatch> =
+        cut(n, &[n / 3 + 1]).into_iter().map(|(a, b)| batch(start + a, start + b, late)).collect();
     let frame = FeatureFrame::from_record_batches(&parts).unwrap();
     let y = frame.find("y").unwrap();
     let mut label = vec![0f32; n];
@@ -182,4 +193,107 @@ fn a_source_that_changes_between_passes_is_an_error() {
     let init = train(&cfg, &d, &[]).unwrap();
     let err = polars_gbt::Training::new(&cfg, &s).init_model(&init).run().unwrap_err().to_string();
     assert!(err.contains("streamed"), "{err}");
+}
+
+/// Record batches of rows `start..end` cut at `sizes`, as a source that does not know its
+/// row count (an Arrow stream from a callable, a one-shot reader).
+fn record_source(start: usize, end: usize, late: usize, sizes: &[usize]) -> impl BatchSource {
+    let spans: Vec<(usize, usize)> = cut(end - start, sizes).into_iter().map(|(a, b)| (a + start, b + start)).collect();
+    RecordBatches::new(move || Ok(spans.clone().into_iter().map(move |(a, b)| Ok(batch(a, b, late)))), "y")
+}
+
+#[test]
+fn streamed_evaluation_sets_give_the_collected_fit_and_early_stopping() {
+    // Training rows 0..3,000; evaluation rows 3,000..4,000, whose category "late" (from row
+    // 3,500) the training rows never saw: it reads as unseen, as a collected set's does.
+    let (n, late) = (4_000, 3_500);
+    let cfg = TrainConfig::from_json(
+        r#"{"n_estimators": 40, "max_depth": 3, "eta": 0.3, "early_stopping_rounds": 2, "eval_metric": ["rmse", "mae"]}"#,
+    )
+    .unwrap();
+    let (train_rows, valid_rows) = (collected_rows(0, 3_000, late), collected_rows(3_000, n, late));
+    let whole = train(&cfg, &train_rows, &[("valid", &valid_rows)]).unwrap();
+    assert!(whole.best_iteration().is_some_and(|b| b + 1 < 40), "early stopping stopped the collected fit");
+    let streamed_train = stream_dataset(&mut record_source(0, 3_000, late, &[999]), &params(&cfg)).unwrap();
+    for sizes in [&[1_000][..], &[1, 333, 77]] {
+        let valid =
+            stream_eval_set(&mut record_source(3_000, n, late, sizes), &streamed_train, None, "valid", &mut |_| {})
+                .unwrap();
+        assert_eq!(valid.n_rows(), 1_000);
+        let model = train(&cfg, &streamed_train, &[("valid", &valid)]).unwrap();
+        assert!(model.to_bytes() == whole.to_bytes(), "evaluation batches of {sizes:?} give another model");
+        assert_eq!(model.evals_result(), whole.evals_result());
+    }
+}
+
+#[test]
+fn a_streamed_evaluation_set_is_checked_against_the_training_features() {
+    let cfg = TrainConfig::default();
+    let data = stream_dataset(&mut record_source(0, 2_000, 1_500, &[500]), &params(&cfg)).unwrap();
+    // A collected training set has no cut points to bin with yet.
+    let collected_train = collected(2_000, 1_500);
+    let err = stream_eval_set(&mut record_source(0, 100, 50, &[50]), &collected_train, None, "valid", &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("eval set `valid` streams with a streamed training set"), "{err}");
+    // A feature missing, or numeric where the training column was categorical.
+    let drop_x1 = |b: RecordBatch| b.project(&[0, 2, 3, 4]).unwrap();
+    let mut missing = RecordBatches::new(|| Ok((0..2).map(move |i| Ok(drop_x1(batch(i * 50, i * 50 + 50, 60))))), "y");
+    let err = stream_eval_set(&mut missing, &data, None, "valid", &mut |_| {}).unwrap_err().to_string();
+    assert!(err.contains("eval set `valid`: columns missing for the training features: x1"), "{err}");
+    let numeric_c = |b: RecordBatch| {
+        let mut cols = b.columns().to_vec();
+        cols[3] = Arc::new(Float32Array::from(vec![1.0f32; b.num_rows()]));
+        let mut fields: Vec<Field> = b.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields[3] = Field::new("c", DataType::Float32, true);
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+    };
+    let mut numeric = RecordBatches::new(|| Ok(std::iter::once(Ok(numeric_c(batch(0, 50, 60))))), "y");
+    let err = stream_eval_set(&mut numeric, &data, None, "test", &mut |_| {}).unwrap_err().to_string();
+    assert!(err.contains("column `c of eval set `test``: was categorical in training"), "{err}");
+    // A null label names the evaluation set.
+    let null_y = |b: RecordBatch| {
+        let mut cols = b.columns().to_vec();
+        cols[4] = Arc::new(Float32Array::from(vec![None; b.num_rows()]));
+        let fields: Vec<Field> = b.schema().fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+    };
+    let mut nulls = RecordBatches::new(|| Ok(std::iter::once(Ok(null_y(batch(0, 50, 60))))), "y");
+    let err = stream_eval_set(&mut nulls, &data, None, "valid", &mut |_| {}).unwrap_err().to_string();
+    assert!(err.contains("column `y of eval set `valid``: has 50 null values"), "{err}");
+    let mut empty = RecordBatches::new(|| Ok(std::iter::empty::<Result<RecordBatch>>()), "y");
+    let err = stream_eval_set(&mut empty, &data, None, "valid", &mut |_| {}).unwrap_err().to_string();
+    assert!(err.contains("eval set `valid` has no rows"), "{err}");
+}
+
+#[test]
+fn every_pass_reports_its_rows() {
+    let cfg = TrainConfig::default();
+    let mut seen: Vec<(String, usize, Option<usize>, bool)> = Vec::new();
+    let mut note = |p: &polars_gbt::data::PassProgress| seen.push((format!("{:?}", p.pass), p.rows, p.total, p.done));
+    // A source that does not know its rows: a pass counts them first.
+    let data =
+        stream_dataset_with_progress(&mut record_source(0, 1_000, 900, &[400]), &params(&cfg), &mut note).unwrap();
+    stream_eval_set(&mut record_source(1_000, 1_100, 900, &[60]), &data, None, "valid", &mut note).unwrap();
+    let expected = [
+        ("Count", 400, None, false),
+        ("Count", 800, None, false),
+        ("Count", 1_000, None, false),
+        ("Count", 1_000, None, true),
+        ("CutPoints", 400, Some(1_000), false),
+        ("CutPoints", 800, Some(1_000), false),
+        ("CutPoints", 1_000, Some(1_000), false),
+        ("CutPoints", 1_000, Some(1_000), true),
+        ("Binning", 400, Some(1_000), false),
+        ("Binning", 800, Some(1_000), false),
+        ("Binning", 1_000, Some(1_000), false),
+        ("Binning", 1_000, Some(1_000), true),
+        ("Eval(\"valid\")", 60, None, false),
+        ("Eval(\"valid\")", 100, None, false),
+        ("Eval(\"valid\")", 100, None, true),
+    ];
+    let expected: Vec<(String, usize, Option<usize>, bool)> =
+        expected.iter().map(|&(p, r, t, d)| (p.to_string(), r, t, d)).collect();
+    assert_eq!(seen, expected);
+    assert_eq!(Pass::Eval("valid"), Pass::Eval("valid"));
 }

@@ -4,6 +4,8 @@
 //! per round come the gradients, one tree per output from the learner, the evaluation sets'
 //! margins and metrics, and early stopping.
 
+use std::borrow::Cow;
+
 use crate::backend::cpu::predict::add_tree_binned;
 use crate::backend::refit::LeafRefit;
 use crate::backend::{Engine, Fit, Learner};
@@ -23,7 +25,8 @@ use super::{RoundCallback, RoundLog, UserFunctions};
 struct EvalSet<'a> {
     name: String,
     data: &'a Dataset,
-    binned: BinnedMatrix,
+    /// Binned here, or already (a streamed set, `data::stream_eval_set`).
+    binned: Cow<'a, BinnedMatrix>,
     margin: Vec<f32>,
     /// With several targets: the labels row-major and the weights repeated per target, for
     /// metrics scored element by element.
@@ -48,8 +51,20 @@ impl<'a> EvalSet<'a> {
         shard: &Shard,
         i: usize,
     ) -> Result<Self> {
-        let columns = bind_columns(features, &d.features)?;
-        let binned = BinnedMatrix::new(&FeatureFrame::new(columns)?, cuts);
+        let binned = match d.binned() {
+            // Binned as it streamed, with the training cut points: they must be these.
+            Some(rows) if rows.cuts.as_slice() == cuts => Cow::Borrowed(&rows.matrix),
+            Some(_) => {
+                return Err(Error::data(format!(
+                    "eval set `{name}` was binned with other cut points than the fit's (stream it with the \
+                     training set it is evaluated with)"
+                )))
+            }
+            None => {
+                let columns = bind_columns(features, &d.features)?;
+                Cow::Owned(BinnedMatrix::new(&FeatureFrame::new(columns)?, cuts))
+            }
+        };
         let margin = Trainer::start_margin(base_margin, d, k);
         let rows = shard.evals.get(i).cloned().unwrap_or_else(|| RowSpans::whole(d.n_rows()));
         let global = if shard.is_distributed() { Some(GlobalTargets::gather(shard, &rows, d, true)?) } else { None };

@@ -56,6 +56,33 @@ impl BinnedMatrix {
         BinnedMatrix { data, n_bins, n_rows }
     }
 
+    /// A matrix of no rows for features of `cuts`, with room for `rows` rows (0: none; rows
+    /// come by [`BinnedMatrix::append`], the vector growing as they do).
+    pub fn with_capacity(rows: usize, cuts: &[FeatureCuts]) -> Self {
+        let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
+        let cells = rows * n_bins.len();
+        let data = match Self::bin_width(&n_bins) {
+            1 => BinData::U8 { rows: Vec::with_capacity(cells) },
+            2 => BinData::U16 { rows: Vec::with_capacity(cells) },
+            _ => BinData::U32 { rows: Vec::with_capacity(cells) },
+        };
+        BinnedMatrix { data, n_bins, n_rows: 0 }
+    }
+
+    /// Bins `frame`'s rows with `cuts` (this matrix's) as rows after the last: an evaluation
+    /// set streamed in batches of a count not known ahead.
+    pub fn append(&mut self, frame: &FeatureFrame, cuts: &[FeatureCuts]) {
+        let first = self.n_rows;
+        let cells = (first + frame.n_rows()) * self.n_features();
+        match &mut self.data {
+            BinData::U8 { rows } => rows.resize(cells, 0),
+            BinData::U16 { rows } => rows.resize(cells, 0),
+            BinData::U32 { rows } => rows.resize(cells, 0),
+        }
+        self.n_rows += frame.n_rows();
+        self.fill(first, frame, cuts);
+    }
+
     /// Bins `frame`'s rows with `cuts` (this matrix's) into rows `first..first + frame.n_rows()`:
     /// the same bins as [`BinnedMatrix::new`] gives those rows of the whole frame.
     pub fn fill(&mut self, first: usize, frame: &FeatureFrame, cuts: &[FeatureCuts]) {

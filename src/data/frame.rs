@@ -122,6 +122,52 @@ impl FeatureFrame {
     pub fn find(&self, name: &str) -> Option<&FeatureColumn> {
         self.columns.iter().find(|c| c.name() == name)
     }
+
+    /// This frame's columns as the features of `schema` (a fit's training features): found by
+    /// name (by position when `schema` is unnamed), in `schema`'s order, and a categorical
+    /// column coded by `schema`'s categories (one they lack reads as unseen, as in scoring).
+    /// A missing column, or one numeric where `schema`'s is categorical or the reverse, is an
+    /// error. Other columns are left out.
+    pub fn bound_to(&self, schema: &FeatureFrame) -> Result<FeatureFrame> {
+        let columns: Vec<&FeatureColumn> = if schema.is_unnamed() {
+            if self.n_features() != schema.n_features() {
+                return Err(Error::data(format!(
+                    "the training data has {} features but {} unnamed columns were given",
+                    schema.n_features(),
+                    self.n_features()
+                )));
+            }
+            self.columns.iter().collect()
+        } else {
+            let missing: Vec<&str> =
+                schema.columns.iter().map(|c| c.name()).filter(|name| self.find(name).is_none()).collect();
+            if !missing.is_empty() {
+                return Err(Error::data(format!("columns missing for the training features: {}", missing.join(", "))));
+            }
+            schema.columns.iter().map(|c| self.find(c.name()).expect("checked above")).collect()
+        };
+        let bound = columns
+            .into_iter()
+            .zip(&schema.columns)
+            .map(|(col, trained)| match (trained.categories(), col.is_categorical()) {
+                (Some(names), true) => col.with_categories(names),
+                (None, false) => Ok(col.clone()),
+                (Some(_), false) => Err(Error::column(
+                    trained.name(),
+                    format!("was categorical in training ({}) but is {} here", trained.dtype_name(), col.dtype_name()),
+                )),
+                (None, true) => Err(Error::column(
+                    trained.name(),
+                    format!(
+                        "was numeric in training ({}) but is categorical ({}) here",
+                        trained.dtype_name(),
+                        col.dtype_name()
+                    ),
+                )),
+            })
+            .collect::<Result<_>>()?;
+        FeatureFrame::new(bound)
+    }
 }
 
 /// A numeric Arrow column (one or more chunks) as `f32`, for labels, weights and margins.

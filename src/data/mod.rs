@@ -4,7 +4,8 @@
 //! * [`frame`]: a set of named feature columns of equal length, and the training [`Dataset`].
 //! * [`cuts`]: weighted quantile cut points per feature (stored in the model).
 //! * [`binned`]: the compact bin matrix (u8, or u16 past 255 bins), row- and column-major.
-//! * [`stream`]: a fit's rows read in batches, twice (cut points, then bins), never whole.
+//! * [`stream`]: a fit's rows read in batches, twice (cut points, then bins), never whole;
+//!   an evaluation set's once, binned with the training cut points.
 //! * [`targets`]: the labels, weights and query groups that losses and metrics read.
 
 pub mod binned;
@@ -18,5 +19,8 @@ pub use binned::{BinData, BinnedMatrix};
 pub use column::{ColumnKind, FeatureColumn};
 pub use cuts::FeatureCuts;
 pub use frame::{Dataset, FeatureFrame};
-pub use stream::{stream_dataset, Batch, BatchSource, BinnedRows, RecordBatches, StreamParams};
+pub use stream::{
+    stream_dataset, stream_dataset_with_progress, stream_eval_set, Batch, BatchSource, BinnedRows, Pass, PassProgress,
+    Progress, RecordBatches, StreamParams,
+};
 pub use targets::Targets;

@@ -14,6 +14,11 @@
 //! the collected rows. The row count sets the sample's rate, so it is needed before pass 1:
 //! the source tells it ([`BatchSource::n_rows`], a Parquet scan's metadata) or one more pass
 //! counts it.
+//!
+//! An evaluation set streams in one pass ([`stream_eval_set`]): its batches binned with the
+//! training cut points as they come, as the trainer bins a collected evaluation set. Each pass
+//! tells how far it has come ([`PassProgress`]) to whoever asks
+//! ([`stream_dataset_with_progress`]).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -73,28 +78,63 @@ pub struct StreamParams {
     pub scale_pos_weight: f32,
 }
 
+/// A pass over a stream, as progress reports name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass<'a> {
+    /// Counting the rows of a source that does not know their number.
+    Count,
+    /// Pass 1: the cut points' sample, the categories and the per-row vectors.
+    CutPoints,
+    /// Pass 2: the rows binned into the training matrix.
+    Binning,
+    /// The one pass over the evaluation set of this name: its rows binned with the training
+    /// cut points.
+    Eval(&'a str),
+}
+
+/// How far a pass has come: `rows` read of `total` (None when not known), and whether the
+/// pass is `done`. Reported after every batch and once at the end.
+#[derive(Clone, Copy, Debug)]
+pub struct PassProgress<'a> {
+    pub pass: Pass<'a>,
+    pub rows: usize,
+    pub total: Option<usize>,
+    pub done: bool,
+}
+
+/// What [`stream_dataset_with_progress`] and [`stream_eval_set`] tell of their passes to.
+pub type Progress<'p> = dyn FnMut(&PassProgress) + 'p;
+
 /// Reads `source` twice (see the module's notes) into a dataset of binned rows.
 pub fn stream_dataset(source: &mut dyn BatchSource, p: &StreamParams) -> Result<Dataset> {
+    stream_dataset_with_progress(source, p, &mut |_| {})
+}
+
+/// [`stream_dataset`], telling `progress` how far each pass has come.
+pub fn stream_dataset_with_progress(
+    source: &mut dyn BatchSource,
+    p: &StreamParams,
+    progress: &mut Progress,
+) -> Result<Dataset> {
     if p.max_bin < 2 {
         return Err(Error::param("max_bin", "must be at least 2 (one value bin and the missing bin)"));
     }
     let n_global = match source.n_rows()? {
         Some(n) => n,
-        None => {
-            let mut n = 0;
-            source.pass(&mut |b| {
-                n += b.data.n_rows();
-                Ok(())
-            })?;
-            n
-        }
+        None => count_rows(source, progress)?,
     };
     if n_global == 0 {
         return Err(Error::data("the data has no rows"));
     }
     let clock = std::time::Instant::now();
+    let total = Some(n_global);
     let mut first = FirstPass::new(p, n_global);
-    source.pass(&mut |b| first.add(b))?;
+    source.pass(&mut |b| {
+        first.add(b)?;
+        progress(&PassProgress { pass: Pass::CutPoints, rows: first.rows.n, total, done: false });
+        Ok(())
+    })?;
+    progress(&PassProgress { pass: Pass::CutPoints, rows: first.rows.n, total, done: true });
     profile("pass 1 (cut points' sample, categories, targets)", clock);
     let FirstPass { schema, sketch, categories, rows, .. } = first;
     let (Some(schema), Some(sketch)) = (schema, sketch) else {
@@ -133,13 +173,98 @@ pub fn stream_dataset(source: &mut dyn BatchSource, p: &StreamParams) -> Result<
         let frame = coded(b.data.features(), &categories, p.missing)?;
         matrix.fill(at, &frame, &cuts);
         at += n;
+        progress(&PassProgress { pass: Pass::Binning, rows: at, total, done: false });
         Ok(())
     })?;
     if at != n_global {
         return Err(changed("pass 2", at, n_global));
     }
+    progress(&PassProgress { pass: Pass::Binning, rows: at, total, done: true });
     profile("pass 2 (bins)", clock);
     rows.into_dataset(schema, BinnedRows { matrix, cuts })
+}
+
+/// One pass that counts `source`'s rows.
+fn count_rows(source: &mut dyn BatchSource, progress: &mut Progress) -> Result<usize> {
+    let mut n = 0;
+    source.pass(&mut |b| {
+        n += b.data.n_rows();
+        progress(&PassProgress { pass: Pass::Count, rows: n, total: None, done: false });
+        Ok(())
+    })?;
+    progress(&PassProgress { pass: Pass::Count, rows: n, total: None, done: true });
+    Ok(n)
+}
+
+/// Reads `source` once into evaluation set `name` of a streamed fit on `train` (what
+/// [`stream_dataset`] gave): each batch's features bound to the training features by name
+/// (categories coded by the training categories; `missing` read as missing) and binned with the
+/// training cut points, as the trainer bins a collected evaluation set, so the fit evaluates
+/// the same bins. Only the bins and the per-row vectors are kept. The source need not know
+/// its row count, nor be read again: a one-shot stream will do.
+pub fn stream_eval_set(
+    source: &mut dyn BatchSource,
+    train: &Dataset,
+    missing: Option<f32>,
+    name: &str,
+    progress: &mut Progress,
+) -> Result<Dataset> {
+    let Some(trained) = train.binned() else {
+        return Err(Error::data(format!(
+            "eval set `{name}` streams with a streamed training set (its cut points), not a collected one"
+        )));
+    };
+    let total = source.n_rows()?;
+    let schema = train.features();
+    let mut matrix = BinnedMatrix::with_capacity(total.unwrap_or(0), &trained.cuts);
+    let mut rows = PerRow::default();
+    let mut first: Option<FeatureFrame> = None;
+    source
+        .pass(&mut |b| {
+            let n = b.data.n_rows();
+            if n == 0 {
+                return Ok(());
+            }
+            match &first {
+                None => {
+                    rows.reserve(total.unwrap_or(0), &b);
+                    first = Some(b.data.features().row_range(0, 0));
+                }
+                Some(f) => check_schema(f, b.data.features(), rows.n)?,
+            }
+            let mut frame = b.data.features().bound_to(schema)?;
+            if let Some(m) = missing {
+                frame = frame.with_missing_value(m);
+            }
+            rows.add(&b)?;
+            matrix.append(&frame, &trained.cuts);
+            progress(&PassProgress { pass: Pass::Eval(name), rows: rows.n, total, done: false });
+            Ok(())
+        })
+        .map_err(|e| of_eval_set(e, name))?;
+    progress(&PassProgress { pass: Pass::Eval(name), rows: rows.n, total, done: true });
+    if rows.n == 0 {
+        return Err(Error::data(format!("eval set `{name}` has no rows")));
+    }
+    if total.is_some_and(|n| n != rows.n) {
+        return Err(Error::data(format!(
+            "eval set `{name}` gave {} rows but said it had {}",
+            rows.n,
+            total.unwrap_or_default()
+        )));
+    }
+    let schema = schema.row_range(0, 0);
+    let binned = BinnedRows { matrix, cuts: trained.cuts.clone() };
+    rows.into_dataset(schema, binned).map_err(|e| of_eval_set(e, name))
+}
+
+/// `e`, an error of evaluation set `name`'s rows, saying so.
+fn of_eval_set(e: Error, name: &str) -> Error {
+    match e {
+        Error::Column { column, reason } => Error::Column { column: format!("{column} of eval set `{name}`"), reason },
+        Error::Data(reason) => Error::Data(format!("eval set `{name}`: {reason}")),
+        e => e,
+    }
 }
 
 /// Under `POLARS_GBT_PROFILE=1`, the seconds since `clock` when a pass ended.
@@ -201,6 +326,7 @@ impl<'p> FirstPass<'p> {
                 sketch.reserve(expected + expected / 10 + 1024, weighted);
                 self.sketch = Some(sketch);
                 self.rows.reserve(self.n_global, &b);
+                self.rows.n_global = Some(self.n_global);
                 self.categories = features.columns().iter().map(|c| c.is_categorical().then(BTreeSet::new)).collect();
             }
             Some(schema) => check_schema(schema, features, self.rows.n)?,
@@ -291,7 +417,11 @@ fn coded(
 #[derive(Default)]
 struct PerRow {
     n: usize,
-    /// One vector per target.
+    /// The rows the stream has in all, when a batch past them is an error (pass 1).
+    n_global: Option<usize>,
+    /// One vector per target, each of room for every row when their number is known (pages
+    /// reserved take memory only as batches fill them); one target's is the dataset's label
+    /// as it is, with no copy.
     label: Vec<Vec<f32>>,
     label_upper: Option<Vec<f32>>,
     weight: Option<Vec<f32>>,
@@ -320,6 +450,9 @@ impl PerRow {
                 "label",
                 format!("has {k} targets in the batch at row {} but {} before", self.n, self.label.len()),
             ));
+        }
+        if let Some(expected) = self.n_global.filter(|&expected| self.n + n > expected) {
+            return Err(changed("pass 1", self.n + n, expected));
         }
         for (t, out) in self.label.iter_mut().enumerate() {
             out.extend_from_slice(&d.label()[t * n..(t + 1) * n]);
@@ -362,8 +495,7 @@ impl PerRow {
 
     fn into_dataset(self, schema: FeatureFrame, rows: BinnedRows) -> Result<Dataset> {
         let k = self.label.len();
-        // One target's vector is the label as it is: no copy of it beside the bins.
-        let label: Vec<f32> = match k {
+        let label: Vec<f32> = match self.label.len() {
             1 => self.label.into_iter().next().expect("one target"),
             _ => self.label.concat(),
         };
