@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Any, Callable, TypeVar
 
 import polars as pl
 
-from polars_gbt import _internal
-from polars_gbt._errors import ColumnError, DataError, translated
+from polars_gbt import _internal, _stream
+from polars_gbt._errors import ColumnError, translated
 
 
 T = TypeVar("T")
@@ -353,16 +352,22 @@ def train(
     ``target`` names the label column, or several (a list): multi-target regression, one
     output (and one tree a round) per target, as XGBoost fits a 2-D label.
 
-    ``data`` may also be a pyarrow ``Table`` / ``RecordBatch`` or any object exposing
-    ``__arrow_c_stream__``; Polars imports those without copying. On the CPU a
-    ``pl.LazyFrame`` (``pl.scan_parquet(...)``) is not collected: the query is read twice in
-    batches (cut points, then bins) and the model is the same bytes as the collected fit's;
-    so is a callable returning a fresh Arrow stream each time (a one-shot iterator is an
-    error: the fit reads its data twice). GPU fits and ``init_model`` collect the query. ``eval_df`` (same columns)
-    is evaluated after every round under the name ``valid`` (and watched by
-    ``early_stopping_rounds``); ``eval_sets`` (a dict of name to frame) evaluates several,
-    each under its name, early stopping watching the last. Ctrl-C (KeyboardInterrupt) stops the fit after its current
-    round.
+    ``data`` may be a Polars ``DataFrame``, a pyarrow ``Table`` / ``RecordBatch`` or a pandas
+    frame (Polars imports those without copying), or a source too large for memory, which a
+    CPU fit streams without ever collecting it: a ``pl.LazyFrame`` (``pl.scan_parquet(...)``),
+    a ``pyarrow.dataset.Dataset``, or a callable returning a fresh Arrow stream (an object
+    with ``__arrow_c_stream__``, such as a ``pyarrow.RecordBatchReader``) each time it is
+    called. A streamed fit reads its data twice, in batches (cut points, then bins), and
+    gives the same model bytes as the fit on the collected rows; a one-shot stream (a
+    ``RecordBatchReader`` passed itself) is a ``DataError`` saying so. ``progress=True``
+    draws the passes as well as the rounds. GPU fits and ``init_model`` collect a source.
+
+    ``eval_df`` (same columns) is evaluated after every round under the name ``valid`` (and
+    watched by ``early_stopping_rounds``); ``eval_sets`` (a dict of name to frame) evaluates
+    several, each under its name, early stopping watching the last. Evaluation sets may be
+    any of the sources above, or a one-shot stream: a streamed fit reads each once, binned
+    with the training cut points. Ctrl-C (KeyboardInterrupt) stops the fit after its current
+    round (or batch).
 
     Examples
     --------
@@ -373,12 +378,20 @@ def train(
     """
     import polars_gbt._namespace  # noqa: F401  (registers the gbt namespace)
 
-    opener = _reopenable(data)
-    if opener is not None and not _streams(params):
-        data = opener()  # a GPU fit collects it
-        opener = None
-    frame = _lazy(data) if opener is None else _arrow_schema(opener)
-    names = frame.collect_schema().names()
+    if eval_df is not None and eval_sets is not None:
+        raise ValueError("give eval_df (one set, named valid) or eval_sets (several, named), not both")
+    sets = {"valid": eval_df} if eval_df is not None else dict(eval_sets or {})
+    # On the CPU a source streams (the training rows read twice in batches, each evaluation
+    # set once), and so do frames in memory beside one; GPU fits and continued training collect.
+    streamed = _streams(params) and (_stream.is_streamed(data) or any(_stream.is_streamed(d) for d in sets.values()))
+    if streamed:
+        if _stream.is_one_shot(data):
+            raise _stream.one_shot_error(data, "data")
+        source = _stream.source(data, "data")
+        names = source.names
+    else:
+        frame = _stream.collected(data)
+        names = frame.collect_schema().names()
     targets = _target_columns(target, names)
     # Columns that `weight`, `group`, `base_margin` and `label_upper_bound` name or read are
     # inputs of their own, not features (`weight=pl.col("w") * 2` reads `w`).
@@ -396,9 +409,6 @@ def train(
 
         features = Model.from_bytes(model_bytes(init)).feature_names
     features = features or [n for n in names if n not in targets and n not in inputs]
-    if eval_df is not None and eval_sets is not None:
-        raise ValueError("give eval_df (one set, named valid) or eval_sets (several, named), not both")
-    sets = {"valid": eval_df} if eval_df is not None else dict(eval_sets or {})
     label = pl.col(target) if isinstance(target, str) else pl.concat_arr([pl.col(t).cast(pl.Float64) for t in targets])
     # Errors name the target columns as given (each of several targets by its own name), and
     # say that eval_df / eval_sets rows are not training rows.
@@ -406,9 +416,9 @@ def train(
     if sets:
         input_names["eval_set"] = "eval_df" if eval_df is not None else "eval_sets"
     params["_input_names"] = input_names | (params.get("_input_names") or {})
-    if opener is not None or (isinstance(data, pl.LazyFrame) and _streams(params)):
-        # On the CPU a lazy query streams: it is read twice in batches, never collected.
-        return _train_streamed(frame if opener is None else None, opener, features, label, sets, params)
+    if streamed:
+        evals = {name: _stream.source(d, _eval_name(name, eval_df is not None)) for name, d in sets.items()}
+        return _train_streamed(source, features, label, evals, params)
     if sets:
         # One frame, each set's rows marked by a column of its own: the fit holds them out.
         markers = [f"__polars_gbt_eval_{i}" for i in range(len(sets))]
@@ -417,7 +427,7 @@ def train(
             flags = [pl.lit(i == which).alias(m) for i, m in enumerate(markers)]
             return part.select(*features, *targets, *inputs).with_columns(flags)
 
-        parts = [marked(frame, None)] + [marked(_lazy(d), i) for i, d in enumerate(sets.values())]
+        parts = [marked(frame, None)] + [marked(_stream.collected(d), i) for i, d in enumerate(sets.values())]
         frame = pl.concat(parts, how="vertical_relaxed")
         params["eval_set"] = {name: pl.col(m) for name, m in zip(sets, markers)}
     fit = pl.col(features).gbt.fit(label, **params).alias("model")
@@ -433,6 +443,11 @@ def train(
     return Model.from_bytes(out["model"][0])
 
 
+def _eval_name(name: str, single: bool) -> str:
+    """How errors name an evaluation set: ``eval_df``, or ``eval_sets["name"]``."""
+    return "eval_df" if single else f"eval_sets[{name!r}]"
+
+
 def _streams(params: dict[str, Any]) -> bool:
     """Whether a fit of ``params`` streams a lazy source: on the CPU (``device="cpu"``, or
     ``"auto"`` without a usable GPU), not continuing a model. GPU fits collect, as before."""
@@ -442,117 +457,36 @@ def _streams(params: dict[str, Any]) -> bool:
     return device == "cpu" or (device == "auto" and _internal.cuda_unavailable_reason() is not None)
 
 
-def _reopenable(data: Any) -> Callable[[], Any] | None:
-    """A callable that gives a fresh Arrow stream (``__arrow_c_stream__``) each time it is
-    called: a source a streamed fit can read twice. A one-shot iterator of batches is an
-    error that says why; anything else (frames, tables, readers) is None."""
-    if isinstance(data, (pl.DataFrame, pl.LazyFrame)) or hasattr(data, "__arrow_c_stream__"):
-        return None
-    if callable(data):
-        return data
-    if isinstance(data, Iterator):
-        raise DataError(
-            "polars_gbt.train was given a one-shot iterator: a streamed fit reads its data twice (cut points, "
-            "then bins); pass a LazyFrame (pl.scan_parquet(...)), a callable returning a fresh Arrow stream "
-            "(__arrow_c_stream__) each time, or a collected frame"
-        )
-    return None
-
-
-def _open_arrow(opener: Callable[[], Any]) -> Any:
-    """A pyarrow RecordBatchReader over a fresh stream from ``opener``."""
-    import pyarrow as pa
-
-    stream = opener()
-    if not hasattr(stream, "__arrow_c_stream__"):
-        raise DataError(
-            f"the data callable returned {type(stream).__name__}, not an Arrow stream (an object with "
-            "__arrow_c_stream__, such as a pyarrow RecordBatchReader or Table)"
-        )
-    return pa.RecordBatchReader.from_stream(stream)
-
-
-def _arrow_schema(opener: Callable[[], Any]) -> pl.LazyFrame:
-    """The columns of the stream ``opener`` gives, with no rows (none is read)."""
-    return pl.from_arrow(_open_arrow(opener).schema.empty_table()).lazy()
-
-
 def _train_streamed(
-    frame: pl.LazyFrame | None,
-    opener: Callable[[], Any] | None,
+    data: _stream.Source,
     features: list[str],
     label: pl.Expr,
-    sets: dict[str, Any],
+    evals: dict[str, _stream.Source],
     params: dict[str, Any],
 ) -> Model:
-    """A CPU fit on ``frame`` (a lazy query) or on the Arrow streams ``opener`` gives, read
-    in batches twice (pass 1: cut points, categories and the per-row targets; pass 2: each
-    batch binned into the training matrix), so that the float columns never exist whole.
-    The evaluation sets are collected (they are binned with the training cuts)."""
+    """A CPU fit on ``data`` read in batches twice (pass 1: cut points, categories and the
+    per-row targets; pass 2: each batch binned into the training matrix), so that the float
+    columns never exist whole, evaluating ``evals`` (each read once, binned with the training
+    cut points)."""
     from polars_gbt._namespace import fit_arguments
 
-    args, kwargs = fit_arguments(pl.col(features), label, evaluates=bool(sets), **params)
+    args, kwargs = fit_arguments(pl.col(features), label, evaluates=bool(evals), **params)
     # The features by name, every other input under a name of its own (two literals would clash).
     columns = [args[0], *(a.alias(f"__polars_gbt_input_{i}") for i, a in enumerate(args[1:]))]
-    if frame is not None:
-        selected = frame.select(columns)
-        # Parquet and IPC scans count their rows from their metadata.
-        n_rows: int | None = selected.select(pl.len()).collect().item()
-
-        def open_pass() -> Iterator[list[pl.Series]]:
-            return (b.get_columns() for b in _batches(selected))
-
-    else:
-        n_rows = None
-
-        def open_pass() -> Iterator[list[pl.Series]]:
-            return (pl.DataFrame(pl.from_arrow(b)).select(columns).get_columns() for b in _open_arrow(opener))
-
+    # The columns the inputs read, which are all an Arrow source decodes (None: an input
+    # whose columns cannot be told, such as a selector, reads them all).
+    reads: list[str] | None = list(features)
+    for a in args[1:]:
+        roots = a.meta.root_names()
+        if not roots and not a.meta.is_literal(allow_aliasing=True):
+            reads = None
+            break
+        reads += roots
     with translated():
-        evals = [(name, _lazy(d).select(columns).collect().get_columns()) for name, d in sets.items()]
-        out = run_interruptibly(lambda: _internal.train_stream(json.dumps(kwargs), n_rows, open_pass, evals))
+        n_rows, open_pass = data.passes(columns, reads)
+        eval_passes = [(name, *source.passes(columns, reads)) for name, source in evals.items()]
+        out = run_interruptibly(lambda: _internal.train_stream(json.dumps(kwargs), n_rows, open_pass, eval_passes))
     return Model.from_bytes(bytes(out))
-
-
-def _batches(query: pl.LazyFrame) -> Iterator[pl.DataFrame]:
-    """The batches of ``query`` from Polars' streaming engine, in order, at most one ahead of
-    the consumer. ``LazyFrame.collect_batches`` (Polars 2.1) runs ahead of a slow consumer
-    without bound, holding the whole result in the end; ``sink_batches`` waits for its
-    callback, so it runs on a thread of its own, handing each batch over a queue of one."""
-    import queue
-
-    handed: queue.Queue = queue.Queue(maxsize=1)
-    stop = threading.Event()
-    done = object()
-
-    def put(item: Any) -> None:
-        while not stop.is_set():
-            try:
-                handed.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def produce() -> None:
-        try:
-            query.sink_batches(lambda df: put(df) or stop.is_set(), maintain_order=True, engine="streaming")
-            put(done)
-        except BaseException as e:  # handed to the consumer
-            put(e)
-
-    thread = threading.Thread(target=produce, name="polars-gbt-batches", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = handed.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        thread.join()
 
 
 def _target_columns(target: str | list[str], names: list[str]) -> list[str]:

@@ -93,33 +93,47 @@ impl Default for InputNames {
 impl InputNames {
     /// `e` with the core's names of the inputs (`label`, `weight`, ...) replaced by the
     /// user's: a column error's column is a role, maybe followed by which target
-    /// (`label (target 1)`) and which evaluation set (`... of eval set `valid``).
+    /// (`label (target 1)`), or a feature; either maybe followed by which evaluation set
+    /// (`... of eval set `valid``), which the message says after the column's own backquotes:
+    /// "column `default` of eval set `valid`: ...".
     pub(super) fn rename(&self, e: crate::Error) -> crate::Error {
         let crate::Error::Column { column, reason } = e else { return e };
-        let (role, rest) = column.split_once(' ').map_or((column.as_str(), ""), |(a, b)| (a, b));
+        let (head, set) = match column.rfind(" of eval set `") {
+            Some(i) if column.ends_with('`') => (&column[..i], Some(&column[i + 1..column.len() - 1])),
+            _ => (column.as_str(), None),
+        };
+        let head = self.role_name(head);
+        let column = match set {
+            Some(set) => format!("{head}` {set}"),
+            None => head,
+        };
+        crate::Error::Column { column, reason }
+    }
+
+    /// A column named by its role (`label`, `label (target 1)`, `weight`, ...) as the user's
+    /// column; any other column as it is.
+    fn role_name(&self, column: &str) -> String {
+        let (role, rest) = column.split_once(' ').unwrap_or((column, ""));
         let mut name = match role {
             "label" | "target" => self.target.as_str(),
             "weight" => self.weight.as_str(),
             "group" => self.group.as_str(),
             "base_margin" => self.base_margin.as_str(),
             "label_upper_bound" => self.label_upper_bound.as_str(),
-            _ => return crate::Error::Column { column, reason },
+            _ => return column.to_string(),
         };
-        let mut rest = rest.to_string();
+        let mut rest = rest;
         // One of several targets: its own column when the caller named them.
         if let Some(t) = rest.strip_prefix("(target ").and_then(|r| r.split_once(')')) {
             if let Some(own) = t.0.parse::<usize>().ok().and_then(|t| self.targets.get(t)) {
                 name = own;
-                rest = t.1.trim_start().to_string();
+                rest = t.1.trim_start();
             }
         }
-        // The column's name keeps its own backquotes: "column `default` of eval set `valid`".
-        let column = match rest.strip_suffix('`') {
-            _ if rest.is_empty() => name.to_string(),
-            Some(quoted) => format!("{name}` {quoted}"),
-            None => format!("{name} {rest}"),
-        };
-        crate::Error::Column { column, reason }
+        match rest {
+            "" => name.to_string(),
+            rest => format!("{name} {rest}"),
+        }
     }
 
     /// How errors name evaluation set `name` of `n_sets`: `eval_set`, `eval_set `test``

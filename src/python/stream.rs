@@ -1,36 +1,73 @@
-//! `polars_gbt.train` on a lazy query (or a re-openable Arrow source), on the CPU: the rows
+//! `polars_gbt.train` on a lazy query or a re-openable Arrow source, on the CPU: the rows
 //! arrive in batches, read twice by `data::stream` (cut points, then bins), so the float
-//! columns never exist whole. Each batch's columns go through the same conversions as
-//! `gbt.fit`'s inputs (`FitInputs`: every Polars dtype, the user's column names in errors).
+//! columns never exist whole; each evaluation set is read once, binned with the training cut
+//! points as it comes. Each batch's columns go through the same conversions as `gbt.fit`'s
+//! inputs (`FitInputs`: every Polars dtype, the user's column names in errors).
+//!
+//! The passes run without the GIL: it is taken only to pull the next batch from Python (so a
+//! query's own threads, and Python's, run while a batch is binned).
 
 use polars::prelude::*;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyIterator;
 use pyo3_polars::PySeries;
 
 use super::convert::f32_column;
 use super::expressions::{group_ids, round_logger, FitInputs, FitKwargs};
-use crate::data::{stream_dataset, Batch, BatchSource, StreamParams};
+use crate::data::{stream_dataset_with_progress, stream_eval_set, Batch, BatchSource, PassProgress, StreamParams};
 use crate::{Dataset, TrainConfig};
 
 /// A Python callable `open_pass()` returning an iterator of batches, each a list of Series
 /// laid out as `gbt.fit`'s inputs (features, target, then the optional inputs `kwargs` says).
-struct PySource<'py, 'k> {
-    open_pass: Bound<'py, PyAny>,
+struct PySource<'k> {
+    open_pass: Py<PyAny>,
     n_rows: Option<usize>,
     kwargs: &'k FitKwargs,
+    /// The evaluation set this source is, which errors of its batches name; None: the
+    /// training rows.
+    eval_set: Option<String>,
     /// The inputs with no rows (dtypes and names), kept from the first batch.
     schema: Option<Vec<Series>>,
+    /// The interrupt count when the fit started: a pass stops at the next batch after Ctrl-C.
+    epoch: u64,
     /// A Python or Polars error that stopped a pass, raised as it is.
     error: Option<PyErr>,
 }
 
-impl PySource<'_, '_> {
+impl<'k> PySource<'k> {
+    fn new(open_pass: Py<PyAny>, n_rows: Option<usize>, kwargs: &'k FitKwargs, epoch: u64) -> Self {
+        PySource { open_pass, n_rows, kwargs, eval_set: None, schema: None, epoch, error: None }
+    }
+
+    /// `e`, an error of a batch's columns, naming the evaluation set this source is.
+    fn of_eval_set(&self, e: PyErr) -> PyErr {
+        let Some(name) = &self.eval_set else { return e };
+        let message = Python::attach(|py| e.value(py).to_string());
+        let message = match message.strip_prefix("column `").and_then(|m| m.split_once("`: ")) {
+            Some((column, reason)) => format!("column `{column}` of eval set `{name}`: {reason}"),
+            None => match message.strip_prefix("invalid data: ") {
+                Some(reason) => format!("invalid data: eval set `{name}`: {reason}"),
+                None => return e,
+            },
+        };
+        PyValueError::new_err(message)
+    }
+
     /// Stops the pass with `e`, which reaches the caller as it is.
     fn fail(&mut self, e: PyErr) -> crate::Error {
         let message = e.to_string();
         self.error = Some(e);
         crate::Error::data(message)
+    }
+
+    /// `e` as the error to raise: the Python error that stopped a pass, else `e` in the
+    /// user's names.
+    fn raise(&mut self, e: crate::Error) -> PyErr {
+        match self.error.take() {
+            Some(py) => py,
+            None => PyValueError::new_err(self.kwargs.input_names.rename(e).to_string()),
+        }
     }
 
     fn batch(&mut self, columns: Vec<Series>) -> PyResult<Batch> {
@@ -52,42 +89,75 @@ impl PySource<'_, '_> {
         }
         Ok(Batch { data, group_ids })
     }
+
+    /// The next batch's columns from `batches` (None at the end), taking the GIL for it.
+    fn next_columns(batches: &Py<PyIterator>) -> PyResult<Option<Vec<Series>>> {
+        Python::attach(|py| match batches.bind(py).clone().next() {
+            None => Ok(None),
+            Some(item) => {
+                let columns = item?.extract::<Vec<PySeries>>()?;
+                Ok(Some(columns.into_iter().map(|s| s.0).collect()))
+            }
+        })
+    }
 }
 
-impl BatchSource for PySource<'_, '_> {
+impl BatchSource for PySource<'_> {
     fn n_rows(&mut self) -> crate::Result<Option<usize>> {
         Ok(self.n_rows)
     }
 
     fn pass(&mut self, each: &mut dyn FnMut(Batch) -> crate::Result<()>) -> crate::Result<()> {
-        let batches = match self.open_pass.call0().and_then(|it| it.try_iter()) {
+        let opened = Python::attach(|py| self.open_pass.bind(py).call0()?.try_iter().map(Bound::unbind));
+        let batches = match opened {
             Ok(it) => it,
             Err(e) => return Err(self.fail(e)),
         };
-        for item in batches {
-            let columns = item.and_then(|cols| cols.extract::<Vec<PySeries>>());
-            let batch = columns.and_then(|cols| self.batch(cols.into_iter().map(|s| s.0).collect()));
+        let read = self.read(&batches, each);
+        // Closed with the GIL, now: a generator's `finally` (which stops a query's thread)
+        // runs before the next pass opens another.
+        Python::attach(move |_| drop(batches));
+        read
+    }
+}
+
+impl PySource<'_> {
+    /// Hands every batch of `batches` to `each`.
+    fn read(
+        &mut self,
+        batches: &Py<PyIterator>,
+        each: &mut dyn FnMut(Batch) -> crate::Result<()>,
+    ) -> crate::Result<()> {
+        loop {
+            if super::module::interrupt_epoch() != self.epoch {
+                return Err(crate::Error::Interrupted);
+            }
+            let batch = match Self::next_columns(batches) {
+                Ok(None) => return Ok(()),
+                Ok(Some(columns)) => self.batch(columns).map_err(|e| self.of_eval_set(e)),
+                Err(e) => Err(e),
+            };
             match batch {
                 Ok(b) if b.data.n_rows() > 0 => each(b)?,
                 Ok(_) => {}
                 Err(e) => return Err(self.fail(e)),
             }
         }
-        Ok(())
     }
 }
 
 /// Trains on the batches `open_pass()` gives (`n_rows` of them in all when known, else a
-/// pass counts them), evaluating `evals` (collected frames' columns, laid out as the batches)
-/// every round; returns the model's bytes.
+/// pass counts them), evaluating every round the evaluation sets `evals` (name, rows when
+/// known, and their own `open_pass`, read once, laid out as the training batches); returns
+/// the model's bytes.
 #[pyfunction]
 #[pyo3(signature = (kwargs, n_rows, open_pass, evals))]
 pub(super) fn train_stream(
     py: Python<'_>,
     kwargs: &str,
     n_rows: Option<usize>,
-    open_pass: Bound<'_, PyAny>,
-    evals: Vec<(String, Vec<PySeries>)>,
+    open_pass: Py<PyAny>,
+    evals: Vec<(String, Option<usize>, Py<PyAny>)>,
 ) -> PyResult<Vec<u8>> {
     super::catch_panics_py(|| {
         let error = |e: crate::Error| PyValueError::new_err(e.to_string());
@@ -102,28 +172,26 @@ pub(super) fn train_stream(
         }
         let cfg = TrainConfig::from_json(&kwargs.params).map_err(error)?;
         cfg.validate().map_err(error)?;
-        let names = kwargs.input_names.clone();
         let params = StreamParams {
             max_bin: cfg.max_bin,
             seed: cfg.seed,
             missing: cfg.missing.map(|m| m as f32),
             scale_pos_weight: cfg.scale_pos_weight as f32,
         };
-        let mut source = PySource { open_pass, n_rows, kwargs: &kwargs, schema: None, error: None };
-        let data = match stream_dataset(&mut source, &params) {
-            Ok(d) => d,
-            Err(e) => return Err(source.error.take().unwrap_or_else(|| error(names.rename(e)))),
-        };
+        let epoch = super::module::interrupt_epoch();
+        let mut progress = |_: &PassProgress| {};
+        let mut source = PySource::new(open_pass, n_rows, &kwargs, epoch);
+        let data = py.detach(|| stream_dataset_with_progress(&mut source, &params, &mut progress));
+        let data = data.map_err(|e| source.raise(e))?;
         let schema = source.schema.take().expect("a stream with rows had a first batch");
-        let eval_columns: Vec<(String, Vec<Series>)> =
-            evals.into_iter().map(|(name, cols)| (name, cols.into_iter().map(|s| s.0).collect())).collect();
-        let eval_data = eval_columns
-            .iter()
-            .map(|(_, cols)| FitInputs::new(cols, &kwargs).and_then(|f| f.dataset(None)))
-            .collect::<PolarsResult<Vec<Dataset>>>()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let evals: Vec<(&str, &Dataset)> =
-            eval_columns.iter().zip(&eval_data).map(|((name, _), d)| (name.as_str(), d)).collect();
+        let mut eval_data: Vec<(String, Dataset)> = Vec::with_capacity(evals.len());
+        for (name, n_rows, open_pass) in evals {
+            let mut source = PySource::new(open_pass, n_rows, &kwargs, epoch);
+            source.eval_set = Some(name.clone());
+            let set = py.detach(|| stream_eval_set(&mut source, &data, params.missing, &name, &mut progress));
+            eval_data.push((name, set.map_err(|e| source.raise(e))?));
+        }
+        let evals: Vec<(&str, &Dataset)> = eval_data.iter().map(|(name, d)| (name.as_str(), d)).collect();
         let fit = FitInputs::new(&schema, &kwargs).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let mut log = round_logger(&cfg, &kwargs);
         // Without the GIL: a Python objective or metric takes it for each call.

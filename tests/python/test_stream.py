@@ -1,7 +1,8 @@
-"""Data larger than memory (issue 36): ``polars_gbt.train`` on a LazyFrame streams on the CPU,
-reading the query twice in batches (cut points, then bins). Oracle: the model is the same
-bytes as the fit on the collected frame, whatever the batching; and the process grows by
-less than the raw columns would take."""
+"""Data larger than memory (issue 36): ``polars_gbt.train`` on the CPU streams a LazyFrame, a
+pyarrow dataset or a callable giving fresh Arrow streams, reading the training rows twice in
+batches (cut points, then bins) and each evaluation set once. Oracle: the model is the same
+bytes as the fit on the collected frame, whatever the source and the batching; and the
+process grows by less than the raw columns would take."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import textwrap
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.dataset as pds
 import pytest
 
 import polars_gbt
@@ -47,11 +49,11 @@ def df() -> pl.DataFrame:
     )
 
 
-def parquet(df: pl.DataFrame, tmp_path, files: int) -> pl.LazyFrame:
+def parquet(df: pl.DataFrame, tmp_path, files: int, name: str = "part") -> pl.LazyFrame:
     per = -(-df.height // files)
     for i in range(files):
-        df.slice(i * per, per).write_parquet(tmp_path / f"part-{i:02d}.parquet")
-    return pl.scan_parquet(tmp_path / "*.parquet")
+        df.slice(i * per, per).write_parquet(tmp_path / f"{name}-{i:02d}.parquet")
+    return pl.scan_parquet(tmp_path / f"{name}-*.parquet")
 
 
 def arrow_source(df: pl.DataFrame, rows: int):
@@ -66,13 +68,14 @@ def arrow_source(df: pl.DataFrame, rows: int):
 
 @pytest.fixture
 def streamed(monkeypatch):
-    """Counts the fits that went through the streamed path."""
+    """The fits that went through the streamed path: each call's training row count (None:
+    a pass counted them) and its evaluation sets' names and row counts."""
     calls = []
     real = _model._internal.train_stream
 
-    def counting(*args):
-        calls.append(args[1])
-        return real(*args)
+    def counting(kwargs, n_rows, open_pass, evals):
+        calls.append((n_rows, [(name, n) for name, n, _ in evals]))
+        return real(kwargs, n_rows, open_pass, evals)
 
     monkeypatch.setattr(_model._internal, "train_stream", counting)
     return calls
@@ -99,13 +102,125 @@ def test_a_scan_fit_is_the_collected_fit(df, tmp_path, streamed, case):
     params = dict(n_estimators=6, max_depth=3, **CASES[case])
     whole = polars_gbt.train(df, **params).to_bytes()
     assert streamed == []
-    assert polars_gbt.train(parquet(df, tmp_path, 5), **params).to_bytes() == whole
+    scan = parquet(df, tmp_path, 5)
+    assert polars_gbt.train(scan, **params).to_bytes() == whole
+    assert polars_gbt.train(scan.filter(pl.col("i") >= 0), **params).to_bytes() == whole
     for rows in (1, 7, 999, df.height):
         if rows == 1 and case != "regression":
             continue  # batches of one row: once is enough (4,000 batches a pass)
         assert polars_gbt.train(arrow_source(df, rows), **params).to_bytes() == whole, f"batches of {rows}"
-    # Every fit after the first streamed; the scan knew its row count, an Arrow stream did not.
-    assert streamed[0] == df.height and all(n is None for n in streamed[1:])
+    assert polars_gbt.train(pds.dataset(str(tmp_path), format="parquet"), **params).to_bytes() == whole
+    # Every fit after the first streamed; scans and datasets knew their row counts, Arrow
+    # streams from a callable did not (a pass counted them).
+    counts = [n for n, _ in streamed]
+    assert counts[:2] == [df.height, df.height] and counts[-1] == df.height
+    assert all(n is None for n in counts[2:-1])
+
+
+def batches_with_own_dictionaries(table: pa.Table, rows: int) -> list[pa.RecordBatch]:
+    """`table` in batches whose dictionary columns each have a dictionary of their own, the
+    categories in another order in each (as files written apart have)."""
+    out = []
+    for start in range(0, table.num_rows, rows):
+        part = table.slice(start, rows)
+        columns = [
+            c.combine_chunks().dictionary_decode().dictionary_encode() if pa.types.is_dictionary(c.type) else c.combine_chunks()
+            for c in part.columns
+        ]
+        out.append(pa.RecordBatch.from_arrays(columns, names=part.column_names))
+    return out
+
+
+def test_arrow_sources_read_every_dtype_as_the_plugin_does(tmp_path):
+    # Each pyarrow type as Polars imports it (pl.from_arrow), then the plugin's rules: the same
+    # model as the collected table's, or the same error.
+    import datetime
+    import decimal
+
+    n = 3_000
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=n)
+    cats = np.array(["a", "b", "c", "d"])[rng.integers(0, 4, n)]
+    cats[-200:] = "late"  # a category only the last batches have
+    table = pa.table(
+        {
+            "f16": pa.array(x.astype(np.float16)),
+            "f32": pa.array(x.astype(np.float32)),
+            "i8": pa.array((x * 10).astype(np.int8)),
+            "u64": pa.array((np.abs(x) * 1e6).astype(np.uint64)),
+            "bool": pa.array(x > 0),
+            "dict8": pa.array(cats).dictionary_encode().cast(pa.dictionary(pa.int8(), pa.string())),
+            "dict_large": pa.array(cats).dictionary_encode().cast(pa.dictionary(pa.int32(), pa.large_string())),
+            "large_string": pa.array(cats, type=pa.large_string()),
+            "string_view": pa.array(cats, type=pa.string_view()),
+            "date": pa.array([datetime.date(2020, 1, 1) + datetime.timedelta(days=int(d)) for d in np.arange(n) % 400]),
+            "zoned": pa.array((np.arange(n) * 3_600_000_000).astype("datetime64[us]")).cast(
+                pa.timestamp("us", tz="Europe/Paris")
+            ),
+            "duration": pa.array((np.arange(n) % 97).astype("timedelta64[ms]")),
+            "time": pa.array(((np.arange(n) % 86_400) * 10**9).astype(np.int64)).cast(pa.time64("ns")),
+            "decimal": pa.array([decimal.Decimal(f"{v:.2f}") for v in x], type=pa.decimal128(10, 2)),
+            "nulls": pa.nulls(n),
+            "y": pa.array(x + (cats == "late") * 2.0),
+        }
+    )
+    params = dict(target="y", n_estimators=4, max_depth=3)
+    whole = polars_gbt.train(table, **params)
+    assert len(whole.feature_names) == 15
+    own = batches_with_own_dictionaries(table, 700)
+    assert own[0].column("dict8").dictionary != own[-1].column("dict8").dictionary
+    sources = {
+        "callable": lambda: pa.RecordBatchReader.from_batches(own[0].schema, own),
+        "in-memory dataset": pds.dataset(own),
+        "parquet dataset": None,
+    }
+    pl.from_arrow(table).write_parquet(tmp_path / "t.parquet", row_group_size=1_000)
+    sources["parquet dataset"] = pds.dataset(tmp_path / "t.parquet")
+    for what, source in sources.items():
+        expected = whole if what != "parquet dataset" else polars_gbt.train(pl.read_parquet(tmp_path / "t.parquet"), **params)
+        assert polars_gbt.train(source, **params).to_bytes() == expected.to_bytes(), what
+    # A dtype no feature may have: the collected table's error, word for word.
+    for name, column in {"list": pa.array([[1, 2]] * n), "binary": pa.array([b"x"] * n), "struct": pa.array([{"k": 1}] * n)}.items():
+        bad = table.append_column(name, column)
+        errors = []
+        for source in (bad, lambda: bad.to_reader(max_chunksize=500), pds.dataset(bad)):
+            with pytest.raises(polars_gbt.ColumnError) as e:
+                polars_gbt.train(source, **params)
+            errors.append(str(e.value))
+        assert errors[0].startswith(f"column `{name}`: has dtype ") and len(set(errors)) == 1, errors
+
+
+class Stream:
+    """An object with ``__arrow_c_stream__`` and nothing else: a one-shot stream."""
+
+    def __init__(self, reader: pa.RecordBatchReader) -> None:
+        self.reader = reader
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self.reader.__arrow_c_stream__(requested_schema)
+
+
+def test_a_one_shot_source_is_an_error_that_says_why(df):
+    reader = arrow_source(df, 500)()
+    for one_shot in (reader, Stream(arrow_source(df, 500)())):
+        with pytest.raises(polars_gbt.DataError, match="one-shot stream") as e:
+            polars_gbt.train(one_shot, target="y")
+        message = str(e.value)
+        assert "reads its training data twice" in message and "pyarrow.dataset" in message and "callable" in message
+    assert reader.read_all().num_rows == df.height, "the refused reader was left unread"
+    with pytest.raises(polars_gbt.DataError, match="one-shot iterator"):
+        polars_gbt.train(iter(df.to_arrow().to_batches(max_chunksize=100)), target="y")
+    # A callable that hands back the same reader: empty on the second pass.
+    reader = arrow_source(df, 500)()
+    with pytest.raises(polars_gbt.DataError, match="reads its data twice"):
+        polars_gbt.train(lambda: reader, target="y")
+    with pytest.raises(polars_gbt.DataError, match="returned int, not an Arrow stream"):
+        polars_gbt.train(lambda: 42, target="y")
+    # Frames in memory are read as they are; a GPU fit (here: continued training, which
+    # collects too) reads a one-shot stream once.
+    first = polars_gbt.train(df.select("a", "b", "y"), target="y", n_estimators=2)
+    more = polars_gbt.train(arrow_source(df.select("a", "b", "y"), 500)(), target="y", init_model=first, n_estimators=2)
+    assert more.num_trees == 4
 
 
 def test_a_batch_of_zero_weights_is_no_error(df, streamed):
@@ -119,27 +234,53 @@ def test_a_batch_of_zero_weights_is_no_error(df, streamed):
         polars_gbt.train(arrow_source(zeros.with_columns(w=pl.lit(0.0)), 500), **params)
 
 
-def test_a_scan_fit_with_eval_sets_and_early_stopping(df, tmp_path, streamed):
-    params = dict(target="label", objective="binary:logistic", n_estimators=30, max_depth=3, early_stopping_rounds=3)
+def test_streamed_evaluation_sets_give_the_collected_fit(df, tmp_path, streamed):
+    params = dict(
+        target="label", objective="binary:logistic", n_estimators=40, max_depth=3, eta=0.5, early_stopping_rounds=3
+    )
     train, valid, test = df.slice(0, 3000), df.slice(3000, 500), df.slice(3500, 500)
-    sets = {"valid": valid.lazy(), "test": test}
-    whole = polars_gbt.train(train, eval_sets=sets, **params)
-    scan = polars_gbt.train(parquet(train, tmp_path, 3), eval_sets=sets, **params)
-    assert len(streamed) == 1
-    assert scan.to_bytes() == whole.to_bytes()
-    assert scan.evals_result().equals(whole.evals_result())
+    whole = polars_gbt.train(train, eval_sets={"valid": valid, "test": test}, **params)
+    assert streamed == [] and whole.best_iteration is not None and whole.num_rounds < 40
+    scan = parquet(train, tmp_path, 3)
+    (tmp_path / "test").mkdir()
+    test.write_parquet(tmp_path / "test" / "t.parquet")
+    sources = {
+        "scans": {"valid": parquet(valid, tmp_path, 2, "valid"), "test": pl.scan_parquet(tmp_path / "test" / "t.parquet")},
+        "a dataset, a callable": {
+            "valid": pds.dataset(sorted(str(p) for p in tmp_path.glob("valid-*.parquet")), format="parquet"),
+            "test": arrow_source(test, 77),
+        },
+        "a one-shot reader, a frame": {"valid": arrow_source(valid, 100)(), "test": test},
+    }
+    for what, sets in sources.items():
+        model = polars_gbt.train(scan, eval_sets=sets, **params)
+        assert model.to_bytes() == whole.to_bytes(), what
+        assert model.evals_result().equals(whole.evals_result())
+    # Each set was read once, and those that could tell counted their rows up front.
+    assert [evals for _, evals in streamed] == [
+        [("valid", 500), ("test", 500)],
+        [("valid", 500), ("test", None)],
+        [("valid", None), ("test", 500)],
+    ]
+    # A training frame in memory streams beside a scanned evaluation set (the set is not
+    # collected): the same model.
+    model = polars_gbt.train(train, eval_sets=sources["scans"], **params)
+    assert model.to_bytes() == whole.to_bytes() and len(streamed) == 4
 
 
-def test_a_one_shot_source_is_an_error_that_says_why(df):
-    batches = iter(df.to_arrow().to_batches(max_chunksize=100))
-    with pytest.raises(polars_gbt.DataError, match="reads its data twice"):
-        polars_gbt.train(batches, target="y")
-    # A callable that hands back the same reader: empty on the second pass.
-    reader = arrow_source(df, 500)()
-    with pytest.raises(polars_gbt.DataError, match="reads its data twice"):
-        polars_gbt.train(lambda: reader, target="y")
-    with pytest.raises(polars_gbt.DataError, match="not an Arrow stream"):
-        polars_gbt.train(lambda: 42, target="y")
+def test_evaluation_set_errors_name_the_set(df, tmp_path):
+    params = dict(target="y", features=["a", "b", "c"], n_estimators=2)
+    scan = parquet(df.slice(0, 3000), tmp_path, 2)
+    nulls = df.slice(3000, 500).with_columns(y=pl.when(pl.int_range(pl.len()) == 7).then(None).otherwise("y"))
+    with pytest.raises(polars_gbt.ColumnError, match="column `y` of eval set `valid`.*null"):
+        polars_gbt.train(scan, eval_df=arrow_source(nulls, 100), **params)
+    numeric_c = df.slice(3000, 500).with_columns(c=pl.lit(1.0))
+    with pytest.raises(polars_gbt.ColumnError, match="column `c` of eval set `test`.*categorical in training"):
+        polars_gbt.train(scan, eval_sets={"test": numeric_c.lazy()}, **params)
+    with pytest.raises(pl.exceptions.ColumnNotFoundError):
+        polars_gbt.train(scan, eval_df=df.slice(3000, 500).drop("b").lazy(), **params)
+    with pytest.raises(polars_gbt.DataError, match="one-shot iterator"):
+        polars_gbt.train(scan, eval_df=iter([df.to_arrow()]), **params)
 
 
 def test_bad_batches_are_clear_errors(df, tmp_path):
