@@ -8,8 +8,10 @@ from each batch), and says how many rows it has when it knows without reading th
 
 Sources (``source``):
 
-* a ``pl.LazyFrame``: through Polars' streaming engine (``sink_batches``), at most one batch
-  ahead;
+* a ``pl.LazyFrame``: a scan of Parquet or IPC files whose slices reach the files (projections
+  and row-wise expressions over one scan) is read one slice at a time, each slice a query of
+  its own (only its rows are decoded, and only one slice is in memory); any other query
+  through Polars' streaming engine (``sink_batches``), at most one batch ahead;
 * a ``pyarrow.dataset.Dataset``: its scanner's batches, only the columns the fit reads;
 * a callable taking no arguments that returns a fresh Arrow stream (an object with
   ``__arrow_c_stream__``, such as a ``pyarrow.RecordBatchReader``) each time;
@@ -33,7 +35,7 @@ import polars as pl
 from polars_gbt._errors import DataError
 
 # About this many bytes of decoded columns in each batch a fit reads from a source it cuts
-# into batches itself (a pyarrow dataset's batches): small beside the fit's
+# into batches itself (slices of a scan, a pyarrow dataset's batches): small beside the fit's
 # own state (48 bytes a row: 137 MiB at 3M rows), large enough that each batch's query and
 # the pages it decompresses beyond its rows cost little beside its decoding.
 BATCH_BYTES = 16 << 20
@@ -149,13 +151,42 @@ def _lazy_source(frame: pl.LazyFrame) -> Source:
         selected = frame.select(columns)
         # Parquet and IPC scans count their rows from their metadata.
         n_rows: int = selected.select(pl.len()).collect().item()
+        if _slices_reach_the_files(selected):
+            rows = _batch_rows(selected.collect_schema())
 
-        def open_pass() -> Batches:
-            return (b.get_columns() for b in sink_batches(selected))
+            def open_pass() -> Batches:
+                for start in range(0, n_rows, rows):
+                    yield selected.slice(start, rows).collect(engine="streaming").get_columns()
+
+        else:
+
+            def open_pass() -> Batches:
+                return (b.get_columns() for b in sink_batches(selected))
 
         return n_rows, open_pass
 
     return Source(frame.collect_schema().names(), passes)
+
+
+def _slices_reach_the_files(query: pl.LazyFrame) -> bool:
+    """Whether a slice of ``query`` is read from its files alone: one Parquet or IPC scan,
+    below only projections and row-wise expressions, with no filter, so that the slice goes
+    into the scan (Polars' optimised plan shows it as the scan's ``SLICE:``) and the scan
+    decodes only the row groups the slice covers. Where this cannot be told (another plan,
+    or a Polars whose plans read otherwise), False: the query streams through
+    ``sink_batches``, which reads any query."""
+    try:
+        plan = query.slice(1, 1).explain()
+    except Exception:  # noqa: BLE001 (a plan that cannot be explained streams the other way)
+        return False
+    lines = [line.strip() for line in plan.splitlines()]
+    scans = [line for line in lines if " SCAN [" in line]
+    return (
+        len(scans) == 1
+        and scans[0].startswith(("Parquet SCAN [", "Ipc SCAN ["))
+        and any(line.startswith("SLICE: Positive") for line in lines)
+        and not any(line.startswith(("SLICE[", "SELECTION:", "SLICED", "CACHE", "UNION", "JOIN")) for line in lines)
+    )
 
 
 def _batch_rows(schema: pl.Schema) -> int:
