@@ -29,9 +29,9 @@ pub(super) struct FitKwargs {
     /// Print the evaluation log to stderr every this many rounds (0: silent).
     #[serde(default)]
     verbose: usize,
-    /// Draw a progress bar on stderr.
+    /// Draw a progress bar on stderr (of a streamed fit's passes too).
     #[serde(default)]
-    progress: bool,
+    pub(super) progress: bool,
     /// A model to continue from (its bytes; empty for none): its trees come first and the
     /// fit adds `n_estimators` more.
     #[serde(with = "serde_bytes", default)]
@@ -558,28 +558,32 @@ struct ProgressBar {
 }
 
 impl ProgressBar {
-    const WIDTH: usize = 30;
-
     fn new(total: usize) -> Self {
         ProgressBar { total, start: std::time::Instant::now() }
     }
 
     fn show(&self, done: usize) {
-        let filled = Self::WIDTH * done / self.total.max(1);
-        let bar: String = (0..Self::WIDTH)
-            .map(|i| {
-                if i < filled {
-                    '='
-                } else if i == filled {
-                    '>'
-                } else {
-                    ' '
-                }
-            })
-            .collect();
         let end = if done >= self.total { "\n" } else { "" };
+        let bar = progress_bar(done, self.total);
         eprint!("\r[{bar}] {done}/{} rounds {:6.1} s{end}", self.total, self.start.elapsed().as_secs_f64());
     }
+}
+
+/// The cells of a progress bar, `done` of `total` filled: `=========>          `.
+pub(super) fn progress_bar(done: usize, total: usize) -> String {
+    const WIDTH: usize = 30;
+    let filled = WIDTH * done / total.max(1);
+    (0..WIDTH)
+        .map(|i| {
+            if i < filled {
+                '='
+            } else if i == filled {
+                '>'
+            } else {
+                ' '
+            }
+        })
+        .collect()
 }
 
 /// How a feature column is named in errors: its name, or its position inside

@@ -317,6 +317,23 @@ def test_evaluation_set_errors_name_the_set(df, tmp_path):
         polars_gbt.train(scan, eval_df=iter([df.to_arrow()]), **params)
 
 
+def test_progress_draws_the_passes(df, tmp_path, capfd):
+    params = dict(target="y", features=["a", "b"], n_estimators=3, progress=True)
+    polars_gbt.train(parquet(df, tmp_path, 4), eval_df=arrow_source(df.slice(0, 300), 100), **params)
+    err = capfd.readouterr().err
+    lines = [line.split("\r")[-1] for line in err.split("\n")]
+    assert any(line.startswith("[==============================] pass 1 (cut points) 4,000/4,000 rows") for line in lines), err
+    assert any(line.startswith("[==============================] pass 2 (binning) 4,000/4,000 rows") for line in lines), err
+    assert any(line.startswith("eval set `valid` (binning) 300 rows") for line in lines), err
+    assert any(line.startswith("[==============================] 3/3 rounds") for line in lines), err
+    # A source that does not know its rows is counted first.
+    polars_gbt.train(arrow_source(df, 1_000), **params)
+    lines = [line.split("\r")[-1] for line in capfd.readouterr().err.split("\n")]
+    assert lines[0].startswith("counting rows 4,000 rows"), lines
+    polars_gbt.train(parquet(df, tmp_path, 4), **dict(params, progress=False))
+    assert capfd.readouterr().err == ""
+
+
 def test_bad_batches_are_clear_errors(df, tmp_path):
     bad = df.with_columns(y=pl.when(pl.int_range(pl.len()) == 3_500).then(None).otherwise(pl.col("y")))
     with pytest.raises(polars_gbt.ColumnError, match="column `y`.*null"):
