@@ -334,6 +334,31 @@ def test_progress_draws_the_passes(df, tmp_path, capfd):
     assert capfd.readouterr().err == ""
 
 
+def test_keyboard_interrupt_stops_a_pass(df):
+    import _thread
+    import threading
+    import time
+
+    table = df.select("a", "b", "y").to_arrow()
+
+    def slow():
+        def batches():
+            for b in table.to_batches(max_chunksize=10):
+                time.sleep(0.01)
+                yield b
+
+        return pa.RecordBatchReader.from_batches(table.schema, batches())
+
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        polars_gbt.train(slow, target="y")  # 400 batches of 10 ms a pass, three passes: 12 s
+    assert time.perf_counter() - start < 3
+    # The next fit is not affected.
+    assert polars_gbt.train(arrow_source(df.select("a", "y"), 1_000), target="y", n_estimators=2).num_trees == 2
+
+
 def test_bad_batches_are_clear_errors(df, tmp_path):
     bad = df.with_columns(y=pl.when(pl.int_range(pl.len()) == 3_500).then(None).otherwise(pl.col("y")))
     with pytest.raises(polars_gbt.ColumnError, match="column `y`.*null"):
