@@ -8,7 +8,15 @@ child process that imports everything, then reports VmHWM (the kernel's peak res
 less its VmRSS before the fit: the growth of the process, the collected frame included for
 the in-core fit (what a user reading the files pays).
 
-Usage: python3 bench/stream_bench.py [--rows 3000000] [--files 12] [--rounds 40] [--depth 6]
+With ``--timeline``, the streamed child also samples its memory every 10 ms and reports, for
+each phase (pass 1, pass 2, training), its peak and what made it up: the bytes glibc's malloc
+hands out, resident once written (polars-gbt's own state: the sample, the label, the bins, the
+gradients; Polars allocates with its own jemalloc, so none of its buffers are among them), the
+file-backed pages
+(code paged in), and the rest (Polars' buffers, the pages its allocator keeps after freeing
+them, Python's objects).
+
+Usage: python3 bench/stream_bench.py [--rows 3000000] [--files 12] [--rounds 40] [--depth 6] [--timeline]
        (children: --child scan|collected)
 """
 from __future__ import annotations
@@ -18,6 +26,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -53,13 +62,81 @@ def write_files(directory: Path, rows: int, files: int) -> Path:
     return out
 
 
-def child(mode: str, files: Path, rounds: int, depth: int) -> None:
+class Timeline:
+    """The process's memory every 10 ms on a thread of its own, and the phase each sample
+    fell in (``phase`` is set by the caller): VmRSS, file-backed pages, and the bytes glibc's
+    malloc has handed out (``mallinfo2``: in use, heap and mmapped chunks)."""
+
+    def __init__(self) -> None:
+        import ctypes
+
+        class Mallinfo2(ctypes.Structure):
+            _fields_ = [(n, ctypes.c_size_t) for n in (
+                "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+        self.libc = ctypes.CDLL("libc.so.6")
+        self.libc.mallinfo2.restype = Mallinfo2
+        self.phase = "row count"
+        self.samples: list[dict] = []
+        self.base = self.sample()
+        self.running = True
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def sample(self) -> dict:
+        m = self.libc.mallinfo2()
+        return dict(phase=self.phase, rss=status("VmRSS"), file=status("RssFile"), malloc=m.uordblks + m.hblkhd)
+
+    def run(self) -> None:
+        while self.running:
+            self.samples.append(self.sample())
+            time.sleep(0.01)
+
+    def stop(self) -> list[dict]:
+        """Per phase: its peak growth, with the malloc'd and file-backed growth at that peak."""
+        self.running = False
+        self.thread.join()
+        out = []
+        for phase in dict.fromkeys(s["phase"] for s in self.samples):
+            peak = max((s for s in self.samples if s["phase"] == phase), key=lambda s: s["rss"])
+            grew = {k: peak[k] - self.base[k] for k in ("rss", "malloc", "file")}
+            out.append(dict(phase=phase, **grew, rest=grew["rss"] - grew["malloc"] - grew["file"]))
+        return out
+
+
+def child(mode: str, files: Path, rounds: int, depth: int, timeline: bool) -> None:
     import polars as pl
 
     import polars_gbt
+    from polars_gbt import _stream
 
     scan = pl.scan_parquet(str(files / "*.parquet"))
     params = dict(target="y", objective="binary:logistic", n_estimators=rounds, max_depth=depth, device="cpu")
+    clock = Timeline() if timeline else None
+    if clock is not None:
+        # The phases: each pass of the training rows, then the fit.
+        lazy_source = _stream._lazy_source
+
+        def marked(frame):
+            source = lazy_source(frame)
+            passes = source.passes
+
+            def marking(columns, reads):
+                n_rows, open_pass = passes(columns, reads)
+                opened = []
+
+                def open_marked():
+                    opened.append(True)
+                    clock.phase = f"pass {len(opened)}"
+                    yield from open_pass()
+                    clock.phase = "cut points" if len(opened) == 1 else "training"
+
+                return n_rows, open_marked
+
+            source.passes = marking
+            return source
+
+        _stream._lazy_source = marked
     before = status("VmRSS")
     t = time.perf_counter()
     if mode == "scan":
@@ -67,8 +144,9 @@ def child(mode: str, files: Path, rounds: int, depth: int) -> None:
     else:
         model = polars_gbt.train(scan.collect(), **params)
     seconds = time.perf_counter() - t
+    phases = clock.stop() if clock is not None else []
     digest = hashlib.blake2b(model.to_bytes(), digest_size=8).hexdigest()
-    print(json.dumps(dict(mode=mode, before=before, peak=status("VmHWM"), seconds=seconds, model=digest)))
+    print(json.dumps(dict(mode=mode, before=before, peak=status("VmHWM"), seconds=seconds, model=digest, phases=phases)))
 
 
 def main() -> None:
@@ -79,17 +157,20 @@ def main() -> None:
     p.add_argument("--depth", type=int, default=6)
     p.add_argument("--dir", type=Path, default=Path("/tmp/polars-gbt-stream-bench"))
     p.add_argument("--repeat", type=int, default=1, help="runs of each mode (the fastest time is kept)")
+    p.add_argument("--timeline", action="store_true", help="the streamed fit's memory by phase and by whose it is")
     p.add_argument("--child", choices=["scan", "collected"])
     p.add_argument("--files-dir", type=Path)
     a = p.parse_args()
     if a.child:
-        child(a.child, a.files_dir, a.rounds, a.depth)
+        child(a.child, a.files_dir, a.rounds, a.depth, a.timeline)
         return
     files = write_files(a.dir, a.rows, a.files)
     raw = a.rows * 28 * 4  # the float32 feature columns
     results = {}
     for mode in ["collected", "scan"] * a.repeat:
         cmd = [sys.executable, __file__, "--child", mode, "--files-dir", str(files), "--rounds", str(a.rounds), "--depth", str(a.depth)]
+        if a.timeline and mode == "scan":
+            cmd.append("--timeline")
         r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
         growth = r["peak"] - r["before"]
         best = results.get(mode)
@@ -97,6 +178,10 @@ def main() -> None:
             results[mode] = dict(r, growth=growth)
         print(f"{mode:9s} growth {growth / 2**20:7.1f} MiB = {growth / raw:.2f}x the raw feature columns "
               f"({raw / 2**20:.0f} MiB), {r['seconds']:.2f} s, model {r['model']}", flush=True)
+        for ph in r["phases"]:
+            mib = {k: ph[k] / 2**20 for k in ("rss", "malloc", "file", "rest")}
+            print(f"    {ph['phase']:9s} peak {mib['rss']:6.1f} MiB: malloc'd (polars-gbt) {mib['malloc']:6.1f}, "
+                  f"file-backed {mib['file']:5.1f}, the rest (Polars, Python) {mib['rest']:6.1f}", flush=True)
     s, c = results["scan"], results["collected"]
     print(f"scan / collected: growth {s['growth'] / c['growth']:.2f}x, time {s['seconds'] / c['seconds']:.2f}x, "
           f"same model: {s['model'] == c['model']}")
