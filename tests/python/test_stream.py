@@ -302,6 +302,31 @@ def test_streamed_evaluation_sets_give_the_collected_fit(df, tmp_path, streamed)
     assert model.to_bytes() == whole.to_bytes() and len(streamed) == 4
 
 
+EVAL_CASES = {
+    "ranking": dict(target="label", features=["a", "b", "c"], objective="rank:ndcg", group="q", eval_metric=["ndcg@5", "map"]),
+    "weighted logistic, margins": dict(
+        target="label", features=["a", "b", "s"], objective="binary:logistic", weight="w", base_margin="m",
+        eval_metric=["logloss", "auc"],
+    ),
+    "two targets": dict(target=["y", "y2"], features=["a", "b"]),
+    "two quantiles, a missing sentinel": dict(
+        target="y", features=["a", "b", "i"], objective="reg:quantileerror", quantile_alpha=[0.2, 0.8], missing=3.0
+    ),
+}
+
+
+@pytest.mark.parametrize("case", EVAL_CASES)
+def test_streamed_evaluation_sets_of_every_kind_of_target(df, case):
+    # Query ids, weights and margins, several targets: an evaluation set's per-row vectors
+    # gathered batch by batch are the collected set's.
+    params = dict(n_estimators=5, max_depth=3, **EVAL_CASES[case])
+    train, valid = df.slice(0, 3000), df.slice(3000, 1000)
+    whole = polars_gbt.train(train, eval_sets={"v": valid}, **params)
+    streamed = polars_gbt.train(arrow_source(train, 333), eval_sets={"v": arrow_source(valid, 77)}, **params)
+    assert streamed.to_bytes() == whole.to_bytes()
+    assert streamed.evals_result().equals(whole.evals_result())
+
+
 def test_evaluation_set_errors_name_the_set(df, tmp_path):
     params = dict(target="y", features=["a", "b", "c"], n_estimators=2)
     scan = parquet(df.slice(0, 3000), tmp_path, 2)
