@@ -196,13 +196,7 @@ def test_a_worker_killed_mid_fit_is_an_error_within_the_timeout(tmp_path, monkey
         df = pl.concat([_frame(20_000, s) for s in range(3)])
         futures = _scatter(client, _split(df, [20_000] * 3), [0, 1, 2])
         victim = sorted(client.scheduler_info()["workers"])[1]
-        pid = client.run(os.getpid, workers=[victim])[victim]
-
-        def kill() -> None:
-            time.sleep(3.0)
-            os.kill(pid, signal.SIGKILL)
-
-        threading.Thread(target=kill, daemon=True).start()
+        _kill_soon(client.run(os.getpid, workers=[victim])[victim])
         start = time.monotonic()
         # Long enough (about a minute here) to be killed well inside it.
         with pytest.raises(polars_gbt.DistributedError, match=r"(?:from|to) rank 1 at"):
@@ -218,6 +212,16 @@ def test_a_worker_killed_mid_fit_is_an_error_within_the_timeout(tmp_path, monkey
         assert got.to_bytes() == polars_gbt.train(df, target="y", **params).to_bytes()
         assert list(tmp_path.iterdir()) == []
     cluster.close()
+
+
+def _kill_soon(pid: int, after: float = 3.0) -> None:
+    """Kills process `pid` (SIGKILL: no goodbye) `after` seconds from now, from a thread."""
+
+    def kill() -> None:
+        time.sleep(after)
+        os.kill(pid, signal.SIGKILL)
+
+    threading.Thread(target=kill, daemon=True).start()
 
 
 def _wait_for_replacement(client, gone: str, n: int, timeout: float = 120.0) -> None:
@@ -324,13 +328,7 @@ def test_a_gpu_worker_killed_mid_fit_is_an_error_within_the_timeout(tmp_path):
         df = pl.concat([_frame(200_000, s) for s in (13, 14)])
         futures = cluster.scatter(_split(df, [200_000, 200_000]))
         victim = cluster.address(1)
-        pid = client.run(os.getpid, workers=[victim])[victim]
-
-        def kill() -> None:
-            time.sleep(3.0)
-            os.kill(pid, signal.SIGKILL)
-
-        threading.Thread(target=kill, daemon=True).start()
+        _kill_soon(client.run(os.getpid, workers=[victim])[victim])
         start = time.monotonic()
         with pytest.raises(polars_gbt.DistributedError, match=r"rank 1"):
             polars_gbt.dask.train(client, futures, target="y", n_estimators=1_000_000, max_depth=8, device="cuda",
