@@ -81,5 +81,7 @@ def test_concurrent_fits_do_not_add_threads(train_df):
     finally:
         done.set()
         sampler.join()
-    # The 8 executor threads and the sampler are ours; everything else was already running.
-    assert peak[0] <= baseline + 8 + 1 + 2, f"{peak[0]} threads at the peak, {baseline} before"
+    # The 8 executor threads and the sampler are ours; everything else was already running,
+    # but for a few Polars may start and end on its own (one run saw baseline + 12). Pools of
+    # their own for the 8 fits would add at least 8 more (one a fit, even on 2 cores).
+    assert peak[0] <= baseline + 8 + 1 + 4, f"{peak[0]} threads at the peak, {baseline} before"
