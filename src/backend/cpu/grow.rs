@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
-use super::histogram::{add_histogram, build_histograms, subtract, HistLayout, HistTask};
+use super::histogram::{add_histogram, build_histograms, subtract_in_place, HistLayout, HistTask};
 use super::partition::{RowPartition, RowRouter, SplitJob};
 use super::prefetch_read;
 use crate::collective::{sum_grads, Collective, Solo};
@@ -166,6 +166,13 @@ impl GrowSteps for CpuSteps<'_> {
         let observe = |k: usize, left: &[u32], right: &[u32]| {
             let (Some(is_left), Some(total)) = (small_left[k], &small_hists[k]) else { return };
             let rows = if is_left { left } else { right };
+            // A node of one piece (or the first of several to get here) adds into the total
+            // directly; a piece that would wait builds its own and adds it after. Integer sums:
+            // the result is the same either way.
+            if let Ok(mut total) = total.try_lock() {
+                add_histogram(binned, layout, grads, features, rows, &mut total);
+                return;
+            }
             let mut hist = vec![GradSum::default(); layout.total_slots()];
             add_histogram(binned, layout, grads, features, rows, &mut hist);
             let mut total = total.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -198,8 +205,9 @@ impl GrowSteps for CpuSteps<'_> {
                 continue;
             };
             let small = small_rows.next().expect("one count per small child");
-            let mut sibling = self.empty_histogram();
-            subtract(&e.state.hist, &small_hist, &mut sibling);
+            // The parent's histogram becomes the sibling's, in place.
+            let mut sibling = e.state.hist;
+            subtract_in_place(&mut sibling, &small_hist);
             let (left, right) = if is_left { (small_hist, sibling) } else { (sibling, small_hist) };
             let (left_rows, right_rows) =
                 if is_left { (small, e.state.rows - small) } else { (e.state.rows - small, small) };

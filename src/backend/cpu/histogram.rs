@@ -194,7 +194,8 @@ fn accumulate<B: Copy + Into<u32>>(
 /// Rows ahead of the current one whose data is fetched into cache.
 const PREFETCH_DISTANCE: usize = 16;
 
-/// `parent - child` slot by slot: the sibling's histogram without touching its rows.
-pub fn subtract(parent: &[GradSum], child: &[GradSum], out: &mut [GradSum]) {
-    out.iter_mut().zip(parent.iter().zip(child)).for_each(|(o, (&p, &c))| *o = p - c);
+/// `parent -= child` slot by slot: the sibling's histogram, without touching its rows, in
+/// the parent's place.
+pub fn subtract_in_place(parent: &mut [GradSum], child: &[GradSum]) {
+    parent.iter_mut().zip(child).for_each(|(p, &c)| *p = *p - c);
 }
