@@ -36,13 +36,20 @@ struct GroupHistogram {
         atomicAdd((u64*)&s->h, (u64)(i64)q.h);
     }
 
-    // Adds the block's non-zero shared sums to the node's histogram (after a __syncthreads).
-    __device__ void flush() const {
+    // Adds the block's non-zero shared sums to the node's histogram (after a __syncthreads),
+    // or, when the block is the node's only one (`sole`), stores them: a deep level's many
+    // small nodes would otherwise spend their time in global atomics.
+    __device__ void flush(bool sole) const {
         for (u32 i = threadIdx.x; i < n_shared; i += blockDim.x) {
             const u32 j = i / stride, b = i - j * stride;
             const u32 first = slot_offsets[f0 + j];
             if (b >= slot_offsets[f0 + j + 1] - first) continue;
             const int g = acc_g[i], h = acc_h[i];
+            if (sole) {
+                const GradSum sum = {(i64)g, (i64)h};
+                out[first + b] = sum;
+                continue;
+            }
             if (g != 0) atomicAdd((u64*)&out[first + b].g, (u64)(i64)g);
             if (h != 0) atomicAdd((u64*)&out[first + b].h, (u64)(i64)h);
         }
@@ -74,51 +81,85 @@ __device__ GroupHistogram start_group_histogram(const u32* slot_offsets, u32 f0,
     return hg;
 }
 
+// Each row's part of the group is read by `lanes` neighbouring threads (a power of two up to
+// 32), a word each in turn, so that a warp's loads fall on a few sectors: with one thread a
+// row, a warp's load touches 32 rows' sectors and uses 4 bytes of each, and a wide group's
+// rows are too many for the little L1 that the shared histogram leaves (ncu: 4 of 32 bytes a
+// sector used, warps waiting on L1TEX 60% of the time). One lane a row suits narrow groups.
+// A thread takes ROWS_AT_ONCE rows a step, their loads issued together: each row is a chain
+// of two dependent loads (its index, then its bins), and one chain at a time left the warps
+// waiting on them (ncu: 65% of the cycles between issues).
+#define ROWS_AT_ONCE 4
 template <typename Bin, bool GLOBAL>
 __device__ void sum_rows_into(const Bin* bins, u32 stride, const QuantGrad* grads, const u32* ridx, RowTask task,
-                              u32 begin, u32 end, u32 width, const GroupHistogram& hg) {
+                              u32 begin, u32 end, u32 width, u32 lanes, const GroupHistogram& hg) {
     constexpr u32 PER_WORD = 4 / sizeof(Bin), BITS = 8 * sizeof(Bin);
     constexpr u32 MASK = BITS == 32 ? 0xffffffffu : (1u << (BITS % 32)) - 1;
-    for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
-        const u32 row = ridx[task.start + p];
-        const QuantGrad q = grads[row];
-        if (q.g == 0 && q.h == 0) continue;
-        // Rows and groups start on 32-bit words: read the bins a word at a time.
-        const u32* r = (const u32*)(bins + (u64)row * stride + hg.f0);
-        for (u32 w = 0; w * PER_WORD < width; ++w) {
-            const u32 word = r[w];
+    const u32 lane = threadIdx.x & (lanes - 1), rows_at_once = blockDim.x / lanes;
+    for (u32 p0 = begin + threadIdx.x / lanes; p0 < end; p0 += ROWS_AT_ONCE * rows_at_once) {
+        const u32* r[ROWS_AT_ONCE];
+        QuantGrad q[ROWS_AT_ONCE];
 #pragma unroll
-            for (u32 b = 0; b < PER_WORD; ++b) {
-                const u32 j = w * PER_WORD + b;
-                if (j < width) {
-                    const u32 bin = (word >> (BITS * b % 32)) & MASK;
-                    if (GLOBAL) hg.add_global(j, bin, q);
-                    else hg.add_shared(j, bin, q);
+        for (u32 u = 0; u < ROWS_AT_ONCE; ++u) {
+            const u32 p = p0 + u * rows_at_once;
+            const u32 row = p < end ? ridx[task.start + p] : 0;
+            q[u] = p < end ? grads[row] : QuantGrad{0, 0};
+            // Rows and groups start on 32-bit words: read the bins a word at a time.
+            r[u] = (q[u].g == 0 && q[u].h == 0) ? nullptr : (const u32*)(bins + (u64)row * stride + hg.f0);
+        }
+        for (u32 w = lane; w * PER_WORD < width; w += lanes) {
+            u32 words[ROWS_AT_ONCE];
+#pragma unroll
+            for (u32 u = 0; u < ROWS_AT_ONCE; ++u) words[u] = r[u] ? r[u][w] : 0;
+#pragma unroll
+            for (u32 u = 0; u < ROWS_AT_ONCE; ++u) {
+                if (!r[u]) continue;
+#pragma unroll
+                for (u32 b = 0; b < PER_WORD; ++b) {
+                    const u32 j = w * PER_WORD + b;
+                    if (j < width) {
+                        const u32 bin = (words[u] >> (BITS * b % 32)) & MASK;
+                        if (GLOBAL) hg.add_global(j, bin, q[u]);
+                        else hg.add_shared(j, bin, q[u]);
+                    }
                 }
             }
         }
     }
 }
 
+// Threads reading one row's part of a group `width` features wide: a power of two covering
+// its words, at most `max_lanes`.
+template <typename Bin>
+__device__ __forceinline__ u32 lanes_per_row(u32 width, u32 max_lanes) {
+    const u32 words = (width * sizeof(Bin) + 3) / 4;
+    u32 lanes = 1;
+    while (lanes < words && lanes < max_lanes) lanes *= 2;
+    return lanes;
+}
+
 template <typename Bin>
 __device__ void build_histograms(const Bin* bins, u32 stride, const QuantGrad* grads, const u32* ridx,
                                  const RowTask* tasks, u32 n_tasks, const u32* slot_offsets,
                                  const u32* group_first_feature, u32 shared_slots, u32 total_slots,
-                                 u32 rows_per_block, GradSum* hist) {
+                                 u32 rows_per_block, u32 max_lanes, GradSum* hist) {
     extern __shared__ int shared[];
     const u32 f0 = group_first_feature[blockIdx.y], f1 = group_first_feature[blockIdx.y + 1];
     const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
+    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
+    // Blocks are reserved for half the parent's rows; the built child may have fewer.
+    if (begin >= task.len) return;
+    const u32 end = min(begin + rows_per_block, task.len);
     const GroupHistogram hg =
         start_group_histogram(slot_offsets, f0, f1, shared_slots, shared, hist + (u64)task.slot * total_slots);
-    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
-    const u32 end = min(begin + rows_per_block, task.len);
+    const u32 lanes = lanes_per_row<Bin>(f1 - f0, max_lanes);
     if (hg.n_shared == 0) {
-        sum_rows_into<Bin, true>(bins, stride, grads, ridx, task, begin, end, f1 - f0, hg);
+        sum_rows_into<Bin, true>(bins, stride, grads, ridx, task, begin, end, f1 - f0, lanes, hg);
         return;
     }
-    sum_rows_into<Bin, false>(bins, stride, grads, ridx, task, begin, end, f1 - f0, hg);
+    sum_rows_into<Bin, false>(bins, stride, grads, ridx, task, begin, end, f1 - f0, lanes, hg);
     __syncthreads();
-    hg.flush();
+    hg.flush(task.len <= rows_per_block);
 }
 
 // A histogram build's arguments but the rows (src/backend/cuda/histogram.rs: HistogramBuild).
@@ -132,6 +173,7 @@ struct HistogramBuild {
     u32 shared_slots;
     u32 total_slots;
     u32 rows_per_block;
+    u32 max_lanes;  // threads reading one row at most (a power of two, 1..32)
     GradSum* hist;
 };
 
@@ -145,7 +187,8 @@ struct HistogramArgs {
     extern "C" __global__ void histogram_##BIN(const HistogramArgs<BIN> a) {                                     \
         const HistogramBuild& b = a.build;                                                                       \
         build_histograms<BIN>(a.rows.bins, a.rows.stride, b.grads, b.ridx, b.tasks, b.n_tasks, b.slot_offsets,  \
-                              b.group_first_feature, b.shared_slots, b.total_slots, b.rows_per_block, b.hist);  \
+                              b.group_first_feature, b.shared_slots, b.total_slots, b.rows_per_block,        \
+                              b.max_lanes, b.hist);                                                            \
     }
 
 HISTOGRAM_KERNEL(u8)

@@ -83,9 +83,15 @@ struct SlotHistogram {
         }
     }
 
-    __device__ void flush() const {
+    // As GroupHistogram::flush (kernels/histogram.cu): the node's only block stores.
+    __device__ void flush(bool sole) const {
         for (u32 i = threadIdx.x; i < n_shared; i += blockDim.x) {
             const int g = acc_g[i], h = acc_h[i];
+            if (sole) {
+                const GradSum sum = {(i64)g, (i64)h};
+                out[first + i] = sum;
+                continue;
+            }
             if (g != 0) atomicAdd((u64*)&out[first + i].g, (u64)(i64)g);
             if (h != 0) atomicAdd((u64*)&out[first + i].h, (u64)(i64)h);
         }
@@ -105,6 +111,8 @@ __device__ void histogram_sparse(const E* entries, const u32* row_words, const Q
     const u32 g = blockIdx.y, n_groups = gridDim.y;
     const u32 lo = slot_offsets[group_first_feature[g]], hi = slot_offsets[group_first_feature[g + 1]];
     const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
+    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
+    if (begin >= task.len) return;  // reserved for half the parent's rows; the child has fewer
     SlotHistogram hg;
     hg.first = lo;
     hg.n_shared = hi - lo <= shared_slots ? hi - lo : 0;
@@ -113,7 +121,6 @@ __device__ void histogram_sparse(const E* entries, const u32* row_words, const Q
     hg.out = hist + (u64)task.slot * total_slots;
     for (u32 i = threadIdx.x; i < 2 * hg.n_shared; i += blockDim.x) sparse_shared[i] = 0;
     __syncthreads();
-    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
     const u32 end = min(begin + rows_per_block, task.len);
     for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
         const u32 row = ridx[task.start + p];
@@ -139,7 +146,7 @@ __device__ void histogram_sparse(const E* entries, const u32* row_words, const Q
     }
     if (hg.n_shared == 0) return;
     __syncthreads();
-    hg.flush();
+    hg.flush(task.len <= rows_per_block);
 }
 
 // Grid (n_features, n_tasks): each feature's missing slot = node total - its present bins.

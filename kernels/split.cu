@@ -4,7 +4,6 @@
 // (--fmad=false), so gains, and therefore the chosen splits, equal the CPU's bit for bit.
 
 #define MIN_GAIN 1e-6
-#define SCAN_THREADS 256
 
 __device__ double threshold_l1(const SplitParams& p, double g) {
     if (g > p.reg_alpha) return g - p.reg_alpha;
@@ -99,7 +98,6 @@ __device__ void block_scan(i64& g, i64& h, i64* warp_g, i64* warp_h) {
     __syncthreads();
 }
 
-// Grid (n_features, n_tasks), SCAN_THREADS threads: the best numeric split of one feature of one node.
 // The kernels' argument structs (src/backend/cuda/split.rs).
 struct EvaluateFeaturesArgs {
     const GradSum* hist;
@@ -114,105 +112,106 @@ struct EvaluateFeaturesArgs {
     SplitResult* out;
 };
 
-__device__ __forceinline__ void evaluate_features_body(const GradSum* hist, u32 total_slots,
-                                                       const u32* slot_offsets, const u32* categorical,
-                                                       const EvalTask* tasks, const u8* masks, const i8* monotone,
-                                                       u32 n_features, SplitParams p, SplitResult* out) {
-    __shared__ i64 warp_g[32], warp_h[32];
-    __shared__ double red_gain[SCAN_THREADS];
-    __shared__ u32 red_key[SCAN_THREADS];
-    const u32 f = blockIdx.x, t = blockIdx.y;
-    const EvalTask task = tasks[t];
-    SplitResult* result = out + (u64)t * n_features + f;
-    const bool allowed = !categorical[f] && (task.mask_row == NO_CHILD || masks[(u64)task.mask_row * n_features + f]);
+// A lane's best candidate: its gain, key (2 x bin, + 1 when the missing values go left) and
+// left sums.
+struct Candidate {
+    double gain;
+    u32 key;
+    GradSum left;
+};
+
+__device__ __forceinline__ void consider(const SplitParams& p, const EvalTask& task, GradSum left, u32 key,
+                                         int direction, double parent_score, Candidate& best) {
+    double gain;
+    if (split_gain(p, task, left, direction, parent_score, &gain) && better(gain, key, best.gain, best.key)) {
+        best.gain = gain;
+        best.key = key;
+        best.left = left;
+    }
+}
+
+// Grid (features / warps a block, n_tasks): warp w of block x scans feature x * warps + w of
+// node blockIdx.y for its best numeric split, its bins 32 at a time (a shuffle scan, no block
+// barriers: a level of a wide fit has hundreds of thousands of these). Each lane keeps its best
+// candidate with the left sums it was scored on, and the warp the best of its lanes (`better`
+// is a total order, so the winner is the CPU's whatever the lanes' order).
+__device__ __forceinline__ void evaluate_features_body(const EvaluateFeaturesArgs& a) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 f = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5), t = blockIdx.y;
+    if (f >= a.n_features) return;
+    const SplitParams& p = a.p;
+    const EvalTask task = a.tasks[t];
+    SplitResult* result = a.out + (u64)t * a.n_features + f;
+    const bool allowed =
+        !a.categorical[f] && (task.mask_row == NO_CHILD || a.masks[(u64)task.mask_row * a.n_features + f]);
     if (!allowed) {
-        if (threadIdx.x == 0) result->found = 0;
+        if (lane == 0) result->found = 0;
         return;
     }
-    const GradSum* h = hist + (u64)task.slot * total_slots + slot_offsets[f];
-    const u32 n_bins = slot_offsets[f + 1] - slot_offsets[f] - 1;
+    const GradSum* h = a.hist + (u64)task.slot * a.total_slots + a.slot_offsets[f];
+    const u32 n_bins = a.slot_offsets[f + 1] - a.slot_offsets[f] - 1;
     const GradSum missing = h[n_bins];
     const bool has_missing = missing.g != 0 || missing.h != 0;
     const GradSum total = task.total;
-    const int direction = monotone[f];
+    const int direction = a.monotone[f];
     double parent_weight;
     const double parent_score =
         bounded_score(p, (double)total.g * p.g_unit, (double)total.h * p.h_unit, task, &parent_weight);
 
-    double best_gain = -1.0 / 0.0;
-    u32 best_key = 0xffffffffu;
+    Candidate best = {-1.0 / 0.0, 0xffffffffu, {0, 0}};
     i64 carry_g = 0, carry_h = 0;
-    for (u32 base = 0; base < n_bins; base += blockDim.x) {
-        const u32 b = base + threadIdx.x;
-        GradSum slot = {0, 0};
-        if (b < n_bins) slot = h[b];
+    // The next chunk's bins are loaded while this one is scored.
+    GradSum next = {0, 0};
+    if (lane < n_bins) next = h[lane];
+    for (u32 base = 0; base < n_bins; base += 32) {
+        const u32 b = base + lane;
+        const GradSum slot = next;
+        if (b + 32 < n_bins) next = h[b + 32];
         i64 g = slot.g, hh = slot.h;
-        block_scan(g, hh, warp_g, warp_h);
-        GradSum left = {carry_g + g, carry_h + hh};
+        for (int o = 1; o < 32; o *= 2) {
+            const i64 gg = __shfl_up_sync(0xffffffffu, g, o), ho = __shfl_up_sync(0xffffffffu, hh, o);
+            if (lane >= o) { g += gg; hh += ho; }
+        }
+        const GradSum left = {carry_g + g, carry_h + hh};
         if (b < n_bins && (slot.g != 0 || slot.h != 0)) {
-            double gain;
+            consider(p, task, left, 2 * b, direction, parent_score, best);
             if (has_missing) {
-                if (split_gain(p, task, left, direction, parent_score, &gain) && better(gain, 2 * b, best_gain, best_key)) {
-                    best_gain = gain;
-                    best_key = 2 * b;
-                }
-                GradSum with_missing = {left.g + missing.g, left.h + missing.h};
-                if (split_gain(p, task, with_missing, direction, parent_score, &gain) &&
-                    better(gain, 2 * b + 1, best_gain, best_key)) {
-                    best_gain = gain;
-                    best_key = 2 * b + 1;
-                }
-            } else if (split_gain(p, task, left, direction, parent_score, &gain) && better(gain, 2 * b, best_gain, best_key)) {
-                best_gain = gain;
-                best_key = 2 * b;
+                const GradSum with_missing = {left.g + missing.g, left.h + missing.h};
+                consider(p, task, with_missing, 2 * b + 1, direction, parent_score, best);
             }
         }
-        // The last thread's prefix is the chunk's total.
-        if (threadIdx.x == blockDim.x - 1) { warp_g[0] = g; warp_h[0] = hh; }
-        __syncthreads();
-        carry_g += warp_g[0];
-        carry_h += warp_h[0];
-        __syncthreads();
+        carry_g += __shfl_sync(0xffffffffu, g, 31);
+        carry_h += __shfl_sync(0xffffffffu, hh, 31);
     }
-    red_gain[threadIdx.x] = best_gain;
-    red_key[threadIdx.x] = best_key;
-    __syncthreads();
-    for (u32 s = blockDim.x / 2; s > 0; s /= 2) {
-        if (threadIdx.x < s && better(red_gain[threadIdx.x + s], red_key[threadIdx.x + s], red_gain[threadIdx.x],
-                                      red_key[threadIdx.x])) {
-            red_gain[threadIdx.x] = red_gain[threadIdx.x + s];
-            red_key[threadIdx.x] = red_key[threadIdx.x + s];
+    for (int o = 16; o > 0; o /= 2) {
+        const double og = __shfl_xor_sync(0xffffffffu, best.gain, o);
+        const u32 ok = __shfl_xor_sync(0xffffffffu, best.key, o);
+        const i64 olg = __shfl_xor_sync(0xffffffffu, best.left.g, o);
+        const i64 olh = __shfl_xor_sync(0xffffffffu, best.left.h, o);
+        if (better(og, ok, best.gain, best.key)) {
+            best.gain = og;
+            best.key = ok;
+            best.left.g = olg;
+            best.left.h = olh;
         }
-        __syncthreads();
     }
-    if (threadIdx.x != 0) return;
-    if (red_key[0] == 0xffffffffu) {
+    if (lane != 0) return;
+    if (best.key == 0xffffffffu) {
         result->found = 0;
         return;
     }
-    // Recompute the winner's left sum from the histogram: one thread, at most n_bins adds.
-    const u32 bin = red_key[0] / 2;
-    GradSum left = {0, 0};
-    for (u32 b = 0; b <= bin; ++b) { left.g += h[b].g; left.h += h[b].h; }
-    bool default_left;
-    if (has_missing) {
-        default_left = (red_key[0] & 1) != 0;
-        if (default_left) { left.g += missing.g; left.h += missing.h; }
-    } else {
-        default_left = left.h >= total.h - left.h;  // unseen missing values follow the heavier child
-    }
-    result->left = left;
-    result->gain = red_gain[0];
+    // The left sums already hold the missing values when the key says they go left.
+    const bool default_left =
+        has_missing ? (best.key & 1) != 0 : best.left.h >= total.h - best.left.h;  // unseen missing: heavier child
+    result->left = best.left;
+    result->gain = best.gain;
     result->feature = f;
-    result->split_bin = bin;
+    result->split_bin = best.key / 2;
     result->default_left = default_left ? 1 : 0;
     result->found = 1;
 }
 
-extern "C" __global__ void evaluate_features(const EvaluateFeaturesArgs a) {
-    evaluate_features_body(a.hist, a.total_slots, a.slot_offsets, a.categorical, a.tasks, a.masks, a.monotone,
-                           a.n_features, a.p, a.out);
-}
+extern "C" __global__ void __launch_bounds__(256, 4) evaluate_features(const EvaluateFeaturesArgs a) { evaluate_features_body(a); }
 
 // One warp per node: the best feature, ties to the lowest feature index (as on the CPU).
 struct BestFeatureArgs {

@@ -556,6 +556,10 @@ fn sort_rows(
 /// per feature plus a word's padding.
 const MAX_SPARSE_FEATURES: usize = 65_000;
 
+/// Features up to which dense 8-bit bins are also kept column-major for the partition
+/// ([`Layout::keeps_columns`]).
+const COLUMN_COPY_MAX_FEATURES: usize = 256;
+
 /// How the bins are stored on the device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Layout {
@@ -582,10 +586,13 @@ impl CompressedRows {
 
 impl Layout {
     /// Whether the bins are kept column-major as well ([`DeviceMatrix::cols`]): dense 8-bit
-    /// bins. Wider bins come from columns of hundreds of categories or more, whose fits the
-    /// split search bounds rather than the partition, and whose matrix is already larger.
+    /// bins of at most COLUMN_COPY_MAX_FEATURES features. Wider bins come from columns of
+    /// hundreds of categories or more, whose fits the split search bounds rather than the
+    /// partition, and whose matrix is already larger. The copy saves the partition a sector a
+    /// row, against the histograms' `features` bins a row: on wide data it saves nothing
+    /// measurable and doubles the matrix (400k x 2000: 800 MB).
     pub fn keeps_columns(&self) -> bool {
-        matches!(*self, Layout::Dense { width: 1, .. })
+        matches!(*self, Layout::Dense { width: 1, stride } if stride <= COLUMN_COPY_MAX_FEATURES)
     }
 
     /// Device bytes of the matrix, every copy, for `n_rows` rows of `n_features` features.

@@ -18,6 +18,11 @@ const MIN_ROWS_PER_BLOCK: u32 = 1 << 10;
 const THREADS: u32 = 1024;
 /// Waves of histogram blocks aimed at (docs/gpu-notes.md has the measurements behind both).
 const WAVES: u64 = 2;
+/// Shared memory the driver keeps for each block (1 KiB on every GPU since Ampere).
+const DRIVER_SHARED_PER_BLOCK: u32 = 1024;
+/// The most threads that read one row's part of a feature group together (kernels/histogram.cu,
+/// `sum_rows_into`): a warp, for the widest groups.
+const MAX_ROW_LANES: u32 = 32;
 
 /// A histogram build's arguments but the rows (`HistogramBuild` in kernels/histogram.cu):
 /// the tasks' rows `ridx[task.start..][..task.len]`, blocks `first_block..` of a task working
@@ -33,6 +38,8 @@ pub struct HistogramBuild<'a> {
     pub shared_slots: u32,
     pub total_slots: u32,
     pub rows_per_block: u32,
+    /// Threads reading one row's part of a group at most (a power of two, 1..32).
+    pub max_lanes: u32,
     pub hist: DevPtrMut<'a, GradSum>,
 }
 
@@ -92,12 +99,16 @@ kernel_args!(
 );
 
 /// The histogram launch shape: threads per block, waves of blocks, or a fixed number of rows
-/// per block. `POLARS_GBT_HIST_THREADS`, `POLARS_GBT_HIST_WAVES` and
-/// `POLARS_GBT_HIST_BLOCK_ROWS` override the defaults (for tuning on new GPUs).
+/// per block, the most threads reading one row, and a cap on a group's shared memory.
+/// `POLARS_GBT_HIST_THREADS`, `POLARS_GBT_HIST_WAVES`, `POLARS_GBT_HIST_BLOCK_ROWS`,
+/// `POLARS_GBT_HIST_ROW_LANES` and `POLARS_GBT_HIST_SHARED_BYTES` override the defaults (for
+/// tuning on new GPUs).
 struct HistShape {
     threads: u32,
     waves: u64,
     rows_per_block: Option<u32>,
+    max_lanes: u32,
+    shared_bytes: Option<u32>,
 }
 
 impl HistShape {
@@ -107,7 +118,23 @@ impl HistShape {
             threads: var("POLARS_GBT_HIST_THREADS").map_or(THREADS, |t| (t as u32).clamp(32, 1024) / 32 * 32),
             waves: var("POLARS_GBT_HIST_WAVES").unwrap_or(WAVES).max(1),
             rows_per_block: var("POLARS_GBT_HIST_BLOCK_ROWS").map(|r| r as u32),
+            max_lanes: var("POLARS_GBT_HIST_ROW_LANES")
+                .map_or(MAX_ROW_LANES, |l| (l as u32).clamp(1, 32).next_power_of_two()),
+            shared_bytes: var("POLARS_GBT_HIST_SHARED_BYTES").map(|b| b as u32),
         }
+    }
+
+    /// Shared memory for one feature group's histogram: as much as lets an SM hold as many
+    /// blocks as its 2048 threads allow. A block of 1024 threads taking all of an SM's shared
+    /// memory runs alone there, at half occupancy, its warps waiting on memory with no other
+    /// warps to switch to (400k x 2000: groups of 229 KB, 50% occupancy, 10.9 ms of histograms
+    /// a tree; of 112 KB, two blocks an SM, 7.75 ms; docs/gpu-notes.md). Narrow data's one group
+    /// is smaller than either.
+    fn shared_budget(&self, rt: &super::runtime::Runtime) -> u32 {
+        let blocks_by_threads = (2048 / self.threads).max(1);
+        let fair = (rt.max_shared_per_sm / blocks_by_threads).saturating_sub(DRIVER_SHARED_PER_BLOCK + 1024);
+        let budget = self.shared_bytes.unwrap_or(fair).max(4096);
+        budget.min(rt.hist_shared_budget)
     }
 }
 
@@ -136,7 +163,8 @@ pub(super) struct HistogramBuilder {
 
 impl HistogramBuilder {
     pub(super) fn new(dev: &mut FitDevice, matrix: &DeviceMatrix, params: &GrowParams) -> Result<Self> {
-        let groups = feature_groups(matrix, dev.rt.hist_shared_budget as usize);
+        let shape = HistShape::from_env();
+        let groups = feature_groups(matrix, shape.shared_budget(&dev.rt) as usize);
         let total_slots = matrix.total_slots();
         let group_starts = index_groups(dev, matrix, &groups.starts)?;
         let mut builder = HistogramBuilder {
@@ -145,7 +173,7 @@ impl HistogramBuilder {
             groups: groups.starts,
             group_shared_bytes: groups.widest_bytes as u32,
             group_starts,
-            shape: HistShape::from_env(),
+            shape,
             // Whole sample weights make a row's pair larger: fewer rows sum exactly in i32.
             max_rows_per_block: (params.weighting.chunk_rows() as u32).min(MAX_ROWS_PER_BLOCK),
             builds: dev.scratch(64)?,
@@ -181,13 +209,17 @@ impl HistogramBuilder {
     }
 
     /// Rows per histogram block for a launch over `rows` rows: about two waves of blocks over
-    /// the GPU (seed 002: the launch shape comes from the device). Fewer blocks leave SMs idle
-    /// at deep levels; more spend their time flushing.
+    /// the GPU, counting every feature group's blocks (seed 002: the launch shape comes from
+    /// the device). Fewer blocks leave SMs idle at deep levels; more spend their time
+    /// flushing: each block adds its whole shared histogram to global memory, so a launch
+    /// over G groups of S slots with B blocks a group costs B x G x S global atomics against
+    /// rows x features shared ones, and wide data (G ~ 20) needs B small.
     fn rows_per_block(&self, dev: &FitDevice, rows: u64) -> u32 {
         // Blocks an SM holds at once: limited by its shared memory and its 2048 threads.
-        let by_memory = dev.rt.max_shared_per_block / self.group_shared_bytes.max(1);
+        let by_memory = dev.rt.max_shared_per_sm / (self.group_shared_bytes + DRIVER_SHARED_PER_BLOCK);
         let resident = by_memory.min(2048 / self.shape.threads).max(1) as u64;
-        let target_blocks = dev.rt.sm_count as u64 * resident * self.shape.waves;
+        let groups = (self.groups.len() as u64 - 1).max(1);
+        let target_blocks = (dev.rt.sm_count as u64 * resident * self.shape.waves).div_ceil(groups);
         let rpb = self.shape.rows_per_block.unwrap_or_else(|| rows.div_ceil(target_blocks).next_power_of_two() as u32);
         rpb.clamp(MIN_ROWS_PER_BLOCK.min(self.max_rows_per_block), self.max_rows_per_block)
     }
@@ -313,6 +345,7 @@ impl HistogramBuilder {
             shared_slots,
             total_slots: total,
             rows_per_block: rpb,
+            max_lanes: self.shape.max_lanes,
             hist: p.write(&mut self.pool.buf),
         };
         let groups = self.groups.len() as u32 - 1;

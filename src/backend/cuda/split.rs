@@ -100,7 +100,7 @@ kernel_args!(
     NodeRowsArgs
 );
 
-/// Threads of a block scanning one (node, numeric feature).
+/// Threads of a numeric search block: a warp scans one (node, feature), eight to a block.
 const SCAN_THREADS: u32 = 256;
 /// Threads of a block searching one (node, categorical feature): its bitonic steps in global
 /// memory wait on memory, and more threads hide more of it.
@@ -340,7 +340,9 @@ impl SplitEvaluator {
             p: *params,
             out: p.write(&mut self.per_feature.buf),
         };
-        unsafe { dev.launch(&k.evaluate_features, &args, cfg((nf, n_tasks), SCAN_THREADS, 0)) }
+        unsafe {
+            dev.launch(&k.evaluate_features, &args, cfg((nf.div_ceil(SCAN_THREADS / 32), n_tasks), SCAN_THREADS, 0))
+        }
     }
 
     /// Queues the best categorical split of each (task, categorical feature) into
