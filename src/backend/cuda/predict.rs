@@ -830,9 +830,11 @@ pub struct GatherRowsArgs<'a> {
 
 kernel_args!(GatherRowsArgs);
 
-/// Rows of a caller's device array converted and scored at once, at most: the column-major
-/// f32 scratch of 28 features is 112 MiB.
+/// Rows of a caller's device array converted and scored at once, at most, and the most
+/// bytes their column-major f32 scratch may take (28 features: 2^20 rows in 112 MiB; 10,000
+/// features: 3,355 rows).
 const DEVICE_CHUNK_ROWS: usize = 1 << 20;
+const DEVICE_CHUNK_BYTES: usize = 128 << 20;
 
 /// Checks that the bytes `[first, end)` of `what` lie in one allocation of device memory that
 /// the GPU of `stream` can read: not host memory, not memory CUDA does not know (a pointer
@@ -976,7 +978,9 @@ impl GpuForest {
             return Err(Error::data("the output array is not aligned to four bytes"));
         }
         let k = self.n_outputs as usize;
-        let chunk = knob::<usize>("POLARS_GBT_DEVICE_CHUNK_ROWS").unwrap_or(DEVICE_CHUNK_ROWS).clamp(1, n);
+        let chunk = knob::<usize>("POLARS_GBT_DEVICE_CHUNK_ROWS")
+            .unwrap_or(DEVICE_CHUNK_ROWS.min(DEVICE_CHUNK_BYTES / (nf.max(1) * 4)))
+            .clamp(1, n);
         let mut memory = DeviceMemory::default();
         let mut x = memory.zeros::<f32>(&stream, chunk * nf)?;
         let shap = match output {
