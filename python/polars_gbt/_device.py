@@ -123,6 +123,7 @@ def _empty(data: Any, shape: tuple[int, ...], index: bool) -> Any:
 
 def predict(
     model_bytes: bytes,
+    digest: str,
     n_features: int,
     data: Any,
     *,
@@ -151,7 +152,7 @@ def predict(
     if reason is not None:
         raise DeviceError(f"an array in GPU memory is scored on the GPU, which cannot be used here: {reason}")
     with translated():
-        per_row, index = _internal.output_shape(model_bytes, output, rounds)
+        per_row, index = _internal.output_shape(model_bytes, output, rounds, digest)
     shape = getattr(data, "shape", None)
     if shape is None:
         iface = _interface(data)
@@ -160,5 +161,5 @@ def predict(
         raise DataError(f"the array (a {type(data).__name__}) states no shape")
     out = _empty(data, (int(shape[0]), *per_row), index)
     with translated():
-        _internal.predict_device(model_bytes, output, data, out, rounds)
+        _internal.predict_device(model_bytes, output, data, out, rounds, digest)
     return out

@@ -308,6 +308,7 @@ class Model:
         if _device.is_device_array(data):
             return _device.predict(
                 self._bytes,
+                self._digest(),
                 len(self.feature_names),
                 data,
                 output=output,
@@ -367,6 +368,16 @@ class Model:
                 "class", *names
             )
         return values.arr.to_struct(fields=names).struct.unnest()
+
+    def _digest(self) -> str:
+        """The bytes' BLAKE2b digest, computed once: it finds the parsed model in the plugin's
+        cache without checksumming the bytes on every call (as ``gbt.predict`` sends it)."""
+        digest = self.__dict__.get("_bytes_digest")
+        if digest is None:
+            import hashlib
+
+            digest = self.__dict__["_bytes_digest"] = hashlib.blake2b(self._bytes, digest_size=16).hexdigest()
+        return digest
 
     def __repr__(self) -> str:
         return f"Model(objective={self._summary['objective']!r}, trees={self.num_trees}, features={len(self.feature_names)})"

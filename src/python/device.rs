@@ -359,21 +359,36 @@ fn py_error(e: Error) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
 
+/// The parsed model of `model`'s bytes (its `rounds`), from the process's model cache.
+fn cached_model(
+    model: &[u8],
+    rounds: model_cache::Rounds,
+    digest: Option<&str>,
+) -> PyResult<std::sync::Arc<model_cache::CachedModel>> {
+    match digest {
+        Some(digest) => model_cache::by_digest(digest, model, rounds).map_err(|e| PyValueError::new_err(e.to_string())),
+        None => model_cache::by_content(model, rounds).map_err(py_error),
+    }
+}
+
 /// Scores `data` (rows x features in GPU memory, DLPack or CUDA Array Interface) with the
 /// model of `model` (its `iteration_range` rounds) into `out`, an array the caller made in GPU
 /// memory with `output_shape`'s shape per row. Returns when the scores are written.
+/// `digest`, the Python package's BLAKE2b of the bytes (computed once per `Model`), finds the
+/// parsed model without checksumming and comparing megabytes of a deep forest every call.
 #[pyfunction]
-#[pyo3(signature = (model, output, data, out, iteration_range=None))]
+#[pyo3(signature = (model, output, data, out, iteration_range=None, digest=None))]
 pub(super) fn predict_device(
     model: &[u8],
     output: &str,
     data: &Bound<'_, PyAny>,
     out: &Bound<'_, PyAny>,
     iteration_range: Option<(usize, usize)>,
+    digest: Option<&str>,
 ) -> PyResult<()> {
     super::catch_panics_py(|| {
         let output: PredictOutput = output.parse().map_err(py_error)?;
-        let cached = model_cache::by_content(model, iteration_range).map_err(py_error)?;
+        let cached = cached_model(model, iteration_range, digest)?;
         let engine = crate::backend::for_scoring(Device::Cuda).map_err(py_error)?;
         let forest = cached.predictor(engine.backend()).map_err(PyValueError::new_err)?;
         let mut keep = Vec::new();
@@ -393,15 +408,16 @@ pub(super) fn predict_device(
 /// What `output` gives per row for the model: its shape (empty: one value) and whether the
 /// values are indices (uint32) rather than float32.
 #[pyfunction]
-#[pyo3(signature = (model, output, iteration_range=None))]
+#[pyo3(signature = (model, output, iteration_range=None, digest=None))]
 pub(super) fn output_shape(
     model: &[u8],
     output: &str,
     iteration_range: Option<(usize, usize)>,
+    digest: Option<&str>,
 ) -> PyResult<(Vec<usize>, bool)> {
     super::catch_panics_py(|| {
         let output: PredictOutput = output.parse().map_err(py_error)?;
-        let cached = model_cache::by_content(model, iteration_range).map_err(py_error)?;
+        let cached = cached_model(model, iteration_range, digest)?;
         Ok(cached.model.output_shape(output))
     })
 }
