@@ -947,6 +947,23 @@ impl GpuForest {
         if nf > 65535 * 32 {
             return Err(Error::data(format!("{nf} features are more than device arrays take (2,097,120)")));
         }
+        if n == 0 {
+            return Ok(());
+        }
+        let (first, end) =
+            rows.byte_span().ok_or_else(|| Error::data("the array's shape and strides overflow its address space"))?;
+        check_device_memory(&stream, "the array", first, end)?;
+        if rows.ptr % rows.dtype.bytes() as u64 != 0 {
+            return Err(Error::data("the array's data is not aligned to its element size"));
+        }
+        let out_end = out.ptr.checked_add(out.len as u64 * 4).ok_or_else(|| Error::data("the output overflows"))?;
+        if out.len > 0 {
+            // (None for the leaves of a forest without trees.)
+            check_device_memory(&stream, "the output array", out.ptr, out_end)?;
+        }
+        if out.ptr % 4 != 0 {
+            return Err(Error::data("the output array is not aligned to four bytes"));
+        }
         // The caller's queued work on its arrays first (CUDA Array Interface's `stream`).
         for handle in wait_for {
             let event = ctx.new_event(None).map_err(device_error)?;
@@ -962,20 +979,6 @@ impl GpuForest {
                 )));
             }
             stream.wait(&event).map_err(device_error)?;
-        }
-        if n == 0 {
-            return Ok(());
-        }
-        let (first, end) =
-            rows.byte_span().ok_or_else(|| Error::data("the array's shape and strides overflow its address space"))?;
-        check_device_memory(&stream, "the array", first, end)?;
-        if rows.ptr % rows.dtype.bytes() as u64 != 0 {
-            return Err(Error::data("the array's data is not aligned to its element size"));
-        }
-        let out_end = out.ptr.checked_add(out.len as u64 * 4).ok_or_else(|| Error::data("the output overflows"))?;
-        check_device_memory(&stream, "the output array", out.ptr, out_end)?;
-        if out.ptr % 4 != 0 {
-            return Err(Error::data("the output array is not aligned to four bytes"));
         }
         let k = self.n_outputs as usize;
         let chunk = knob::<usize>("POLARS_GBT_DEVICE_CHUNK_ROWS")
