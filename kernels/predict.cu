@@ -586,3 +586,50 @@ PREDICT_BINNED_KERNEL(predict_binned, false, u8, PRED_ROWS_PER_THREAD)
 PREDICT_BINNED_KERNEL(predict_binned_cat, true, u8, PRED_ROWS_PER_THREAD)
 PREDICT_BINNED_KERNEL(predict_binned_u16, false, u16, PRED_ROWS_PER_THREAD)
 PREDICT_BINNED_KERNEL(predict_binned_cat_u16, true, u16, PRED_ROWS_PER_THREAD)
+
+// ---------------------------------------------------------------------------------------------
+// Rows the caller holds in device memory (a cupy array, a torch tensor): float32 or float64,
+// element (r, f) at x[r * row_stride + f * col_stride] for any strides (C or Fortran order,
+// slices, negative steps). They become the column-major f32 rows the kernels above read, each
+// value as FeatureColumn::read gives it on the host (src/data/column.rs): float64 rounded to
+// the nearest float32, infinities and the extreme floats clamped to +-FINITE_LIMIT, NaN kept,
+// and the model's `missing` value, when it has one, read as NaN. A block transposes a tile of
+// 32 rows x 32 features through shared memory, reading along whichever index has the smaller
+// stride, so that both the reads and the column-major writes are coalesced.
+struct GatherRowsArgs {
+    const u8* x;
+    i64 row_stride;
+    i64 col_stride;
+    u32 n;
+    u32 n_features;
+    u32 is_f64;
+    u32 has_missing;
+    float missing;
+    float* out;
+};
+
+#define GATHER_TILE 32
+
+extern "C" __global__ void gather_rows(const GatherRowsArgs a) {
+    __shared__ float tile[GATHER_TILE][GATHER_TILE + 1];
+    const u32 r0 = blockIdx.x * GATHER_TILE, f0 = blockIdx.y * GATHER_TILE;
+    const i64 rs = a.row_stride < 0 ? -a.row_stride : a.row_stride;
+    const i64 cs = a.col_stride < 0 ? -a.col_stride : a.col_stride;
+    const bool rows_inner = rs <= cs;
+    for (u32 j = threadIdx.y; j < GATHER_TILE; j += blockDim.y) {
+        const u32 r = r0 + (rows_inner ? threadIdx.x : j);
+        const u32 f = f0 + (rows_inner ? j : threadIdx.x);
+        if (r < a.n && f < a.n_features) {
+            const i64 at = (i64)r * a.row_stride + (i64)f * a.col_stride;
+            float v = a.is_f64 ? (float)((const double*)a.x)[at] : ((const float*)a.x)[at];
+            v = clamp_finite(v);
+            if (a.has_missing && v == a.missing) v = nan_value();
+            tile[f - f0][r - r0] = v;
+        }
+    }
+    __syncthreads();
+    for (u32 j = threadIdx.y; j < GATHER_TILE; j += blockDim.y) {
+        const u32 f = f0 + j, r = r0 + threadIdx.x;
+        if (r < a.n && f < a.n_features) a.out[(size_t)f * a.n + r] = tile[j][threadIdx.x];
+    }
+}

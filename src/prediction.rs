@@ -118,6 +118,88 @@ impl ForestSpec<'_> {
     }
 }
 
+/// The element type of rows in device memory ([`DeviceRows`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceFloat {
+    F32,
+    F64,
+}
+
+impl DeviceFloat {
+    pub fn bytes(self) -> usize {
+        match self {
+            DeviceFloat::F32 => 4,
+            DeviceFloat::F64 => 8,
+        }
+    }
+}
+
+/// Rows to score that lie in GPU memory the caller owns (another library's array, borrowed
+/// for one call): element (r, f) at `ptr + (r * row_stride + f * col_stride) * dtype.bytes()`,
+/// strides in elements and of any sign (C order, Fortran order, slices). Columns are the
+/// model's features by position; categorical features hold the model's category codes.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceRows {
+    pub ptr: u64,
+    pub rows: usize,
+    pub cols: usize,
+    pub row_stride: i64,
+    pub col_stride: i64,
+    pub dtype: DeviceFloat,
+}
+
+impl DeviceRows {
+    /// The bytes `[first, end)` the rows' elements span (None for no elements, or strides
+    /// whose offsets overflow).
+    pub fn byte_span(&self) -> Option<(u64, u64)> {
+        byte_span(self.ptr, &[(self.rows, self.row_stride), (self.cols, self.col_stride)], self.dtype.bytes())
+    }
+}
+
+/// Where scores of device rows go: `len` four-byte values (f32, or u32 for leaves and
+/// classes: `index`), row-major and contiguous, in GPU memory the caller owns.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceOut {
+    pub ptr: u64,
+    pub len: usize,
+    pub index: bool,
+}
+
+/// The caller's arrays for one call of `Predictor::predict_device`, once exported to the
+/// stream that call queues its work on, with the caller's streams (CUstream handles; 1 and 2
+/// are CUDA's legacy and per-thread default streams) whose queued work must finish before
+/// the rows are read or the output written.
+#[derive(Clone, Debug)]
+pub struct DeviceBinding {
+    pub rows: DeviceRows,
+    pub out: DeviceOut,
+    pub wait_for: Vec<u64>,
+}
+
+/// Exports the caller's arrays to the stream whose CUstream handle it is given (DLPack's
+/// `__dlpack__(stream=...)`), before anything reads them.
+pub type ExportArrays<'a> = dyn FnMut(u64) -> Result<DeviceBinding> + 'a;
+
+/// The bytes `[first, end)` spanned by an array at `ptr` of `(extent, stride)` dimensions
+/// (strides in elements of `item` bytes); None when it has no elements or overflows.
+pub fn byte_span(ptr: u64, dims: &[(usize, i64)], item: usize) -> Option<(u64, u64)> {
+    if dims.iter().any(|&(n, _)| n == 0) {
+        return None;
+    }
+    let (mut low, mut high) = (0i128, 0i128);
+    for &(n, stride) in dims {
+        let reach = (n as i128 - 1) * stride as i128;
+        if reach < 0 {
+            low += reach;
+        } else {
+            high += reach;
+        }
+    }
+    let first = ptr as i128 + low * item as i128;
+    let end = ptr as i128 + (high + 1) * item as i128;
+    (first >= 0 && end <= u64::MAX as i128).then_some((first as u64, end as u64))
+}
+
 /// Row-major margins (`k` per row) as `output` (not leaves): the link function for values,
 /// the largest margin's index for classes (binary: margin above 0).
 pub fn finish(objective: Objective, k: usize, mut margin: Vec<f32>, output: PredictOutput) -> Predictions {
@@ -145,6 +227,20 @@ pub fn finish(objective: Objective, k: usize, mut margin: Vec<f32>, output: Pred
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_spans_cover_every_element_for_any_strides() {
+        // 3 x 2 float32 at 1000, C order, Fortran order, and rows reversed (a view starting
+        // at the last row): the same 24 bytes.
+        assert_eq!(byte_span(1000, &[(3, 2), (2, 1)], 4), Some((1000, 1024)));
+        assert_eq!(byte_span(1000, &[(3, 1), (2, 3)], 4), Some((1000, 1024)));
+        assert_eq!(byte_span(1016, &[(3, -2), (2, 1)], 4), Some((1000, 1024)));
+        // Every other column of a wider array: the last element ends the span.
+        assert_eq!(byte_span(1000, &[(3, 4), (2, 2)], 8), Some((1000, 1000 + 11 * 8)));
+        // No elements; a span before address 0.
+        assert_eq!(byte_span(1000, &[(0, 2), (2, 1)], 4), None);
+        assert_eq!(byte_span(4, &[(3, -1)], 4), None);
+    }
 
     #[test]
     fn output_names_parse_back_and_match_serde() {

@@ -1321,3 +1321,75 @@ fn workers_on_a_ring_sum_through_nccl_and_give_one_gpus_model() {
         assert_eq!(json_without_gpu_count(&m, 1), want, "a GPU worker's model differs from one GPU's");
     }
 }
+
+/// Rows the caller holds in GPU memory (`Model::predict_device`, what `Model.predict` does
+/// with a cupy array): in C order as float64 and in Fortran order as float32, chunked
+/// (`POLARS_GBT_DEVICE_CHUNK_ROWS` is not set: 2^20 rows a chunk, so 1.2M rows take two), they
+/// score as the same rows from Arrow columns on the GPU, bit for bit; and pointers that are not
+/// the caller's GPU memory are clear errors.
+#[test]
+fn device_rows_score_as_the_same_rows_from_columns() {
+    use cudarc::driver::DevicePtr;
+    use polars_gbt::prediction::{DeviceBinding, DeviceFloat, DeviceOut, DeviceRows};
+    if !gpu() {
+        return;
+    }
+    let n = 1_200_003;
+    let (frame, y) = random_data(n, 7, 23);
+    let nf = frame.n_features();
+    let model = fit(r#"{"n_estimators": 20, "max_depth": 7}"#, &Dataset::new(frame.clone(), y).unwrap(), "cuda");
+    let forest = GpuForest::new(&model.forest_spec()).unwrap();
+    // The columns as FeatureColumn::read gives them, with infinities to be clamped.
+    let mut columns = vec![vec![0f32; n]; nf];
+    for (c, col) in frame.columns().iter().zip(columns.iter_mut()) {
+        c.read(0, col);
+    }
+    let rt = cuda::runtime().unwrap();
+    let stream = &rt.stream;
+    // Float64 rows, the clamped extremes as the infinities they were (the kernel clamps them).
+    let limit = f32::from_bits(f32::MAX.to_bits() - 1);
+    let unclamped = |v: f32| if v.abs() == limit { f64::INFINITY.copysign(v as f64) } else { v as f64 };
+    let c_order: Vec<f64> = (0..n * nf).map(|i| unclamped(columns[i % nf][i / nf])).collect();
+    assert!(c_order.iter().any(|v| v.is_infinite()), "the data has no infinities to clamp");
+    let f_order: Vec<f32> = columns.concat();
+    let rows64 = stream.clone_htod(&c_order).unwrap();
+    let rows32 = stream.clone_htod(&f_order).unwrap();
+    let out = stream.alloc_zeros::<f32>(n * model.num_trees()).unwrap();
+    stream.synchronize().unwrap();
+    let (p64, p32, pout) = (rows64.device_ptr(stream).0, rows32.device_ptr(stream).0, out.device_ptr(stream).0);
+    let c_rows =
+        DeviceRows { ptr: p64, rows: n, cols: nf, row_stride: nf as i64, col_stride: 1, dtype: DeviceFloat::F64 };
+    let f_rows =
+        DeviceRows { ptr: p32, rows: n, cols: nf, row_stride: 1, col_stride: n as i64, dtype: DeviceFloat::F32 };
+    let score = |rows: DeviceRows, output: PredictOutput, len: usize, index: bool| {
+        let mut export = |_| Ok(DeviceBinding { rows, out: DeviceOut { ptr: pout, len, index }, wait_for: Vec::new() });
+        model.predict_device(&forest, output, &mut export)
+    };
+    for (rows, what) in [(c_rows, "C order, f64"), (f_rows, "Fortran order, f32")] {
+        score(rows, PredictOutput::Margin, n, false).unwrap();
+        let got = stream.clone_dtoh(&out.slice(..n)).unwrap();
+        let want = values(model.predict_with(&forest, &frame, PredictOutput::Margin, None).unwrap());
+        assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{what}: margins differ");
+        let trees = model.num_trees();
+        score(rows, PredictOutput::Leaf, n * trees, true).unwrap();
+        let got: Vec<u32> = stream.clone_dtoh(&out).unwrap().iter().map(|v| v.to_bits()).collect();
+        match model.predict_with(&forest, &frame, PredictOutput::Leaf, None).unwrap() {
+            Predictions::Index { values, .. } => assert!(got == values, "{what}: leaves differ"),
+            other => panic!("leaves came as {other:?}"),
+        }
+    }
+    // The wrong width or kind of output, the wrong number of columns: data errors.
+    let e = score(c_rows, PredictOutput::Margin, n - 1, false).unwrap_err().to_string();
+    assert!(e.contains("the output array holds"), "{e}");
+    let e = score(DeviceRows { cols: nf - 1, ..c_rows }, PredictOutput::Margin, n, false).unwrap_err().to_string();
+    assert!(e.contains(&format!("has {} columns but the model has {nf} features", nf - 1)), "{e}");
+    // Host memory, memory past the allocation, and an address CUDA never gave out.
+    let e = score(DeviceRows { ptr: c_order.as_ptr() as u64, ..c_rows }, PredictOutput::Margin, n, false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not memory CUDA knows") || e.contains("host memory"), "{e}");
+    let e = score(DeviceRows { rows: 40 * n, ..c_rows }, PredictOutput::Margin, 40 * n, false).unwrap_err().to_string();
+    assert!(e.contains("past its allocation"), "{e}");
+    let e = score(DeviceRows { ptr: 0x1000, ..f_rows }, PredictOutput::Margin, n, false).unwrap_err().to_string();
+    assert!(e.starts_with("invalid data: ") && e.contains("not memory CUDA knows"), "{e}");
+}

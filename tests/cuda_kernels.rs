@@ -35,6 +35,7 @@ fn kernels_compile_for_turing_ampere_and_hopper_with_the_rust_layouts() {
             "segment_cuts",
             "quantise",
             "lambdarank",
+            "gather_rows",
         ] {
             assert!(ptx.contains(&format!(".entry {name}(")), "{arch}: kernel {name} missing from the PTX");
         }

@@ -203,6 +203,22 @@ class Model:
         return self._summary["feature_names"]
 
     @property
+    def categories(self) -> dict[str, list[str] | None]:
+        """Each categorical feature's category names, in the order of their codes: category
+        ``names[i]`` has code ``i``. An array in GPU memory (see ``predict``) holds these codes
+        in a categorical feature's column. ``None`` for a feature of a model that has no names
+        (imported without them), whose codes are the integers it was trained on.
+
+        Examples
+        --------
+        >>> import polars as pl, polars_gbt
+        >>> df = pl.DataFrame({"c": ["b", "a", "c", "a"] * 25, "y": [1.0, 0.0, 2.0, 0.0] * 25})
+        >>> polars_gbt.train(df.with_columns(pl.col("c").cast(pl.Categorical)), target="y", n_estimators=2).categories
+        {'c': ['a', 'b', 'c']}
+        """
+        return dict(self._summary["categories"])
+
+    @property
     def params(self) -> dict[str, Any]:
         """Every training parameter by name. For a model imported from XGBoost or LightGBM,
         only what the source model states is set (XGBoost's files keep the objective, its
@@ -262,20 +278,45 @@ class Model:
 
     def predict(
         self,
-        data: pl.DataFrame | pl.LazyFrame,
+        data: pl.DataFrame | pl.LazyFrame | Any,
         *,
         output: str = "value",
-        device: str = "cpu",
+        device: str | None = None,
         base_margin: pl.Expr | str | Any | None = None,
         iteration_range: tuple[int, int] | None = None,
-    ) -> pl.Series:
+    ) -> pl.Series | Any:
         """Score a frame (columns are matched by name; extra ones are ignored) on ``device``
-        ("cpu", "cuda" or "auto"). ``iteration_range=(start, end)`` scores with those rounds'
-        trees only (see ``slice``).
+        ("cpu", the default, "cuda" or "auto"). ``iteration_range=(start, end)`` scores with
+        those rounds' trees only (see ``slice``).
 
         ``base_margin`` replaces the base score with per-row margins: a column name or
         expression of ``data``, or values (a Series, numpy array or list; n x num_class for
-        a multiclass model), as XGBoost's ``base_margin``."""
+        a multiclass model), as XGBoost's ``base_margin``.
+
+        ``data`` may also be a 2-D array in GPU memory (a cupy array, a torch tensor on
+        "cuda", a JAX array on a GPU: anything with ``__dlpack__`` or
+        ``__cuda_array_interface__``), float32 or float64, its columns the model's features
+        by position (categorical ones holding the model's category codes). It is scored on
+        the GPU where it lies, and the scores come back as a device array: cupy for cupy,
+        torch for torch, cupy for other libraries (import it with your library's
+        ``from_dlpack``); shaped ``(rows,)``, ``(rows, num_class)``, ``(rows, trees)`` for
+        leaves, float32, or uint32 (int32 for torch) for classes and leaves. ``device`` is
+        then left out (or "cuda"), and ``base_margin`` is not taken. See the user guide's
+        "Scoring arrays on the GPU"."""
+        from polars_gbt import _device
+
+        if _device.is_device_array(data):
+            return _device.predict(
+                self._bytes,
+                self._digest(),
+                len(self.feature_names),
+                data,
+                output=output,
+                device=device,
+                base_margin=base_margin,
+                iteration_range=iteration_range,
+            )
+        device = "cpu" if device is None else device
         frame = data.lazy() if isinstance(data, pl.DataFrame) else data
         missing = [f for f in self.feature_names if f not in frame.collect_schema().names()]
         if missing:
@@ -291,12 +332,17 @@ class Model:
         return frame.select(expr.alias("prediction")).collect()["prediction"]
 
     def contributions(
-        self, data: pl.DataFrame | pl.LazyFrame, *, base_margin: Any = None, device: str = "cpu"
-    ) -> pl.DataFrame:
+        self, data: pl.DataFrame | pl.LazyFrame | Any, *, base_margin: Any = None, device: str | None = None
+    ) -> pl.DataFrame | Any:
         """SHAP values (exact TreeSHAP) as a frame: a Float32 column per feature, named as the
         feature, and ``bias`` (the expected margin, or ``base_margin``'s row where given); each
         row sums to that row's margin. For a multiclass model, a ``class`` column first and
         one row per (row, class), classes of a row together. ``device`` as in ``predict``.
+
+        For an array in GPU memory (see ``predict``), the values are computed on the GPU and
+        come back as a float32 device array of the same library: ``(rows, features + 1)``,
+        the features in the model's order and the bias last (XGBoost's ``pred_contribs``),
+        or ``(rows, num_class, features + 1)`` for a multiclass model.
 
         Examples
         --------
@@ -309,6 +355,10 @@ class Model:
         >>> c.select(pl.sum_horizontal(pl.all())).to_series().round(4).to_list() == m.predict(df.head(2), output="margin").round(4).to_list()
         True
         """
+        from polars_gbt import _device
+
+        if _device.is_device_array(data):
+            return self.predict(data, output="contrib", base_margin=base_margin, device=device)
         values = self.predict(data, output="contrib", base_margin=base_margin, device=device)
         names = [*self.feature_names, "bias"]
         if isinstance(values.dtype.inner, pl.Array):  # multiclass: classes x (features + 1)
@@ -318,6 +368,16 @@ class Model:
                 "class", *names
             )
         return values.arr.to_struct(fields=names).struct.unnest()
+
+    def _digest(self) -> str:
+        """The bytes' BLAKE2b digest, computed once: it finds the parsed model in the plugin's
+        cache without checksumming the bytes on every call (as ``gbt.predict`` sends it)."""
+        digest = self.__dict__.get("_bytes_digest")
+        if digest is None:
+            import hashlib
+
+            digest = self.__dict__["_bytes_digest"] = hashlib.blake2b(self._bytes, digest_size=16).hexdigest()
+        return digest
 
     def __repr__(self) -> str:
         return f"Model(objective={self._summary['objective']!r}, trees={self.num_trees}, features={len(self.feature_names)})"

@@ -20,7 +20,7 @@ pub use engine::{device_collective, for_scoring, select, Backend, Boost, Engine,
 use crate::data::FeatureColumn;
 use crate::error::Result;
 use crate::objective::{Loss, Targets};
-use crate::prediction::{PredictOutput, Predictions};
+use crate::prediction::{ExportArrays, PredictOutput, Predictions};
 use crate::tree::Tree;
 
 /// What the boosting loop asks of a backend.
@@ -46,4 +46,14 @@ pub trait Predictor {
         base_margin: Option<&[f32]>,
         output: PredictOutput,
     ) -> Result<Predictions>;
+
+    /// `output` for rows the caller holds in GPU memory, written into GPU memory the caller
+    /// holds: `export` is called once, with the stream the work is queued on, and returns the
+    /// arrays ([`DeviceBinding`](crate::prediction::DeviceBinding)); the scores are in place
+    /// when this returns. `missing` is a value read as missing (the model's sentinel). Only
+    /// the CUDA backend has this; the others say so.
+    fn predict_device(&self, output: PredictOutput, missing: Option<f32>, export: &mut ExportArrays<'_>) -> Result<()> {
+        let _ = (output, missing, export);
+        Err(crate::Error::Device("arrays in GPU memory are scored by the CUDA backend only".into()))
+    }
 }

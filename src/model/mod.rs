@@ -232,6 +232,61 @@ impl Model {
         self.predict_with(&*self.predictor(Backend::Cpu)?, frame, output, Some(base_margin))
     }
 
+    /// What `output` gives per row: its shape (empty: one value) and whether the values are
+    /// indices (u32: leaves and classes) rather than floats. The layouts of `predict`'s.
+    pub fn output_shape(&self, output: PredictOutput) -> (Vec<usize>, bool) {
+        let (k, m) = (self.n_outputs, self.features.len() + 1);
+        let per_output = |shape: Vec<usize>| if k > 1 { [vec![k], shape].concat() } else { shape };
+        match output {
+            PredictOutput::Leaf => (vec![self.trees.len()], true),
+            PredictOutput::Class => (vec![], true),
+            PredictOutput::Value if self.objective().predicts_classes() => (vec![], true),
+            PredictOutput::Value | PredictOutput::Margin => (per_output(vec![]), false),
+            PredictOutput::Contrib => (per_output(vec![m]), false),
+            PredictOutput::Interaction => (per_output(vec![m, m]), false),
+        }
+    }
+
+    /// Scores rows the caller holds in GPU memory into GPU memory it holds, with a predictor
+    /// built from this model ([`Model::predict_with`] for device arrays; see
+    /// [`Predictor::predict_device`]). The rows' columns are the model's features by position,
+    /// categorical ones holding the model's category codes; the output is laid out as
+    /// [`Model::output_shape`] says, row after row. The model's `missing` sentinel reads as
+    /// missing in every column.
+    pub fn predict_device(
+        &self,
+        forest: &dyn Predictor,
+        output: PredictOutput,
+        export: &mut crate::prediction::ExportArrays<'_>,
+    ) -> Result<()> {
+        self.check_output(output)?;
+        let nf = self.features.len();
+        let (shape, index) = self.output_shape(output);
+        let per_row: usize = shape.iter().product();
+        let mut checked = |stream: u64| {
+            let b = export(stream)?;
+            if b.rows.cols != nf {
+                return Err(Error::data(format!(
+                    "the array has {} columns but the model has {nf} features ({}); columns are the features by position",
+                    b.rows.cols,
+                    self.feature_names().join(", ")
+                )));
+            }
+            if b.out.len != b.rows.rows * per_row || b.out.index != index {
+                return Err(Error::data(format!(
+                    "the output array holds {} {} values; {} rows of {output:?} need {} {}",
+                    b.out.len,
+                    if b.out.index { "index" } else { "float" },
+                    b.rows.rows,
+                    b.rows.rows * per_row,
+                    if index { "index" } else { "float" },
+                )));
+            }
+            Ok(b)
+        };
+        forest.predict_device(output, self.config.missing.map(|m| m as f32), &mut checked)
+    }
+
     /// Class output only means something for classifiers.
     fn check_output(&self, output: PredictOutput) -> Result<()> {
         let classifier = matches!(self.objective().task(), TaskKind::Binary | TaskKind::Multiclass);

@@ -6,6 +6,7 @@
 mod abi;
 mod convert;
 mod custom;
+mod device;
 mod dtypes;
 mod expressions;
 mod model_cache;

@@ -89,8 +89,17 @@ fn model_summary(bytes: &[u8]) -> PyResult<String> {
             .iter()
             .map(|s| serde_json::json!({"dataset": s.dataset, "metric": s.metric, "values": s.values}))
             .collect();
+        // Per categorical feature, its category names in code order (None: the model takes
+        // integer codes, having no names), for scoring arrays of codes (`Model.categories`).
+        let categories: serde_json::Map<String, serde_json::Value> = m
+            .features()
+            .iter()
+            .filter(|f| f.cuts.is_categorical())
+            .map(|f| (f.name.clone(), serde_json::json!(f.categories)))
+            .collect();
         Ok(serde_json::json!({
             "objective": m.objective().name(),
+            "categories": categories,
             "params": m.params(),
             "imported_from": m.imported().map(|i| i.source.clone()),
             "feature_names": m.feature_names(),
@@ -232,6 +241,8 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trees_table, m)?)?;
     m.add_function(wrap_pyfunction!(start_tracker, m)?)?;
     m.add_function(wrap_pyfunction!(super::stream::train_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(super::device::predict_device, m)?)?;
+    m.add_function(wrap_pyfunction!(super::device::output_shape, m)?)?;
     // The names `output=` takes, from the one list (`gbt.predict` checks against it).
     m.add("PREDICT_OUTPUTS", PredictOutput::ALL.map(PredictOutput::name).to_vec())?;
     // What the scikit-learn estimators and cv need to know of each objective, from the descriptors.

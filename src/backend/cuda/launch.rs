@@ -38,6 +38,15 @@ impl<'a, T> DevPtr<'a, T> {
     pub fn cast<U>(self) -> DevPtr<'a, U> {
         DevPtr { ptr: self.ptr, _buffer: PhantomData }
     }
+
+    /// Memory the caller owns, by address (another library's array: `predict::DeviceCall`).
+    ///
+    /// # Safety
+    /// `ptr` must stay valid device memory of this context for as long as the launches that
+    /// read it run, for every element they read.
+    pub unsafe fn foreign(ptr: CUdeviceptr) -> Self {
+        DevPtr { ptr, _buffer: PhantomData }
+    }
 }
 
 /// A device buffer the kernel writes (and may read): `T*` on the CUDA side.
@@ -54,6 +63,19 @@ impl<'a, T> DevPtrMut<'a, T> {
     /// The same buffer written as `U`s (a byte scratch holding wider values).
     pub fn cast<U>(self) -> DevPtrMut<'a, U> {
         DevPtrMut { ptr: self.ptr, _buffer: PhantomData }
+    }
+
+    /// Whether this is [`DevPtrMut::NULL`].
+    pub fn is_null(&self) -> bool {
+        self.ptr == 0
+    }
+
+    /// Memory the caller owns, by address, written by the kernel ([`DevPtr::foreign`]).
+    ///
+    /// # Safety
+    /// As [`DevPtr::foreign`], and no other work may use the memory while the launches run.
+    pub unsafe fn foreign(ptr: CUdeviceptr) -> Self {
+        DevPtrMut { ptr, _buffer: PhantomData }
     }
 }
 

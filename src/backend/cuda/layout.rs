@@ -435,6 +435,11 @@ macro_rules! kernel_arg_probes {
         $probe!(BinRowsArgs<u8>, "BinRowsArgs<u8>", [x, n, cuts, cut_offsets, n_categories, staged_cap, bins]);
         $probe!(BinRowsArgs<u16>, "BinRowsArgs<u16>", [x, n, cuts, cut_offsets, n_categories, staged_cap, bins]);
         $probe!(FinishPredictionsArgs, "FinishPredictionsArgs", [margin, n, k, link, classes]);
+        $probe!(
+            GatherRowsArgs,
+            "GatherRowsArgs",
+            [x, row_stride, col_stride, n, n_features, is_f64, has_missing, missing, out]
+        );
         use super::shap::ShapArgs;
         $probe!(
             ShapArgs,

@@ -19,7 +19,7 @@ use crate::config::Objective;
 use crate::data::FeatureColumn;
 use crate::error::{Error, Result};
 use crate::objective::Link;
-use crate::prediction::{ForestSpec, PredictOutput, Predictions};
+use crate::prediction::{DeviceBinding, DeviceFloat, DeviceRows, ExportArrays, ForestSpec, PredictOutput, Predictions};
 use crate::tree::Tree;
 
 /// Rows per streamed chunk, at most.
@@ -372,6 +372,25 @@ impl GpuForest {
         leaf_out: Option<&mut CudaSlice<u32>>,
         scratch: &mut CudaSlice<u8>,
     ) -> Result<()> {
+        let mut p = Pins::new(stream);
+        let out = p.write(out);
+        let leaf_out = leaf_out.map_or(DevPtrMut::NULL, |l| p.write(l));
+        self.launch_to(stream, x, n, p.read_opt(row_base), out, leaf_out, scratch)
+    }
+
+    /// [`GpuForest::launch`] into outputs given by address: margins into `out`, or leaf ids
+    /// into `leaf_out` when it is not null (`out` is then not written).
+    #[allow(clippy::too_many_arguments)]
+    fn launch_to(
+        &self,
+        stream: &Arc<CudaStream>,
+        x: &CudaSlice<f32>,
+        n: usize,
+        row_base: DevPtr<'_, f32>,
+        out: DevPtrMut<'_, f32>,
+        leaf_out: DevPtrMut<'_, u32>,
+        scratch: &mut CudaSlice<u8>,
+    ) -> Result<()> {
         if n == 0 {
             return Ok(());
         }
@@ -390,12 +409,7 @@ impl GpuForest {
         }
         let mut p = Pins::new(stream);
         let forest = self.forest_args(&mut p);
-        let outputs = PredOutputs {
-            row_base: p.read_opt(row_base),
-            n_outputs: self.n_outputs,
-            out: p.write(out),
-            leaf_out: leaf_out.map_or(DevPtrMut::NULL, |l| p.write(l)),
-        };
+        let outputs = PredOutputs { row_base, n_outputs: self.n_outputs, out, leaf_out };
         // SAFETY: the structs mirror kernels/predict.cu (checked by the layout probe); every
         // index the kernel follows was built by HostForest (and QuantisedForest) from a
         // validated model; `x` holds n_features * n values (the bins in `scratch` as many),
@@ -488,19 +502,28 @@ impl GpuForest {
         n: usize,
         classes: Option<&mut CudaSlice<u32>>,
     ) -> Result<()> {
+        let mut p = Pins::new(stream);
+        let margin = p.write(out);
+        let classes = classes.map_or(DevPtrMut::NULL, |c| p.write(c));
+        self.finish_to(stream, margin, n, classes)
+    }
+
+    /// [`GpuForest::finish`] on margins and classes given by address (null `classes`: the
+    /// link on the margins in place).
+    fn finish_to(
+        &self,
+        stream: &Arc<CudaStream>,
+        margin: DevPtrMut<'_, f32>,
+        n: usize,
+        classes: DevPtrMut<'_, u32>,
+    ) -> Result<()> {
         let link = self.objective.link();
-        if link == Link::Identity && classes.is_none() {
+        let to_classes = !classes.is_null();
+        if (link == Link::Identity && !to_classes) || n == 0 {
             return Ok(());
         }
         let link = link_code(link, self.n_outputs)?;
-        let mut p = Pins::new(stream);
-        let args = FinishPredictionsArgs {
-            margin: p.write(out),
-            n: n as u32,
-            k: self.n_outputs,
-            link,
-            classes: classes.map_or(DevPtrMut::NULL, |c| p.write(c)),
-        };
+        let args = FinishPredictionsArgs { margin, n: n as u32, k: self.n_outputs, link, classes };
         let blocks = n.div_ceil(256).clamp(1, self.rt.sm_count as usize * 16) as u32;
         let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: `out` holds n * n_outputs margins and `classes` n values.
@@ -675,6 +698,11 @@ impl Predictor for GpuForest {
         }
         stream_rows(self, columns, n_rows, base_margin, output)
     }
+
+    /// Rows in the caller's GPU memory, scored there (see [`GpuForest::score_device`]).
+    fn predict_device(&self, output: PredictOutput, missing: Option<f32>, export: &mut ExportArrays<'_>) -> Result<()> {
+        self.score_device(output, missing, export)
+    }
 }
 
 /// Scores `columns` (bound to the model's features) on the GPU.
@@ -782,4 +810,273 @@ fn stream_rows(
     } else {
         Predictions::Float { values: floats, width: k }
     })
+}
+
+/// `gather_rows` (kernels/predict.cu): `n` rows of the caller's float32 or float64 array
+/// (element (r, f) at `x + (r * row_stride + f * col_stride) * 4 or 8`) into `out`,
+/// column-major f32, read as `FeatureColumn::read` reads host columns.
+#[repr(C)]
+pub struct GatherRowsArgs<'a> {
+    pub x: DevPtr<'a, u8>,
+    pub row_stride: i64,
+    pub col_stride: i64,
+    pub n: u32,
+    pub n_features: u32,
+    pub is_f64: u32,
+    pub has_missing: u32,
+    pub missing: f32,
+    pub out: DevPtrMut<'a, f32>,
+}
+
+kernel_args!(GatherRowsArgs);
+
+/// Rows of a caller's device array converted and scored at once, at most, and the most
+/// bytes their column-major f32 scratch may take (28 features: 2^20 rows in 112 MiB; 10,000
+/// features: 3,355 rows).
+const DEVICE_CHUNK_ROWS: usize = 1 << 20;
+const DEVICE_CHUNK_BYTES: usize = 128 << 20;
+
+/// Checks that the bytes `[first, end)` of `what` lie in one allocation of device memory that
+/// the GPU of `stream` can read: not host memory, not memory CUDA does not know (a pointer
+/// from nowhere), not another GPU's, and not past the allocation's end. With this, a kernel
+/// never reads or writes outside memory the caller's array owns.
+fn check_device_memory(stream: &CudaStream, what: &str, first: u64, end: u64) -> Result<()> {
+    use cudarc::driver::sys::{self, CUmemorytype, CUpointer_attribute as A, CUresult};
+    let ctx = stream.context();
+    ctx.bind_to_thread().map_err(device_error)?;
+    fn attribute<T: Default>(attr: A, ptr: u64) -> std::result::Result<T, CUresult> {
+        let mut value = T::default();
+        // SAFETY: `value` has the size the attribute's documentation gives (u32 for the
+        // memory type and the managed flag, i32 for the ordinal, u64 for the range).
+        let r = unsafe { sys::cuPointerGetAttribute(&mut value as *mut T as *mut std::ffi::c_void, attr, ptr) };
+        match r {
+            CUresult::CUDA_SUCCESS => Ok(value),
+            e => Err(e),
+        }
+    }
+    let memory_type = attribute::<u32>(A::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, first).map_err(|e| {
+        Error::data(format!(
+            "{what} is not memory CUDA knows (its address {first:#x} gave {e:?}): pass an array in GPU memory \
+             (cupy, torch on \"cuda\", JAX on a GPU)"
+        ))
+    })?;
+    if memory_type == CUmemorytype::CU_MEMORYTYPE_HOST as u32 {
+        return Err(Error::data(format!(
+            "{what} is in host memory (pinned), not on the GPU; score a Polars frame for data on the host"
+        )));
+    }
+    let managed = attribute::<u32>(A::CU_POINTER_ATTRIBUTE_IS_MANAGED, first).unwrap_or(0) != 0;
+    if !managed {
+        let ordinal = attribute::<i32>(A::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, first)
+            .map_err(|e| Error::data(format!("{what}: CUDA could not tell its GPU ({e:?})")))?;
+        if ordinal as usize != ctx.ordinal() {
+            return Err(Error::data(format!(
+                "{what} is on GPU {ordinal}, and polars-gbt scores on GPU {}: move the array there \
+                 (or make that GPU the first visible one with CUDA_VISIBLE_DEVICES)",
+                ctx.ordinal()
+            )));
+        }
+    }
+    let start = attribute::<u64>(A::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, first)
+        .map_err(|e| Error::data(format!("{what}: CUDA could not tell its allocation ({e:?})")))?;
+    let size = attribute::<u64>(A::CU_POINTER_ATTRIBUTE_RANGE_SIZE, first)
+        .map_err(|e| Error::data(format!("{what}: CUDA could not tell its allocation's size ({e:?})")))?;
+    if first < start || end > start.saturating_add(size) {
+        return Err(Error::data(format!(
+            "{what}'s shape and strides reach bytes {first:#x}..{end:#x}, past its allocation \
+             ({start:#x}..{:#x})",
+            start.saturating_add(size)
+        )));
+    }
+    Ok(())
+}
+
+impl GpuForest {
+    /// Queues the conversion of rows `start..start + n` of `rows` into `x` (column-major f32,
+    /// as the kernels read it).
+    fn gather_rows(
+        &self,
+        stream: &Arc<CudaStream>,
+        rows: &DeviceRows,
+        start: usize,
+        n: usize,
+        missing: Option<f32>,
+        x: &mut CudaSlice<f32>,
+    ) -> Result<()> {
+        let item = rows.dtype.bytes() as i64;
+        // The first row's address: the strides may be negative, the span was checked whole.
+        let first = (rows.ptr as i64).wrapping_add(start as i64 * rows.row_stride * item) as u64;
+        let mut p = Pins::new(stream);
+        let args = GatherRowsArgs {
+            // SAFETY: `check_device_memory` found every element of `rows` in the caller's
+            // allocation on this GPU; the caller keeps it alive until the call returns, which
+            // waits for this launch.
+            x: unsafe { DevPtr::foreign(first) },
+            row_stride: rows.row_stride,
+            col_stride: rows.col_stride,
+            n: n as u32,
+            n_features: self.n_features,
+            is_f64: (rows.dtype == DeviceFloat::F64) as u32,
+            has_missing: missing.is_some() as u32,
+            missing: missing.unwrap_or(0.0),
+            out: p.write(x),
+        };
+        let cfg = LaunchConfig {
+            grid_dim: (n.div_ceil(32) as u32, self.n_features.div_ceil(32), 1),
+            block_dim: (32, 8, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the struct mirrors kernels/predict.cu (the layout probe); the kernel reads
+        // element (r, f) for r < n, f < n_features, all within the checked span, and writes
+        // `x`'s first n * n_features values (it holds DEVICE_CHUNK_ROWS rows of each).
+        unsafe { launch(stream, &self.rt.kernels.gather_rows, &args, cfg) }
+    }
+
+    /// [`Predictor::predict_device`] for this forest: the rows chunk by chunk through
+    /// `gather_rows` into a scratch, then the same kernels as rows from the host, writing
+    /// straight into the caller's output.
+    fn score_device(&self, output: PredictOutput, missing: Option<f32>, export: &mut ExportArrays<'_>) -> Result<()> {
+        let ctx = self.rt.stream.context();
+        let stream = ctx.new_stream().map_err(device_error)?;
+        let DeviceBinding { rows, out, wait_for } = export(stream.cu_stream() as u64)?;
+        let n = rows.rows;
+        let nf = self.n_features as usize;
+        if rows.cols != nf {
+            return Err(Error::data(format!("the array has {} columns; the model has {nf} features", rows.cols)));
+        }
+        if nf > 65535 * 32 {
+            return Err(Error::data(format!("{nf} features are more than device arrays take (2,097,120)")));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let (first, end) =
+            rows.byte_span().ok_or_else(|| Error::data("the array's shape and strides overflow its address space"))?;
+        check_device_memory(&stream, "the array", first, end)?;
+        if rows.ptr % rows.dtype.bytes() as u64 != 0 {
+            return Err(Error::data("the array's data is not aligned to its element size"));
+        }
+        let out_end = out.ptr.checked_add(out.len as u64 * 4).ok_or_else(|| Error::data("the output overflows"))?;
+        if out.len > 0 {
+            // (None for the leaves of a forest without trees.)
+            check_device_memory(&stream, "the output array", out.ptr, out_end)?;
+        }
+        if out.ptr % 4 != 0 {
+            return Err(Error::data("the output array is not aligned to four bytes"));
+        }
+        // The caller's queued work on its arrays first (CUDA Array Interface's `stream`).
+        for handle in wait_for {
+            let event = ctx.new_event(None).map_err(device_error)?;
+            ctx.bind_to_thread().map_err(device_error)?;
+            // SAFETY: the handle is a stream of this context (or 1, 2: CUDA's default streams),
+            // as the array's producer states; the event is ours.
+            let r = unsafe {
+                cudarc::driver::sys::cuEventRecord(event.cu_event(), handle as cudarc::driver::sys::CUstream)
+            };
+            if r != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+                return Err(Error::data(format!(
+                    "the array's stream {handle:#x} (its __cuda_array_interface__'s) is not a stream of this GPU: {r:?}"
+                )));
+            }
+            stream.wait(&event).map_err(device_error)?;
+        }
+        let k = self.n_outputs as usize;
+        let chunk = knob::<usize>("POLARS_GBT_DEVICE_CHUNK_ROWS")
+            .unwrap_or(DEVICE_CHUNK_ROWS.min(DEVICE_CHUNK_BYTES / (nf.max(1) * 4)))
+            .clamp(1, n);
+        let mut memory = DeviceMemory::default();
+        let mut x = memory.zeros::<f32>(&stream, chunk * nf)?;
+        let shap = match output {
+            PredictOutput::Contrib | PredictOutput::Interaction => Some(self.shap_paths()?),
+            _ => None,
+        };
+        let classes =
+            output == PredictOutput::Class || (output == PredictOutput::Value && self.objective.predicts_classes());
+        let (mut scratch, mut margins) = match shap {
+            Some(_) => (memory.zeros::<u8>(&stream, 1)?, memory.zeros::<f32>(&stream, 1)?),
+            None => (
+                memory.zeros::<u8>(&stream, self.scratch_bytes(chunk).max(1))?,
+                // Margins of class and leaf outputs (the leaf kernels write none).
+                memory.zeros::<f32>(&stream, if classes || output == PredictOutput::Leaf { chunk * k } else { 1 })?,
+            ),
+        };
+        let raw = stream.cu_stream();
+        let mut queue = || -> Result<()> {
+            for start in (0..n).step_by(chunk) {
+                let rows_c = chunk.min(n - start);
+                self.gather_rows(&stream, &rows, start, rows_c, missing, &mut x)?;
+                // SAFETY (every `foreign` below): the output was checked to lie in the caller's
+                // allocation on this GPU, `out.len` values of four bytes, and `Model::predict_device`
+                // checked that it holds the rows' values of this output; each chunk writes its own
+                // rows' values only, and this call waits for them before it returns.
+                match (&shap, output) {
+                    (Some(paths), _) => {
+                        let interactions = output == PredictOutput::Interaction;
+                        let m = nf + 1;
+                        let block = if interactions { m * m } else { m };
+                        let width = k * block;
+                        let at = out.ptr + (start * width * 4) as u64;
+                        // SAFETY: as above; `rows_c * width` values from `at`.
+                        let r = unsafe { cudarc::driver::sys::cuMemsetD32Async(at, 0, rows_c * width, raw) };
+                        if r != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+                            return Err(Error::Device(format!("CUDA error: zeroing the output: {r:?}")));
+                        }
+                        paths
+                            .launch_rows(&stream, &x, rows_c, interactions, width, unsafe { DevPtrMut::foreign(at) })?;
+                        // The bias elements, one column of the row-major output per output.
+                        let corner = if interactions { nf * m + nf } else { nf };
+                        for (o, bias) in paths.bias_values(&self.base_host).into_iter().enumerate() {
+                            let column = at + ((o * block + corner) * 4) as u64;
+                            // SAFETY: `rows_c` values `width * 4` bytes apart from `column`, all
+                            // within this chunk's rows.
+                            let r = unsafe {
+                                cudarc::driver::sys::cuMemsetD2D32Async(
+                                    column,
+                                    width * 4,
+                                    bias.to_bits(),
+                                    1,
+                                    rows_c,
+                                    raw,
+                                )
+                            };
+                            if r != cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+                                return Err(Error::Device(format!("CUDA error: writing the SHAP bias: {r:?}")));
+                            }
+                        }
+                    }
+                    (None, PredictOutput::Leaf) => {
+                        let at = out.ptr + (start * self.n_trees as usize * 4) as u64;
+                        let mut p = Pins::new(&stream);
+                        let margin = p.write(&mut margins);
+                        let leaf = unsafe { DevPtrMut::foreign(at) };
+                        self.launch_to(&stream, &x, rows_c, DevPtr::NULL, margin, leaf, &mut scratch)?;
+                    }
+                    (None, _) if classes => {
+                        let at = out.ptr + (start * 4) as u64;
+                        {
+                            let mut p = Pins::new(&stream);
+                            let margin = p.write(&mut margins);
+                            self.launch_to(&stream, &x, rows_c, DevPtr::NULL, margin, DevPtrMut::NULL, &mut scratch)?;
+                        }
+                        let mut p = Pins::new(&stream);
+                        let margin = p.write(&mut margins);
+                        self.finish_to(&stream, margin, rows_c, unsafe { DevPtrMut::foreign(at) })?;
+                    }
+                    (None, _) => {
+                        let at = out.ptr + (start * k * 4) as u64;
+                        let margin = unsafe { DevPtrMut::foreign(at) };
+                        self.launch_to(&stream, &x, rows_c, DevPtr::NULL, margin, DevPtrMut::NULL, &mut scratch)?;
+                        if output == PredictOutput::Value {
+                            self.finish_to(&stream, unsafe { DevPtrMut::foreign(at) }, rows_c, DevPtrMut::NULL)?;
+                        }
+                    }
+                }
+            }
+            Ok(())
+        };
+        // Also after an error: nothing queued may outlive the scratch or the caller's arrays.
+        let queued = queue();
+        let done = stream.synchronize().map_err(device_error);
+        queued.and(done)
+    }
 }

@@ -107,6 +107,7 @@ kernel_table!(
     predict_linked_global_rows: super::predict::PredictArgs<'static>,
     predict_linked_cat_global_rows: super::predict::PredictArgs<'static>,
     finish_predictions: super::predict::FinishPredictionsArgs<'static>,
+    gather_rows: super::predict::GatherRowsArgs<'static>,
     bin_rows_u8: super::predict::BinRowsArgs<'static, u8>,
     bin_rows_u16: super::predict::BinRowsArgs<'static, u16>,
     predict_binned: super::predict::PredictBinnedArgs<'static, u8>,

@@ -386,6 +386,51 @@ impl ShapPaths {
         let mut x_dev = memory.zeros::<f32>(&stream, chunk * nf)?;
         let mut out_dev = memory.zeros::<f32>(&stream, chunk * width)?;
         let mut x = vec![0f32; chunk * nf];
+        for start in (0..n_rows).step_by(chunk) {
+            let rows = chunk.min(n_rows - start);
+            x[..rows * nf].par_chunks_mut(rows).zip(columns.par_iter()).for_each(|(dst, col)| col.read(start, dst));
+            stream.memcpy_htod(&x[..rows * nf], &mut x_dev.slice_mut(..rows * nf)).map_err(device_error)?;
+            stream.memset_zeros(&mut out_dev.slice_mut(..rows * width)).map_err(device_error)?;
+            let mut p = Pins::new(&stream);
+            let values = p.write(&mut out_dev);
+            self.launch_rows(&stream, &x_dev, rows, interactions, width, values)?;
+            drop(p);
+            stream
+                .memcpy_dtoh(&out_dev.slice(..rows * width), &mut out[start * width..(start + rows) * width])
+                .map_err(device_error)?;
+        }
+        stream.synchronize().map_err(device_error)?;
+        Ok(())
+    }
+
+    /// Whether the forest has paths at all (a forest of single leaves has only its bias).
+    pub fn has_paths(&self) -> bool {
+        self.n_bins > 0
+    }
+
+    /// Per output, the bias element of every row without its own base margin: the sum of the
+    /// trees' expected values after `base[o]`, as [`ShapPaths::values`] writes it.
+    pub fn bias_values(&self, base: &[f32]) -> Vec<f32> {
+        self.bias.iter().zip(base).map(|(b, &start)| (b + start as f64) as f32).collect()
+    }
+
+    /// Queues the SHAP values (`interactions`: interaction values) of `rows` rows of `x`
+    /// (column-major) on `stream`, added into `out` (`rows * width` values, zeroed by the
+    /// caller; the bias elements are the caller's to write).
+    pub fn launch_rows(
+        &self,
+        stream: &Arc<cudarc::driver::CudaStream>,
+        x_dev: &CudaSlice<f32>,
+        rows: usize,
+        interactions: bool,
+        width: usize,
+        out: DevPtrMut<'_, f32>,
+    ) -> Result<()> {
+        let rt = &self.rt;
+        let nf = self.n_features;
+        if rows == 0 || self.n_bins == 0 {
+            return Ok(());
+        }
         let (kernel, plan) = if interactions {
             (&rt.kernels.shap_interactions, TilePlan::choose(rt.shap_shared_budget, 0, nf))
         } else {
@@ -398,49 +443,38 @@ impl ShapPaths {
         let staged = staged as u32;
         let n_bins = self.n_bins;
         let (nf32, width32) = (nf as u32, width as u32);
-        for start in (0..n_rows).step_by(chunk) {
-            let rows = chunk.min(n_rows - start);
-            x[..rows * nf].par_chunks_mut(rows).zip(columns.par_iter()).for_each(|(dst, col)| col.read(start, dst));
-            stream.memcpy_htod(&x[..rows * nf], &mut x_dev.slice_mut(..rows * nf)).map_err(device_error)?;
-            stream.memset_zeros(&mut out_dev.slice_mut(..rows * width)).map_err(device_error)?;
-            // Blocks: tiles of rows, times groups of warps of paths when there are too few
-            // tiles to fill the GPU (each group adds its tile's values to global memory).
-            let tiles = rows.div_ceil(tile_rows as usize) as u32;
-            let target = rt.sm_count * knob::<u32>("POLARS_GBT_SHAP_BLOCKS_PER_SM").unwrap_or(8);
-            let groups = (target / tiles).clamp(1, n_bins.div_ceil(THREADS / 32).max(1));
-            let bins_per_group = n_bins.div_ceil(groups);
-            let groups = n_bins.div_ceil(bins_per_group);
-            let cfg = LaunchConfig {
-                grid_dim: (tiles.min(1 << 30), groups, 1),
-                block_dim: (THREADS, 1, 1),
-                shared_mem_bytes: shared_bytes,
-            };
-            let mut p = Pins::new(&stream);
-            let args = ShapArgs {
-                x: p.read(&x_dev),
-                n: rows as u32,
-                elements: p.read(&self.elements),
-                n_bins,
-                bins_per_group,
-                more: p.read(&self.more),
-                sets: p.read(&self.sets),
-                words: p.read(&self.words),
-                n_features: nf32,
-                out_width: width32,
-                out: p.write(&mut out_dev),
-                tile_rows,
-                staged,
-            };
-            // SAFETY: `x_dev` holds `rows` rows of every feature column-major and `out_dev`
-            // `rows * width` values; the elements index `more`, `sets` and `words` as built by
-            // ShapLayout, and their features are below `nf`; the shared memory holds a tile.
-            unsafe { launch(&stream, kernel, &args, cfg) }?;
-            drop(p);
-            stream
-                .memcpy_dtoh(&out_dev.slice(..rows * width), &mut out[start * width..(start + rows) * width])
-                .map_err(device_error)?;
-        }
-        stream.synchronize().map_err(device_error)?;
+        // Blocks: tiles of rows, times groups of warps of paths when there are too few
+        // tiles to fill the GPU (each group adds its tile's values to global memory).
+        let tiles = rows.div_ceil(tile_rows as usize) as u32;
+        let target = rt.sm_count * knob::<u32>("POLARS_GBT_SHAP_BLOCKS_PER_SM").unwrap_or(8);
+        let groups = (target / tiles).clamp(1, n_bins.div_ceil(THREADS / 32).max(1));
+        let bins_per_group = n_bins.div_ceil(groups);
+        let groups = n_bins.div_ceil(bins_per_group);
+        let cfg = LaunchConfig {
+            grid_dim: (tiles.min(1 << 30), groups, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: shared_bytes,
+        };
+        let mut p = Pins::new(stream);
+        let args = ShapArgs {
+            x: p.read(x_dev),
+            n: rows as u32,
+            elements: p.read(&self.elements),
+            n_bins,
+            bins_per_group,
+            more: p.read(&self.more),
+            sets: p.read(&self.sets),
+            words: p.read(&self.words),
+            n_features: nf32,
+            out_width: width32,
+            out,
+            tile_rows,
+            staged,
+        };
+        // SAFETY: `x_dev` holds `rows` rows of every feature column-major and `out`
+        // `rows * width` values; the elements index `more`, `sets` and `words` as built by
+        // ShapLayout, and their features are below `nf`; the shared memory holds a tile.
+        unsafe { launch(stream, kernel, &args, cfg) }?;
         Ok(())
     }
 }
