@@ -187,6 +187,14 @@ fn describe<'py>(
             obj.call_method("__dlpack__", (), Some(&kwargs)).map_err(|e| protocol_error(what, "__dlpack__", e))?;
         let described = read_capsule(&capsule, what)?;
         keep.push(capsule);
+        // cupy (14.2) exports a negative stride divided by the item size as an unsigned number
+        // (-16 elements as 2^61 - 16): such strides span more than the address space. Its
+        // CUDA Array Interface states them right, so the array is read from there instead.
+        if strides_overflow(&described) && has("__cuda_array_interface__") {
+            if let Ok(iface) = obj.getattr("__cuda_array_interface__") {
+                return read_interface(&iface, what);
+            }
+        }
         return Ok(described);
     }
     match obj.getattr("__cuda_array_interface__") {
@@ -196,6 +204,12 @@ fn describe<'py>(
             obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
         ))),
     }
+}
+
+/// Whether an array of elements has strides whose byte span does not fit the address space.
+fn strides_overflow(d: &Described) -> bool {
+    let dims: Vec<(usize, i64)> = d.shape.iter().zip(&d.strides).map(|(&n, &s)| (n.max(0) as usize, s)).collect();
+    dims.iter().all(|&(n, _)| n > 0) && crate::prediction::byte_span(d.ptr, &dims, d.dtype.item_bytes()).is_none()
 }
 
 /// A `dltensor` capsule's array. The capsule is not consumed (not renamed): its own
