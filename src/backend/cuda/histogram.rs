@@ -164,7 +164,7 @@ pub(super) struct HistogramBuilder {
 impl HistogramBuilder {
     pub(super) fn new(dev: &mut FitDevice, matrix: &DeviceMatrix, params: &GrowParams) -> Result<Self> {
         let shape = HistShape::from_env();
-        let groups = feature_groups(matrix, shape.shared_budget(&dev.rt) as usize);
+        let groups = feature_groups(matrix, shape.shared_budget(dev.rt) as usize);
         let total_slots = matrix.total_slots();
         let group_starts = index_groups(dev, matrix, &groups.starts)?;
         let mut builder = HistogramBuilder {
