@@ -1393,3 +1393,57 @@ fn device_rows_score_as_the_same_rows_from_columns() {
     let e = score(DeviceRows { ptr: 0x1000, ..f_rows }, PredictOutput::Margin, n, false).unwrap_err().to_string();
     assert!(e.starts_with("invalid data: ") && e.contains("not memory CUDA knows"), "{e}");
 }
+
+/// A dataset's rows handed out in batches of `size` (`Dataset::row_range`): a re-readable
+/// source for `data::stream`.
+struct RowBatches {
+    data: Dataset,
+    size: usize,
+}
+
+impl polars_gbt::data::BatchSource for RowBatches {
+    fn n_rows(&mut self) -> polars_gbt::Result<Option<usize>> {
+        Ok(Some(self.data.n_rows()))
+    }
+
+    fn pass(
+        &mut self,
+        each: &mut dyn FnMut(polars_gbt::data::Batch) -> polars_gbt::Result<()>,
+    ) -> polars_gbt::Result<()> {
+        let n = self.data.n_rows();
+        for a in (0..n).step_by(self.size) {
+            each(polars_gbt::data::Batch::new(self.data.row_range(a, self.size.min(n - a))?))?;
+        }
+        Ok(())
+    }
+}
+
+/// A streamed fit (rows binned on the host as they stream, `data::stream`, no float column
+/// ever whole) trains on the GPU from its bins: the GPU fit of the collected rows' model bytes,
+/// and the CPU's trees. Seven features (rows re-pitched to whole words on the device) and eight
+/// (uploaded as they are); 300k rows, so the cut points come from a sample by global row.
+#[test]
+fn streamed_fits_train_on_the_gpu_as_the_collected_rows() {
+    if !gpu() {
+        return;
+    }
+    for nf in [7, 8] {
+        let (frame, y) = random_data(300_000, nf, 21 + nf as u64);
+        let data = Dataset::new(frame, y).unwrap();
+        let json = r#"{"n_estimators": 6, "max_depth": 6, "max_bin": 64, "seed": 3, "objective": "reg:squarederror"}"#;
+        let collected = fit(json, &data, "cuda");
+        let mut cfg = TrainConfig::from_json(json).unwrap();
+        cfg.device = serde_json::from_value(serde_json::Value::String("cuda".into())).unwrap();
+        let params = polars_gbt::data::StreamParams {
+            max_bin: cfg.max_bin,
+            seed: cfg.seed,
+            missing: None,
+            scale_pos_weight: 1.0,
+        };
+        let streamed_data =
+            polars_gbt::data::stream_dataset(&mut RowBatches { data: data.clone(), size: 65_537 }, &params).unwrap();
+        let streamed = train(&cfg, &streamed_data, &[]).unwrap();
+        assert!(streamed.to_bytes() == collected.to_bytes(), "{nf} features: the streamed GPU fit differs");
+        assert_same_trees(&fit(json, &streamed_data, "cpu"), &streamed, &format!("{nf} features, streamed"));
+    }
+}

@@ -414,13 +414,15 @@ def train(
 
     ``data`` may be a Polars ``DataFrame``, a pyarrow ``Table`` / ``RecordBatch`` or a pandas
     frame (Polars imports those without copying), or a source too large for memory, which a
-    CPU fit streams without ever collecting it: a ``pl.LazyFrame`` (``pl.scan_parquet(...)``),
+    fit streams without ever collecting it: a ``pl.LazyFrame`` (``pl.scan_parquet(...)``),
     a ``pyarrow.dataset.Dataset``, or a callable returning a fresh Arrow stream (an object
     with ``__arrow_c_stream__``, such as a ``pyarrow.RecordBatchReader``) each time it is
     called. A streamed fit reads its data twice, in batches (cut points, then bins), and
     gives the same model bytes as the fit on the collected rows; a one-shot stream (a
     ``RecordBatchReader`` passed itself) is a ``DataError`` saying so. ``progress=True``
-    draws the passes as well as the rounds. GPU fits and ``init_model`` collect a source.
+    draws the passes as well as the rounds. On the GPU the binned rows (one or two bytes a
+    value) go to the device as they are. Continued training (``init_model``) and fits over
+    several GPUs (``n_gpus``) collect a source.
 
     ``eval_df`` (same columns) is evaluated after every round under the name ``valid`` (and
     watched by ``early_stopping_rounds``); ``eval_sets`` (a dict of name to frame) evaluates
@@ -441,8 +443,8 @@ def train(
     if eval_df is not None and eval_sets is not None:
         raise ValueError("give eval_df (one set, named valid) or eval_sets (several, named), not both")
     sets = {"valid": eval_df} if eval_df is not None else dict(eval_sets or {})
-    # On the CPU a source streams (the training rows read twice in batches, each evaluation
-    # set once), and so do frames in memory beside one; GPU fits and continued training collect.
+    # A source streams (the training rows read twice in batches, each evaluation set once),
+    # and so do frames in memory beside one; continued training and several GPUs collect.
     streamed = _streams(params) and (_stream.is_streamed(data) or any(_stream.is_streamed(d) for d in sets.values()))
     if streamed:
         if _stream.is_one_shot(data):
@@ -509,12 +511,11 @@ def _eval_name(name: str, single: bool) -> str:
 
 
 def _streams(params: dict[str, Any]) -> bool:
-    """Whether a fit of ``params`` streams a lazy source: on the CPU (``device="cpu"``, or
-    ``"auto"`` without a usable GPU), not continuing a model. GPU fits collect, as before."""
+    """Whether a fit of ``params`` streams a lazy source: any fit on one device (the CPU, or
+    one GPU, which takes the rows binned on the host), not continuing a model."""
     if params.get("init_model") is not None or params.get("_distributed") is not None:
         return False
-    device = "cuda" if params.get("tree_method") == "gpu_hist" else params.get("device", "cpu")
-    return device == "cpu" or (device == "auto" and _internal.cuda_unavailable_reason() is not None)
+    return int(params.get("n_gpus") or 1) <= 1
 
 
 def _train_streamed(
@@ -524,7 +525,7 @@ def _train_streamed(
     evals: dict[str, _stream.Source],
     params: dict[str, Any],
 ) -> Model:
-    """A CPU fit on ``data`` read in batches twice (pass 1: cut points, categories and the
+    """A fit on ``data`` read in batches twice (pass 1: cut points, categories and the
     per-row targets; pass 2: each batch binned into the training matrix), so that the float
     columns never exist whole, evaluating ``evals`` (each read once, binned with the training
     cut points)."""

@@ -1,6 +1,6 @@
 """What a streamed fit reads (issue 36): its sources, each opened once per pass.
 
-A CPU fit of ``polars_gbt.train`` reads its training rows twice (pass 1: cut points,
+A fit of ``polars_gbt.train`` on one device reads its training rows twice (pass 1: cut points,
 categories and targets; pass 2: bins) and each evaluation set once, in batches, so that no
 float column ever exists whole. A source gives the batches of one pass each time it is
 opened, as Polars ``Series`` laid out as ``gbt.fit``'s inputs (the fit's expressions selected

@@ -133,6 +133,20 @@ def test_a_scan_fit_is_the_collected_fit(df, tmp_path, streamed, sinks, case):
     assert all(n is None for n in counts[2:-1])
 
 
+
+@pytest.mark.skipif(not polars_gbt.cuda_available(), reason="no usable GPU (the GPU machine runs it)")
+@pytest.mark.parametrize("case", CASES)
+def test_a_gpu_scan_fit_is_the_collected_gpu_fit(df, tmp_path, streamed, case):
+    # The rows binned on the host as they stream go to the GPU as they are: the model bytes
+    # of the GPU fit of the collected frame, whose trees are the CPU's.
+    params = dict(n_estimators=6, max_depth=3, device="cuda", **CASES[case])
+    whole = polars_gbt.train(df, **params)
+    scan = parquet(df, tmp_path, 5)
+    assert polars_gbt.train(scan, **params).to_bytes() == whole.to_bytes()
+    assert len(streamed) == 1
+    cpu = polars_gbt.train(df, **{**params, "device": "cpu"})
+    assert cpu.trees_to_dataframe().equals(whole.trees_to_dataframe())
+
 def test_slices_reach_the_files_of_one_parquet_or_ipc_scan_only(df, tmp_path):
     # Pinned on the Polars the tests run with: if its plans come to read otherwise, scans fall
     # back to the streaming engine (slower to free memory, not wrong), and this test says so.
@@ -250,8 +264,8 @@ def test_a_one_shot_source_is_an_error_that_says_why(df):
         polars_gbt.train(lambda: reader, target="y")
     with pytest.raises(polars_gbt.DataError, match="returned int, not an Arrow stream"):
         polars_gbt.train(lambda: 42, target="y")
-    # Frames in memory are read as they are; a GPU fit (here: continued training, which
-    # collects too) reads a one-shot stream once.
+    # Frames in memory are read as they are; continued training collects its data, so it
+    # reads a one-shot stream once.
     first = polars_gbt.train(df.select("a", "b", "y"), target="y", n_estimators=2)
     more = polars_gbt.train(arrow_source(df.select("a", "b", "y"), 500)(), target="y", init_model=first, n_estimators=2)
     assert more.num_trees == 4

@@ -14,6 +14,7 @@ use super::columns::{Columns, DeviceColumns};
 use super::launch::{kernel_args, launch, DevPtr, DevPtrMut, Pins};
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
+use crate::data::binned::BinData;
 use crate::data::{BinnedMatrix, FeatureCuts, FeatureFrame};
 use crate::error::Result;
 
@@ -299,6 +300,91 @@ impl DeviceMatrix {
         };
         Ok((matrix, any_present))
     }
+}
+
+impl DeviceMatrix {
+    /// A matrix from rows binned on the host (`BinnedMatrix`, row-major, `n_features` bins a
+    /// row): uploaded as they are through pinned staging, then re-pitched on the device to
+    /// rows of whole 32-bit words where they are not already (the kernels read a row's bins a
+    /// word at a time). No column-major copy: the partition reads the rows.
+    pub fn from_host(
+        stream: &Arc<CudaStream>,
+        memory: &mut DeviceMemory,
+        binned: &BinnedMatrix,
+        cuts: &[FeatureCuts],
+    ) -> Result<Self> {
+        let (n, nf) = (binned.n_rows, binned.n_bins.len());
+        let width = BinnedMatrix::bin_width(&binned.n_bins);
+        let stride = nf.next_multiple_of(4 / width);
+        let bins = match &binned.data {
+            BinData::U8 { rows } => DeviceBins::U8(pitched(stream, memory, rows, n, nf, stride)?),
+            BinData::U16 { rows } => DeviceBins::U16(pitched(stream, memory, rows, n, nf, stride)?),
+            BinData::U32 { rows } => DeviceBins::U32(pitched(stream, memory, rows, n, nf, stride)?),
+        };
+        let tables = BinTables::upload(stream, memory, cuts)?;
+        stream.synchronize().map_err(device_error)?;
+        let BinTables { n_bins, slot_offsets, slot_offsets_dev, categorical_dev, .. } = tables;
+        Ok(DeviceMatrix {
+            bins,
+            n_rows: n,
+            n_features: nf,
+            stride,
+            row_words: None,
+            stride_arg: stride as u32,
+            cols: None,
+            n_bins,
+            slot_offsets,
+            slot_offsets_dev,
+            categorical_dev,
+        })
+    }
+}
+
+/// `rows` (`n` rows of `nf` values) on the device in rows of `stride` values: uploaded whole,
+/// and copied row by row into the wider pitch by one 2-D device copy when `stride > nf`.
+fn pitched<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    stream: &Arc<CudaStream>,
+    memory: &mut DeviceMemory,
+    rows: &[T],
+    n: usize,
+    nf: usize,
+    stride: usize,
+) -> Result<CudaSlice<T>> {
+    use cudarc::driver::{sys, DevicePtr, DevicePtrMut};
+    let packed = memory.upload(stream, rows)?;
+    if stride == nf || n == 0 {
+        return Ok(packed);
+    }
+    let mut wide = memory.zeros::<T>(stream, n * stride)?;
+    let item = std::mem::size_of::<T>();
+    {
+        let (src, _s) = packed.device_ptr(stream);
+        let (dst, _d) = wide.device_ptr_mut(stream);
+        let copy = sys::CUDA_MEMCPY2D {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            srcHost: std::ptr::null(),
+            srcDevice: src,
+            srcArray: std::ptr::null_mut(),
+            srcPitch: nf * item,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            dstHost: std::ptr::null_mut(),
+            dstDevice: dst,
+            dstArray: std::ptr::null_mut(),
+            dstPitch: stride * item,
+            WidthInBytes: nf * item,
+            Height: n,
+        };
+        // SAFETY: both buffers live on this stream's device; the source holds n rows of
+        // nf * item bytes, the destination n rows of stride * item >= nf * item bytes.
+        unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result().map_err(device_error)?;
+    }
+    stream.synchronize().map_err(device_error)?;
+    memory.allocated -= rows.len() * item;
+    Ok(wide)
 }
 
 /// What binning reads besides the values, on the device: each feature's cut points

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use super::{availability, join_workers, learner, nccl, on_each_gpu, runtime_on, GpuForest, GpuLearner};
-use crate::backend::{Backend, Boost, Engine, Fit, Predictor};
+use crate::backend::{Backend, Boost, Engine, Fit, FitRows, Predictor};
 use crate::collective::Collective;
 use crate::config::TrainConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::prediction::ForestSpec;
 
 /// A GPU fit of at most this many values (rows x features) shares the GPU with other small
@@ -41,12 +41,30 @@ impl Engine for CudaEngine {
         // share this GPU (a fit over several GPUs took them whole).
         let whole = fit.data.n_rows() * fit.data.features.n_features().max(1) > SMALL_GPU_FIT_CELLS;
         let _turn = (!shard.is_distributed()).then(|| rt.take_turn(whole));
+        if let FitRows::Binned(rows) = fit.rows() {
+            // A streamed fit: its rows were binned on the host as they streamed, with the cut
+            // points of every row (`data::stream`), which a distributed fit's workers would
+            // have to agree on first.
+            if shard.is_distributed() {
+                return Err(Error::param(
+                    "n_gpus",
+                    "a streamed fit trains on one GPU: collect the data for a fit over several GPUs",
+                ));
+            }
+            let (data, cfg, comm) = (fit.data, fit.cfg, shard.comm);
+            let mut learner = GpuLearner::from_binned(&rt, data, rows, fit.grow, cfg, &fit.margin, fit.refit, comm)?;
+            return boost(&rows.cuts, &mut learner);
+        }
         let mut ingest = GpuLearner::ingest(&rt, fit.data, fit.cfg, shard.comm)?;
         // From the columns on the device; a distributed fit's workers gather their samples.
         let cuts = ingest.cut_points(fit.data, fit.cfg.max_bin, fit.cfg.seed, &shard.rows, shard.comm)?;
         let (data, cfg, comm) = (fit.data, fit.cfg, shard.comm);
         let mut learner = GpuLearner::start(ingest, data, &cuts, fit.grow, cfg, &fit.margin, fit.refit, comm)?;
         boost(&cuts, &mut learner)
+    }
+
+    fn takes_binned_rows(&self) -> bool {
+        true
     }
 
     fn on_each_device(&self, k: usize, work: &(dyn Fn(usize, &dyn Collective) -> Result<()> + Sync)) -> Result<()> {

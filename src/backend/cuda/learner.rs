@@ -31,7 +31,7 @@ use crate::backend::Learner;
 use crate::collective::{Collective, RowSpans};
 use crate::config::TrainConfig;
 use crate::data::cuts::all_missing;
-use crate::data::{Dataset, FeatureCuts};
+use crate::data::{BinnedMatrix, BinnedRows, Dataset, FeatureCuts};
 use crate::error::{Error, Result};
 use crate::objective::{Loss, Targets};
 use crate::tree::grow::TreeContext;
@@ -252,6 +252,61 @@ impl<'r> GpuLearner<'r> {
         // The columns are binned: their memory goes back before the fit's own buffers come.
         dev.memory.allocated -= columns.bytes;
         drop(columns);
+        Self::assemble(dev, matrix, data, cuts, params, cfg, start_margin, refit, comm, clock)
+    }
+
+    /// Starts a fit of rows binned on the host (a streamed fit, `data::stream`: no float column
+    /// is ever whole, here or on the device): the bins go to the device as they are, one, two or
+    /// four bytes a value, rows padded to 32-bit words, and the fit goes on as from columns.
+    /// `data` holds the fit's per-row vectors; `rows` its bins and their cut points.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_binned(
+        rt: &'r Runtime,
+        data: &Dataset,
+        rows: &'r BinnedRows,
+        params: GrowParams,
+        cfg: &TrainConfig,
+        start_margin: &[f32],
+        refit: Option<LeafRefit<'r>>,
+        comm: &'r dyn Collective,
+    ) -> Result<Self> {
+        let clock = Instant::now();
+        let (n, nf) = (data.n_rows(), rows.cuts.len());
+        if n >= u32::MAX as usize / 2 {
+            return Err(Error::Data(format!("the CUDA backend takes at most 2^31 rows, not {n}")));
+        }
+        let weighed = data.weight.is_some() && matches!(params.weighting, Weighting::Repeats { .. });
+        let refit_bytes = if refit.is_some() { DeviceRefit::bytes_per_row(weighed) } else { 0 };
+        let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit_bytes;
+        let width = BinnedMatrix::bin_width(&rows.matrix.n_bins);
+        let stride = nf.next_multiple_of(4 / width);
+        DeviceMemory::check_fits(&rt.stream, n * stride * width + n * row_bytes)?;
+        let stream = rt.stream.context().new_stream().map_err(device_error)?;
+        let mut dev = FitDevice::new(rt, stream)?;
+        let matrix = DeviceMatrix::from_host(&dev.stream, &mut dev.memory, &rows.matrix, &rows.cuts)?;
+        if crate::profile::on() {
+            eprintln!("polars-gbt profile: binned rows to the device {:.3} s", clock.elapsed().as_secs_f64());
+        }
+        Self::assemble(dev, matrix, data, &rows.cuts, params, cfg, start_margin, refit, comm, clock)
+    }
+
+    /// The learner over `matrix` on `dev`: its components and their buffers.
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        mut dev: FitDevice<'r>,
+        matrix: DeviceMatrix,
+        data: &Dataset,
+        cuts: &'r [FeatureCuts],
+        params: GrowParams,
+        cfg: &TrainConfig,
+        start_margin: &[f32],
+        refit: Option<LeafRefit<'r>>,
+        comm: &'r dyn Collective,
+        clock: Instant,
+    ) -> Result<Self> {
+        let rt = dev.rt;
+        let n = data.n_rows();
+        let weighed = data.weight.is_some() && matches!(params.weighting, Weighting::Repeats { .. });
         let profile = crate::profile::on();
         let mut learner = GpuLearner {
             gradients: Gradients::new(&mut dev, data, cfg, start_margin, params.weighting)?,
