@@ -1,4 +1,4 @@
-"""A CPU fit from Parquet files, streamed (`polars_gbt.train(pl.scan_parquet(...))`, issue 36)
+"""A fit from Parquet files (on the CPU, or with --device cuda on the GPU), streamed (`polars_gbt.train(pl.scan_parquet(...))`, issue 36)
 against in-core (the files collected into a DataFrame, then the fit): peak memory growth,
 time, and whether the models are the same bytes.
 
@@ -17,6 +17,7 @@ file-backed pages
 them, Python's objects).
 
 Usage: python3 bench/stream_bench.py [--rows 3000000] [--files 12] [--rounds 40] [--depth 6] [--timeline]
+       [--device cpu|cuda]
        (children: --child scan|collected)
 """
 from __future__ import annotations
@@ -98,14 +99,14 @@ class Timeline:
         return out
 
 
-def child(mode: str, files: Path, rounds: int, depth: int, timeline: bool) -> None:
+def child(mode: str, files: Path, rounds: int, depth: int, timeline: bool, device: str) -> None:
     import polars as pl
 
     import polars_gbt
     from polars_gbt import _stream
 
     scan = pl.scan_parquet(str(files / "*.parquet"))
-    params = dict(target="y", objective="binary:logistic", n_estimators=rounds, max_depth=depth, device="cpu")
+    params = dict(target="y", objective="binary:logistic", n_estimators=rounds, max_depth=depth, device=device)
     clock = Timeline() if timeline else None
     if clock is not None:
         # The phases: each pass of the training rows, then the fit.
@@ -154,15 +155,16 @@ def main() -> None:
     p.add_argument("--timeline", action="store_true", help="the streamed fit's memory by phase and by whose it is")
     p.add_argument("--child", choices=["scan", "collected"])
     p.add_argument("--files-dir", type=Path)
+    p.add_argument("--device", default="cpu", help="cpu, or cuda: the rows binned on the host train on the GPU")
     a = p.parse_args()
     if a.child:
-        child(a.child, a.files_dir, a.rounds, a.depth, a.timeline)
+        child(a.child, a.files_dir, a.rounds, a.depth, a.timeline, a.device)
         return
     files = write_files(a.dir, a.rows, a.files)
     raw = a.rows * 28 * 4  # the float32 feature columns
     results = {}
     for mode in ["collected", "scan"] * a.repeat:
-        cmd = [sys.executable, __file__, "--child", mode, "--files-dir", str(files), "--rounds", str(a.rounds), "--depth", str(a.depth)]
+        cmd = [sys.executable, __file__, "--child", mode, "--files-dir", str(files), "--rounds", str(a.rounds), "--depth", str(a.depth), "--device", a.device]
         if a.timeline and mode == "scan":
             cmd.append("--timeline")
         r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
