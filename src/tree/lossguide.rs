@@ -76,7 +76,7 @@ pub(super) fn grow<S: GrowSteps>(
             }
             let (batch, rest): (Vec<_>, Vec<_>) = open.into_iter().partition(|o| known[o.node as usize].expanded);
             open = rest;
-            let children = expand(steps, &mut work, batch, cuts, ctx)?;
+            let children = expand(steps, std::slice::from_mut(&mut work), batch, cuts, ctx)?;
             known.resize(work.n_nodes(), Known::default());
             for c in &children {
                 known[c.node as usize].gain = Some(c.gain());
