@@ -17,7 +17,7 @@ use polars_gbt::{
 /// (with nulls), and two targets that depend on different columns.
 fn frame(n: usize, seed: u64) -> (FeatureFrame, Vec<f32>, Vec<f32>) {
     let mut rng = Rng::new(seed, 7);
-    let mut cols: Vec<Vec<f32>> = vec![Vec::with_capacity(n); 3];
+    let mut cols: Vec<Vec<f32>> = (0..3).map(|_| Vec::with_capacity(n)).collect();
     let mut keys = Vec::with_capacity(n);
     let (mut a, mut b) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for _ in 0..n {
