@@ -215,3 +215,12 @@ fn combinations_it_cannot_keep_are_named() {
         .to_string();
     assert!(e.contains("multi_strategy"), "{e}");
 }
+
+#[cfg(feature = "cuda")]
+#[test]
+fn the_cuda_trainer_says_it_cannot_grow_vector_leaves() {
+    use polars_gbt::backend::Backend;
+    let why = Backend::Cuda.engine().unsupported(&cfg(&format!("{{{VECTOR}}}"))).expect("refused");
+    assert_eq!(why, "multi_strategy=\"multi_output_tree\" trains on the CPU only");
+    assert!(Backend::Cuda.engine().unsupported(&cfg("{}")).is_none());
+}

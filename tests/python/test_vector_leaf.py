@@ -175,3 +175,22 @@ def test_shap_values_equal_xgboost_on_a_vector_leaf_model():
     inter = np.asarray(model.predict(df.head(100), output="interaction").to_list()).reshape(100, 3, width, width)
     theirs = booster.predict(xgb_matrix(df.head(100)), pred_interactions=True)
     np.testing.assert_allclose(inter, theirs, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(XGB_VERSION < (3, 4), reason="XGBoost lists vector-leaf trees with a Target column from 3.4 on")
+def test_trees_to_dataframe_is_xgboosts_for_vector_leaves():
+    """XGBoost 3.4 lists a vector-leaf round as one tree: its splits once (Target null), each
+    leaf once per output; ours of the same model imported is that table."""
+    df = targets_frame(800, 11)
+    booster = xgb.train(dict(multi_strategy="multi_output_tree", max_depth=3, nthread=2),
+                        xgb_matrix(df, df.select(TARGETS).to_numpy()), 3)
+    theirs = booster.trees_to_dataframe()
+    theirs["Category"] = None
+    theirs = pl.from_pandas(theirs)
+    mine = Model.from_xgboost(bytearray(booster.save_raw("json"))).trees_to_dataframe()
+    assert mine.columns == theirs.columns and mine.height == theirs.height
+    for c in ("Tree", "Target", "Node", "ID", "Feature", "Yes", "No", "Missing"):
+        assert mine[c].to_list() == theirs[c].to_list(), c
+    for c in ("Split", "Gain", "Cover"):
+        np.testing.assert_allclose(mine[c].cast(pl.Float64).to_numpy(), theirs[c].cast(pl.Float64).to_numpy(),
+                                   rtol=1e-6, err_msg=c)
