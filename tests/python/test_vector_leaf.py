@@ -194,3 +194,24 @@ def test_trees_to_dataframe_is_xgboosts_for_vector_leaves():
     for c in ("Split", "Gain", "Cover"):
         np.testing.assert_allclose(mine[c].cast(pl.Float64).to_numpy(), theirs[c].cast(pl.Float64).to_numpy(),
                                    rtol=1e-6, err_msg=c)
+
+
+def test_our_categorical_multiclass_vector_leaves_in_xgboost(tmp_path):
+    rng = np.random.default_rng(1)
+    n = 2000
+    x, cat = rng.normal(size=(n, 3)), rng.integers(0, 9, n)
+    y = ((x[:, 0] > 0).astype(int) + (cat % 3 == 0)).astype(float)
+    df = pl.DataFrame({"a": x[:, 0], "b": x[:, 1], "c": x[:, 2], "k": [f"k{c}" for c in cat]})
+    df = df.with_columns(pl.col("k").cast(pl.Categorical), y=pl.Series(y))
+    feats = ["a", "b", "c", "k"]
+    model = polars_gbt.train(df, target="y", features=feats, objective="multi:softprob", num_class=3,
+                             n_estimators=10, max_depth=4, max_cat_to_onehot=1, multi_strategy="multi_output_tree")
+    assert (model.trees_to_dataframe()["Category"].drop_nulls().len()) > 0
+    path = tmp_path / "model.json"
+    model.save_xgboost(path)
+    dm = xgb.DMatrix(df.select(feats).to_pandas(), enable_categorical=True)
+    booster = xgb.Booster(model_file=str(path))
+    np.testing.assert_allclose(booster.predict(dm), ours(model, df), rtol=RTOL, atol=ATOL)
+    if XGB_VERSION >= (3, 4):
+        contrib = np.asarray(model.predict(df, output="contrib").to_list()).reshape(n, 3, len(feats) + 1)
+        np.testing.assert_allclose(booster.predict(dm, pred_contribs=True), contrib, rtol=1e-5, atol=1e-5)
