@@ -353,14 +353,6 @@ impl TrainConfig {
                 ),
             ));
         }
-        // Checked here, at training, not in `validate`: an imported vector-leaf model records
-        // loss-guided growth (the trees' shapes are the source's).
-        if self.multi_strategy == MultiStrategy::MultiOutputTree && self.grow_policy != GrowPolicy::Depthwise {
-            return Err(Error::param(
-                "multi_strategy",
-                "\"multi_output_tree\" grows trees depth-wise only: it needs grow_policy=\"depthwise\"",
-            ));
-        }
         if constraints.has_monotone() && self.multi_strategy == MultiStrategy::MultiOutputTree {
             return Err(Error::param(
                 "monotone_constraints",

@@ -316,7 +316,10 @@ pub fn grow_tree_in_batches<S: GrowSteps>(
     let tree = Tree::leaf(ctx.leaf_value(total, &root_limits), ctx.cover(total));
     let open = open_root(steps, ctx, (total, Vec::new()))?;
     if ctx.params.policy == GrowPolicy::Lossguide {
-        return super::lossguide::grow(steps, ctx, cuts, tree, open, lossguide_batch.max(1));
+        let [tree] =
+            <[Tree; 1]>::try_from(super::lossguide::grow(steps, ctx, cuts, vec![tree], open, lossguide_batch.max(1))?)
+                .expect("one tree in, one out");
+        return Ok(tree);
     }
     let mut trees = [tree];
     grow_depthwise(steps, &mut trees, open, cuts, ctx)?;
@@ -325,24 +328,28 @@ pub fn grow_tree_in_batches<S: GrowSteps>(
 }
 
 /// Grows one vector-leaf tree (`ctx.outputs` holds each output's quantiser) whose rows sum to
-/// `sums` (one per output), depth-wise: the tree of each output, which share every split and
-/// differ in their leaf values. Their covers are the node's hessian summed over the outputs.
+/// `sums` (one per output), depth-wise or loss-guided: the tree of each output, which share
+/// every split and differ in their leaf values. Their covers are the node's hessian summed
+/// over the outputs.
 pub fn grow_vector_tree<S: GrowSteps>(
     steps: &mut S,
     ctx: &TreeContext,
     cuts: &[FeatureCuts],
     sums: Vec<GradSum>,
 ) -> Result<Vec<Tree>> {
-    if ctx.params.policy != GrowPolicy::Depthwise || !ctx.is_vector() || sums.len() != ctx.outputs.len() {
+    if !ctx.is_vector() || sums.len() != ctx.outputs.len() {
         return Err(crate::error::Error::param(
             "multi_strategy",
-            "\"multi_output_tree\" grows trees depth-wise, with one quantiser and sum per output",
+            "\"multi_output_tree\" grows a tree from one quantiser and one sum per output",
         ));
     }
     let cover = ctx.vector_cover(&sums);
     let mut trees: Vec<Tree> =
         ctx.vector_weights(&sums).into_iter().map(|w| Tree::leaf(ctx.output(w), cover)).collect();
     let open = open_root(steps, ctx, (GradSum::default(), sums))?;
+    if ctx.params.policy == GrowPolicy::Lossguide {
+        return super::lossguide::grow(steps, ctx, cuts, trees, open, LOSSGUIDE_BATCH);
+    }
     grow_depthwise(steps, &mut trees, open, cuts, ctx)?;
     Ok(trees)
 }
