@@ -155,9 +155,9 @@ def test_sklearn_estimator_takes_multi_strategy():
 
 def test_unsupported_combinations_are_parameter_errors():
     df = targets_frame(300, 9)
-    with pytest.raises(ParameterError, match="depthwise"):
+    with pytest.raises(ParameterError, match="monotone_constraints"):
         polars_gbt.train(df, target=TARGETS, features=FEATS, n_estimators=2, multi_strategy="multi_output_tree",
-                         grow_policy="lossguide", max_leaves=8)
+                         monotone_constraints={"x0": 1})
     with pytest.raises(ParameterError, match="multi_strategy"):
         polars_gbt.train(df, target=TARGETS, features=FEATS, n_estimators=2, multi_strategy="vector")
 
