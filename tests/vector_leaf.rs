@@ -223,7 +223,11 @@ fn combinations_it_cannot_keep_are_named() {
     assert!(e.contains("monotone_constraints") && e.contains("multi_output_tree"), "{e}");
     let e = TrainConfig::from_json(r#"{"multi_strategy": "one_tree"}"#).unwrap_err().to_string();
     assert!(e.contains("multi_strategy"), "{e}");
-    // Continued training keeps the model's strategy.
+    // Continued training keeps the model's strategy; 3 rounds and 3 more are the 6-round fit.
+    let six = train(&cfg(&format!(r#"{{"n_estimators": 6, {VECTOR}}}"#)), &data, &[]).unwrap();
+    let three = train(&cfg(&format!(r#"{{"n_estimators": 3, {VECTOR}}}"#)), &data, &[]).unwrap();
+    let more = Training::new(&cfg(&format!(r#"{{"n_estimators": 3, {VECTOR}}}"#)), &data).init_model(&three).run();
+    assert_eq!(more.unwrap().trees(), six.trees());
     let first = train(&cfg(r#"{"n_estimators": 2}"#), &data, &[]).unwrap();
     let e = Training::new(&cfg(&format!(r#"{{"n_estimators": 2, {VECTOR}}}"#)), &data)
         .init_model(&first)

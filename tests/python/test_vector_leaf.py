@@ -136,6 +136,16 @@ def test_one_target_gives_the_one_output_per_tree_model():
     assert a.trees_to_dataframe().equals(b.trees_to_dataframe())
 
 
+def test_a_streamed_fit_is_the_collected_fit(tmp_path):
+    df = targets_frame(3000, 12)
+    path = tmp_path / "data.parquet"
+    df.write_parquet(path)
+    params = dict(n_estimators=5, multi_strategy="multi_output_tree", **PARAMS)
+    collected = polars_gbt.train(df, target=TARGETS, features=FEATS, **params)
+    streamed = polars_gbt.train(pl.scan_parquet(path), target=TARGETS, features=FEATS, **params)
+    assert streamed.to_bytes() == collected.to_bytes()
+
+
 def test_contributions_sum_to_the_margin_per_output():
     df = targets_frame(500, 7)
     model = polars_gbt.train(df, target=TARGETS, features=FEATS, n_estimators=8,
