@@ -7,9 +7,10 @@
 //! act per output).
 //!
 //! What has no per-output meaning is taken over the node's hessian summed over the outputs
-//! (its cover, which XGBoost stores as the node's `sum_hessian`): `min_child_weight`, where
-//! missing values go when the node saw none (the heavier side), and the row estimates of
-//! categorical partition splits. Partition splits order the categories by each output's
+//! (its cover, which XGBoost stores as the node's `sum_hessian`): `min_child_weight` bounds
+//! it divided by the outputs (each child's mean hessian per output, XGBoost 3.4's rule as its
+//! trees show), and it decides where missing values go when the node saw none (the heavier
+//! side) and the row estimates of categorical partition splits. Partition splits order the categories by each output's
 //! weight in turn and take the best prefix of any of these orders.
 //!
 //! With one output every candidate and gain equals [`SplitScorer`](super::split::SplitScorer)'s,
@@ -71,11 +72,12 @@ impl<'a> VectorScorer<'a> {
     }
 
     /// The gain of sending `left` left, the children scored under `params`; None when a
-    /// child's summed hessian is below `min_child_weight` or the gain is no split.
+    /// child's mean hessian per output is below `min_child_weight` or the gain is no split.
     fn gain_under(&self, params: &SplitParams, left: &[GradSum]) -> Option<f64> {
         let right = |k: usize| self.total[k] - left[k];
         let (hl, hr) = (self.hessian(|k| left[k]), self.hessian(right));
-        if hl < params.min_child_weight || hr < params.min_child_weight {
+        let least = params.min_child_weight * self.n_outputs() as f64;
+        if hl < least || hr < least {
             return None;
         }
         let gain = self.score_under(params, |k| left[k]) + self.score_under(params, right) - self.parent_score;
@@ -311,6 +313,21 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn min_child_weight_bounds_the_mean_hessian_per_output() {
+        // Two outputs; the split after bin 0 leaves hessians (3, 1) left: a mean of 2.
+        let q = [Quantiser::from_scales(1.0, 1.0); 2];
+        let a = [GradSum { g: -6, h: 3 }, GradSum { g: 6, h: 3 }, GradSum::default()];
+        let b = [GradSum { g: 2, h: 1 }, GradSum { g: -2, h: 5 }, GradSum::default()];
+        let t = [total(&a), total(&b)];
+        let at = |mcw: f64| {
+            let p = SplitParams { min_child_weight: mcw, ..params() };
+            VectorScorer::new(&p, &q, &t, 6).best_numeric(0, &[&a, &b]).map(|c| c.split_bin)
+        };
+        assert_eq!(at(2.0), Some(0));
+        assert_eq!(at(2.01), None);
     }
 
     #[test]
