@@ -353,13 +353,6 @@ impl TrainConfig {
                 ),
             ));
         }
-        if constraints.has_monotone() && self.multi_strategy == MultiStrategy::MultiOutputTree {
-            return Err(Error::param(
-                "monotone_constraints",
-                "cannot be kept by multi_strategy=\"multi_output_tree\" (a leaf's outputs would each need their \
-                 own bounds); use multi_strategy=\"one_output_per_tree\"",
-            ));
-        }
         let feature_weights = match &self.feature_weights {
             None => Vec::new(),
             Some(w) => w.resolve(names)?,

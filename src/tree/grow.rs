@@ -151,15 +151,16 @@ impl TreeContext<'_> {
         !self.outputs.is_empty()
     }
 
-    /// A vector-leaf node's weight of each output for its sums (before the learning rate);
-    /// no bounds apply (monotone constraints are refused with vector leaves).
-    pub fn vector_weights(&self, sums: &[GradSum]) -> Vec<f64> {
+    /// A vector-leaf node's weight of each output for its sums (before the learning rate),
+    /// each within its output's bounds `limits` (monotone constraints bound every output).
+    pub fn vector_weights(&self, sums: &[GradSum], limits: &[NodeLimits]) -> Vec<f64> {
         self.outputs
             .iter()
             .zip(sums)
-            .map(|(q, &s)| {
+            .zip(limits)
+            .map(|((q, &s), limits)| {
                 let (g, h) = q.to_float(s);
-                self.params.split.weight(g, h)
+                limits.clamp(self.params.split.weight(g, h))
             })
             .collect()
     }
@@ -182,21 +183,41 @@ pub struct Open<N> {
     pub total: GradSum,
     /// A vector-leaf node's sums of each output (`total` is then unused); empty for a scalar tree.
     pub sums: Vec<GradSum>,
+    /// What the splits above allow the node; a vector-leaf node's weight bounds are each
+    /// output's, in `output_limits` (its `limits` then carry the path alone).
     pub limits: NodeLimits,
+    /// A vector-leaf node's weight bounds of each output; empty for a scalar tree.
+    pub output_limits: Vec<NodeLimits>,
     pub best: Option<SplitCandidate>,
     pub state: N,
 }
 
 impl<N> Open<N> {
-    fn new(node: u32, key: u64, depth: usize, sums: (GradSum, Vec<GradSum>), limits: NodeLimits, state: N) -> Self {
-        let (total, sums) = sums;
-        Open { node, key, depth, total, sums, limits, best: None, state }
+    fn new(
+        node: u32,
+        key: u64,
+        depth: usize,
+        sums: ChildSums,
+        limits: (NodeLimits, Vec<NodeLimits>),
+        state: N,
+    ) -> Self {
+        let ((total, sums), (limits, output_limits)) = (sums, limits);
+        Open { node, key, depth, total, sums, limits, output_limits, best: None, state }
     }
 
     pub(super) fn gain(&self) -> f64 {
         self.best.as_ref().map_or(f64::NEG_INFINITY, |b| b.gain)
     }
 }
+
+/// A node's gradient sum and, for a vector-leaf node, each output's.
+type ChildSums = (GradSum, Vec<GradSum>);
+
+/// A vector-leaf split's bounds of each output, in its left and right child.
+type OutputLimits = [Vec<NodeLimits>; 2];
+
+/// What a split's children start from: their ids, path keys, limits and output bounds.
+type ChildNodes = ([u32; 2], [u64; 2], [NodeLimits; 2], OutputLimits);
 
 /// A split applied to the tree, whose rows the backend now routes to `children`.
 pub struct Expansion<N> {
@@ -344,8 +365,9 @@ pub fn grow_vector_tree<S: GrowSteps>(
         ));
     }
     let cover = ctx.vector_cover(&sums);
-    let mut trees: Vec<Tree> =
-        ctx.vector_weights(&sums).into_iter().map(|w| Tree::leaf(ctx.output(w), cover)).collect();
+    let root_limits = vec![NodeLimits::root(); sums.len()];
+    let weights = ctx.vector_weights(&sums, &root_limits);
+    let mut trees: Vec<Tree> = weights.into_iter().map(|w| Tree::leaf(ctx.output(w), cover)).collect();
     let open = open_root(steps, ctx, (GradSum::default(), sums))?;
     if ctx.params.policy == GrowPolicy::Lossguide {
         return super::lossguide::grow(steps, ctx, cuts, trees, open, LOSSGUIDE_BATCH);
@@ -363,7 +385,8 @@ fn open_root<S: GrowSteps>(
     if !ctx.params.can_split_at(0) {
         return Ok(Vec::new());
     }
-    let root = Open::new(0, 0, 0, sums, NodeLimits::root(), steps.build_root(ctx)?);
+    let output_limits = vec![NodeLimits::root(); sums.1.len()];
+    let root = Open::new(0, 0, 0, sums, (NodeLimits::root(), output_limits), steps.build_root(ctx)?);
     evaluate_splittable(steps, vec![root], ctx)
 }
 
@@ -409,8 +432,8 @@ pub(super) fn expand<S: GrowSteps>(
     cuts: &[FeatureCuts],
     ctx: &TreeContext,
 ) -> Result<Vec<Open<S::Node>>> {
-    let expansions: Vec<Expansion<S::Node>> = nodes.into_iter().map(|o| apply_split(trees, o, cuts, ctx)).collect();
-    type ChildSums = (GradSum, Vec<GradSum>);
+    let (expansions, output_limits): (Vec<Expansion<S::Node>>, Vec<OutputLimits>) =
+        nodes.into_iter().map(|o| apply_split(trees, o, cuts, ctx)).unzip();
     let sums: Vec<(usize, ChildSums, ChildSums)> = expansions
         .iter()
         .map(|e| {
@@ -418,16 +441,19 @@ pub(super) fn expand<S: GrowSteps>(
             (e.depth + 1, (s.left, s.left_sums.clone()), (s.right, s.right_sums.clone()))
         })
         .collect();
-    let children_nodes: Vec<([u32; 2], [u64; 2], [NodeLimits; 2])> =
-        expansions.iter().map(|e| (e.children, child_keys(e.key), e.child_limits.clone())).collect();
+    let children_nodes: Vec<ChildNodes> = expansions
+        .iter()
+        .zip(output_limits)
+        .map(|(e, outputs)| (e.children, child_keys(e.key), e.child_limits.clone(), outputs))
+        .collect();
     let built = steps.partition_and_build(&trees[0], expansions, ctx)?;
     let mut children = Vec::new();
-    for ((states, (depth, left, right)), ([l, r], [lk, rk], [ll, rl])) in
+    for ((states, (depth, left, right)), ([l, r], [lk, rk], [ll, rl], [lo, ro])) in
         built.into_iter().zip(sums).zip(children_nodes)
     {
         if let Some([ls, rs]) = states {
-            children.push(Open::new(l, lk, depth, left, ll, ls));
-            children.push(Open::new(r, rk, depth, right, rl, rs));
+            children.push(Open::new(l, lk, depth, left, (ll, lo), ls));
+            children.push(Open::new(r, rk, depth, right, (rl, ro), rs));
         }
     }
     evaluate_splittable(steps, children, ctx)
@@ -456,19 +482,33 @@ fn evaluate_splittable<S: GrowSteps>(
 
 /// Writes `o`'s best split into the trees: threshold from the cut points, children's values
 /// (within `o`'s bounds; each output's in its own tree) and covers from the split's sums.
-fn apply_split<N>(trees: &mut [Tree], o: Open<N>, cuts: &[FeatureCuts], ctx: &TreeContext) -> Expansion<N> {
+/// Returns the expansion and, for a vector-leaf node, each output's bounds in each child.
+fn apply_split<N>(
+    trees: &mut [Tree],
+    o: Open<N>,
+    cuts: &[FeatureCuts],
+    ctx: &TreeContext,
+) -> (Expansion<N>, OutputLimits) {
     let split = o.best.expect("only nodes with a split are expanded");
     let p = ctx.params;
     let (left_weights, right_weights, covers) = if ctx.is_vector() {
         let covers = (ctx.vector_cover(&split.left_sums), ctx.vector_cover(&split.right_sums));
-        (ctx.vector_weights(&split.left_sums), ctx.vector_weights(&split.right_sums), covers)
+        let limits = &o.output_limits;
+        (ctx.vector_weights(&split.left_sums, limits), ctx.vector_weights(&split.right_sums, limits), covers)
     } else {
         let left = p.leaf_weight(&ctx.quantiser, split.left, &o.limits);
         let right = p.leaf_weight(&ctx.quantiser, split.right, &o.limits);
         (vec![left], vec![right], (ctx.cover(split.left), ctx.cover(split.right)))
     };
-    // Vector leaves take no monotone bounds (refused), so their limits only carry the path.
+    // A vector-leaf node's shared limits carry the path (their bounds are output 0's, and
+    // unread); each output's bounds split at the midpoint of that output's two weights.
     let child_limits = o.limits.children(&p.constraints, split.feature, left_weights[0], right_weights[0]);
+    let (mut left_outputs, mut right_outputs) = (Vec::new(), Vec::new());
+    for ((limits, &lw), &rw) in o.output_limits.iter().zip(&left_weights).zip(&right_weights) {
+        let [l, r] = limits.children(&p.constraints, split.feature, lw, rw);
+        left_outputs.push(l);
+        right_outputs.push(r);
+    }
     let spec = SplitSpec {
         feature: split.feature,
         threshold: if split.is_categorical() { 0.0 } else { cuts[split.feature as usize].upper_bound(split.split_bin) },
@@ -482,7 +522,7 @@ fn apply_split<N>(trees: &mut [Tree], o: Open<N>, cuts: &[FeatureCuts], ctx: &Tr
         children = tree.split(o.node, &spec, (ctx.output(lw), covers.0), (ctx.output(rw), covers.1));
     }
     let (l, r) = children;
-    Expansion {
+    let expansion = Expansion {
         node: o.node,
         key: o.key,
         depth: o.depth,
@@ -491,7 +531,8 @@ fn apply_split<N>(trees: &mut [Tree], o: Open<N>, cuts: &[FeatureCuts], ctx: &Tr
         split,
         children: [l, r],
         state: o.state,
-    }
+    };
+    (expansion, [left_outputs, right_outputs])
 }
 
 /// The path keys ([`Open::key`]) of a node's left and right children.

@@ -16,6 +16,7 @@
 //! With one output every candidate and gain equals [`SplitScorer`](super::split::SplitScorer)'s,
 //! so a one-output vector-leaf tree is the scalar tree (a test holds it to that).
 
+use super::constraints::NodeLimits;
 use super::gradient::{GradSum, Quantiser};
 use super::split::{SplitCandidate, SplitParams, MIN_GAIN};
 
@@ -26,6 +27,10 @@ pub struct VectorScorer<'a> {
     quantisers: &'a [Quantiser],
     /// The node's sums, one per output.
     total: &'a [GradSum],
+    /// Each output's weight bounds (monotone constraints).
+    limits: &'a [NodeLimits],
+    /// Monotone direction per feature (empty: none).
+    monotone: &'a [i8],
     parent_score: f64,
     /// The node's rows per unit of summed hessian (see `SplitScorer`'s `rows_per_hessian`).
     rows_per_hessian: f64,
@@ -42,11 +47,26 @@ enum LeftSet {
 type Best = (f64, LeftSet, bool, Vec<GradSum>);
 
 impl<'a> VectorScorer<'a> {
-    /// Scores splits of a node of `rows` rows whose outputs' sums are `total`.
-    pub fn new(params: &'a SplitParams, quantisers: &'a [Quantiser], total: &'a [GradSum], rows: u32) -> Self {
-        debug_assert_eq!(quantisers.len(), total.len());
-        let mut s = VectorScorer { params, quantisers, total, parent_score: 0.0, rows_per_hessian: 0.0 };
-        s.parent_score = s.score_under(params, |k| total[k]);
+    /// Scores splits of a node of `rows` rows whose outputs' sums are `total`, each output
+    /// within its bounds `limits`, with `monotone` the direction of each feature (empty:
+    /// none constrained).
+    pub fn new(
+        params: &'a SplitParams,
+        quantisers: &'a [Quantiser],
+        total: &'a [GradSum],
+        rows: u32,
+        limits: &'a [NodeLimits],
+        monotone: &'a [i8],
+    ) -> Self {
+        debug_assert!(quantisers.len() == total.len() && limits.len() == total.len());
+        let mut s =
+            VectorScorer { params, quantisers, total, limits, monotone, parent_score: 0.0, rows_per_hessian: 0.0 };
+        s.parent_score = (0..total.len())
+            .map(|k| {
+                let (g, h) = quantisers[k].to_float(total[k]);
+                params.bounded(g, h, &limits[k]).1
+            })
+            .sum();
         let h = s.hessian(|k| total[k]);
         s.rows_per_hessian = if h > 0.0 { rows as f64 / h } else { 0.0 };
         s
@@ -71,16 +91,35 @@ impl<'a> VectorScorer<'a> {
             .sum()
     }
 
-    /// The gain of sending `left` left, the children scored under `params`; None when a
-    /// child's mean hessian per output is below `min_child_weight` or the gain is no split.
-    fn gain_under(&self, params: &SplitParams, left: &[GradSum]) -> Option<f64> {
+    /// The gain of sending `left` left on a feature of monotone direction `direction`, the
+    /// children scored under `params`; None when a child's mean hessian per output is below
+    /// `min_child_weight`, some output's weights run against the direction, or the gain is no
+    /// split.
+    fn gain_under(&self, params: &SplitParams, left: &[GradSum], direction: i8) -> Option<f64> {
         let right = |k: usize| self.total[k] - left[k];
         let (hl, hr) = (self.hessian(|k| left[k]), self.hessian(right));
         let least = params.min_child_weight * self.n_outputs() as f64;
         if hl < least || hr < least {
             return None;
         }
-        let gain = self.score_under(params, |k| left[k]) + self.score_under(params, right) - self.parent_score;
+        let children = if direction == 0 && self.limits.iter().all(NodeLimits::unbounded) {
+            // Free weights: the plain scores, as the one-output search takes them.
+            self.score_under(params, |k| left[k]) + self.score_under(params, right)
+        } else {
+            // Every output within its bounds, and monotone along the feature.
+            let mut sum = 0.0;
+            for (k, (q, limits)) in self.quantisers.iter().zip(self.limits).enumerate() {
+                let ((gl, hl), (gr, hr)) = (q.to_float(left[k]), q.to_float(right(k)));
+                let (wl, sl) = params.bounded(gl, hl, limits);
+                let (wr, sr) = params.bounded(gr, hr, limits);
+                if (direction > 0 && wl > wr) || (direction < 0 && wl < wr) {
+                    return None;
+                }
+                sum += sl + sr;
+            }
+            sum
+        };
+        let gain = children - self.parent_score;
         (gain > MIN_GAIN && gain >= params.gamma).then_some(gain)
     }
 
@@ -120,6 +159,7 @@ impl<'a> VectorScorer<'a> {
     /// last slot holding the missing values).
     pub fn best_numeric(&self, feature: u32, hists: &[&[GradSum]]) -> Option<SplitCandidate> {
         let n_bins = hists.first()?.len().checked_sub(1)?;
+        let direction = self.monotone.get(feature as usize).copied().unwrap_or(0);
         let missing: Vec<GradSum> = hists.iter().map(|h| h[n_bins]).collect();
         let has_missing = missing.iter().any(|&m| m != GradSum::default());
         let mut best: Option<(f64, u32, bool, Vec<GradSum>)> = None;
@@ -138,16 +178,12 @@ impl<'a> VectorScorer<'a> {
             }
             left.iter_mut().zip(hists).for_each(|(l, h)| *l += h[b]);
             if has_missing {
-                consider(self.gain_under(self.params, &left), b as u32, false, &left);
+                consider(self.gain_under(self.params, &left, direction), b as u32, false, &left);
                 with_missing.iter_mut().zip(left.iter().zip(&missing)).for_each(|(w, (&l, &m))| *w = l + m);
-                consider(self.gain_under(self.params, &with_missing), b as u32, true, &with_missing);
+                consider(self.gain_under(self.params, &with_missing, direction), b as u32, true, &with_missing);
             } else {
-                consider(
-                    self.gain_under(self.params, &left),
-                    b as u32,
-                    self.default_left_without_missing(&left),
-                    &left,
-                );
+                let default_left = self.default_left_without_missing(&left);
+                consider(self.gain_under(self.params, &left, direction), b as u32, default_left, &left);
             }
         }
         best.map(|(gain, bin, dl, left)| self.candidate(feature, gain, bin, Vec::new(), dl, left))
@@ -246,9 +282,9 @@ impl<'a> VectorScorer<'a> {
                 if !groups_ok {
                     continue;
                 }
-                self.gain_under(partition_params, &l)
+                self.gain_under(partition_params, &l, 0)
             } else {
-                self.gain_under(p, &l)
+                self.gain_under(p, &l, 0)
             };
             if let Some(g) = gain {
                 if best.as_ref().is_none_or(|b| g > b.0) {
@@ -301,7 +337,7 @@ mod tests {
             let rows = t[0].h as u32;
             let (limits, p) = (NodeLimits::root(), params());
             let scalar = SplitScorer::new(&p, &q[0], t[0], rows, &limits, &[]);
-            let vector = VectorScorer::new(&p, &q, &t, rows);
+            let vector = VectorScorer::new(&p, &q, &t, rows, std::slice::from_ref(&limits), &[]);
             for (s, v) in [
                 (scalar.best_numeric(0, &h), vector.best_numeric(0, &[&h])),
                 (scalar.best_categorical(0, &h), vector.best_categorical(0, &[&h])),
@@ -324,7 +360,8 @@ mod tests {
         let t = [total(&a), total(&b)];
         let at = |mcw: f64| {
             let p = SplitParams { min_child_weight: mcw, ..params() };
-            VectorScorer::new(&p, &q, &t, 6).best_numeric(0, &[&a, &b]).map(|c| c.split_bin)
+            let free = [NodeLimits::root(), NodeLimits::root()];
+            VectorScorer::new(&p, &q, &t, 6, &free, &[]).best_numeric(0, &[&a, &b]).map(|c| c.split_bin)
         };
         assert_eq!(at(2.0), Some(0));
         assert_eq!(at(2.01), None);
@@ -338,7 +375,8 @@ mod tests {
         let a = [GradSum { g: -4, h: 2 }, GradSum { g: 6, h: 3 }, GradSum::default()];
         let b = [GradSum { g: 3, h: 1 }, GradSum { g: -1, h: 1 }, GradSum::default()];
         let t = [total(&a), total(&b)];
-        let best = VectorScorer::new(&p, &q, &t, 5).best_numeric(0, &[&a, &b]).unwrap();
+        let free = [NodeLimits::root(), NodeLimits::root()];
+        let best = VectorScorer::new(&p, &q, &t, 5, &free, &[]).best_numeric(0, &[&a, &b]).unwrap();
         // Output 0: 16/3 + 36/4 - 4/6; output 1: 9/2 + 1/2 - 4/3.
         let want = (16.0 / 3.0 + 9.0 - 4.0 / 6.0) + (4.5 + 0.5 - 4.0 / 3.0);
         assert!((best.gain - want).abs() < 1e-12, "{} {want}", best.gain);

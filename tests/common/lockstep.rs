@@ -83,6 +83,7 @@ fn with_state<N, M>(o: &Open<N>, state: M) -> Open<M> {
         total: o.total,
         sums: o.sums.clone(),
         limits: o.limits.clone(),
+        output_limits: o.output_limits.clone(),
         best: o.best.clone(),
         state,
     }
@@ -116,6 +117,7 @@ impl<A: GrowSteps, B: GrowSteps> GrowSteps for Lockstep<A, B> {
                 total: b.total,
                 sums: b.sums,
                 limits: b.limits,
+                output_limits: b.output_limits,
                 best: b.best,
                 state: (),
             });

@@ -165,9 +165,10 @@ def test_sklearn_estimator_takes_multi_strategy():
 
 def test_unsupported_combinations_are_parameter_errors():
     df = targets_frame(300, 9)
-    with pytest.raises(ParameterError, match="monotone_constraints"):
+    first = polars_gbt.train(df, target=TARGETS, features=FEATS, n_estimators=2)
+    with pytest.raises(ParameterError, match="multi_strategy"):
         polars_gbt.train(df, target=TARGETS, features=FEATS, n_estimators=2, multi_strategy="multi_output_tree",
-                         monotone_constraints={"x0": 1})
+                         init_model=first)
     with pytest.raises(ParameterError, match="multi_strategy"):
         polars_gbt.train(df, target=TARGETS, features=FEATS, n_estimators=2, multi_strategy="vector")
 

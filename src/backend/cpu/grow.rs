@@ -167,7 +167,9 @@ impl GrowSteps for CpuSteps<'_> {
                     let hists: Vec<&[GradSum]> = (0..self.grads.len())
                         .map(|k| self.layout.feature(&o.state.hist[self.output_slots(k)], f as usize))
                         .collect();
-                    let scorer = VectorScorer::new(&ctx.params.split, ctx.outputs, &o.sums, rows);
+                    let monotone = &ctx.params.constraints.monotone;
+                    let scorer =
+                        VectorScorer::new(&ctx.params.split, ctx.outputs, &o.sums, rows, &o.output_limits, monotone);
                     let best = if self.cuts[f as usize].is_categorical() {
                         scorer.best_categorical(f, &hists)
                     } else {
