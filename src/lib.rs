@@ -41,7 +41,7 @@ pub mod random;
 pub mod tree;
 
 pub use booster::{train, RoundCallback, RoundLog, Training, UserFunctions};
-pub use config::{Device, GrowPolicy, Objective, TrainConfig};
+pub use config::{Device, GrowPolicy, MultiStrategy, Objective, TrainConfig};
 pub use data::{Dataset, FeatureColumn, FeatureFrame};
 pub use error::{Error, Result};
 pub use metric::Metric;

@@ -141,6 +141,17 @@ fn a_distributed_fit_gives_the_bytes_of_one_worker() {
         // Leaves refit to quantiles of every worker's residuals (unit weights).
         (r#"{"objective": "reg:absoluteerror", "n_estimators": 6, "max_depth": 4, "subsample": 0.8}"#, false),
         (r#"{"objective": "reg:quantileerror", "quantile_alpha": [0.1, 0.5, 0.93], "n_estimators": 4}"#, false),
+        // Vector leaves: every output's histogram summed over the workers.
+        (
+            r#"{"objective": "multi:softprob", "num_class": 2, "n_estimators": 5, "max_depth": 4, "subsample": 0.8,
+                "max_cat_to_onehot": 1, "multi_strategy": "multi_output_tree"}"#,
+            true,
+        ),
+        (
+            r#"{"objective": "reg:quantileerror", "quantile_alpha": [0.1, 0.9], "n_estimators": 4,
+                "multi_strategy": "multi_output_tree"}"#,
+            false,
+        ),
     ];
     // Uneven shards, one nearly empty, one holding two runs that are not adjacent.
     let shards = vec![vec![(0, 1200), (2990, 10)], vec![(1200, 7)], vec![(1207, 1783)]];

@@ -1447,3 +1447,33 @@ fn streamed_fits_train_on_the_gpu_as_the_collected_rows() {
         assert_same_trees(&fit(json, &streamed_data, "cpu"), &streamed, &format!("{nf} features, streamed"));
     }
 }
+
+/// Vector-leaf trees (`multi_strategy="multi_output_tree"`) train on the CPU only: device="cuda"
+/// is a device error naming why, device="auto" trains the CPU's trees. Their model is one
+/// tree per output a round, so the GPU scores it as it scores any model of several outputs.
+#[test]
+fn vector_leaf_models_train_on_the_cpu_and_score_on_the_gpu() {
+    let (frame, y) = random_data(20_000, 6, 31);
+    let second: Vec<f32> = y.iter().map(|v| (v * 1.7).sin()).collect();
+    let labels: Vec<f32> = y.iter().chain(&second).copied().collect();
+    let multi = Dataset::with_labels(frame.clone(), labels.into(), 2).unwrap();
+    let json = r#"{"n_estimators": 10, "max_depth": 5, "multi_strategy": "multi_output_tree"}"#;
+    let mut cfg = TrainConfig::from_json(json).unwrap();
+    cfg.device = polars_gbt::Device::Cuda;
+    match train(&cfg, &multi, &[]) {
+        Err(Error::Device(msg)) => {
+            assert!(msg.contains("device=\"cuda\" cannot be used"), "{msg}");
+            if gpu() {
+                assert!(msg.contains("multi_strategy=\"multi_output_tree\" trains on the CPU only"), "{msg}");
+            }
+        }
+        other => panic!("expected a device error, got {other:?}"),
+    }
+    cfg.device = polars_gbt::Device::Auto;
+    let auto = train(&cfg, &multi, &[]).expect("auto trains on the CPU");
+    let cpu = fit(json, &multi, "cpu");
+    assert_same_trees(&cpu, &auto, "vector leaves, device=auto");
+    if gpu() {
+        assert_gpu_predicts_as_cpu(&cpu, &frame, "vector leaves");
+    }
+}

@@ -164,7 +164,8 @@ fn loss_guided_growth_in_batches_grows_the_strict_orders_tree_and_partition() {
                 let at = format!("data {k}, {json}, batches of {batch}");
                 let mut learner = setup.cpu_learner(d);
                 let (steps, quantiser, total) = learner.begin_tree(0, None).unwrap();
-                let ctx = TreeContext { params: &setup.grow, quantiser, tree_features: &features, seed: 5 };
+                let ctx =
+                    TreeContext { params: &setup.grow, quantiser, tree_features: &features, seed: 5, outputs: &[] };
                 let mut counted = Counted { steps, batches: 0, expanded: 0, merged: 0 };
                 let tree = grow_tree_in_batches(&mut counted, &ctx, &setup.cuts, total, batch).unwrap();
                 // Every leaf owns, in ascending order, the rows the tree routes to it.

@@ -259,6 +259,9 @@ class Model:
         split's gain; for a leaf, its output with the learning rate applied), ``Cover`` and
         ``Category`` (categorical splits: the categories going to ``Yes``). Where XGBoost
         lists category codes, ``Category`` holds the category names when the model has them.
+        A vector-leaf model (``multi_strategy="multi_output_tree"``) lists a round as one tree,
+        as XGBoost 3.4 does: its splits once, with a null ``Target``, and each leaf once per
+        output, ``Target`` naming the output.
 
         Examples
         --------
@@ -410,7 +413,9 @@ def train(
     """Train on a frame's columns (all but the target when ``features`` is not given).
 
     ``target`` names the label column, or several (a list): multi-target regression, one
-    output (and one tree a round) per target, as XGBoost fits a 2-D label.
+    output per target, as XGBoost fits a 2-D label: one tree a round per target, or with
+    ``multi_strategy="multi_output_tree"`` one tree a round whose leaves hold every target's
+    value.
 
     ``data`` may be a Polars ``DataFrame``, a pyarrow ``Table`` / ``RecordBatch`` or a pandas
     frame (Polars imports those without copying), or a source too large for memory, which a

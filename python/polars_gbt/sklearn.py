@@ -107,6 +107,7 @@ class _GBTBase(BaseEstimator):
         max_depth: int = 6,
         max_leaves: int = 0,
         grow_policy: str = "depthwise",
+        multi_strategy: str = "one_output_per_tree",
         max_bin: int = 256,
         reg_lambda: float = 1.0,
         reg_alpha: float = 0.0,
@@ -157,6 +158,7 @@ class _GBTBase(BaseEstimator):
         self.max_depth = max_depth
         self.max_leaves = max_leaves
         self.grow_policy = grow_policy
+        self.multi_strategy = multi_strategy
         self.max_bin = max_bin
         self.reg_lambda = reg_lambda
         self.reg_alpha = reg_alpha

@@ -30,6 +30,13 @@ pub trait Learner {
     /// Grows output `output`'s tree on `rows` (None: every row), splitting only on
     /// `tree_features`, and adds it to the training margins.
     fn grow(&mut self, output: usize, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Tree>;
+    /// Grows one vector-leaf tree over every output (`multi_strategy="multi_output_tree"`):
+    /// each output's tree, sharing one structure, added to its training margins. Engines
+    /// whose `unsupported` refuses vector leaves never get here; the default says so anyway.
+    fn grow_vector(&mut self, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Vec<Tree>> {
+        let _ = (rows, tree_features, seed);
+        Err(crate::error::Error::param("multi_strategy", "\"multi_output_tree\" trains on the CPU only"))
+    }
 }
 
 /// A model's forest laid out for one backend ([`cpu::predict::FlatForest`],

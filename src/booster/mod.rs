@@ -344,7 +344,7 @@ fn continued(
         return Err(Error::param("base_score", "cannot be set with init_model: the fit continues from its base score"));
     }
     let cfg = &with_targets_of(cfg, data)?;
-    crate::model::check_start(init, cfg.objective, cfg.num_outputs(), &data.features.names())?;
+    crate::model::check_start(init, cfg.objective, cfg.num_outputs(), cfg.multi_strategy, &data.features.names())?;
     let forest = init.predictor(Backend::Cpu)?;
     let from_init = |d: &Dataset| -> Result<Dataset> {
         if d.base_margin.is_some() {

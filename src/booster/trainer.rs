@@ -10,7 +10,7 @@ use crate::backend::cpu::predict::add_tree_binned;
 use crate::backend::refit::LeafRefit;
 use crate::backend::{Engine, Fit, Learner};
 use crate::collective::{exact_sums, max_magnitudes, sum_count, RowSpans, Shard};
-use crate::config::TrainConfig;
+use crate::config::{MultiStrategy, TrainConfig};
 use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
 use crate::metric::{CustomMetric, Metric};
@@ -402,15 +402,29 @@ impl<'a> Trainer<'a> {
         for round in 0..self.cfg.n_estimators {
             learner.compute_gradients(&*self.loss, &train_targets)?;
             let rows = self.sample_rows(round)?;
-            for c in 0..k {
-                let tree_seed = hash64(self.cfg.seed, (round * k + c) as u64);
-                let tree_features = if self.cfg.colsample_bytree < 1.0 {
+            let tree_features = |tree_seed: u64| {
+                if self.cfg.colsample_bytree < 1.0 {
                     let m = ((all_features.len() as f64 * self.cfg.colsample_bytree).round() as usize).max(1);
                     self.grow.sample_features(&mut Rng::new(tree_seed, 3), &all_features, m)
                 } else {
                     all_features.clone()
-                };
-                let tree = learner.grow(c, rows.as_deref(), tree_features, tree_seed)?;
+                }
+            };
+            // One vector-leaf tree for every output, or one tree per output. The vector tree
+            // takes the seed of the round's first tree, so with one output both strategies
+            // sample alike (and grow the same tree).
+            let round_trees = if self.cfg.multi_strategy == MultiStrategy::MultiOutputTree {
+                let tree_seed = hash64(self.cfg.seed, (round * k) as u64);
+                learner.grow_vector(rows.as_deref(), tree_features(tree_seed), tree_seed)?
+            } else {
+                (0..k)
+                    .map(|c| {
+                        let tree_seed = hash64(self.cfg.seed, (round * k + c) as u64);
+                        learner.grow(c, rows.as_deref(), tree_features(tree_seed), tree_seed)
+                    })
+                    .collect::<Result<Vec<Tree>>>()?
+            };
+            for (c, tree) in round_trees.into_iter().enumerate() {
                 for (e, margin) in binned.evals.iter().zip(evals.iter_mut()) {
                     let en = e.data.n_rows();
                     add_tree_binned(&tree, &e.binned, &mut margin[c * en..(c + 1) * en]);

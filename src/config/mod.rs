@@ -33,6 +33,19 @@ pub enum Device {
     Auto,
 }
 
+/// How a model with several outputs (classes, targets, quantiles) grows its trees
+/// (XGBoost's `multi_strategy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MultiStrategy {
+    /// One scalar tree per output each round.
+    #[default]
+    OneOutputPerTree,
+    /// One tree per round whose leaves hold one value per output; a split's gain is summed
+    /// over the outputs. Stored as one tree per output that share the round's structure.
+    MultiOutputTree,
+}
+
 /// How ranking pairs are formed (XGBoost's `lambdarank_pair_method`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -58,6 +71,8 @@ pub struct TrainConfig {
     #[serde(alias = "num_leaves")]
     pub max_leaves: usize,
     pub grow_policy: GrowPolicy,
+    /// One tree per output a round, or one tree with vector leaves for every output.
+    pub multi_strategy: MultiStrategy,
     /// Bins per feature, counting the bin that holds missing values.
     pub max_bin: usize,
     #[serde(alias = "lambda", alias = "lambda_l2")]
@@ -174,6 +189,7 @@ impl Default for TrainConfig {
             max_depth: 6,
             max_leaves: 0,
             grow_policy: GrowPolicy::Depthwise,
+            multi_strategy: MultiStrategy::OneOutputPerTree,
             max_bin: 256,
             reg_lambda: 1.0,
             reg_alpha: 0.0,

@@ -7,7 +7,7 @@
 //! learnt.
 
 use super::Model;
-use crate::config::Objective;
+use crate::config::{MultiStrategy, Objective};
 use crate::error::{Error, Result};
 
 impl Model {
@@ -34,8 +34,23 @@ impl Model {
 
 /// Whether a fit of `objective` with `n_outputs` outputs on the columns `names` can continue
 /// `init` (checked before training, and again on the trained model by `check_compatible`).
-pub(crate) fn check_start(init: &Model, objective: Objective, n_outputs: usize, names: &[String]) -> Result<()> {
+pub(crate) fn check_start(
+    init: &Model,
+    objective: Objective,
+    n_outputs: usize,
+    strategy: MultiStrategy,
+    names: &[String],
+) -> Result<()> {
     let bad = |why: String| Err(Error::param("init_model", why));
+    if init.n_outputs > 1 && init.config.multi_strategy != strategy {
+        // A model's rounds are all vector-leaf trees or all one tree per output.
+        let name = |s: MultiStrategy| serde_json::to_value(s).expect("a strategy serialises");
+        return bad(format!(
+            "was trained with multi_strategy={}; this fit has multi_strategy={}",
+            name(init.config.multi_strategy),
+            name(strategy)
+        ));
+    }
     if init.objective() != objective || init.n_outputs != n_outputs {
         return bad(format!(
             "is a {} model of {} outputs; this fit is {} with {}",
@@ -59,7 +74,7 @@ pub(crate) fn check_start(init: &Model, objective: Objective, n_outputs: usize, 
 /// Whether trees of `new` can follow those of `init`.
 pub(crate) fn check_compatible(init: &Model, new: &Model) -> Result<()> {
     let names: Vec<String> = new.features.iter().map(|f| f.name.clone()).collect();
-    check_start(init, new.objective(), new.n_outputs, &names)?;
+    check_start(init, new.objective(), new.n_outputs, new.config.multi_strategy, &names)?;
     for (a, b) in init.features.iter().zip(&new.features) {
         if a.cuts.is_categorical() != b.cuts.is_categorical() || a.categories != b.categories {
             return Err(Error::param(

@@ -230,6 +230,14 @@ impl Model {
         }
         self.check_features()?;
         self.check_trees()?;
+        if self.is_vector_leaf() {
+            let k = self.n_outputs;
+            if let Some(r) = self.trees.chunks(k).position(|round| round.iter().any(|t| !t.same_splits(&round[0]))) {
+                return Err(Error::model(format!(
+                    "round {r} of the vector-leaf model has trees of different splits for its {k} outputs"
+                )));
+            }
+        }
         self.check_margin_bounds()?;
         if let Some(i) = &self.imported {
             if !matches!(serde_json::from_str(&i.params), Ok(serde_json::Value::Object(_))) {

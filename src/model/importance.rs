@@ -22,7 +22,8 @@ impl Model {
     pub fn feature_importance(&self, kind: ImportanceType) -> Vec<(String, f64)> {
         let nf = self.features.len();
         let (mut count, mut gain, mut cover) = (vec![0f64; nf], vec![0f64; nf], vec![0f64; nf]);
-        for t in &self.trees {
+        // A vector-leaf round counts once, as XGBoost counts its one tree.
+        for t in self.distinct_trees() {
             for n in 0..t.n_nodes() {
                 if t.is_leaf(n as u32) {
                     continue;

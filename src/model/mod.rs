@@ -23,7 +23,7 @@ pub use importance::ImportanceType;
 pub use table::TreeTable;
 
 use crate::backend::{Backend, Predictor};
-use crate::config::{Objective, TrainConfig};
+use crate::config::{MultiStrategy, Objective, TrainConfig};
 use crate::data::{FeatureColumn, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
 use crate::params::TaskKind;
@@ -136,6 +136,19 @@ impl Model {
         self.trees.len()
     }
 
+    /// Whether each round is one vector-leaf tree (`multi_strategy="multi_output_tree"`),
+    /// stored as one tree per output that share the round's structure.
+    pub fn is_vector_leaf(&self) -> bool {
+        self.config.multi_strategy == MultiStrategy::MultiOutputTree
+    }
+
+    /// The trees as the model's rounds grew them: every tree, or one per round of a
+    /// vector-leaf model (whose outputs' trees share its splits, gains and covers).
+    pub(crate) fn distinct_trees(&self) -> impl Iterator<Item = &Tree> {
+        let step = if self.is_vector_leaf() { self.n_outputs } else { 1 };
+        self.trees.iter().step_by(step)
+    }
+
     /// Boosting rounds in the model (trees per output).
     pub fn num_rounds(&self) -> usize {
         self.trees.len() / self.n_outputs
@@ -219,7 +232,16 @@ impl Model {
             }
         }
         let columns = self.bind(frame)?;
-        forest.predict(&columns, n, base_margin, output)
+        let predictions = forest.predict(&columns, n, base_margin, output)?;
+        Ok(match predictions {
+            // A vector-leaf round is one tree: one leaf a round, as XGBoost reports it.
+            Predictions::Index { values, width } if output == PredictOutput::Leaf && self.is_vector_leaf() => {
+                let k = self.n_outputs;
+                let values = values.chunks(width).flat_map(|row| row.iter().step_by(k).copied()).collect();
+                Predictions::Index { values, width: width / k }
+            }
+            p => p,
+        })
     }
 
     /// Like [`Model::predict`], with a per-row starting margin in place of the base score.

@@ -13,8 +13,9 @@ use super::Model;
 pub struct TreeTable {
     pub tree: Vec<i64>,
     /// The output the tree adds to (a class, quantile or target; 0 for one-output models),
-    /// XGBoost's `tree_info`: XGBoost 3.4's `Target` column.
-    pub target: Vec<i64>,
+    /// XGBoost's `tree_info`: XGBoost 3.4's `Target` column. A vector-leaf tree (XGBoost 3.4's
+    /// layout): None for its splits, and each leaf once per output, with the output here.
+    pub target: Vec<Option<i64>>,
     pub node: Vec<i64>,
     pub id: Vec<String>,
     /// The split feature's name; `"Leaf"` for leaves.
@@ -47,28 +48,38 @@ fn decimal(x: f32) -> Option<f64> {
 }
 
 impl Model {
-    /// Every node of every tree, one row each.
+    /// Every node of every tree, one row each. A vector-leaf round is one tree, as XGBoost 3.4
+    /// lists it: its splits once, without a target, and each leaf once per output.
     pub fn trees_table(&self) -> TreeTable {
         let mut t = TreeTable::default();
-        for (i, tree) in self.trees.iter().enumerate() {
+        let per_round = if self.is_vector_leaf() { self.n_outputs } else { 1 };
+        for (i, round) in self.trees.chunks(per_round).enumerate() {
+            let tree = &round[0];
             let id = |n: u32| format!("{i}-{n}");
+            let target = |output: usize| Some(if per_round > 1 { output } else { i % self.n_outputs } as i64);
             for n in 0..tree.n_nodes() {
                 let k = n as u32;
-                t.tree.push(i as i64);
-                t.target.push((i % self.n_outputs) as i64);
-                t.node.push(n as i64);
-                t.id.push(id(k));
-                t.cover.push(decimal(tree.cover[n]));
+                let row = |t: &mut TreeTable, target: Option<i64>| {
+                    t.tree.push(i as i64);
+                    t.target.push(target);
+                    t.node.push(n as i64);
+                    t.id.push(id(k));
+                    t.cover.push(decimal(tree.cover[n]));
+                };
                 if tree.is_leaf(k) {
-                    t.feature.push("Leaf".into());
-                    t.split.push(None);
-                    t.category.push(None);
-                    t.yes.push(None);
-                    t.no.push(None);
-                    t.missing.push(None);
-                    t.gain.push(decimal(tree.value[n]));
+                    for (output, out) in round.iter().enumerate() {
+                        row(&mut t, target(output));
+                        t.feature.push("Leaf".into());
+                        t.split.push(None);
+                        t.category.push(None);
+                        t.yes.push(None);
+                        t.no.push(None);
+                        t.missing.push(None);
+                        t.gain.push(decimal(out.value[n]));
+                    }
                     continue;
                 }
+                row(&mut t, if per_round > 1 { None } else { target(0) });
                 t.gain.push(decimal(tree.gain[n]));
                 let info = &self.features[tree.feature[n] as usize];
                 t.feature.push(info.name.clone());
@@ -154,7 +165,7 @@ mod tests {
         let t = model().trees_table();
         let s = |v: &str| Some(v.to_string());
         assert_eq!(t.tree, [0, 0, 0, 0, 0, 1]);
-        assert_eq!(t.target, [0; 6]);
+        assert_eq!(t.target, [Some(0); 6]);
         assert_eq!(t.node, [0, 1, 2, 3, 4, 0]);
         assert_eq!(t.id, ["0-0", "0-1", "0-2", "0-3", "0-4", "1-0"]);
         assert_eq!(t.feature, ["x", "colour", "Leaf", "Leaf", "Leaf", "Leaf"]);
@@ -173,7 +184,23 @@ mod tests {
     fn target_is_the_output_each_tree_adds_to() {
         // Two outputs (classes, quantiles or targets): trees round-major, 0 then 1.
         let m = Model { n_outputs: 2, base_margin: vec![0.0, 0.0], ..model() };
-        assert_eq!(m.trees_table().target, [0, 0, 0, 0, 0, 1]);
+        assert_eq!(m.trees_table().target, [0, 0, 0, 0, 0, 1].map(Some));
+    }
+
+    #[test]
+    fn a_vector_leaf_round_is_one_tree_with_a_leaf_row_per_output() {
+        let mut m = Model { n_outputs: 2, base_margin: vec![0.0, 0.0], ..model() };
+        m.config.multi_strategy = crate::config::MultiStrategy::MultiOutputTree;
+        let mut second = m.trees[0].clone();
+        second.value.iter_mut().for_each(|v| *v *= -2.0);
+        m.trees[1] = second;
+        let t = m.trees_table();
+        assert_eq!(t.tree, [0; 8]);
+        assert_eq!(t.node, [0, 1, 2, 2, 3, 3, 4, 4]);
+        assert_eq!(t.target, [None, None, Some(0), Some(1), Some(0), Some(1), Some(0), Some(1)]);
+        assert_eq!(t.feature[..3], ["x".to_string(), "colour".into(), "Leaf".into()]);
+        let g = [Some(2.5), Some(1.0), Some(-0.5), Some(1.0), Some(0.75), Some(-1.5), Some(0.125), Some(-0.25)];
+        assert_eq!(t.gain, g);
     }
 
     #[test]

@@ -98,6 +98,9 @@ pub struct TreeContext<'a> {
     /// The features this tree may split on (sorted).
     pub tree_features: &'a [u32],
     pub seed: u64,
+    /// A vector-leaf tree's quantiser of each output (`quantiser` is then unused); empty for
+    /// a scalar tree.
+    pub outputs: &'a [Quantiser],
 }
 
 impl TreeContext<'_> {
@@ -142,6 +145,30 @@ impl TreeContext<'_> {
     pub fn cover(&self, total: GradSum) -> f32 {
         self.quantiser.to_float(total).1 as f32
     }
+
+    /// Whether the tree holds a vector in each leaf (one value per output).
+    pub fn is_vector(&self) -> bool {
+        !self.outputs.is_empty()
+    }
+
+    /// A vector-leaf node's weight of each output for its sums (before the learning rate),
+    /// each within its output's bounds `limits` (monotone constraints bound every output).
+    pub fn vector_weights(&self, sums: &[GradSum], limits: &[NodeLimits]) -> Vec<f64> {
+        self.outputs
+            .iter()
+            .zip(sums)
+            .zip(limits)
+            .map(|((q, &s), limits)| {
+                let (g, h) = q.to_float(s);
+                limits.clamp(self.params.split.weight(g, h))
+            })
+            .collect()
+    }
+
+    /// A vector-leaf node's cover: its hessian summed over the outputs (XGBoost's `sum_hessian`).
+    pub fn vector_cover(&self, sums: &[GradSum]) -> f32 {
+        self.outputs.iter().zip(sums).map(|(q, &s)| q.to_float(s).1).sum::<f64>() as f32
+    }
 }
 
 /// A leaf that may still split: where it is in the tree, its gradient sum, what the splits
@@ -154,20 +181,43 @@ pub struct Open<N> {
     pub key: u64,
     pub depth: usize,
     pub total: GradSum,
+    /// A vector-leaf node's sums of each output (`total` is then unused); empty for a scalar tree.
+    pub sums: Vec<GradSum>,
+    /// What the splits above allow the node; a vector-leaf node's weight bounds are each
+    /// output's, in `output_limits` (its `limits` then carry the path alone).
     pub limits: NodeLimits,
+    /// A vector-leaf node's weight bounds of each output; empty for a scalar tree.
+    pub output_limits: Vec<NodeLimits>,
     pub best: Option<SplitCandidate>,
     pub state: N,
 }
 
 impl<N> Open<N> {
-    fn new(node: u32, key: u64, depth: usize, total: GradSum, limits: NodeLimits, state: N) -> Self {
-        Open { node, key, depth, total, limits, best: None, state }
+    fn new(
+        node: u32,
+        key: u64,
+        depth: usize,
+        sums: ChildSums,
+        limits: (NodeLimits, Vec<NodeLimits>),
+        state: N,
+    ) -> Self {
+        let ((total, sums), (limits, output_limits)) = (sums, limits);
+        Open { node, key, depth, total, sums, limits, output_limits, best: None, state }
     }
 
     pub(super) fn gain(&self) -> f64 {
         self.best.as_ref().map_or(f64::NEG_INFINITY, |b| b.gain)
     }
 }
+
+/// A node's gradient sum and, for a vector-leaf node, each output's.
+type ChildSums = (GradSum, Vec<GradSum>);
+
+/// A vector-leaf split's bounds of each output, in its left and right child.
+type OutputLimits = [Vec<NodeLimits>; 2];
+
+/// What a split's children start from: their ids, path keys, limits and output bounds.
+type ChildNodes = ([u32; 2], [u64; 2], [NodeLimits; 2], OutputLimits);
 
 /// A split applied to the tree, whose rows the backend now routes to `children`.
 pub struct Expansion<N> {
@@ -283,19 +333,74 @@ pub fn grow_tree_in_batches<S: GrowSteps>(
     total: GradSum,
     lossguide_batch: usize,
 ) -> Result<Tree> {
-    let params = ctx.params;
     let root_limits = NodeLimits::root();
-    let mut tree = Tree::leaf(ctx.leaf_value(total, &root_limits), ctx.cover(total));
-    let mut open = Vec::new();
-    if params.can_split_at(0) {
-        let root = Open::new(0, 0, 0, total, root_limits, steps.build_root(ctx)?);
-        open = evaluate_splittable(steps, vec![root], ctx)?;
+    let tree = Tree::leaf(ctx.leaf_value(total, &root_limits), ctx.cover(total));
+    let open = open_root(steps, ctx, (total, Vec::new()))?;
+    if ctx.params.policy == GrowPolicy::Lossguide {
+        let [tree] =
+            <[Tree; 1]>::try_from(super::lossguide::grow(steps, ctx, cuts, vec![tree], open, lossguide_batch.max(1))?)
+                .expect("one tree in, one out");
+        return Ok(tree);
     }
-    if params.policy == GrowPolicy::Lossguide {
-        return super::lossguide::grow(steps, ctx, cuts, tree, open, lossguide_batch.max(1));
+    let mut trees = [tree];
+    grow_depthwise(steps, &mut trees, open, cuts, ctx)?;
+    let [tree] = trees;
+    Ok(tree)
+}
+
+/// Grows one vector-leaf tree (`ctx.outputs` holds each output's quantiser) whose rows sum to
+/// `sums` (one per output), depth-wise or loss-guided: the tree of each output, which share
+/// every split and differ in their leaf values. Their covers are the node's hessian summed
+/// over the outputs.
+pub fn grow_vector_tree<S: GrowSteps>(
+    steps: &mut S,
+    ctx: &TreeContext,
+    cuts: &[FeatureCuts],
+    sums: Vec<GradSum>,
+) -> Result<Vec<Tree>> {
+    if !ctx.is_vector() || sums.len() != ctx.outputs.len() {
+        return Err(crate::error::Error::param(
+            "multi_strategy",
+            "\"multi_output_tree\" grows a tree from one quantiser and one sum per output",
+        ));
     }
-    // Depth-wise: a whole level at a time, best first, so that `max_leaves` cuts the same
-    // nodes on every backend.
+    let cover = ctx.vector_cover(&sums);
+    let root_limits = vec![NodeLimits::root(); sums.len()];
+    let weights = ctx.vector_weights(&sums, &root_limits);
+    let mut trees: Vec<Tree> = weights.into_iter().map(|w| Tree::leaf(ctx.output(w), cover)).collect();
+    let open = open_root(steps, ctx, (GradSum::default(), sums))?;
+    if ctx.params.policy == GrowPolicy::Lossguide {
+        return super::lossguide::grow(steps, ctx, cuts, trees, open, LOSSGUIDE_BATCH);
+    }
+    grow_depthwise(steps, &mut trees, open, cuts, ctx)?;
+    Ok(trees)
+}
+
+/// The root as an open node, evaluated, when it may split (else nothing is open).
+fn open_root<S: GrowSteps>(
+    steps: &mut S,
+    ctx: &TreeContext,
+    sums: (GradSum, Vec<GradSum>),
+) -> Result<Vec<Open<S::Node>>> {
+    if !ctx.params.can_split_at(0) {
+        return Ok(Vec::new());
+    }
+    let output_limits = vec![NodeLimits::root(); sums.1.len()];
+    let root = Open::new(0, 0, 0, sums, (NodeLimits::root(), output_limits), steps.build_root(ctx)?);
+    evaluate_splittable(steps, vec![root], ctx)
+}
+
+/// Depth-wise growth of `trees` (one scalar tree, or a vector-leaf tree's one per output,
+/// which share their structure) from the open nodes `open`: a whole level at a time, best
+/// first, so that `max_leaves` cuts the same nodes on every backend.
+fn grow_depthwise<S: GrowSteps>(
+    steps: &mut S,
+    trees: &mut [Tree],
+    mut open: Vec<Open<S::Node>>,
+    cuts: &[FeatureCuts],
+    ctx: &TreeContext,
+) -> Result<()> {
+    let params = ctx.params;
     let mut n_leaves = 1;
     while !open.is_empty() {
         let mut level = std::mem::take(&mut open);
@@ -308,37 +413,47 @@ pub fn grow_tree_in_batches<S: GrowSteps>(
             break;
         }
         n_leaves += level.len();
-        open = expand(steps, &mut tree, level, cuts, ctx)?;
+        open = expand(steps, trees, level, cuts, ctx)?;
     }
     for o in open {
         steps.discard(o.state);
     }
-    Ok(tree)
+    Ok(())
 }
 
-/// Expands `nodes` (each with its best split) in `tree`: writes their splits, has the
-/// backend route their rows and build their children's histograms, and evaluates the
-/// children. Returns the children that can split in turn.
+/// Expands `nodes` (each with its best split) in `trees` (one scalar tree, or a vector-leaf
+/// tree's one per output): writes their splits, has the backend route their rows (by the
+/// first tree: all share their splits) and build their children's histograms, and evaluates
+/// the children. Returns the children that can split in turn.
 pub(super) fn expand<S: GrowSteps>(
     steps: &mut S,
-    tree: &mut Tree,
+    trees: &mut [Tree],
     nodes: Vec<Open<S::Node>>,
     cuts: &[FeatureCuts],
     ctx: &TreeContext,
 ) -> Result<Vec<Open<S::Node>>> {
-    let expansions: Vec<Expansion<S::Node>> = nodes.into_iter().map(|o| apply_split(tree, o, cuts, ctx)).collect();
-    let sums: Vec<(usize, GradSum, GradSum)> =
-        expansions.iter().map(|e| (e.depth + 1, e.split.left, e.split.right)).collect();
-    let children_nodes: Vec<([u32; 2], [u64; 2], [NodeLimits; 2])> =
-        expansions.iter().map(|e| (e.children, child_keys(e.key), e.child_limits.clone())).collect();
-    let built = steps.partition_and_build(tree, expansions, ctx)?;
+    let (expansions, output_limits): (Vec<Expansion<S::Node>>, Vec<OutputLimits>) =
+        nodes.into_iter().map(|o| apply_split(trees, o, cuts, ctx)).unzip();
+    let sums: Vec<(usize, ChildSums, ChildSums)> = expansions
+        .iter()
+        .map(|e| {
+            let s = &e.split;
+            (e.depth + 1, (s.left, s.left_sums.clone()), (s.right, s.right_sums.clone()))
+        })
+        .collect();
+    let children_nodes: Vec<ChildNodes> = expansions
+        .iter()
+        .zip(output_limits)
+        .map(|(e, outputs)| (e.children, child_keys(e.key), e.child_limits.clone(), outputs))
+        .collect();
+    let built = steps.partition_and_build(&trees[0], expansions, ctx)?;
     let mut children = Vec::new();
-    for ((states, (depth, left, right)), ([l, r], [lk, rk], [ll, rl])) in
+    for ((states, (depth, left, right)), ([l, r], [lk, rk], [ll, rl], [lo, ro])) in
         built.into_iter().zip(sums).zip(children_nodes)
     {
         if let Some([ls, rs]) = states {
-            children.push(Open::new(l, lk, depth, left, ll, ls));
-            children.push(Open::new(r, rk, depth, right, rl, rs));
+            children.push(Open::new(l, lk, depth, left, (ll, lo), ls));
+            children.push(Open::new(r, rk, depth, right, (rl, ro), rs));
         }
     }
     evaluate_splittable(steps, children, ctx)
@@ -365,14 +480,35 @@ fn evaluate_splittable<S: GrowSteps>(
     Ok(keep)
 }
 
-/// Writes `o`'s best split into the tree: threshold from the cut points, children's values
-/// (within `o`'s bounds) and covers from the split's sums.
-fn apply_split<N>(tree: &mut Tree, o: Open<N>, cuts: &[FeatureCuts], ctx: &TreeContext) -> Expansion<N> {
+/// Writes `o`'s best split into the trees: threshold from the cut points, children's values
+/// (within `o`'s bounds; each output's in its own tree) and covers from the split's sums.
+/// Returns the expansion and, for a vector-leaf node, each output's bounds in each child.
+fn apply_split<N>(
+    trees: &mut [Tree],
+    o: Open<N>,
+    cuts: &[FeatureCuts],
+    ctx: &TreeContext,
+) -> (Expansion<N>, OutputLimits) {
     let split = o.best.expect("only nodes with a split are expanded");
     let p = ctx.params;
-    let left_weight = p.leaf_weight(&ctx.quantiser, split.left, &o.limits);
-    let right_weight = p.leaf_weight(&ctx.quantiser, split.right, &o.limits);
-    let child_limits = o.limits.children(&p.constraints, split.feature, left_weight, right_weight);
+    let (left_weights, right_weights, covers) = if ctx.is_vector() {
+        let covers = (ctx.vector_cover(&split.left_sums), ctx.vector_cover(&split.right_sums));
+        let limits = &o.output_limits;
+        (ctx.vector_weights(&split.left_sums, limits), ctx.vector_weights(&split.right_sums, limits), covers)
+    } else {
+        let left = p.leaf_weight(&ctx.quantiser, split.left, &o.limits);
+        let right = p.leaf_weight(&ctx.quantiser, split.right, &o.limits);
+        (vec![left], vec![right], (ctx.cover(split.left), ctx.cover(split.right)))
+    };
+    // A vector-leaf node's shared limits carry the path (their bounds are output 0's, and
+    // unread); each output's bounds split at the midpoint of that output's two weights.
+    let child_limits = o.limits.children(&p.constraints, split.feature, left_weights[0], right_weights[0]);
+    let (mut left_outputs, mut right_outputs) = (Vec::new(), Vec::new());
+    for ((limits, &lw), &rw) in o.output_limits.iter().zip(&left_weights).zip(&right_weights) {
+        let [l, r] = limits.children(&p.constraints, split.feature, lw, rw);
+        left_outputs.push(l);
+        right_outputs.push(r);
+    }
     let spec = SplitSpec {
         feature: split.feature,
         threshold: if split.is_categorical() { 0.0 } else { cuts[split.feature as usize].upper_bound(split.split_bin) },
@@ -381,13 +517,12 @@ fn apply_split<N>(tree: &mut Tree, o: Open<N>, cuts: &[FeatureCuts], ctx: &TreeC
         left_categories: &split.left_categories,
         gain: split.gain as f32,
     };
-    let (l, r) = tree.split(
-        o.node,
-        &spec,
-        (ctx.output(left_weight), ctx.cover(split.left)),
-        (ctx.output(right_weight), ctx.cover(split.right)),
-    );
-    Expansion {
+    let mut children = (0, 0);
+    for ((tree, &lw), &rw) in trees.iter_mut().zip(&left_weights).zip(&right_weights) {
+        children = tree.split(o.node, &spec, (ctx.output(lw), covers.0), (ctx.output(rw), covers.1));
+    }
+    let (l, r) = children;
+    let expansion = Expansion {
         node: o.node,
         key: o.key,
         depth: o.depth,
@@ -396,7 +531,8 @@ fn apply_split<N>(tree: &mut Tree, o: Open<N>, cuts: &[FeatureCuts], ctx: &TreeC
         split,
         children: [l, r],
         state: o.state,
-    }
+    };
+    (expansion, [left_outputs, right_outputs])
 }
 
 /// The path keys ([`Open::key`]) of a node's left and right children.

@@ -45,16 +45,17 @@ struct Known {
     strict: Option<u32>,
 }
 
-/// Grows the rest of a loss-guided tree: `work` holds the root leaf and `open` the root, if
-/// it can split. At most `max_batch` leaves are expanded at once.
+/// Grows the rest of a loss-guided tree: `trees` holds the root leaf (one scalar tree, or a
+/// vector-leaf tree's one per output, which share their splits) and `open` the root, if it
+/// can split. At most `max_batch` leaves are expanded at once.
 pub(super) fn grow<S: GrowSteps>(
     steps: &mut S,
     ctx: &TreeContext,
     cuts: &[FeatureCuts],
-    mut work: Tree,
+    mut trees: Vec<Tree>,
     mut open: Vec<Open<S::Node>>,
     max_batch: usize,
-) -> Result<Tree> {
+) -> Result<Vec<Tree>> {
     let max_leaves = ctx.params.max_leaves;
     let mut known = vec![Known { strict: Some(0), ..Known::default() }];
     for o in &open {
@@ -71,13 +72,13 @@ pub(super) fn grow<S: GrowSteps>(
         let w = frontier[i] as usize;
         if !known[w].expanded {
             let budget = if max_leaves == 0 { usize::MAX } else { max_leaves - n_leaves };
-            for n in plan_batch(w as u32, &frontier, &known, &work, budget, max_batch) {
+            for n in plan_batch(w as u32, &frontier, &known, &trees[0], budget, max_batch) {
                 known[n as usize].expanded = true;
             }
             let (batch, rest): (Vec<_>, Vec<_>) = open.into_iter().partition(|o| known[o.node as usize].expanded);
             open = rest;
-            let children = expand(steps, &mut work, batch, cuts, ctx)?;
-            known.resize(work.n_nodes(), Known::default());
+            let children = expand(steps, &mut trees, batch, cuts, ctx)?;
+            known.resize(trees[0].n_nodes(), Known::default());
             for c in &children {
                 known[c.node as usize].gain = Some(c.gain());
             }
@@ -87,7 +88,7 @@ pub(super) fn grow<S: GrowSteps>(
         frontier.swap_remove(i);
         committed.push(w as u32);
         n_leaves += 1;
-        for c in [work.left[w], work.right[w]] {
+        for c in [trees[0].left[w], trees[0].right[w]] {
             let c = c as usize;
             known[c].strict = Some(next_id);
             next_id += 1;
@@ -99,7 +100,7 @@ pub(super) fn grow<S: GrowSteps>(
     for o in open {
         steps.discard(o.state);
     }
-    rebuild(steps, &work, &committed)
+    rebuild(steps, &trees, &committed)
 }
 
 /// The frontier's leaf the strict order splits next: the largest gain, ties to the lower id.
@@ -163,21 +164,26 @@ impl PartialEq for Ranked {
 
 impl Eq for Ranked {}
 
-/// The final tree: the committed splits of `work`, replayed in commit order (which gives
-/// every node its strict id); the backend learns the new ids.
-fn rebuild<S: GrowSteps>(steps: &mut S, work: &Tree, committed: &[u32]) -> Result<Tree> {
-    let mut tree = Tree::leaf(work.value[0], work.cover[0]);
+/// The final trees: the committed splits of the working trees `works`, replayed in commit
+/// order (which gives every node its strict id; the trees share their splits, so their ids);
+/// the backend learns the new ids.
+fn rebuild<S: GrowSteps>(steps: &mut S, works: &[Tree], committed: &[u32]) -> Result<Vec<Tree>> {
+    let work = &works[0];
+    let mut trees: Vec<Tree> = works.iter().map(|w| Tree::leaf(w.value[0], w.cover[0])).collect();
     let mut ids = vec![NO_CHILD; work.n_nodes()];
     ids[0] = 0;
     for &w in committed {
-        let (l, r) = tree.split_as(ids[w as usize], work, w);
-        ids[work.left[w as usize] as usize] = l;
-        ids[work.right[w as usize] as usize] = r;
+        let mut children = (0, 0);
+        for (tree, from) in trees.iter_mut().zip(works) {
+            children = tree.split_as(ids[w as usize], from, w);
+        }
+        ids[work.left[w as usize] as usize] = children.0;
+        ids[work.right[w as usize] as usize] = children.1;
     }
     let merged: Vec<u32> = (0..work.n_nodes() as u32)
-        .filter(|&w| ids[w as usize] != NO_CHILD && !work.is_leaf(w) && tree.is_leaf(ids[w as usize]))
+        .filter(|&w| ids[w as usize] != NO_CHILD && !work.is_leaf(w) && trees[0].is_leaf(ids[w as usize]))
         .map(|w| ids[w as usize])
         .collect();
     steps.renumber(&ids, &merged)?;
-    Ok(tree)
+    Ok(trees)
 }

@@ -9,6 +9,7 @@ mod lossguide;
 pub mod model;
 pub mod shap;
 pub mod split;
+pub mod split_vector;
 
 pub use constraints::{Constraints, NodeLimits};
 pub use gradient::{GradPair, GradSum, Quantiser, Weighting};

@@ -125,6 +125,20 @@ impl Tree {
         self.split(node, &spec, (from.value[l], from.cover[l]), (from.value[r], from.cover[r]))
     }
 
+    /// Whether `other` has the same nodes and splits (values, gains and covers aside): the
+    /// trees of a vector-leaf round do.
+    pub fn same_splits(&self, other: &Tree) -> bool {
+        self.left == other.left
+            && self.right == other.right
+            && self.feature == other.feature
+            && self.threshold == other.threshold
+            && self.split_bin == other.split_bin
+            && self.default_left == other.default_left
+            && self.category_start == other.category_start
+            && self.category_len == other.category_len
+            && self.category_words == other.category_words
+    }
+
     pub fn n_nodes(&self) -> usize {
         self.left.len()
     }

@@ -18,7 +18,7 @@ use super::gradient::{GradSum, Quantiser};
 const BLOCK: usize = 64;
 
 /// Gains at or below this are rounding noise, not a split (XGBoost's `kRtEps`).
-const MIN_GAIN: f64 = 1e-6;
+pub(super) const MIN_GAIN: f64 = 1e-6;
 
 /// The regularisation that shapes splits and leaf values.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -115,6 +115,10 @@ pub struct SplitCandidate {
     pub default_left: bool,
     pub left: GradSum,
     pub right: GradSum,
+    /// A vector-leaf tree's sums of each output on each side ([`super::split_vector`]);
+    /// empty for a scalar tree, whose sums are `left` and `right`.
+    pub left_sums: Vec<GradSum>,
+    pub right_sums: Vec<GradSum>,
 }
 
 impl SplitCandidate {
@@ -238,6 +242,8 @@ impl<'a> SplitScorer<'a> {
             default_left,
             left,
             right: self.total - left,
+            left_sums: Vec::new(),
+            right_sums: Vec::new(),
         })
     }
 
@@ -297,6 +303,8 @@ impl<'a> SplitScorer<'a> {
             default_left,
             left,
             right: self.total - left,
+            left_sums: Vec::new(),
+            right_sums: Vec::new(),
         })
     }
 
@@ -426,6 +434,8 @@ impl<'a> SplitScorer<'a> {
             default_left,
             left,
             right: self.total - left,
+            left_sums: Vec::new(),
+            right_sums: Vec::new(),
         })
     }
 

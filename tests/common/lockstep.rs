@@ -81,7 +81,9 @@ fn with_state<N, M>(o: &Open<N>, state: M) -> Open<M> {
         key: o.key,
         depth: o.depth,
         total: o.total,
+        sums: o.sums.clone(),
         limits: o.limits.clone(),
+        output_limits: o.output_limits.clone(),
         best: o.best.clone(),
         state,
     }
@@ -113,7 +115,9 @@ impl<A: GrowSteps, B: GrowSteps> GrowSteps for Lockstep<A, B> {
                 key: b.key,
                 depth: b.depth,
                 total: b.total,
+                sums: b.sums,
                 limits: b.limits,
+                output_limits: b.output_limits,
                 best: b.best,
                 state: (),
             });
@@ -233,7 +237,7 @@ pub fn grow_in_lockstep<A: GrowSteps, B: GrowSteps>(
     tree_features: &[u32],
     seed: u64,
 ) -> std::result::Result<Tree, String> {
-    let ctx = TreeContext { params: &setup.grow, quantiser: start.0, tree_features, seed };
+    let ctx = TreeContext { params: &setup.grow, quantiser: start.0, tree_features, seed, outputs: &[] };
     let grown = grow_tree(both, &ctx, &setup.cuts, start.1);
     match (&both.divergence, grown) {
         (Some(d), _) => Err(d.clone()),

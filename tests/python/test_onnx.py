@@ -165,3 +165,18 @@ def test_a_feature_named_as_an_output_is_an_error():
     model = polars_gbt.train(df, target="y", n_estimators=2)
     with pytest.raises(polars_gbt.ColumnError, match="column `value`: a feature of this name cannot be an input"):
         model.to_onnx()
+
+
+def test_vector_leaf_models():
+    """multi_strategy="multi_output_tree": a round's trees (one per output, the same splits)
+    export as any model of several outputs."""
+    train = _categorical_frame(6000, 40, 4)
+    test = with_nulls(_categorical_frame(1000, 45, 5), ["x"])
+    model = polars_gbt.train(train.drop("label"), target="cls", objective="multi:softprob", num_class=3,
+                             n_estimators=20, multi_strategy="multi_output_tree")
+    assert model.params["multi_strategy"] == "multi_output_tree"
+    check(model, test)
+    two = train.with_columns(label2=pl.col("x") * 2)
+    model = polars_gbt.train(two.drop("cls"), target=["label", "label2"], n_estimators=20,
+                             multi_strategy="multi_output_tree")
+    check(model, test.with_columns(label2=pl.col("x") * 2))

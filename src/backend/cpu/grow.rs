@@ -18,10 +18,12 @@ use crate::error::Result;
 use crate::tree::gradient::QuantGrad;
 use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
 use crate::tree::split::{SplitCandidate, SplitScorer};
+use crate::tree::split_vector::VectorScorer;
 use crate::tree::{GradSum, Tree};
 
 /// A node's handle on the CPU: its id (its rows are the partition's), its histogram and its
-/// row count (both over every worker's rows in a distributed fit).
+/// row count (both over every worker's rows in a distributed fit). A vector-leaf tree's
+/// histogram holds each output's histogram in turn (output-major, `layout.total_slots()` each).
 pub struct CpuNode {
     node: u32,
     hist: Vec<GradSum>,
@@ -32,7 +34,9 @@ pub struct CpuNode {
 pub struct CpuSteps<'a> {
     binned: &'a BinnedMatrix,
     cuts: &'a [FeatureCuts],
-    grads: &'a [QuantGrad],
+    /// Each output's quantised gradients: one for a scalar tree, one per output for a
+    /// vector-leaf tree.
+    grads: Vec<&'a [QuantGrad]>,
     layout: HistLayout,
     /// Sums the histograms and row counts over the workers of a distributed fit.
     comm: &'a dyn Collective,
@@ -50,6 +54,17 @@ impl<'a> CpuSteps<'a> {
         rows: Vec<u32>,
         chunk_rows: usize,
     ) -> Self {
+        Self::for_outputs(binned, cuts, vec![grads], rows, chunk_rows)
+    }
+
+    /// Steps of a vector-leaf tree: `grads` holds each output's quantised gradients.
+    pub fn for_outputs(
+        binned: &'a BinnedMatrix,
+        cuts: &'a [FeatureCuts],
+        grads: Vec<&'a [QuantGrad]>,
+        rows: Vec<u32>,
+        chunk_rows: usize,
+    ) -> Self {
         CpuSteps {
             binned,
             cuts,
@@ -64,6 +79,11 @@ impl<'a> CpuSteps<'a> {
     /// over the workers through `comm` before any decision reads them.
     pub fn with_collective(self, comm: &'a dyn Collective) -> Self {
         CpuSteps { comm, ..self }
+    }
+
+    /// The tree's rows by node, the steps done (their borrows of the gradients end here).
+    pub fn into_partition(self) -> RowPartition {
+        self.partition
     }
 
     /// Sums `hists` and `counts` over the workers, in one operation.
@@ -84,20 +104,36 @@ impl<'a> CpuSteps<'a> {
         Ok(())
     }
 
-    /// The rows' gradient sum: the root's total.
+    /// The rows' gradient sum: the root's total (a vector-leaf tree's first output's).
     pub fn total(&self) -> GradSum {
-        self.partition
-            .rows
-            .par_iter()
-            .fold(GradSum::default, |mut s, &r| {
-                s += self.grads[r as usize];
-                s
+        self.totals()[0]
+    }
+
+    /// The rows' gradient sum of each output.
+    pub fn totals(&self) -> Vec<GradSum> {
+        self.grads
+            .iter()
+            .map(|grads| {
+                self.partition
+                    .rows
+                    .par_iter()
+                    .fold(GradSum::default, |mut s, &r| {
+                        s += grads[r as usize];
+                        s
+                    })
+                    .reduce(GradSum::default, |a, b| a + b)
             })
-            .reduce(GradSum::default, |a, b| a + b)
+            .collect()
     }
 
     fn empty_histogram(&self) -> Vec<GradSum> {
-        vec![GradSum::default(); self.layout.total_slots()]
+        vec![GradSum::default(); self.layout.total_slots() * self.grads.len()]
+    }
+
+    /// Output `k`'s histogram within a node's.
+    fn output_slots(&self, k: usize) -> std::ops::Range<usize> {
+        let s = self.layout.total_slots();
+        k * s..(k + 1) * s
     }
 }
 
@@ -106,8 +142,10 @@ impl GrowSteps for CpuSteps<'_> {
 
     fn build_root(&mut self, ctx: &TreeContext) -> Result<CpuNode> {
         let mut hist = self.empty_histogram();
-        let task = HistTask { rows: self.partition.rows_of(0), hist: &mut hist };
-        build_histograms(self.binned, &self.layout, self.grads, ctx.tree_features, vec![task]);
+        for (k, grads) in self.grads.iter().enumerate() {
+            let task = HistTask { rows: self.partition.rows_of(0), hist: &mut hist[self.output_slots(k)] };
+            build_histograms(self.binned, &self.layout, grads, ctx.tree_features, vec![task]);
+        }
         let mut rows = [self.partition.rows_of(0).len() as u64];
         self.reduce(&mut [&mut hist], &mut rows)?;
         Ok(CpuNode { node: 0, hist, rows: rows[0] })
@@ -124,8 +162,22 @@ impl GrowSteps for CpuSteps<'_> {
             .par_iter()
             .map(|&(i, f)| {
                 let o = &nodes[i];
-                let hist = self.layout.feature(&o.state.hist, f as usize);
                 let rows = o.state.rows as u32;
+                if ctx.is_vector() {
+                    let hists: Vec<&[GradSum]> = (0..self.grads.len())
+                        .map(|k| self.layout.feature(&o.state.hist[self.output_slots(k)], f as usize))
+                        .collect();
+                    let monotone = &ctx.params.constraints.monotone;
+                    let scorer =
+                        VectorScorer::new(&ctx.params.split, ctx.outputs, &o.sums, rows, &o.output_limits, monotone);
+                    let best = if self.cuts[f as usize].is_categorical() {
+                        scorer.best_categorical(f, &hists)
+                    } else {
+                        scorer.best_numeric(f, &hists)
+                    };
+                    return (i, best);
+                }
+                let hist = self.layout.feature(&o.state.hist, f as usize);
                 let monotone = &ctx.params.constraints.monotone;
                 let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, o.total, rows, &o.limits, monotone);
                 let best = if self.cuts[f as usize].is_categorical() {
@@ -158,23 +210,38 @@ impl GrowSteps for CpuSteps<'_> {
     ) -> Result<Vec<Option<[CpuNode; 2]>>> {
         let jobs: Vec<(u32, u32, u32, usize)> =
             expansions.iter().map(|e| (e.node, e.children[0], e.children[1], e.split.feature as usize)).collect();
-        let small_left: Vec<Option<bool>> =
-            expansions.iter().map(|e| e.grow_children.then_some(e.split.left.h <= e.split.right.h)).collect();
+        let small_left: Vec<Option<bool>> = expansions
+            .iter()
+            .map(|e| {
+                let s = &e.split;
+                let left_is_small = if ctx.is_vector() {
+                    ctx.vector_cover(&s.left_sums) <= ctx.vector_cover(&s.right_sums)
+                } else {
+                    s.left.h <= s.right.h
+                };
+                e.grow_children.then_some(left_is_small)
+            })
+            .collect();
         let small_hists: Vec<Option<Mutex<Vec<GradSum>>>> =
             small_left.iter().map(|s| s.map(|_| Mutex::new(self.empty_histogram()))).collect();
-        let (binned, layout, grads, features) = (self.binned, &self.layout, self.grads, ctx.tree_features);
+        let (binned, layout, grads, features) = (self.binned, &self.layout, &self.grads, ctx.tree_features);
         let observe = |k: usize, left: &[u32], right: &[u32]| {
             let (Some(is_left), Some(total)) = (small_left[k], &small_hists[k]) else { return };
             let rows = if is_left { left } else { right };
             // A node of one piece (or the first of several to get here) adds into the total
             // directly; a piece that would wait builds its own and adds it after. Integer sums:
-            // the result is the same either way.
+            // the result is the same either way. One histogram per output (vector leaves).
+            let slots = layout.total_slots();
             if let Ok(mut total) = total.try_lock() {
-                add_histogram(binned, layout, grads, features, rows, &mut total);
+                for (out, g) in total.chunks_mut(slots).zip(grads) {
+                    add_histogram(binned, layout, g, features, rows, out);
+                }
                 return;
             }
-            let mut hist = vec![GradSum::default(); layout.total_slots()];
-            add_histogram(binned, layout, grads, features, rows, &mut hist);
+            let mut hist = vec![GradSum::default(); slots * grads.len()];
+            for (out, g) in hist.chunks_mut(slots).zip(grads) {
+                add_histogram(binned, layout, g, features, rows, out);
+            }
             let mut total = total.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             total.iter_mut().zip(hist).for_each(|(t, h)| *t += h);
         };

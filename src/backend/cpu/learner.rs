@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 
 use super::grow::CpuSteps;
+use super::partition::RowPartition;
 use super::predict::add_tree_binned;
 use crate::backend::refit::LeafRefit;
 use crate::backend::Learner;
@@ -11,6 +12,7 @@ use crate::collective::{max_magnitudes, sum_grads, Collective, Solo};
 use crate::data::{BinnedMatrix, FeatureCuts};
 use crate::error::Result;
 use crate::objective::{Loss, Targets};
+use crate::tree::grow::grow_vector_tree;
 use crate::tree::grow::TreeContext;
 use crate::tree::{grow_tree, GradPair, GradSum, GrowParams, Quantiser, Tree};
 
@@ -89,21 +91,72 @@ impl Learner for CpuLearner<'_> {
         let sampled_all = rows.is_none_or(|r| r.len() == n);
         let (params, cuts) = (self.params.clone(), self.cuts);
         let (mut steps, quantiser, total) = self.begin_tree(output, rows)?;
-        let ctx = TreeContext { params: &params, quantiser, tree_features: &tree_features, seed };
+        let ctx = TreeContext { params: &params, quantiser, tree_features: &tree_features, seed, outputs: &[] };
         let mut tree = grow_tree(&mut steps, &ctx, cuts, total)?;
         let partition = steps.partition;
+        self.finish_tree(output, &mut tree, &partition, sampled_all)?;
+        Ok(tree)
+    }
+
+    fn grow_vector(&mut self, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Vec<Tree>> {
+        let n = self.n;
+        let sampled_all = rows.is_none_or(|r| r.len() == n);
+        let (params, cuts, comm, repeats) = (self.params.clone(), self.cuts, self.comm, self.repeats);
+        let weighting = params.weighting;
+        // Every output's gradients quantised (in place), each with its own scale.
+        let mut quantisers = Vec::new();
+        let mut qgrads = Vec::new();
+        for g in self.grads.chunks_mut(n.max(1)) {
+            let mut magnitudes = Quantiser::magnitudes(g, repeats);
+            max_magnitudes(comm, &mut magnitudes)?;
+            let quantiser = Quantiser::from_magnitudes(magnitudes, weighting.shrink_bits());
+            qgrads.push(quantiser.quantise_in_place(g, repeats));
+            quantisers.push(quantiser);
+        }
+        let rows = rows.map_or_else(|| (0..n as u32).collect(), <[u32]>::to_vec);
+        let mut steps =
+            CpuSteps::for_outputs(&self.binned, cuts, qgrads, rows, weighting.chunk_rows()).with_collective(comm);
+        let mut sums = steps.totals();
+        sum_grads(comm, &mut sums)?;
+        let ctx = TreeContext {
+            params: &params,
+            quantiser: quantisers[0],
+            tree_features: &tree_features,
+            seed,
+            outputs: &quantisers,
+        };
+        let mut trees = grow_vector_tree(&mut steps, &ctx, cuts, sums)?;
+        let partition = steps.into_partition();
+        for (output, tree) in trees.iter_mut().enumerate() {
+            self.finish_tree(output, tree, &partition, sampled_all)?;
+        }
+        Ok(trees)
+    }
+}
+
+impl CpuLearner<'_> {
+    /// Refits `tree`'s leaves (L1-type losses) and adds it to output `output`'s training
+    /// margins: through the rows of its leaves when every row took part, else by walking it.
+    fn finish_tree(
+        &mut self,
+        output: usize,
+        tree: &mut Tree,
+        partition: &RowPartition,
+        sampled_all: bool,
+    ) -> Result<()> {
+        let n = self.n;
         let mut margin = std::mem::take(&mut self.margin);
         let m = &mut margin[output * n..(output + 1) * n];
         if let Some(refit) = &self.refit {
-            refit.apply(output, &mut tree, |leaf| partition.rows_of(leaf), m, self.params.learning_rate)?;
+            refit.apply(output, tree, |leaf| partition.rows_of(leaf), m, self.params.learning_rate)?;
         }
         if sampled_all {
             let leaves: Vec<u32> = (0..tree.n_nodes() as u32).filter(|&n| tree.is_leaf(n)).collect();
             partition.scatter_add(&leaves, |leaf| tree.value[leaf as usize], m);
         } else {
-            add_tree_binned(&tree, &self.binned, m);
+            add_tree_binned(tree, &self.binned, m);
         }
         self.margin = margin;
-        Ok(tree)
+        Ok(())
     }
 }

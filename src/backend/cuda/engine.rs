@@ -28,7 +28,7 @@ impl Engine for CudaEngine {
     }
 
     fn unsupported(&self, cfg: &TrainConfig) -> Option<String> {
-        learner::unsupported(cfg.max_bin)
+        learner::unsupported(cfg)
     }
 
     fn fit(&self, fit: Fit<'_>, boost: &mut Boost<'_>) -> Result<()> {

@@ -29,7 +29,7 @@ use super::DeviceMemory;
 use crate::backend::refit::{set_leaves, LeafRefit};
 use crate::backend::Learner;
 use crate::collective::{Collective, RowSpans};
-use crate::config::TrainConfig;
+use crate::config::{MultiStrategy, TrainConfig};
 use crate::data::cuts::all_missing;
 use crate::data::{BinnedMatrix, BinnedRows, Dataset, FeatureCuts};
 use crate::error::{Error, Result};
@@ -98,9 +98,14 @@ pub struct GpuLearner<'r> {
 pub const MAX_BIN: usize = 8192;
 
 /// Why a configuration cannot train on the GPU yet, if it cannot.
-pub fn unsupported(max_bin: usize) -> Option<String> {
-    if max_bin > MAX_BIN {
-        return Some(format!("max_bin={max_bin} is above the CUDA backend's limit of {MAX_BIN}"));
+pub fn unsupported(cfg: &TrainConfig) -> Option<String> {
+    if cfg.max_bin > MAX_BIN {
+        return Some(format!("max_bin={} is above the CUDA backend's limit of {MAX_BIN}", cfg.max_bin));
+    }
+    if cfg.multi_strategy == MultiStrategy::MultiOutputTree {
+        // The kernels build and scan one output's histogram at a time; vector leaves train on
+        // the CPU (a model with them scores on either).
+        return Some("multi_strategy=\"multi_output_tree\" trains on the CPU only".into());
     }
     None
 }
@@ -401,7 +406,7 @@ impl Learner for GpuLearner<'_> {
     fn grow(&mut self, output: usize, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Tree> {
         let (quantiser, total) = self.begin_tree(output, rows)?;
         let (params, cuts) = (self.params.clone(), self.cuts);
-        let ctx = TreeContext { params: &params, quantiser, tree_features: &tree_features, seed };
+        let ctx = TreeContext { params: &params, quantiser, tree_features: &tree_features, seed, outputs: &[] };
         let mut tree = grow_tree(self, &ctx, cuts, total)?;
         if self.refit.is_some() {
             self.refit_leaves(output, rows, &mut tree)?;

@@ -297,6 +297,8 @@ impl SplitEvaluator {
                     default_left: b.default_left != 0,
                     left: b.left,
                     right: o.total - b.left,
+                    left_sums: Vec::new(),
+                    right_sums: Vec::new(),
                 })
             })
             .collect())

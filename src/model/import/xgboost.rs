@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 use super::{assemble, category_text, tally, within, Foreign, ForeignFeature, ForeignNode};
-use crate::config::{GrowPolicy, Objective, TrainConfig};
+use crate::config::{GrowPolicy, MultiStrategy, Objective, TrainConfig};
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::objective::Link;
@@ -330,26 +330,48 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
             return Err(bad(format!("dart has {} tree weights for {} trees", w.len(), trees.len())));
         }
     }
-    let counts = tally(tree_info.iter().map(|&g| g as usize));
-    if trees.is_empty() || counts.len() != k || counts.values().any(|&c| c != trees.len() / k) {
-        return Err(bad(format!("the {} trees are not the same number per output ({k} outputs)", trees.len())));
-    }
-    let mut per_output: Vec<Vec<Vec<ForeignNode>>> = vec![Vec::new(); k];
-    for (t, tree) in trees.iter().enumerate() {
-        let mut nodes = read_tree(tree).map_err(|e| within(e, &format!("XGBoost model: tree {t}")))?;
-        if let Some(w) = &weight_drop {
-            nodes.iter_mut().for_each(|n| n.value *= w[t]);
+    let vector_leaves = trees.first().and_then(leaf_vector_size).is_some_and(|size| size > 1);
+    let (rounds, round_major) = if vector_leaves {
+        // One tree a round whose leaves hold every output's value: one tree per output here.
+        let mut round_major = Vec::with_capacity(trees.len() * k);
+        for (t, tree) in trees.iter().enumerate() {
+            let per_output = read_vector_tree(tree, k).map_err(|e| within(e, &format!("XGBoost model: tree {t}")))?;
+            for mut nodes in per_output {
+                if let Some(w) = &weight_drop {
+                    nodes.iter_mut().for_each(|n| n.value *= w[t]);
+                }
+                round_major.push(nodes);
+            }
         }
-        per_output[tree_info[t] as usize].push(nodes);
-    }
-    let rounds = trees.len() / k;
-    let mut round_major = Vec::with_capacity(trees.len());
-    let mut iters: Vec<_> = per_output.into_iter().map(|v| v.into_iter()).collect();
-    for _ in 0..rounds {
-        for it in iters.iter_mut() {
-            round_major.push(it.next().unwrap());
+        config.multi_strategy = MultiStrategy::MultiOutputTree;
+        known.insert("multi_strategy".into(), "multi_output_tree".into());
+        (trees.len(), round_major)
+    } else {
+        let counts = tally(tree_info.iter().map(|&g| g as usize));
+        if trees.is_empty() || counts.len() != k || counts.values().any(|&c| c != trees.len() / k) {
+            return Err(bad(format!("the {} trees are not the same number per output ({k} outputs)", trees.len())));
         }
-    }
+        let mut per_output: Vec<Vec<Vec<ForeignNode>>> = vec![Vec::new(); k];
+        for (t, tree) in trees.iter().enumerate() {
+            if leaf_vector_size(tree).is_some_and(|size| size > 1) {
+                return Err(bad(format!("tree {t} has vector leaves, the model's first tree has not")));
+            }
+            let mut nodes = read_tree(tree).map_err(|e| within(e, &format!("XGBoost model: tree {t}")))?;
+            if let Some(w) = &weight_drop {
+                nodes.iter_mut().for_each(|n| n.value *= w[t]);
+            }
+            per_output[tree_info[t] as usize].push(nodes);
+        }
+        let rounds = trees.len() / k;
+        let mut round_major = Vec::with_capacity(trees.len());
+        let mut iters: Vec<_> = per_output.into_iter().map(|v| v.into_iter()).collect();
+        for _ in 0..rounds {
+            for it in iters.iter_mut() {
+                round_major.push(it.next().unwrap());
+            }
+        }
+        (rounds, round_major)
+    };
 
     let scores = base_scores(at(param, &["base_score"])?.as_str().ok_or_else(|| bad("base_score is not text"))?)?;
     // One number, or one per output when they differ.
@@ -424,12 +446,44 @@ fn category_names(cats: Option<&Value>, n_features: usize) -> Result<Vec<Option<
     Ok(out)
 }
 
-fn read_tree(tree: &Value) -> Result<Vec<ForeignNode>> {
-    if let Some(size) = tree.get("tree_param").and_then(|p| param_number(p, "size_leaf_vector")) {
-        if size > 1.0 {
-            return Err(bad("vector leaves (multi-target trees) are not supported"));
-        }
+/// The outputs a tree's leaves hold (`size_leaf_vector`; absent or 0 or 1 for scalar leaves).
+fn leaf_vector_size(tree: &Value) -> Option<usize> {
+    tree.get("tree_param").and_then(|p| param_number(p, "size_leaf_vector")).map(|s| s as usize)
+}
+
+/// A vector-leaf tree (`multi_strategy="multi_output_tree"`) of `k` outputs as `k` trees of
+/// the same splits: a leaf `i` holds `leaf_weights[right_children[i] * k..][..k]` (XGBoost
+/// numbers the leaves there); the splits read as a scalar tree's.
+fn read_vector_tree(tree: &Value, k: usize) -> Result<Vec<Vec<ForeignNode>>> {
+    let size = leaf_vector_size(tree).unwrap_or(1);
+    if size != k {
+        return Err(bad(format!("a tree's leaves hold {size} values, but the model has {k} outputs")));
     }
+    let left = ints(tree, "left_children")?;
+    let right = ints(tree, "right_children")?;
+    let weights = floats(tree, "leaf_weights")?;
+    // The splits alone, as a scalar tree (leaves' right children cleared): the structure.
+    let mut scalar = tree.clone();
+    let cleared: Vec<Value> = left.iter().zip(&right).map(|(&l, &r)| if l == -1 { -1 } else { r }.into()).collect();
+    scalar["right_children"] = Value::Array(cleared);
+    let nodes = read_tree(&scalar)?;
+    (0..k)
+        .map(|output| {
+            let mut out = nodes.clone();
+            for (i, node) in out.iter_mut().enumerate().filter(|(i, _)| left[*i] == -1) {
+                let leaf =
+                    usize::try_from(right[i]).map_err(|_| bad(format!("leaf {i} has leaf index {}", right[i])))?;
+                node.value = *weights
+                    .get(leaf * k + output)
+                    .ok_or_else(|| bad(format!("leaf {i}'s values lie beyond the {} leaf weights", weights.len())))?;
+            }
+            Ok(out)
+        })
+        .collect()
+}
+
+/// A scalar tree's nodes (a vector-leaf tree's splits, once its leaves' indices are cleared).
+fn read_tree(tree: &Value) -> Result<Vec<ForeignNode>> {
     let left = ints(tree, "left_children")?;
     let right = ints(tree, "right_children")?;
     let feature = ints(tree, "split_indices")?;

@@ -25,10 +25,15 @@ impl Model {
         let n_features = self.features.len();
         // XGBoost keeps base_score in output space.
         let scores: Vec<String> = self.base_margin.iter().map(|&m| sci(obj.link().score_of_margin(m))).collect();
-        let trees: Vec<Value> = self.trees.iter().enumerate().map(|(i, t)| tree_json(t, i, n_features)).collect();
         let rounds = self.num_rounds();
-        let indptr: Vec<usize> = (0..=rounds).map(|r| r * k).collect();
-        let tree_info: Vec<usize> = (0..self.trees.len()).map(|t| t % k).collect();
+        // A vector-leaf round is one XGBoost tree holding every output in its leaves.
+        let (trees, per_round): (Vec<Value>, usize) = if self.is_vector_leaf() {
+            (self.trees.chunks(k).enumerate().map(|(i, round)| vector_tree_json(round, i, n_features)).collect(), 1)
+        } else {
+            (self.trees.iter().enumerate().map(|(i, t)| tree_json(t, i, n_features)).collect(), k)
+        };
+        let indptr: Vec<usize> = (0..=rounds).map(|r| r * per_round).collect();
+        let tree_info: Vec<usize> = (0..trees.len()).map(|t| t % per_round).collect();
         let mut objective = json!({"name": obj.name()});
         let cfg = &self.config;
         if let Some(x) = obj.descriptor().xgboost_params {
@@ -38,7 +43,7 @@ impl Model {
         }
         let quantile_targets = obj.descriptor().outputs == Outputs::PerQuantile;
         let mut model = json!({
-            "gbtree_model_param": {"num_parallel_tree": "1", "num_trees": self.trees.len().to_string()},
+            "gbtree_model_param": {"num_parallel_tree": "1", "num_trees": trees.len().to_string()},
             "iteration_indptr": indptr,
             "tree_info": tree_info,
             "trees": trees,
@@ -116,18 +121,20 @@ pub(super) fn param_text(cfg: &TrainConfig, param: &str) -> String {
     }
 }
 
-fn tree_json(t: &Tree, id: usize, n_features: usize) -> Value {
+/// A tree's children as XGBoost sees them: categorical splits swap them.
+fn xgb_children(t: &Tree, i: usize) -> (usize, usize) {
+    if t.category_len[i] > 0 {
+        (t.right[i] as usize, t.left[i] as usize)
+    } else {
+        (t.left[i] as usize, t.right[i] as usize)
+    }
+}
+
+/// Our node ids in XGBoost's order. XGBoost expects a left child numbered below its sibling:
+/// a tree with categorical splits is renumbered breadth-first in XGBoost's child order
+/// (others keep our ids).
+fn xgb_order(t: &Tree) -> Vec<usize> {
     let n = t.n_nodes();
-    // Children as XGBoost sees them: categorical splits swap them.
-    let xgb_children = |i: usize| {
-        if t.category_len[i] > 0 {
-            (t.right[i] as usize, t.left[i] as usize)
-        } else {
-            (t.left[i] as usize, t.right[i] as usize)
-        }
-    };
-    // XGBoost expects a left child numbered below its sibling: a tree with categorical splits
-    // is renumbered breadth-first in XGBoost's child order (others keep our ids).
     let mut order: Vec<usize> = (0..n).collect();
     if t.category_len.iter().zip(&t.left).any(|(&len, &l)| len > 0 && l != NO_CHILD) {
         order = vec![0];
@@ -135,12 +142,41 @@ fn tree_json(t: &Tree, id: usize, n_features: usize) -> Value {
         while k < order.len() {
             let i = order[k];
             if t.left[i] != NO_CHILD {
-                let (l, r) = xgb_children(i);
+                let (l, r) = xgb_children(t, i);
                 order.extend([l, r]);
             }
             k += 1;
         }
     }
+    order
+}
+
+/// A vector-leaf round (one tree per output, the same splits) as one XGBoost multi-target
+/// tree: the first tree's splits, gains and covers; `base_weights` holds every node's
+/// outputs (ours carry the learning rate on inner nodes too, which prediction never reads),
+/// and each leaf's `right_children` entry indexes its outputs in `leaf_weights`.
+fn vector_tree_json(round: &[Tree], id: usize, n_features: usize) -> Value {
+    let t = &round[0];
+    let mut doc = tree_json(t, id, n_features);
+    let order = xgb_order(t);
+    let base: Vec<f32> = order.iter().flat_map(|&i| round.iter().map(move |o| o.value[i])).collect();
+    let mut right: Vec<i64> = serde_json::from_value(doc["right_children"].take()).expect("written as integers");
+    let mut leaf_weights = Vec::new();
+    for (j, &i) in order.iter().enumerate().filter(|&(_, &i)| t.left[i] == NO_CHILD) {
+        right[j] = (leaf_weights.len() / round.len()) as i64;
+        leaf_weights.extend(round.iter().map(|o| o.value[i]));
+    }
+    doc["right_children"] = json!(right);
+    doc["base_weights"] = json!(base);
+    doc["leaf_weights"] = json!(leaf_weights);
+    doc["tree_param"]["size_leaf_vector"] = json!(round.len().to_string());
+    doc
+}
+
+fn tree_json(t: &Tree, id: usize, n_features: usize) -> Value {
+    let n = t.n_nodes();
+    let xgb_children = |i: usize| xgb_children(t, i);
+    let order = xgb_order(t);
     let mut new_id = vec![0usize; n];
     for (new, &old) in order.iter().enumerate() {
         new_id[old] = new;
