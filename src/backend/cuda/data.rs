@@ -383,7 +383,7 @@ fn pitched<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
         unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result().map_err(device_error)?;
     }
     stream.synchronize().map_err(device_error)?;
-    memory.allocated -= rows.len() * item;
+    memory.allocated -= std::mem::size_of_val(rows);
     Ok(wide)
 }
 
