@@ -85,7 +85,7 @@ N_TEST = 200_000
 MAX_DEPTH = 8
 MAX_BIN = 256
 LEARNING_RATE = 0.1
-THREADS = 2
+THREADS = 2  # --threads sets it
 SEED = 0
 
 
@@ -263,7 +263,10 @@ def main() -> int:
     ap.add_argument("--peers-only", action="store_true", help="run XGBoost and LightGBM only")
     ap.add_argument("--ours", type=Path, default=None, help="path of the bench_cpu example binary")
     ap.add_argument("--lgb-max-bin", type=int, default=255, help="LightGBM max_bin (default 255)")
+    ap.add_argument("--threads", type=int, default=2, help="threads for every library (default 2)")
     args = ap.parse_args()
+    global THREADS
+    THREADS = args.threads
 
     print(f"command: python {shlex.join(sys.argv)}")
     print(f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
