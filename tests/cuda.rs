@@ -1477,3 +1477,20 @@ fn vector_leaf_models_train_on_the_cpu_and_score_on_the_gpu() {
         assert_gpu_predicts_as_cpu(&cpu, &frame, "vector leaves");
     }
 }
+
+/// Wide dense data (more features than a batch of columns on the device, 256) is binned a
+/// batch of features at a time, each batch's cut points computed on the device: the CPU's
+/// trees, with and without sample weights (which weigh the cut points' sample).
+#[test]
+fn wide_fits_bin_their_columns_in_batches_as_the_cpu_bins_them() {
+    if !gpu() {
+        return;
+    }
+    let (frame, y) = random_data(30_000, 600, 41);
+    let weights: Vec<f32> = (0..y.len()).map(|i| 0.5 + (i % 7) as f32 * 0.25).collect();
+    let json = r#"{"n_estimators": 5, "max_depth": 6, "objective": "reg:squarederror"}"#;
+    let plain = Dataset::new(frame.clone(), y.clone()).unwrap();
+    assert_same_trees(&fit(json, &plain, "cpu"), &fit(json, &plain, "cuda"), "600 features");
+    let weighted = Dataset::new(frame, y).unwrap().with_weight(weights).unwrap();
+    assert_same_trees(&fit(json, &weighted, "cpu"), &fit(json, &weighted, "cuda"), "600 features, weighted");
+}

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::data::DeviceMatrix;
 use super::{availability, join_workers, learner, nccl, on_each_gpu, runtime_on, GpuForest, GpuLearner};
 use crate::backend::{Backend, Boost, Engine, Fit, FitRows, Predictor};
 use crate::collective::Collective;
@@ -54,6 +55,13 @@ impl Engine for CudaEngine {
             let (data, cfg, comm) = (fit.data, fit.cfg, shard.comm);
             let mut learner = GpuLearner::from_binned(&rt, data, rows, fit.grow, cfg, &fit.margin, fit.refit, comm)?;
             return boost(&rows.cuts, &mut learner);
+        }
+        if !shard.is_distributed() && DeviceMatrix::ingests_in_batches(&fit.data.features, fit.cfg.max_bin) {
+            // Wide dense data: its columns go to the device a batch of features at a time.
+            let (data, cfg, comm) = (fit.data, fit.cfg, shard.comm);
+            let (cuts, binned) = GpuLearner::bin_in_batches(&rt, data, cfg, &shard.rows)?;
+            let mut learner = GpuLearner::on_matrix(binned, data, &cuts, fit.grow, cfg, &fit.margin, fit.refit, comm)?;
+            return boost(&cuts, &mut learner);
         }
         let mut ingest = GpuLearner::ingest(&rt, fit.data, fit.cfg, shard.comm)?;
         // From the columns on the device; a distributed fit's workers gather their samples.

@@ -70,6 +70,14 @@ impl<'a, T> DevPtrMut<'a, T> {
         self.ptr == 0
     }
 
+    /// The buffer from its element `n` on (a launch writing a part of a wider buffer).
+    ///
+    /// # Safety
+    /// Element `n` must lie within the buffer, and the launch must write only its part.
+    pub unsafe fn skip(self, n: usize) -> Self {
+        DevPtrMut { ptr: self.ptr + (n * std::mem::size_of::<T>()) as CUdeviceptr, _buffer: PhantomData }
+    }
+
     /// Memory the caller owns, by address, written by the kernel ([`DevPtr::foreign`]).
     ///
     /// # Safety

@@ -110,6 +110,14 @@ pub fn unsupported(cfg: &TrainConfig) -> Option<String> {
     None
 }
 
+/// A fit's device and its training matrix, binned from columns a batch at a time
+/// ([`GpuLearner::bin_in_batches`]).
+pub struct Binned<'r> {
+    dev: FitDevice<'r>,
+    matrix: DeviceMatrix,
+    clock: Instant,
+}
+
 /// A fit's start on the device: its stream and allocations, and its feature columns there in
 /// Arrow's layout, from which the cut points and then the training matrix are computed.
 pub struct Ingest<'r> {
@@ -257,6 +265,70 @@ impl<'r> GpuLearner<'r> {
         // The columns are binned: their memory goes back before the fit's own buffers come.
         dev.memory.allocated -= columns.bytes;
         drop(columns);
+        Self::assemble(dev, matrix, data, cuts, params, cfg, start_margin, refit, comm, clock)
+    }
+
+    /// Starts a fit of a wide dense frame ([`DeviceMatrix::ingests_in_batches`]) with its
+    /// columns on the device a batch of features at a time, each batch's cut points computed
+    /// there and its values binned, never all the float columns at once. Returns the cut
+    /// points and the started device, from which [`GpuLearner::on_matrix`] makes the learner.
+    pub fn bin_in_batches(
+        rt: &'r Runtime,
+        data: &Dataset,
+        cfg: &TrainConfig,
+        rows: &RowSpans,
+    ) -> Result<(Vec<FeatureCuts>, Binned<'r>)> {
+        let clock = Instant::now();
+        let (n, nf) = (data.n_rows(), data.features.n_features());
+        if n >= u32::MAX as usize / 2 {
+            return Err(Error::Data(format!("the CUDA backend takes at most 2^31 rows, not {n}")));
+        }
+        // The bins, one batch of columns and the fit's rows, before the fit takes the GPU.
+        let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row();
+        let bins = n * nf.next_multiple_of(4);
+        DeviceMemory::check_fits(&rt.stream, bins + DeviceMatrix::batch_bytes(&data.features) + n * row_bytes)?;
+        let stream = rt.stream.context().new_stream().map_err(device_error)?;
+        let mut dev = FitDevice::new(rt, stream)?;
+        let weights = data.weight.as_deref().map(|w| dev.upload(w)).transpose()?;
+        let (matrix, cuts, present) = DeviceMatrix::upload_in_batches(
+            rt,
+            &dev.stream,
+            &mut dev.memory,
+            &data.features,
+            weights.as_ref(),
+            cfg.max_bin,
+            cfg.seed,
+            rows,
+        )?;
+        if let Some(w) = weights {
+            dev.memory.allocated -= 4 * w.len();
+        }
+        if !present {
+            return Err(all_missing());
+        }
+        if crate::profile::on() {
+            eprintln!(
+                "polars-gbt profile: frame to training matrix, {} features a batch {:.3} s",
+                nf.min(super::data::INGEST_BATCH_FEATURES),
+                clock.elapsed().as_secs_f64()
+            );
+        }
+        Ok((cuts, Binned { dev, matrix, clock }))
+    }
+
+    /// The learner over a matrix binned by [`GpuLearner::bin_in_batches`] with `cuts`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_matrix(
+        binned: Binned<'r>,
+        data: &Dataset,
+        cuts: &'r [FeatureCuts],
+        params: GrowParams,
+        cfg: &TrainConfig,
+        start_margin: &[f32],
+        refit: Option<LeafRefit<'r>>,
+        comm: &'r dyn Collective,
+    ) -> Result<Self> {
+        let Binned { dev, matrix, clock } = binned;
         Self::assemble(dev, matrix, data, cuts, params, cfg, start_margin, refit, comm, clock)
     }
 
