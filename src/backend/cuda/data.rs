@@ -590,9 +590,9 @@ fn tiles(n_rows: usize, n_features: usize) -> LaunchConfig {
 pub(super) const BIN_TILE_ROWS: usize = 64;
 pub(super) const BIN_THREADS: u32 = 256;
 
-/// Queues the binning of every column into the dense `bins` (rows `stride` apart) and, for
-/// 8-bit bins, the column copy `cols`; `any_present` is set if a value is present.
-#[allow(clippy::too_many_arguments)]
+/// Queues the binning of every column into the dense `bins` (rows `stride` apart, column j
+/// at feature `first_feature + j`) and, for 8-bit bins, the column copy `cols`; `any_present`
+/// is set if a value is present.
 #[allow(clippy::too_many_arguments)]
 fn bin_columns<'a>(
     rt: &Runtime,
