@@ -196,6 +196,29 @@ impl<'a> SplitScorer<'a> {
     }
 
     /// When the node saw no missing values, unseen missing values follow the heavier child.
+    /// A scalar tree's split of this node sending `left` left (the right side is the rest).
+    fn candidate(
+        &self,
+        feature: u32,
+        gain: f64,
+        split_bin: u32,
+        left_categories: Vec<u32>,
+        default_left: bool,
+        left: GradSum,
+    ) -> SplitCandidate {
+        SplitCandidate {
+            feature,
+            gain,
+            split_bin,
+            left_categories,
+            default_left,
+            left,
+            right: self.total - left,
+            left_sums: Vec::new(),
+            right_sums: Vec::new(),
+        }
+    }
+
     fn default_left_without_missing(&self, left: GradSum) -> bool {
         left.h >= (self.total - left).h
     }
@@ -234,16 +257,8 @@ impl<'a> SplitScorer<'a> {
                 consider(self.gain(left, direction), b as u32, self.default_left_without_missing(left), left);
             }
         }
-        best.map(|(gain, split_bin, default_left, left)| SplitCandidate {
-            feature,
-            gain,
-            split_bin,
-            left_categories: Vec::new(),
-            default_left,
-            left,
-            right: self.total - left,
-            left_sums: Vec::new(),
-            right_sums: Vec::new(),
+        best.map(|(gain, split_bin, default_left, left)| {
+            self.candidate(feature, gain, split_bin, Vec::new(), default_left, left)
         })
     }
 
@@ -295,16 +310,8 @@ impl<'a> SplitScorer<'a> {
                 }
             }
         }
-        best.map(|(gain, split_bin, default_left, left)| SplitCandidate {
-            feature,
-            gain,
-            split_bin,
-            left_categories: Vec::new(),
-            default_left,
-            left,
-            right: self.total - left,
-            left_sums: Vec::new(),
-            right_sums: Vec::new(),
+        best.map(|(gain, split_bin, default_left, left)| {
+            self.candidate(feature, gain, split_bin, Vec::new(), default_left, left)
         })
     }
 
@@ -426,16 +433,8 @@ impl<'a> SplitScorer<'a> {
                 }
             }
         }
-        best.map(|(gain, set, default_left, left)| SplitCandidate {
-            feature,
-            gain,
-            split_bin: 0,
-            left_categories: set.categories(&order),
-            default_left,
-            left,
-            right: self.total - left,
-            left_sums: Vec::new(),
-            right_sums: Vec::new(),
+        best.map(|(gain, set, default_left, left)| {
+            self.candidate(feature, gain, 0, set.categories(&order), default_left, left)
         })
     }
 
