@@ -284,21 +284,7 @@ impl DeviceMatrix {
             }
         };
         stream.synchronize().map_err(device_error)?;
-        let BinTables { n_bins, slot_offsets, slot_offsets_dev, categorical_dev, .. } = tables;
-        let matrix = DeviceMatrix {
-            bins,
-            n_rows: n,
-            n_features: nf,
-            stride,
-            row_words,
-            stride_arg: stride as u32,
-            cols,
-            n_bins,
-            slot_offsets,
-            slot_offsets_dev,
-            categorical_dev,
-        };
-        Ok((matrix, any_present))
+        Ok((tables.into_matrix(bins, n, stride, row_words, cols), any_present))
     }
 }
 
@@ -369,21 +355,7 @@ impl DeviceMatrix {
         }
         let any_present = stream.clone_dtoh(&flag).map_err(device_error)?[0] != 0;
         memory.allocated -= 4;
-        let BinTables { n_bins, slot_offsets, slot_offsets_dev, categorical_dev, .. } =
-            BinTables::upload(stream, memory, &cuts)?;
-        let matrix = DeviceMatrix {
-            bins,
-            n_rows: n,
-            n_features: nf,
-            stride,
-            row_words: None,
-            stride_arg: stride as u32,
-            cols: None,
-            n_bins,
-            slot_offsets,
-            slot_offsets_dev,
-            categorical_dev,
-        };
+        let matrix = BinTables::upload(stream, memory, &cuts)?.into_matrix(bins, n, stride, None, None);
         Ok((matrix, cuts, any_present))
     }
 
@@ -407,20 +379,7 @@ impl DeviceMatrix {
         };
         let tables = BinTables::upload(stream, memory, cuts)?;
         stream.synchronize().map_err(device_error)?;
-        let BinTables { n_bins, slot_offsets, slot_offsets_dev, categorical_dev, .. } = tables;
-        Ok(DeviceMatrix {
-            bins,
-            n_rows: n,
-            n_features: nf,
-            stride,
-            row_words: None,
-            stride_arg: stride as u32,
-            cols: None,
-            n_bins,
-            slot_offsets,
-            slot_offsets_dev,
-            categorical_dev,
-        })
+        Ok(tables.into_matrix(bins, n, stride, None, None))
     }
 }
 
@@ -511,6 +470,32 @@ impl BinTables {
             n_bins,
             slot_offsets,
         })
+    }
+
+    /// The matrix of `bins` (`n` rows, `stride` apart; compressed rows' `row_words`, the
+    /// column-major copy `cols`) binned with these tables, which it keeps what it reads of.
+    fn into_matrix(
+        self,
+        bins: DeviceBins,
+        n: usize,
+        stride: usize,
+        row_words: Option<CudaSlice<u32>>,
+        cols: Option<CudaSlice<u8>>,
+    ) -> DeviceMatrix {
+        let BinTables { n_bins, slot_offsets, slot_offsets_dev, categorical_dev, .. } = self;
+        DeviceMatrix {
+            bins,
+            n_rows: n,
+            n_features: n_bins.len(),
+            stride,
+            row_words,
+            stride_arg: stride as u32,
+            cols,
+            n_bins,
+            slot_offsets,
+            slot_offsets_dev,
+            categorical_dev,
+        }
     }
 
     /// Device bytes of the tables.
