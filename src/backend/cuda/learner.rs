@@ -110,6 +110,25 @@ pub fn unsupported(cfg: &TrainConfig) -> Option<String> {
     None
 }
 
+/// The CUDA backend's limit on a fit's rows (row indices and counts are 32-bit).
+fn check_row_count(n: usize) -> Result<()> {
+    if n >= u32::MAX as usize / 2 {
+        return Err(Error::Data(format!("the CUDA backend takes at most 2^31 rows, not {n}")));
+    }
+    Ok(())
+}
+
+/// Whether the fit's leaf refits weigh rows by their sample weights (whole weights as repeats).
+fn weighs_rows(data: &Dataset, params: &GrowParams) -> bool {
+    data.weight.is_some() && matches!(params.weighting, Weighting::Repeats { .. })
+}
+
+/// Device bytes a fit's row state takes a row: gradients, the partition, and the leaf
+/// refits' when it refits (`Some(weighed)`).
+fn fit_row_bytes(cfg: &TrainConfig, refit: Option<bool>) -> usize {
+    Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit.map_or(0, DeviceRefit::bytes_per_row)
+}
+
 /// A fit's device and its training matrix, binned from columns a batch at a time
 /// ([`GpuLearner::bin_in_batches`]).
 pub struct Binned<'r> {
@@ -169,14 +188,12 @@ impl<'r> GpuLearner<'r> {
     pub fn ingest(rt: &'r Runtime, data: &Dataset, cfg: &TrainConfig, comm: &dyn Collective) -> Result<Ingest<'r>> {
         let clock = Instant::now();
         let (n, nf) = (data.n_rows(), data.features.n_features());
-        if n >= u32::MAX as usize / 2 {
-            return Err(Error::Data(format!("the CUDA backend takes at most 2^31 rows, not {n}")));
-        }
+        check_row_count(n)?;
         // The columns, at least one byte a value of bins (twice: the column copy) and the fit's
         // rows, checked before the fit takes anything of the GPU (a stream included);
         // the matrix's own check follows once its layout is known.
         let columns_bytes = DeviceColumns::bytes_for(&data.features);
-        let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row();
+        let row_bytes = fit_row_bytes(cfg, None);
         DeviceMemory::check_fits(&rt.stream, columns_bytes + 2 * n * nf + n * row_bytes)?;
         // A fit on its own stream, so that fits sharing the GPU (`Runtime::take_turn`) overlap;
         // but a worker of a fit over several GPUs on the runtime's, where NCCL sums its histograms.
@@ -248,9 +265,7 @@ impl<'r> GpuLearner<'r> {
                 layout = DeviceMatrix::dense(&data.features, cuts);
             }
         }
-        let weighed = data.weight.is_some() && matches!(params.weighting, Weighting::Repeats { .. });
-        let refit_bytes = if refit.is_some() { DeviceRefit::bytes_per_row(weighed) } else { 0 };
-        let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit_bytes;
+        let row_bytes = fit_row_bytes(cfg, refit.is_some().then(|| weighs_rows(data, &params)));
         DeviceMemory::check_fits(&dev.stream, layout.device_bytes(n, data.features.n_features()) + n * row_bytes)?;
         let (matrix, present) = DeviceMatrix::upload(rt, &dev.stream, &mut dev.memory, &columns, cuts, layout)?;
         // Some value must be present, on some worker (one worker's shard may be all null).
@@ -280,11 +295,9 @@ impl<'r> GpuLearner<'r> {
     ) -> Result<(Vec<FeatureCuts>, Binned<'r>)> {
         let clock = Instant::now();
         let (n, nf) = (data.n_rows(), data.features.n_features());
-        if n >= u32::MAX as usize / 2 {
-            return Err(Error::Data(format!("the CUDA backend takes at most 2^31 rows, not {n}")));
-        }
+        check_row_count(n)?;
         // The bins, one batch of columns and the fit's rows, before the fit takes the GPU.
-        let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row();
+        let row_bytes = fit_row_bytes(cfg, None);
         let bins = n * nf.next_multiple_of(4);
         DeviceMemory::check_fits(&rt.stream, bins + DeviceMatrix::batch_bytes(&data.features) + n * row_bytes)?;
         let stream = rt.stream.context().new_stream().map_err(device_error)?;
@@ -349,12 +362,8 @@ impl<'r> GpuLearner<'r> {
     ) -> Result<Self> {
         let clock = Instant::now();
         let (n, nf) = (data.n_rows(), rows.cuts.len());
-        if n >= u32::MAX as usize / 2 {
-            return Err(Error::Data(format!("the CUDA backend takes at most 2^31 rows, not {n}")));
-        }
-        let weighed = data.weight.is_some() && matches!(params.weighting, Weighting::Repeats { .. });
-        let refit_bytes = if refit.is_some() { DeviceRefit::bytes_per_row(weighed) } else { 0 };
-        let row_bytes = Gradients::bytes_per_row(cfg) + RowPartitioner::bytes_per_row() + refit_bytes;
+        check_row_count(n)?;
+        let row_bytes = fit_row_bytes(cfg, refit.is_some().then(|| weighs_rows(data, &params)));
         let width = BinnedMatrix::bin_width(&rows.matrix.n_bins);
         let stride = nf.next_multiple_of(4 / width);
         DeviceMemory::check_fits(&rt.stream, n * stride * width + n * row_bytes)?;
@@ -383,7 +392,7 @@ impl<'r> GpuLearner<'r> {
     ) -> Result<Self> {
         let rt = dev.rt;
         let n = data.n_rows();
-        let weighed = data.weight.is_some() && matches!(params.weighting, Weighting::Repeats { .. });
+        let weighed = weighs_rows(data, &params);
         let profile = crate::profile::on();
         let mut learner = GpuLearner {
             gradients: Gradients::new(&mut dev, data, cfg, start_margin, params.weighting)?,
