@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::tree::gradient::QuantGrad;
 use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
 use crate::tree::split::{SplitCandidate, SplitScorer};
-use crate::tree::split_vector::VectorScorer;
+use crate::tree::split_vector::best_vector_splits;
 use crate::tree::{GradSum, Tree};
 
 /// A node's handle on the CPU: its id (its rows are the partition's), its histogram and its
@@ -153,6 +153,15 @@ impl GrowSteps for CpuSteps<'_> {
 
     /// In parallel over (node, feature).
     fn evaluate(&mut self, nodes: &mut [Open<CpuNode>], ctx: &TreeContext) -> Result<()> {
+        if ctx.is_vector() {
+            let rows: Vec<u32> = nodes.iter().map(|o| o.state.rows as u32).collect();
+            let nodes_now: &[Open<CpuNode>] = nodes;
+            let hist =
+                |i: usize, k: usize, f: usize| self.layout.feature(&nodes_now[i].state.hist[self.output_slots(k)], f);
+            let found = best_vector_splits(nodes_now, ctx, self.cuts, &rows, hist);
+            nodes.iter_mut().zip(found).for_each(|(o, best)| o.best = best);
+            return Ok(());
+        }
         let jobs: Vec<(usize, u32)> = nodes
             .iter()
             .enumerate()
@@ -163,20 +172,6 @@ impl GrowSteps for CpuSteps<'_> {
             .map(|&(i, f)| {
                 let o = &nodes[i];
                 let rows = o.state.rows as u32;
-                if ctx.is_vector() {
-                    let hists: Vec<&[GradSum]> = (0..self.grads.len())
-                        .map(|k| self.layout.feature(&o.state.hist[self.output_slots(k)], f as usize))
-                        .collect();
-                    let monotone = &ctx.params.constraints.monotone;
-                    let scorer =
-                        VectorScorer::new(&ctx.params.split, ctx.outputs, &o.sums, rows, &o.output_limits, monotone);
-                    let best = if self.cuts[f as usize].is_categorical() {
-                        scorer.best_categorical(f, &hists)
-                    } else {
-                        scorer.best_numeric(f, &hists)
-                    };
-                    return (i, best);
-                }
                 let hist = self.layout.feature(&o.state.hist, f as usize);
                 let monotone = &ctx.params.constraints.monotone;
                 let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, o.total, rows, &o.limits, monotone);
