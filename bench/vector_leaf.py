@@ -1,4 +1,4 @@
-"""Vector-leaf trees on the CPU (issue 38, item 2): ours against XGBoost's
+"""Vector-leaf trees on the CPU or the GPU (issue 38, item 2): ours against XGBoost's
 `multi_strategy="multi_output_tree"` on the same data, and each library's
 `one_output_per_tree` beside it. Two shapes: several targets (regression, 3 targets) and
 multiclass (`multi:softprob`, 5 classes). Rows x 20 float32 features, a test set of a quarter
@@ -6,8 +6,12 @@ as many rows; depth 6, eta 0.1, 256 bins, every core; each fit timed `repeats` t
 small warm-up fit, the fastest kept (this machine is shared). Prints a Markdown table (fit
 seconds, test RMSE or multiclass log loss).
 
-Usage: .venv-xgb34/bin/python bench/vector_leaf.py [rows] [rounds] [repeats]   (default 100000 100 3)
-       (or .venv/bin/python for XGBoost 3.2)
+On the GPU (`cuda`) both train there: ours from the Polars frame in host memory (ingest
+included), XGBoost's `xgb.train` alone from a QuantileDMatrix built beforehand from cupy arrays
+(its data already on the GPU).
+
+Usage: .venv-xgb34/bin/python bench/vector_leaf.py [rows] [rounds] [repeats] [cpu|cuda]
+       (default 100000 100 3 cpu; or .venv/bin/python for XGBoost 3.2)
 Asserts nothing.
 """
 import sys
@@ -22,6 +26,7 @@ import polars_gbt
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 100
 repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+device = sys.argv[4] if len(sys.argv) > 4 else "cpu"
 nf = 20
 rng = np.random.default_rng(0)
 
@@ -43,7 +48,17 @@ def classes(X: np.ndarray) -> np.ndarray:
 
 
 feats = [f"f{j}" for j in range(nf)]
-common = dict(max_depth=6, learning_rate=0.1, max_bin=256)
+common = dict(max_depth=6, learning_rate=0.1, max_bin=256, device=device)
+
+
+def xgb_matrix(X: np.ndarray, y: np.ndarray) -> xgb.DMatrix:
+    if device == "cpu":
+        return xgb.DMatrix(X, label=y)
+    import cupy as cp
+
+    return xgb.QuantileDMatrix(cp.asarray(X), label=cp.asarray(y), max_bin=256)
+
+
 rows = []
 for task in ["3 targets", "5 classes"]:
     X, Xt = features(n), features(n // 4)
@@ -63,14 +78,15 @@ for task in ["3 targets", "5 classes"]:
 
     for strategy in ["multi_output_tree", "one_output_per_tree"]:
         # XGBoost
-        dm, dmt = xgb.DMatrix(X, label=y), xgb.DMatrix(Xt)
-        params = dict(obj, tree_method="hist", multi_strategy=strategy, max_depth=6, eta=0.1, max_bin=256)
-        xgb.train(params, xgb.DMatrix(X[:2000], label=y[:2000]), 2)
+        dm, dmt = xgb_matrix(X, y), xgb.DMatrix(Xt)
+        params = dict(obj, tree_method="hist", multi_strategy=strategy, max_depth=6, eta=0.1, max_bin=256, device=device)
+        xgb.train(params, xgb_matrix(X[:2000], y[:2000]), 2)
         xgb_time = float("inf")
         for _ in range(repeats):
             t = time.perf_counter()
             b = xgb.train(params, dm, rounds)
             xgb_time = min(xgb_time, time.perf_counter() - t)
+        b.set_param({"device": "cpu"})
         xgb_score = score(b.predict(dmt))
         # ours
         ours_params = dict(obj, multi_strategy=strategy, n_estimators=rounds, **common)
@@ -84,7 +100,7 @@ for task in ["3 targets", "5 classes"]:
         metric = "RMSE" if y.ndim == 2 else "log loss"
         rows.append(f"| {task} | {strategy} | {ours_time:.2f} | {xgb_time:.2f} | {ours_score:.4f} | {xgb_score:.4f} | {metric} |")
 
-print(f"{n} rows x {nf} features, {rounds} rounds, depth 6, eta 0.1, best of {repeats}; XGBoost {xgb.__version__}")
+print(f"{n} rows x {nf} features, {rounds} rounds, depth 6, eta 0.1, best of {repeats}, {device}; XGBoost {xgb.__version__}")
 print("| task | multi_strategy | ours (s) | XGBoost (s) | ours (test) | XGBoost (test) | metric |")
 print("|---|---|---|---|---|---|---|")
 print("\n".join(rows))

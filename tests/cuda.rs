@@ -1448,34 +1448,69 @@ fn streamed_fits_train_on_the_gpu_as_the_collected_rows() {
     }
 }
 
-/// Vector-leaf trees (`multi_strategy="multi_output_tree"`) train on the CPU only: device="cuda"
-/// is a device error naming why, device="auto" trains the CPU's trees. Their model is one
-/// tree per output a round, so the GPU scores it as it scores any model of several outputs.
+/// Vector-leaf trees (`multi_strategy="multi_output_tree"`): each output's histograms are built
+/// on the GPU and each level's splits searched on the host, as the CPU searches them, so the
+/// GPU grows the CPU's trees: several targets, multiclass, categorical and mostly-null data,
+/// loss-guided growth, sampling, regularisation, constraints and leaf refits. The GPU scores
+/// them as the CPU. A fit over several GPUs says it cannot grow them.
 #[test]
-fn vector_leaf_models_train_on_the_cpu_and_score_on_the_gpu() {
-    let (frame, y) = random_data(20_000, 6, 31);
+fn vector_leaf_gpu_trees_equal_cpu_trees() {
+    if !gpu() {
+        return;
+    }
+    let vector = |json: &str| format!(r#"{{"multi_strategy": "multi_output_tree", {json}}}"#);
+    let (frame, y) = random_data(40_000, 8, 31);
     let second: Vec<f32> = y.iter().map(|v| (v * 1.7).sin()).collect();
-    let labels: Vec<f32> = y.iter().chain(&second).copied().collect();
-    let multi = Dataset::with_labels(frame.clone(), labels.into(), 2).unwrap();
-    let json = r#"{"n_estimators": 10, "max_depth": 5, "multi_strategy": "multi_output_tree"}"#;
-    let mut cfg = TrainConfig::from_json(json).unwrap();
-    cfg.device = polars_gbt::Device::Cuda;
-    match train(&cfg, &multi, &[]) {
-        Err(Error::Device(msg)) => {
-            assert!(msg.contains("device=\"cuda\" cannot be used"), "{msg}");
-            if gpu() {
-                assert!(msg.contains("multi_strategy=\"multi_output_tree\" trains on the CPU only"), "{msg}");
-            }
-        }
-        other => panic!("expected a device error, got {other:?}"),
+    let third: Vec<f32> = y.iter().enumerate().map(|(i, v)| v * 0.5 - (i % 3) as f32).collect();
+    let labels: Vec<f32> = y.iter().chain(&second).chain(&third).copied().collect();
+    let targets = Dataset::with_labels(frame.clone(), labels.into(), 3).unwrap();
+    let weighted = targets.clone().with_weight((0..40_000).map(|i| 0.5 + (i % 5) as f32 * 0.25).collect()).unwrap();
+    let classes = |label: &[f32]| -> Vec<f32> {
+        let mut sorted = label.to_vec();
+        sorted.sort_by(f32::total_cmp);
+        let edges = [sorted.len() / 4, sorted.len() / 2, 3 * sorted.len() / 4].map(|i| sorted[i]);
+        label.iter().map(|v| edges.iter().filter(|&&e| *v > e).count() as f32).collect()
+    };
+    let multiclass = Dataset::new(frame.clone(), classes(&y)).unwrap();
+    let cat = categorical_data(30_000, 12);
+    let cat = Dataset::new(cat.features().clone(), classes(cat.label())).unwrap();
+    let sparse = sparse_data(30_000, 13);
+    let sparse = Dataset::new(sparse.features().clone(), classes(sparse.label())).unwrap();
+    let softprob = r#""objective": "multi:softprob", "num_class": 4"#;
+    let cases: Vec<(String, &Dataset)> = vec![
+        (vector(r#""n_estimators": 8, "max_depth": 6"#), &targets),
+        (vector(r#""n_estimators": 6, "max_depth": 0, "grow_policy": "lossguide", "max_leaves": 31"#), &targets),
+        (
+            vector(
+                r#""n_estimators": 6, "max_depth": 6, "subsample": 0.7, "colsample_bytree": 0.8,
+                   "colsample_bynode": 0.6, "seed": 5"#,
+            ),
+            &targets,
+        ),
+        (
+            vector(
+                r#""n_estimators": 6, "max_depth": 7, "min_child_weight": 20, "gamma": 0.3, "reg_alpha": 1,
+                   "reg_lambda": 3, "max_delta_step": 0.7, "monotone_constraints": {"x0": 1}"#,
+            ),
+            &targets,
+        ),
+        (vector(r#""n_estimators": 6, "max_depth": 5"#), &weighted),
+        (vector(r#""n_estimators": 5, "max_depth": 5, "objective": "reg:absoluteerror""#), &targets),
+        (vector(&format!(r#""n_estimators": 6, "max_depth": 6, {softprob}"#)), &multiclass),
+        (vector(&format!(r#""n_estimators": 6, "max_depth": 6, {softprob}"#)), &cat),
+        (vector(&format!(r#""n_estimators": 6, "max_depth": 6, "max_cat_to_onehot": 64, {softprob}"#)), &cat),
+        (vector(&format!(r#""n_estimators": 6, "max_depth": 6, {softprob}"#)), &sparse),
+    ];
+    let mut first = None;
+    for (json, data) in &cases {
+        let cpu = fit(json, data, "cpu");
+        assert_same_trees(&cpu, &fit(json, data, "cuda"), json);
+        first.get_or_insert(cpu);
     }
-    cfg.device = polars_gbt::Device::Auto;
-    let auto = train(&cfg, &multi, &[]).expect("auto trains on the CPU");
-    let cpu = fit(json, &multi, "cpu");
-    assert_same_trees(&cpu, &auto, "vector leaves, device=auto");
-    if gpu() {
-        assert_gpu_predicts_as_cpu(&cpu, &frame, "vector leaves");
-    }
+    assert_gpu_predicts_as_cpu(&first.unwrap(), &frame, "vector leaves");
+    let cfg = TrainConfig::from_json(&vector(r#""n_estimators": 2, "n_gpus": 2, "device": "cuda""#)).unwrap();
+    let e = train(&cfg, &targets, &[]).unwrap_err().to_string();
+    assert!(e.contains("multi_output_tree") && e.contains("not over several GPUs"), "{e}");
 }
 
 /// Wide dense data (more features than a batch of columns on the device, 256) is binned a

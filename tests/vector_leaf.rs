@@ -273,9 +273,11 @@ fn combinations_it_cannot_keep_are_named() {
 
 #[cfg(feature = "cuda")]
 #[test]
-fn the_cuda_trainer_says_it_cannot_grow_vector_leaves() {
+fn the_cuda_trainer_grows_vector_leaves_on_one_gpu() {
     use polars_gbt::backend::Backend;
-    let why = Backend::Cuda.engine().unsupported(&cfg(&format!("{{{VECTOR}}}"))).expect("refused");
-    assert_eq!(why, "multi_strategy=\"multi_output_tree\" trains on the CPU only");
-    assert!(Backend::Cuda.engine().unsupported(&cfg("{}")).is_none());
+    let engine = Backend::Cuda.engine();
+    assert!(engine.unsupported(&cfg(&format!("{{{VECTOR}}}"))).is_none());
+    let why = engine.unsupported(&cfg(&format!(r#"{{"n_gpus": 2, "device": "cuda", {VECTOR}}}"#))).expect("refused");
+    assert!(why.contains("multi_output_tree") && why.contains("not over several GPUs"), "{why}");
+    assert!(engine.unsupported(&cfg(r#"{"n_gpus": 2, "device": "cuda"}"#)).is_none());
 }

@@ -146,6 +146,26 @@ def test_a_streamed_fit_is_the_collected_fit(tmp_path):
     assert streamed.to_bytes() == collected.to_bytes()
 
 
+@pytest.mark.skipif(not polars_gbt.cuda_available(), reason="no usable GPU (the GPU machine runs it)")
+def test_a_gpu_fit_grows_the_cpu_trees(tmp_path):
+    # Through the plugin, a frame with nulls and a categorical column: several targets and
+    # multiclass, collected and streamed from a scan, give the CPU's model on the GPU.
+    df = targets_frame(20_000, 13).with_columns(
+        c=pl.Series([f"k{i % 7}" for i in range(20_000)], dtype=pl.Categorical),
+        cls=(pl.col("y0").rank() * 4 / 20_001).floor().cast(pl.Int32),
+    )
+    feats = FEATS + ["c"]
+    path = tmp_path / "data.parquet"
+    df.write_parquet(path)
+    for target, extra in [(TARGETS, {}), ("cls", dict(objective="multi:softprob", num_class=4))]:
+        params = dict(n_estimators=6, multi_strategy="multi_output_tree", **extra, **PARAMS)
+        cpu = polars_gbt.train(df, target=target, features=feats, device="cpu", **params)
+        gpu = polars_gbt.train(df, target=target, features=feats, device="cuda", **params)
+        assert gpu.trees_to_dataframe().equals(cpu.trees_to_dataframe())
+        scanned = polars_gbt.train(pl.scan_parquet(path), target=target, features=feats, device="cuda", **params)
+        assert scanned.trees_to_dataframe().equals(cpu.trees_to_dataframe())
+
+
 def test_contributions_sum_to_the_margin_per_output():
     df = targets_frame(500, 7)
     model = polars_gbt.train(df, target=TARGETS, features=FEATS, n_estimators=8,

@@ -308,6 +308,12 @@ impl HistPool {
         self.buf.slice(start..start + self.total_slots)
     }
 
+    /// `count` histograms from slot `first` on.
+    pub(super) fn run(&self, first: u32, count: u32) -> cudarc::driver::CudaView<'_, GradSum> {
+        let start = first as usize * self.total_slots;
+        self.buf.slice(start..start + count as usize * self.total_slots)
+    }
+
     /// `count` histograms from slot `first` on, as one mutable view.
     pub(super) fn run_mut(&mut self, first: u32, count: u32) -> cudarc::driver::CudaViewMut<'_, GradSum> {
         let start = first as usize * self.total_slots;

@@ -8,7 +8,7 @@ use super::data::DeviceMatrix;
 use super::{availability, join_workers, learner, nccl, on_each_gpu, runtime_on, GpuForest, GpuLearner};
 use crate::backend::{Backend, Boost, Engine, Fit, FitRows, Predictor};
 use crate::collective::Collective;
-use crate::config::TrainConfig;
+use crate::config::{MultiStrategy, TrainConfig};
 use crate::error::{Error, Result};
 use crate::prediction::ForestSpec;
 
@@ -40,6 +40,9 @@ impl Engine for CudaEngine {
         // Small fits share the GPU (a lane each), a large one has it to itself; others queue
         // here. Not a distributed fit's worker: its fit waits on the other workers, which may
         // share this GPU (a fit over several GPUs took them whole).
+        if shard.is_distributed() && fit.cfg.multi_strategy == MultiStrategy::MultiOutputTree {
+            return Err(Error::param("multi_strategy", learner::VECTOR_ON_ONE_GPU));
+        }
         let whole = fit.data.n_rows() * fit.data.features.n_features().max(1) > SMALL_GPU_FIT_CELLS;
         let _turn = (!shard.is_distributed()).then(|| rt.take_turn(whole));
         if let FitRows::Binned(rows) = fit.rows() {

@@ -11,7 +11,7 @@ use super::launch::{kernel_args, DevPtr, DevPtrMut, Pins};
 use super::layout::{GradPair, GradSum, QuantGrad, Quantisation};
 use super::ranking::RankingGradients;
 use crate::collective::{sum_grads, Collective, DeviceOp, DeviceReduction};
-use crate::config::TrainConfig;
+use crate::config::{MultiStrategy, TrainConfig};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::objective::{DeviceGradient, GpuGradient, Loss, ObjectiveParams, PairMetric, Targets};
@@ -167,6 +167,9 @@ pub(super) struct Gradients {
     round_margin: Option<CudaSlice<f32>>,
     /// The tree's fixed-point gradients, by row.
     pub(super) quantised: CudaSlice<QuantGrad>,
+    /// A vector-leaf fit's (`multi_strategy="multi_output_tree"`) fixed-point gradients of
+    /// each output, by row, for the tree that grows over all of them; empty otherwise.
+    outputs: Vec<CudaSlice<QuantGrad>>,
     quant: CudaSlice<Quantisation>,
     root_sum: CudaSlice<GradSum>,
     host_margin: Vec<f32>,
@@ -213,6 +216,10 @@ impl Gradients {
                 _ => None,
             },
             quantised: dev.zeros(n)?,
+            outputs: match cfg.multi_strategy {
+                MultiStrategy::MultiOutputTree => (0..k).map(|_| dev.zeros(n)).collect::<Result<_>>()?,
+                MultiStrategy::OneOutputPerTree => Vec::new(),
+            },
             quant: dev.zeros(1)?,
             root_sum: dev.zeros(1)?,
             host_margin: Vec::new(),
@@ -240,9 +247,14 @@ impl Gradients {
             GradientKernel::Ranking { .. } => RankingGradients::BYTES_PER_ROW,
             _ => 0,
         };
+        // Vector leaves keep every output's fixed-point gradients at once.
+        let outputs = match cfg.multi_strategy {
+            MultiStrategy::MultiOutputTree => 8 * k,
+            MultiStrategy::OneOutputPerTree => 0,
+        };
         // labels (one per target), weights, margins (twice), float gradients, fixed-point
         // gradients
-        4 * cfg.num_target.max(1) + 4 + 8 * k + 8 * k + 8 + ranking
+        4 * cfg.num_target.max(1) + 4 + 8 * k + 8 * k + 8 + outputs + ranking
     }
 
     /// Starts a round: the ranking kernel computes the gradients of the round's one output;
@@ -317,6 +329,32 @@ impl Gradients {
             return Err(Error::Data("the objective produced a negative hessian, which training cannot use".into()));
         }
         Ok((Quantiser::from_scales(scales.g_scale, scales.h_scale), total))
+    }
+
+    /// A vector-leaf tree's start: every output's gradients quantised, each with its own
+    /// scales (as the CPU's), and each output's sum over the rows `ridx[..n_active]`.
+    pub(super) fn quantise_outputs(
+        &mut self,
+        dev: &mut FitDevice,
+        ridx: &CudaSlice<u32>,
+        n_active: u32,
+        comm: &dyn Collective,
+    ) -> Result<(Vec<Quantiser>, Vec<GradSum>)> {
+        let (mut quantisers, mut sums) = (Vec::with_capacity(self.k), Vec::with_capacity(self.k));
+        for c in 0..self.outputs.len() {
+            let (q, total) = self.quantise_tree(dev, c, ridx, n_active, comm)?;
+            // The output's gradients move to its own buffer, with no copy.
+            std::mem::swap(&mut self.quantised, &mut self.outputs[c]);
+            quantisers.push(q);
+            sums.push(total);
+        }
+        Ok((quantisers, sums))
+    }
+
+    /// The fixed-point gradients a histogram of output `k` reads: a vector-leaf tree's of that
+    /// output, else the tree's own.
+    pub(super) fn of_output(&self, k: usize) -> &CudaSlice<QuantGrad> {
+        self.outputs.get(k).unwrap_or(&self.quantised)
     }
 
     /// Queues the fixed-point gradients of output `c` into `quantised` (the scales into `quant`).

@@ -3,6 +3,9 @@
 //! The host reads back, per level, only each node's best split and left-going row count, in
 //! one synchronisation: the counts of a partition are read when the children's splits are.
 //!
+//! A vector-leaf tree's node holds a histogram slot per output, built from that output's
+//! gradients, and its splits are searched on the host (`best_vector_splits`, as the CPU's).
+//!
 //! In a distributed fit each worker's slots hold its own rows' histograms, so the smaller
 //! child (chosen by local counts) and the subtraction stay exact locally; before a level is
 //! evaluated, its nodes' histograms and row counts are summed over the workers into slots of
@@ -17,11 +20,14 @@ use cudarc::driver::DevicePtrMut;
 use crate::collective::{sum_grads, DeviceOp, DeviceReduction, DeviceSums};
 use crate::error::Result;
 use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
+use crate::tree::split_vector::best_vector_splits;
 use crate::tree::{GrowPolicy, Tree};
 
 /// A node on the device: its histogram slot and its rows' run in the row index.
 pub struct GpuNode {
     slot: u32,
+    /// A vector-leaf node's histogram slots of outputs 1 and on (`slot` is output 0's).
+    other_outputs: Vec<u32>,
     start: u32,
     len: RowCount,
     /// In a distributed fit, once shared: the histogram and rows over every worker.
@@ -47,6 +53,13 @@ enum RowCount {
         parent_len: u32,
         right: bool,
     },
+}
+
+impl GpuNode {
+    /// The node's histogram slot of each output (one for a scalar tree).
+    fn slots(&self) -> impl Iterator<Item = u32> + '_ {
+        std::iter::once(self.slot).chain(self.other_outputs.iter().copied())
+    }
 }
 
 impl GpuLearner<'_> {
@@ -141,9 +154,49 @@ impl GpuLearner<'_> {
         Ok(())
     }
 
-    /// Gives back a node's slot (its summed histogram, if any, lies in the exchange run).
+    /// Gives back a node's slots (its summed histogram, if any, lies in the exchange run).
     fn release_node(&mut self, node: &GpuNode) {
-        self.hist.release(node.slot);
+        node.slots().for_each(|slot| self.hist.release(slot));
+    }
+
+    /// A vector-leaf level's split search, on the host as the CPU's (`best_vector_splits`):
+    /// each node's histogram of every output is copied into one run of slots and read back in
+    /// one download. (The device's search scans one output's histogram; a level's histograms
+    /// are small beside the rows they sum: 28 features x 256 bins are 115 KB an output.)
+    fn evaluate_vector(&mut self, nodes: &mut [Open<GpuNode>], ctx: &TreeContext) -> Result<()> {
+        self.resolve_counts(nodes.iter_mut().map(|o| &mut o.state).collect())?;
+        let k_out = ctx.outputs.len();
+        let m = (nodes.len() * k_out) as u32;
+        let first = self.hist.pool.exchange_run(&mut self.dev.memory, &self.dev.stream, m)?;
+        let pairs: Vec<u32> =
+            nodes.iter().flat_map(|o| o.state.slots()).zip(first..).flat_map(|(from, to)| [from, to]).collect();
+        self.hist.copy_slots(&mut self.dev, &pairs)?;
+        let mut hists = self.dev.download(self.hist.pool.run(first, m))?;
+        let width = self.hist.pool.total_slots;
+        let offsets = &self.matrix.slot_offsets;
+        if self.matrix.is_sparse() {
+            // Compressed rows leave missing values out: their sums are the totals' remainder.
+            for (i, o) in nodes.iter().enumerate() {
+                for (k, &total) in o.sums.iter().enumerate() {
+                    let hist = &mut hists[(i * k_out + k) * width..][..width];
+                    for f in 0..self.matrix.n_features {
+                        let (start, missing) = (offsets[f] as usize, offsets[f + 1] as usize - 1);
+                        let present = hist[start..missing].iter().fold(GradSum::default(), |s, &b| s + b);
+                        hist[missing] = total - present;
+                    }
+                }
+            }
+        }
+        let rows: Vec<u32> = nodes.iter().map(|o| Self::known_len(&o.state)).collect();
+        let nodes_now: &[Open<GpuNode>] = nodes;
+        let hist = |i: usize, k: usize, f: usize| {
+            let at = (i * k_out + k) * width;
+            &hists[at + offsets[f] as usize..at + offsets[f + 1] as usize]
+        };
+        let found = best_vector_splits(nodes_now, ctx, self.cuts, &rows, hist);
+        nodes.iter_mut().zip(found).for_each(|(o, best)| o.best = best);
+        self.profile.lap(&self.dev.stream, Stage::SplitSearch);
+        Ok(())
     }
 
     /// A node's rows on this worker, as the device reads them.
@@ -167,15 +220,24 @@ impl GpuLearner<'_> {
 impl GrowSteps for GpuLearner<'_> {
     type Node = GpuNode;
 
-    fn build_root(&mut self, _: &TreeContext) -> Result<GpuNode> {
-        let slot = self.hist.alloc(&mut self.dev)?;
-        let (grads, ridx) = (&self.gradients.quantised, &self.rows.ridx);
-        self.hist.build_root(&mut self.dev, &self.matrix, grads, ridx, self.n_active, slot)?;
+    /// One histogram per output of a vector-leaf tree.
+    fn build_root(&mut self, ctx: &TreeContext) -> Result<GpuNode> {
+        let mut slots = Vec::with_capacity(ctx.outputs.len().max(1));
+        for k in 0..ctx.outputs.len().max(1) {
+            let slot = self.hist.alloc(&mut self.dev)?;
+            let (grads, ridx) = (self.gradients.of_output(k), &self.rows.ridx);
+            self.hist.build_root(&mut self.dev, &self.matrix, grads, ridx, self.n_active, slot)?;
+            slots.push(slot);
+        }
         self.profile.lap(&self.dev.stream, Stage::Histograms);
-        Ok(GpuNode { slot, start: 0, len: RowCount::Known(self.n_active), shared: None })
+        let other_outputs = slots.split_off(1);
+        Ok(GpuNode { slot: slots[0], other_outputs, start: 0, len: RowCount::Known(self.n_active), shared: None })
     }
 
     fn evaluate(&mut self, nodes: &mut [Open<GpuNode>], ctx: &TreeContext) -> Result<()> {
+        if ctx.is_vector() {
+            return self.evaluate_vector(nodes, ctx);
+        }
         // Where pending row counts are read: the last partition's counts, or in a fit over
         // several GPUs that sums on the devices, the level's summed counts.
         let mut counts_on_device = false;
@@ -220,7 +282,7 @@ impl GrowSteps for GpuLearner<'_> {
         &mut self,
         tree: &Tree,
         expansions: Vec<Expansion<GpuNode>>,
-        _: &TreeContext,
+        ctx: &TreeContext,
     ) -> Result<Vec<Option<[GpuNode; 2]>>> {
         // Children that cannot split need no rows: the margins are updated by walking the tree.
         if !expansions.iter().any(|e| e.grow_children) {
@@ -253,7 +315,10 @@ impl GrowSteps for GpuLearner<'_> {
         self.rows.partition(&mut self.dev, &self.matrix, tasks, &rules, &rule_words, keep_others)?;
         self.profile.lap(&self.dev.stream, Stage::Partition);
 
-        let mut plan = Vec::new();
+        // Per output (one for a scalar tree), each split node's children: the right child
+        // keeps the parent's slot, its histogram derived there in place.
+        let n_outputs = ctx.outputs.len().max(1);
+        let mut plans: Vec<Vec<ChildSlots>> = (0..n_outputs).map(|_| Vec::new()).collect();
         let mut out = Vec::with_capacity(expansions.len());
         for (i, e) in expansions.iter().enumerate() {
             if !e.grow_children {
@@ -261,27 +326,33 @@ impl GrowSteps for GpuLearner<'_> {
                 out.push(None);
                 continue;
             }
-            // The right child keeps the parent's slot: its histogram is derived there in place.
-            let left_slot = self.hist.alloc(&mut self.dev)?;
             let (start, parent_len) = (e.state.start, Self::known_len(&e.state));
-            plan.push(ChildSlots {
-                start,
-                len: parent_len,
-                first_block: 0,
-                task: i as u32,
-                parent_slot: e.state.slot,
-                left_slot,
-            });
-            let child = |slot, right| GpuNode {
-                slot,
+            let mut left_slots = Vec::with_capacity(n_outputs);
+            for (plan, parent_slot) in plans.iter_mut().zip(e.state.slots()) {
+                let left_slot = self.hist.alloc(&mut self.dev)?;
+                plan.push(ChildSlots {
+                    start,
+                    len: parent_len,
+                    first_block: 0,
+                    task: i as u32,
+                    parent_slot,
+                    left_slot,
+                });
+                left_slots.push(left_slot);
+            }
+            let child = |mut slots: Vec<u32>, right| GpuNode {
+                slot: slots.remove(0),
+                other_outputs: slots,
                 start,
                 len: RowCount::Pending { task: i as u32, parent_len, right },
                 shared: None,
             };
-            out.push(Some([child(left_slot, false), child(e.state.slot, true)]));
+            out.push(Some([child(left_slots, false), child(e.state.slots().collect(), true)]));
         }
-        let (grads, ridx) = (&self.gradients.quantised, &self.rows.ridx);
-        self.hist.build_children(&mut self.dev, &self.matrix, grads, ridx, &self.rows.node_left.buf, plan)?;
+        for (k, plan) in plans.into_iter().enumerate() {
+            let (grads, ridx) = (self.gradients.of_output(k), &self.rows.ridx);
+            self.hist.build_children(&mut self.dev, &self.matrix, grads, ridx, &self.rows.node_left.buf, plan)?;
+        }
         self.profile.lap(&self.dev.stream, Stage::Histograms);
         Ok(out)
     }
@@ -298,12 +369,18 @@ impl GrowSteps for GpuLearner<'_> {
     /// For layouts that leave missing values out, the missing slots are filled in by
     /// `evaluate`: read a node's histogram after its evaluation (in a distributed fit, before
     /// the next evaluation, whose exchange reuses the summed histograms' slots).
+    /// A vector-leaf node's histograms of each output in turn, as the CPU's.
     fn histogram(&mut self, node: &GpuNode) -> Result<Vec<GradSum>> {
-        self.hist.download(&mut self.dev, node.shared.map_or(node.slot, |s| s.slot))
+        let mut hist = self.hist.download(&mut self.dev, node.shared.map_or(node.slot, |s| s.slot))?;
+        for &slot in &node.other_outputs {
+            hist.extend(self.hist.download(&mut self.dev, slot)?);
+        }
+        Ok(hist)
     }
 
     fn rows(&mut self, node: &GpuNode) -> Result<Vec<u32>> {
-        let mut node_now = GpuNode { slot: node.slot, start: node.start, len: node.len, shared: None };
+        let mut node_now =
+            GpuNode { slot: node.slot, other_outputs: Vec::new(), start: node.start, len: node.len, shared: None };
         self.resolve_counts(vec![&mut node_now])?;
         let mut rows = self.rows.rows(&mut self.dev, node_now.start, Self::known_len(&node_now))?;
         rows.sort_unstable();

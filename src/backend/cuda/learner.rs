@@ -34,7 +34,7 @@ use crate::data::cuts::all_missing;
 use crate::data::{BinnedMatrix, BinnedRows, Dataset, FeatureCuts};
 use crate::error::{Error, Result};
 use crate::objective::{Loss, Targets};
-use crate::tree::grow::TreeContext;
+use crate::tree::grow::{grow_vector_tree, TreeContext};
 use crate::tree::{grow_tree, GradSum, GrowParams, Quantiser, Tree, Weighting};
 
 /// Where the time goes, when `POLARS_GBT_PROFILE=1` (each stage then ends with a device
@@ -71,7 +71,7 @@ impl Profile {
 pub struct GpuLearner<'r> {
     pub(super) dev: FitDevice<'r>,
     pub(super) matrix: DeviceMatrix,
-    cuts: &'r [FeatureCuts],
+    pub(super) cuts: &'r [FeatureCuts],
     pub(super) params: GrowParams,
     n: usize,
     pub(super) gradients: Gradients,
@@ -102,13 +102,17 @@ pub fn unsupported(cfg: &TrainConfig) -> Option<String> {
     if cfg.max_bin > MAX_BIN {
         return Some(format!("max_bin={} is above the CUDA backend's limit of {MAX_BIN}", cfg.max_bin));
     }
-    if cfg.multi_strategy == MultiStrategy::MultiOutputTree {
-        // The kernels build and scan one output's histogram at a time; vector leaves train on
-        // the CPU (a model with them scores on either).
-        return Some("multi_strategy=\"multi_output_tree\" trains on the CPU only".into());
+    if cfg.multi_strategy == MultiStrategy::MultiOutputTree && cfg.n_gpus > 1 {
+        // A vector-leaf level's split search reads its histograms on the host, which a fit
+        // over several GPUs sums on the devices.
+        return Some(VECTOR_ON_ONE_GPU.into());
     }
     None
 }
+
+/// Why vector leaves train on one GPU only.
+pub const VECTOR_ON_ONE_GPU: &str =
+    "multi_strategy=\"multi_output_tree\" trains on one GPU, or distributed on CPUs: not over several GPUs yet";
 
 /// The CUDA backend's limit on a fit's rows (row indices and counts are 32-bit).
 fn check_row_count(n: usize) -> Result<()> {
@@ -489,14 +493,48 @@ impl Learner for GpuLearner<'_> {
         let (params, cuts) = (self.params.clone(), self.cuts);
         let ctx = TreeContext { params: &params, quantiser, tree_features: &tree_features, seed, outputs: &[] };
         let mut tree = grow_tree(self, &ctx, cuts, total)?;
+        self.finish_tree(output, rows, &mut tree)?;
+        Ok(tree)
+    }
+
+    /// One tree over every output's gradients (each output's histograms built on the device,
+    /// the splits searched on the host as the CPU's), each output's tree added to its margins.
+    fn grow_vector(&mut self, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Vec<Tree>> {
+        if self.comm.world() > 1 {
+            return Err(Error::param("multi_strategy", VECTOR_ON_ONE_GPU));
+        }
+        self.n_active = self.rows.reset(&mut self.dev, rows, self.n)?;
+        let (quantisers, sums) =
+            self.gradients.quantise_outputs(&mut self.dev, &self.rows.ridx, self.n_active, self.comm)?;
+        self.profile.lap(&self.dev.stream, Stage::Gradients);
+        let (params, cuts) = (self.params.clone(), self.cuts);
+        let ctx = TreeContext {
+            params: &params,
+            quantiser: quantisers[0],
+            tree_features: &tree_features,
+            seed,
+            outputs: &quantisers,
+        };
+        let mut trees = grow_vector_tree(self, &ctx, cuts, sums)?;
+        for (output, tree) in trees.iter_mut().enumerate() {
+            self.finish_tree(output, rows, tree)?;
+        }
+        Ok(trees)
+    }
+}
+
+impl GpuLearner<'_> {
+    /// Refits output `output`'s grown `tree` (L1-type losses) and adds it to the output's
+    /// training margins.
+    fn finish_tree(&mut self, output: usize, rows: Option<&[u32]>, tree: &mut Tree) -> Result<()> {
         if self.refit.is_some() {
-            self.refit_leaves(output, rows, &mut tree)?;
+            self.refit_leaves(output, rows, tree)?;
         }
         let n = self.n;
         let margin = self.gradients.margin.slice_mut(output * n..(output + 1) * n);
-        self.margins.add_tree(&mut self.dev, &self.matrix, &tree, margin)?;
+        self.margins.add_tree(&mut self.dev, &self.matrix, tree, margin)?;
         self.profile.lap(&self.dev.stream, Stage::Other);
-        Ok(tree)
+        Ok(())
     }
 }
 
