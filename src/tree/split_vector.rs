@@ -68,6 +68,22 @@ pub fn best_vector_splits<'h, N: Sync>(
     best
 }
 
+/// A vector-leaf node's score: the sum over its outputs of each one's score within its bounds,
+/// what every candidate's gain is measured from (the GPU's search takes it from here).
+pub fn vector_parent_score(
+    params: &SplitParams,
+    quantisers: &[Quantiser],
+    total: &[GradSum],
+    limits: &[NodeLimits],
+) -> f64 {
+    (0..total.len())
+        .map(|k| {
+            let (g, h) = quantisers[k].to_float(total[k]);
+            params.bounded(g, h, &limits[k]).1
+        })
+        .sum()
+}
+
 /// Scores candidate partitions of one vector-leaf node against its parent score.
 pub struct VectorScorer<'a> {
     params: &'a SplitParams,
@@ -107,14 +123,8 @@ impl<'a> VectorScorer<'a> {
         monotone: &'a [i8],
     ) -> Self {
         debug_assert!(quantisers.len() == total.len() && limits.len() == total.len());
-        let mut s =
-            VectorScorer { params, quantisers, total, limits, monotone, parent_score: 0.0, rows_per_hessian: 0.0 };
-        s.parent_score = (0..total.len())
-            .map(|k| {
-                let (g, h) = quantisers[k].to_float(total[k]);
-                params.bounded(g, h, &limits[k]).1
-            })
-            .sum();
+        let parent_score = vector_parent_score(params, quantisers, total, limits);
+        let mut s = VectorScorer { params, quantisers, total, limits, monotone, parent_score, rows_per_hessian: 0.0 };
         let h = s.hessian(|k| total[k]);
         s.rows_per_hessian = if h > 0.0 { rows as f64 / h } else { 0.0 };
         s

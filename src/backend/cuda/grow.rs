@@ -4,7 +4,8 @@
 //! one synchronisation: the counts of a partition are read when the children's splits are.
 //!
 //! A vector-leaf tree's node holds a histogram slot per output, built from that output's
-//! gradients, and its splits are searched on the host (`best_vector_splits`, as the CPU's).
+//! gradients; its splits are searched on the device over every output's histogram, or, with
+//! categorical features, on the host (`best_vector_splits`, the CPU's).
 //!
 //! In a distributed fit each worker's slots hold its own rows' histograms, so the smaller
 //! child (chosen by local counts) and the subtraction stay exact locally; before a level is
@@ -14,7 +15,7 @@
 
 use super::layout::{ChildSlots, GradSum, RowTask, SplitRule, TaskRows};
 use super::learner::{GpuLearner, Stage};
-use super::split::{EvalNode, NodeRowsArgs};
+use super::split::{EvalNode, NodeRowsArgs, VectorEvalNode};
 use cudarc::driver::DevicePtrMut;
 
 use crate::collective::{sum_grads, DeviceOp, DeviceReduction, DeviceSums};
@@ -159,11 +160,34 @@ impl GpuLearner<'_> {
         node.slots().for_each(|slot| self.hist.release(slot));
     }
 
-    /// A vector-leaf level's split search, on the host as the CPU's (`best_vector_splits`):
-    /// each node's histogram of every output is copied into one run of slots and read back in
-    /// one download. (The device's search scans one output's histogram; a level's histograms
-    /// are small beside the rows they sum: 28 features x 256 bins are 115 KB an output.)
+    /// A vector-leaf level's split search: on the device (`SplitEvaluator::evaluate_vector`)
+    /// when every feature is numeric, else on the host as the CPU's (`best_vector_splits`).
     fn evaluate_vector(&mut self, nodes: &mut [Open<GpuNode>], ctx: &TreeContext) -> Result<()> {
+        if !self.split.searches_vectors(ctx.outputs.len()) {
+            return self.evaluate_vector_on_host(nodes, ctx);
+        }
+        let eval: Vec<VectorEvalNode> = nodes
+            .iter()
+            .map(|o| VectorEvalNode {
+                key: o.key,
+                depth: o.depth,
+                limits: &o.limits,
+                slots: o.state.slots().collect(),
+                sums: &o.sums,
+                output_limits: &o.output_limits,
+            })
+            .collect();
+        let found = self.split.evaluate_vector(&mut self.dev, &self.matrix, &mut self.hist.pool, &eval, ctx)?;
+        nodes.iter_mut().zip(found).for_each(|(o, best)| o.best = best);
+        // The search's download drained the stream: the partition's counts are ready too.
+        self.resolve_counts(nodes.iter_mut().map(|o| &mut o.state).collect())?;
+        self.profile.lap(&self.dev.stream, Stage::SplitSearch);
+        Ok(())
+    }
+
+    /// The host's vector-leaf search, for nodes with categorical features: each node's
+    /// histogram of every output is copied into one run of slots and read back in one download.
+    fn evaluate_vector_on_host(&mut self, nodes: &mut [Open<GpuNode>], ctx: &TreeContext) -> Result<()> {
         self.resolve_counts(nodes.iter_mut().map(|o| &mut o.state).collect())?;
         let k_out = ctx.outputs.len();
         let m = (nodes.len() * k_out) as u32;

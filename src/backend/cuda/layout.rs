@@ -396,6 +396,30 @@ macro_rules! kernel_arg_probes {
             ]
         );
         $probe!(GatherRunsArgs, "GatherRunsArgs", [src, region_per_task, runs, offsets, out]);
+        $probe!(
+            EvaluateVectorArgs,
+            "EvaluateVectorArgs",
+            [
+                hist,
+                total_slots,
+                slot_offsets,
+                categorical,
+                tasks,
+                parent_score,
+                units,
+                masks,
+                monotone,
+                n_features,
+                n_outputs,
+                p,
+                out
+            ]
+        );
+        $probe!(
+            VectorLeftSumsArgs,
+            "VectorLeftSumsArgs",
+            [hist, total_slots, slot_offsets, tasks, best, n_outputs, out]
+        );
         $probe!(FillMissingArgs, "FillMissingArgs", [tasks, slot_offsets, total_slots, hist]);
         $probe!(NodeRowsArgs, "NodeRowsArgs", [task_rows, node_left, n, out]);
         use super::refit::*;

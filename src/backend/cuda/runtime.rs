@@ -69,6 +69,8 @@ kernel_table!(
     best_feature: super::split::BestFeatureArgs<'static>,
     evaluate_categorical: super::split::EvaluateCategoricalArgs<'static>,
     gather_runs: super::split::GatherRunsArgs<'static>,
+    evaluate_vector: super::split::EvaluateVectorArgs<'static>,
+    vector_left_sums: super::split::VectorLeftSumsArgs<'static>,
     count_left_u8: super::partition::CountLeftArgs<'static, u8>,
     count_left_u16: super::partition::CountLeftArgs<'static, u16>,
     count_left_u32: super::partition::CountLeftArgs<'static, u32>,

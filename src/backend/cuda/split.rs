@@ -14,6 +14,7 @@ use crate::data::FeatureCuts;
 use crate::error::Result;
 use crate::tree::grow::TreeContext;
 use crate::tree::split::SplitCandidate;
+use crate::tree::split_vector::vector_parent_score;
 use crate::tree::NodeLimits;
 
 /// `evaluate_features` (kernels/split.cu): the best numeric split of each (task, feature).
@@ -91,13 +92,48 @@ pub struct NodeRowsArgs<'a> {
     pub out: DevPtrMut<'a, u32>,
 }
 
+/// `evaluate_vector`: the best numeric split of each (vector-leaf node, feature), its gain
+/// summed over the outputs.
+#[repr(C)]
+pub struct EvaluateVectorArgs<'a> {
+    pub hist: DevPtr<'a, GradSum>,
+    pub total_slots: u32,
+    pub slot_offsets: DevPtr<'a, u32>,
+    pub categorical: DevPtr<'a, u32>,
+    /// Per node, each output's: node-major.
+    pub tasks: DevPtr<'a, EvalTask>,
+    pub parent_score: DevPtr<'a, f64>,
+    /// Per output, its (g_unit, h_unit).
+    pub units: DevPtr<'a, f64>,
+    pub masks: DevPtr<'a, u8>,
+    pub monotone: DevPtr<'a, i8>,
+    pub n_features: u32,
+    pub n_outputs: u32,
+    pub p: SplitParamsDev,
+    pub out: DevPtrMut<'a, SplitResult>,
+}
+
+/// `vector_left_sums`: each output's left sum of each node's winning split.
+#[repr(C)]
+pub struct VectorLeftSumsArgs<'a> {
+    pub hist: DevPtr<'a, GradSum>,
+    pub total_slots: u32,
+    pub slot_offsets: DevPtr<'a, u32>,
+    pub tasks: DevPtr<'a, EvalTask>,
+    pub best: DevPtr<'a, SplitResult>,
+    pub n_outputs: u32,
+    pub out: DevPtrMut<'a, GradSum>,
+}
+
 kernel_args!(
     EvaluateFeaturesArgs,
     BestFeatureArgs,
     EvaluateCategoricalArgs,
     GatherRunsArgs,
     FillMissingArgs,
-    NodeRowsArgs
+    NodeRowsArgs,
+    EvaluateVectorArgs,
+    VectorLeftSumsArgs
 );
 
 /// Threads of a numeric search block: a warp scans one (node, feature), eight to a block.
@@ -111,6 +147,21 @@ const CATEGORICAL_THREADS: u32 = 512;
 const MAX_SORT_CHUNK: usize = 8192;
 /// Shared bytes of one sorted pair.
 const SORT_PAIR_BYTES: usize = 12;
+
+/// Shared bytes the vector search's warps keep their outputs' running sums in, at most: the
+/// default 48 KiB a block, so that up to 3,072 outputs search on the device.
+const VECTOR_SHARED_BYTES: usize = 48 << 10;
+
+/// A vector-leaf node whose best split is wanted: its path key and depth, its path limits
+/// (for its features), and each output's histogram slot, sum and weight bounds.
+pub(super) struct VectorEvalNode<'a> {
+    pub(super) key: u64,
+    pub(super) depth: usize,
+    pub(super) limits: &'a NodeLimits,
+    pub(super) slots: Vec<u32>,
+    pub(super) sums: &'a [GradSum],
+    pub(super) output_limits: &'a [NodeLimits],
+}
 
 /// A node whose best split is wanted: its path key and depth, its sum, its limits, its
 /// histogram slot and where its row count is (the categorical search estimates rows per
@@ -150,6 +201,11 @@ struct CategoricalSearch {
 
 pub(super) struct SplitEvaluator {
     tasks: Scratch<EvalTask>,
+    /// Vector leaves: each node's parent score, each output's units, and the winners' left
+    /// sums per output.
+    parent_scores: Scratch<f64>,
+    units: Scratch<f64>,
+    left_sums: Scratch<GradSum>,
     masks: Scratch<u8>,
     /// Monotone direction per feature (all 0 without monotone constraints).
     monotone: CudaSlice<i8>,
@@ -203,6 +259,9 @@ impl SplitEvaluator {
         };
         Ok(SplitEvaluator {
             tasks: dev.scratch(64)?,
+            parent_scores: dev.scratch(64)?,
+            units: dev.scratch(64)?,
+            left_sums: dev.scratch(64)?,
             masks: dev.scratch(64)?,
             monotone: dev
                 .upload(&(0..matrix.n_features).map(|f| monotone.get(f).copied().unwrap_or(0)).collect::<Vec<i8>>())?,
@@ -229,16 +288,7 @@ impl SplitEvaluator {
             return Ok(Vec::new());
         }
         let nf = matrix.n_features;
-        // Feature masks, one row per node, unless every node may split on every feature.
-        let masked = !ctx.all_features_everywhere(nf);
-        let mut masks = vec![0u8; if masked { nodes.len() * nf } else { 1 }];
-        if masked {
-            for (i, o) in nodes.iter().enumerate() {
-                for f in ctx.node_features(o.depth, o.key, &o.limits) {
-                    masks[i * nf + f as usize] = 1;
-                }
-            }
-        }
+        let masked = self.fill_masks(dev, nf, ctx, nodes.iter().map(|o| (o.depth, o.key, &o.limits)))?;
         let tasks: Vec<EvalTask> = nodes
             .iter()
             .enumerate()
@@ -251,7 +301,6 @@ impl SplitEvaluator {
             })
             .collect();
         dev.fill(&mut self.tasks, &tasks)?;
-        dev.fill(&mut self.masks, &masks)?;
         dev.reserve(&mut self.per_feature, tasks.len() * nf)?;
         dev.reserve(&mut self.best, tasks.len())?;
         let p = &ctx.params.split;
@@ -299,6 +348,164 @@ impl SplitEvaluator {
                     right: o.total - b.left,
                     left_sums: Vec::new(),
                     right_sums: Vec::new(),
+                })
+            })
+            .collect())
+    }
+
+    /// Uploads the feature masks of the nodes `(depth, key, limits)`, one row per node, unless
+    /// every node may split on every feature (then returns false: no masks).
+    fn fill_masks<'n>(
+        &mut self,
+        dev: &mut FitDevice,
+        nf: usize,
+        ctx: &TreeContext,
+        nodes: impl ExactSizeIterator<Item = (usize, u64, &'n NodeLimits)>,
+    ) -> Result<bool> {
+        let masked = !ctx.all_features_everywhere(nf);
+        let mut masks = vec![0u8; if masked { nodes.len() * nf } else { 1 }];
+        if masked {
+            for (i, (depth, key, limits)) in nodes.enumerate() {
+                for f in ctx.node_features(depth, key, limits) {
+                    masks[i * nf + f as usize] = 1;
+                }
+            }
+        }
+        dev.fill(&mut self.masks, &masks)?;
+        Ok(masked)
+    }
+
+    /// Whether vector-leaf nodes of `n_outputs` outputs are searched on the device: their
+    /// numeric features are (categorical ones are searched on the host, `best_vector_splits`).
+    pub(super) fn searches_vectors(&self, n_outputs: usize) -> bool {
+        !self.is_categorical.iter().any(|&c| c) && n_outputs * 16 <= VECTOR_SHARED_BYTES
+    }
+
+    /// The best split of each vector-leaf node (None where none qualifies), over the
+    /// features `ctx.node_features` allows it, with the CPU's arithmetic (`VectorScorer`):
+    /// every (node, feature) scanned over every output in one launch, then each node's best
+    /// feature, then the winners' left sums per output; one download of each.
+    pub(super) fn evaluate_vector(
+        &mut self,
+        dev: &mut FitDevice,
+        matrix: &DeviceMatrix,
+        pool: &mut HistPool,
+        nodes: &[VectorEvalNode],
+        ctx: &TreeContext,
+    ) -> Result<Vec<Option<SplitCandidate>>> {
+        if nodes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (nf, k_out) = (matrix.n_features, ctx.outputs.len());
+        let masked = self.fill_masks(dev, nf, ctx, nodes.iter().map(|o| (o.depth, o.key, o.limits)))?;
+        let p = &ctx.params.split;
+        let mut tasks = Vec::with_capacity(nodes.len() * k_out);
+        for (i, o) in nodes.iter().enumerate() {
+            for ((&slot, &total), limits) in o.slots.iter().zip(o.sums).zip(o.output_limits) {
+                let mask_row = if masked { i as u32 } else { NO_MASK };
+                tasks.push(EvalTask { total, slot, mask_row, lower: limits.lower, upper: limits.upper });
+            }
+        }
+        let parents: Vec<f64> =
+            nodes.iter().map(|o| vector_parent_score(p, ctx.outputs, o.sums, o.output_limits)).collect();
+        let units: Vec<f64> = ctx.outputs.iter().flat_map(|q| <[f64; 2]>::from(q.units())).collect();
+        dev.fill(&mut self.tasks, &tasks)?;
+        dev.fill(&mut self.parent_scores, &parents)?;
+        dev.fill(&mut self.units, &units)?;
+        let n_nodes = nodes.len() as u32;
+        dev.reserve(&mut self.per_feature, nodes.len() * nf)?;
+        dev.reserve(&mut self.best, nodes.len())?;
+        dev.reserve(&mut self.left_sums, tasks.len())?;
+        let params = SplitParamsDev {
+            reg_lambda: p.reg_lambda,
+            reg_alpha: p.reg_alpha,
+            gamma: p.gamma,
+            min_child_weight: p.min_child_weight,
+            max_delta_step: p.max_delta_step,
+            g_unit: 0.0,
+            h_unit: 0.0,
+        };
+        let (total, nf32, k32) = (pool.total_slots as u32, nf as u32, k_out as u32);
+        let k = &dev.rt.kernels;
+        if matrix.is_sparse() {
+            // Compressed rows leave missing values out: each output's are its total's remainder.
+            let mut p = dev.pins();
+            let args = FillMissingArgs {
+                tasks: p.read(&self.tasks.buf),
+                slot_offsets: p.read(&matrix.slot_offsets_dev),
+                total_slots: total,
+                hist: p.write(&mut pool.buf),
+            };
+            // SAFETY: every task's slot lies in the pool.
+            unsafe { dev.launch(&k.fill_missing, &args, cfg((nf32, tasks.len() as u32), 256, 0)) }?;
+        }
+        {
+            // Up to 8 warps a block, as many as the outputs' running sums leave room for.
+            let warps = (VECTOR_SHARED_BYTES / (k_out * 16)).clamp(1, 8) as u32;
+            let mut p = dev.pins();
+            let args = EvaluateVectorArgs {
+                hist: p.read(&pool.buf),
+                total_slots: total,
+                slot_offsets: p.read(&matrix.slot_offsets_dev),
+                categorical: p.read(&matrix.categorical_dev),
+                tasks: p.read(&self.tasks.buf),
+                parent_score: p.read(&self.parent_scores.buf),
+                units: p.read(&self.units.buf),
+                masks: p.read(&self.masks.buf),
+                monotone: p.read(&self.monotone),
+                n_features: nf32,
+                n_outputs: k32,
+                p: params,
+                out: p.write(&mut self.per_feature.buf),
+            };
+            let c = cfg((nf32.div_ceil(warps), n_nodes), warps * 32, warps * k32 * 16);
+            // SAFETY: every task's slot lies in the pool, per_feature holds n_nodes x nf
+            // results, and the dynamic shared memory 2 x n_outputs i64 a warp.
+            unsafe { dev.launch(&k.evaluate_vector, &args, c) }?;
+        }
+        {
+            let mut p = dev.pins();
+            let args = BestFeatureArgs {
+                per_feature: p.read(&self.per_feature.buf),
+                n_features: nf32,
+                n_tasks: n_nodes,
+                out: p.write(&mut self.best.buf),
+            };
+            // SAFETY: per_feature holds n_nodes x nf results, best n_nodes.
+            unsafe { dev.launch(&k.best_feature, &args, cfg((n_nodes, 1), 32, 0)) }?;
+        }
+        {
+            let mut p = dev.pins();
+            let args = VectorLeftSumsArgs {
+                hist: p.read(&pool.buf),
+                total_slots: total,
+                slot_offsets: p.read(&matrix.slot_offsets_dev),
+                tasks: p.read(&self.tasks.buf),
+                best: p.read(&self.best.buf),
+                n_outputs: k32,
+                out: p.write(&mut self.left_sums.buf),
+            };
+            // SAFETY: best holds n_nodes results, whose features and bins lie in the layout;
+            // left_sums n_nodes x n_outputs.
+            unsafe { dev.launch(&k.vector_left_sums, &args, cfg((k32, n_nodes), 32, 0)) }?;
+        }
+        let best = dev.download(self.best.buf.slice(..nodes.len()))?;
+        let left = dev.download(self.left_sums.buf.slice(..tasks.len()))?;
+        Ok(best
+            .into_iter()
+            .zip(nodes)
+            .zip(left.chunks(k_out))
+            .map(|((b, o), left)| {
+                (b.found != 0).then(|| SplitCandidate {
+                    feature: b.feature,
+                    gain: b.gain,
+                    split_bin: b.split_bin,
+                    left_categories: Vec::new(),
+                    default_left: b.default_left != 0,
+                    left: GradSum::default(),
+                    right: GradSum::default(),
+                    left_sums: left.to_vec(),
+                    right_sums: o.sums.iter().zip(left).map(|(&t, &l)| t - l).collect(),
                 })
             })
             .collect())
