@@ -1449,10 +1449,11 @@ fn streamed_fits_train_on_the_gpu_as_the_collected_rows() {
 }
 
 /// Vector-leaf trees (`multi_strategy="multi_output_tree"`): each output's histograms are built
-/// on the GPU and each level's splits searched on the host, as the CPU searches them, so the
-/// GPU grows the CPU's trees: several targets, multiclass, categorical and mostly-null data,
-/// loss-guided growth, sampling, regularisation, constraints and leaf refits. The GPU scores
-/// them as the CPU. A fit over several GPUs says it cannot grow them.
+/// on the GPU and each level's splits searched there with the CPU's arithmetic (on the host,
+/// as the CPU searches them, with categorical features), so the GPU grows the CPU's trees:
+/// several targets, multiclass, categorical and mostly-null data, loss-guided growth,
+/// sampling, regularisation, constraints and leaf refits. The GPU scores them and explains
+/// them (SHAP) as the CPU. A fit over several GPUs says it cannot grow them.
 #[test]
 fn vector_leaf_gpu_trees_equal_cpu_trees() {
     if !gpu() {
@@ -1507,7 +1508,10 @@ fn vector_leaf_gpu_trees_equal_cpu_trees() {
         assert_same_trees(&cpu, &fit(json, data, "cuda"), json);
         first.get_or_insert(cpu);
     }
-    assert_gpu_predicts_as_cpu(&first.unwrap(), &frame, "vector leaves");
+    let model = first.unwrap();
+    assert_gpu_predicts_as_cpu(&model, &frame, "vector leaves");
+    let (small, _) = random_data(500, 8, 33);
+    assert_gpu_shap_as_cpu(&model, &frame, &small, "vector leaves");
     let cfg = TrainConfig::from_json(&vector(r#""n_estimators": 2, "n_gpus": 2, "device": "cuda""#)).unwrap();
     let e = train(&cfg, &targets, &[]).unwrap_err().to_string();
     assert!(e.contains("multi_output_tree") && e.contains("not over several GPUs"), "{e}");
