@@ -19,6 +19,9 @@
 * ``multiclass``: 2M rows x 28 floats, 10 classes (``multi:softprob``); held-out mlogloss.
 * ``lossguide``: regression on 2M rows x 28 floats, ``grow_policy="lossguide"``, 255 leaves,
   no depth limit; held-out RMSE.
+* ``targets``: three regression targets (``reg:squarederror``, one tree per target a round) on
+  2M rows of 20 float32 features, the targets depending on different features; held-out RMSE
+  over the three.
 * ``l1``: ``reg:absoluteerror``, 2M rows of 28 float32 features, heavy-tailed noise; held-out
   mean absolute error.
 * ``quantiles``: ``reg:quantileerror`` at ``quantile_alpha=[0.1, 0.5, 0.9]`` (three outputs, three
@@ -333,6 +336,32 @@ def dense_floats(a, n_features=28):
     run_both(a, train, features, "y", params, test, (X[:cut], y[:cut], {}), xparams, X[cut:], metric, name)
 
 
+def targets(a, width=20):
+    """Three regression targets on the same rows, each its own function of the features."""
+    t = time.perf_counter()
+    rng = np.random.default_rng(8)
+    n = int(a.rows * 1.2)
+    X = rng.normal(size=(n, width)).astype(np.float32)
+    Y = np.stack([X[:, 0] + np.sin(X[:, 1]) + X[:, 2] * X[:, 3], X[:, 4] - X[:, 5] ** 2 + X[:, 6],
+                  np.tanh(X[:, 7] + X[:, 0]) * X[:, 8]], 1)
+    Y = (Y + rng.normal(scale=0.3, size=Y.shape)).astype(np.float32)
+    cut = a.rows
+    features = [f"f{j}" for j in range(width)]
+    names = ["y0", "y1", "y2"]
+    train = pl.DataFrame({f: X[:cut, j] for j, f in enumerate(features)}).with_columns(
+        pl.Series(c, Y[:cut, i]) for i, c in enumerate(names)).with_columns(y=pl.concat_arr(names))
+    test = pl.DataFrame({f: X[cut:, j] for j, f in enumerate(features)})
+    print(f"data: {cut} train rows x {width}, 3 targets, {n - cut} test rows; made in {time.perf_counter() - t:.1f} s",
+          flush=True)
+    params = dict(n_estimators=a.rounds, max_depth=8, learning_rate=0.1, max_bin=256, objective="reg:squarederror")
+    xparams = dict(objective="reg:squarederror", max_depth=8, eta=0.1, max_bin=256)
+
+    def metric(s):
+        return float(np.sqrt(np.mean((s.reshape(len(Y) - cut, 3) - Y[cut:]) ** 2)))
+
+    run_both(a, train, features, "y", params, test, (X[:cut], Y[:cut], {}), xparams, X[cut:], metric, "RMSE")
+
+
 def leaf_refits(a):
     """The L1-type losses, whose leaves are refit to residual quantiles after each tree."""
     t = time.perf_counter()
@@ -373,7 +402,7 @@ def leaf_refits(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case", choices=["ranking", "categorical", "categorical-wide", "nulls", "nulls-wide", "libsvm",
-                                     "dense", "multiclass", "lossguide", "l1", "quantiles"])
+                                     "dense", "multiclass", "lossguide", "targets", "l1", "quantiles"])
     ap.add_argument("--rows", type=int, default=None,
                     help="default: 5M ranking, 2M categorical and L1, 10M wide categorical, 1M nulls")
     ap.add_argument("--queries", type=int, default=100_000)
@@ -394,7 +423,7 @@ def main():
     cases = {"ranking": ranking, "categorical": categorical,
              "categorical-wide": lambda a: categorical(a, WIDE_CARDINALITIES, 20),
              "nulls": nulls, "nulls-wide": lambda a: nulls(a, 500, (0.01, 0.09)), "libsvm": libsvm,
-             "dense": dense_floats, "multiclass": dense_floats, "lossguide": dense_floats,
+             "dense": dense_floats, "multiclass": dense_floats, "lossguide": dense_floats, "targets": targets,
              "l1": leaf_refits, "quantiles": leaf_refits}
     cases[a.case](a)
 
