@@ -26,6 +26,8 @@ pub use descriptor::{Descriptor, DeviceGradient, GpuGradient, Link, Objective, O
 pub use ranking::{PairMetric, RankingParams, RankingTables};
 
 pub use crate::data::Targets;
+use rayon::slice::ParallelSliceMut;
+
 use crate::error::{Error, Result};
 pub use crate::params::TaskKind;
 use crate::tree::GradPair;
@@ -106,8 +108,9 @@ pub fn weighted_quantile(values: &[f32], weights: impl Fn(usize) -> f32, alpha: 
         return 0.0;
     }
     let mut pairs: Vec<(f32, f32)> = values.iter().enumerate().map(|(i, &v)| (v, weights(i))).collect();
-    // A stable sort: tied values keep their order, so the running sums are reproducible.
-    pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // A stable sort (rayon's is too): tied values keep their order, so the running sums are
+    // reproducible.
+    pairs.par_sort_by(|a, b| a.0.total_cmp(&b.0));
     let total: f64 = pairs.iter().map(|p| p.1 as f64).sum();
     let target = alpha * total;
     let mut acc = 0.0;

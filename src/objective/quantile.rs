@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::{check_each, weighted_quantile, Loss, Targets};
+use super::{check_each, quantile, quantile_rank, weighted_quantile, Loss, Targets};
 use crate::error::Result;
 use crate::params::QuantileAlphas;
 use crate::tree::GradPair;
@@ -32,8 +32,20 @@ impl Loss for Quantile {
         check_each(t.label, "labels must be finite", f32::is_finite)
     }
 
+    /// Each output's quantile of the labels. Unit weights select it (one quantile) or read it
+    /// from one parallel sort (several): the value the weighted running sum finds, which sorts
+    /// (value, weight) pairs stably for every quantile and took 0.1 s a quantile at 2M rows.
     fn estimate_base_margin(&self, t: &Targets) -> Vec<f32> {
-        self.alphas.as_slice().iter().map(|&a| weighted_quantile(t.label, |i| t.w(i), a)).collect()
+        let alphas = self.alphas.as_slice();
+        if t.weight.is_some() || t.label.is_empty() {
+            return alphas.iter().map(|&a| weighted_quantile(t.label, |i| t.w(i), a)).collect();
+        }
+        let mut values = t.label.to_vec();
+        if let [a] = alphas {
+            return vec![quantile(&mut values, *a)];
+        }
+        values.par_sort_unstable_by(|a, b| a.total_cmp(b));
+        alphas.iter().map(|&a| values[quantile_rank(values.len(), a) - 1]).collect()
     }
 
     fn leaf_quantile(&self, output: usize) -> Option<f64> {
@@ -58,5 +70,23 @@ mod tests {
         assert_eq!(g, vec![0.8, -0.2, 1.0 - 0.9, -0.9]);
         assert_eq!(loss.leaf_quantile(1), Some(0.9));
         assert_eq!(loss.estimate_base_margin(&t), vec![1.0, 3.0]);
+    }
+
+    #[test]
+    fn unit_weight_base_margins_are_the_weighted_running_sums() {
+        let mut rng = crate::random::Rng::new(9, 0);
+        for case in 0..200 {
+            let n = 1 + rng.below(300);
+            // Few distinct values: ties, and signed zeros among them.
+            let label: Vec<f32> =
+                (0..n).map(|_| [-0.0, 0.0, 1.5, -2.0, 7.25][rng.below(5)] * (case % 3) as f32).collect();
+            let t = Targets { label: &label, label_upper: None, weight: None, groups: None };
+            for alphas in [&[0.5][..], &[0.1, 0.5, 0.9, 1.0, 0.0001][..]] {
+                let loss = Quantile { alphas: QuantileAlphas::many(alphas).unwrap() };
+                let want: Vec<u32> = alphas.iter().map(|&a| weighted_quantile(&label, |_| 1.0, a).to_bits()).collect();
+                let got: Vec<u32> = loss.estimate_base_margin(&t).iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got, want, "case {case}, alphas {alphas:?}");
+            }
+        }
     }
 }
