@@ -71,6 +71,10 @@ def main() -> None:
             )
             if out.returncode != 0:
                 sys.exit(f"{binary} failed on {name}:\n{out.stderr}")
+            # Under POLARS_GBT_PROFILE=1, the host path's stages (fill, queue, wait) per call.
+            for line in out.stderr.splitlines():
+                if "profile: scoring" in line:
+                    print(f"{name} {variant}: {line}", flush=True)
             ours = json.loads(out.stdout.strip().splitlines()[-1])
             build = Path(binary).name if len(args.ours) > 1 else ""
             label = f"{name} {build} {variant}".strip()

@@ -1,7 +1,7 @@
 //! Scoring on the GPU: a model's forest uploaded once ([`GpuForest`]), and batches of rows
 //! streamed through it. Rows go from the Arrow columns into pinned buffers, column-major as the
-//! kernel reads them; two slots alternate on two streams, so the host fills one slot while the
-//! other's copies and kernels run, and one slot's copy overlaps the other's kernel.
+//! kernel reads them; slots (four, or two for wide rows) take turns, each on its own stream, so
+//! the host fills one slot while another's rows cross the link and a third's are scored.
 
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
@@ -24,6 +24,8 @@ use crate::tree::Tree;
 
 /// Rows per streamed chunk, at most.
 const CHUNK_ROWS: usize = 1 << 18;
+/// A streamer has four slots when a slot's rows take at most this many bytes, else two.
+const FOUR_SLOTS_MAX_BYTES: usize = 64 << 20;
 /// The smallest chunk a request is split into (fewer rows leave the GPU mostly idle).
 const MIN_CHUNK_ROWS: usize = 1 << 15;
 /// Threads per block (each scores ROWS_PER_THREAD rows); `POLARS_GBT_PREDICT_THREADS` overrides.
@@ -573,7 +575,7 @@ fn holds(have: Shape, need: Shape) -> bool {
     have.0 >= need.0 && have.1 >= need.1 && have.2 >= need.2 && have.3 >= need.3 && have.4 >= need.4
 }
 
-/// One set of streaming buffers (two slots, each with its own stream), sized for the largest
+/// One set of streaming buffers (four or two slots, each with its own stream), sized for the largest
 /// request it served so far and shared by every model.
 struct Streamer {
     slots: Vec<Slot>,
@@ -643,7 +645,11 @@ impl Streamer {
         let (nf, k, idx, scratch, rows) = shape;
         let mut memory = DeviceMemory::default();
         let mut slots = Vec::new();
-        for _ in 0..2 {
+        // Four slots keep the host filling one, the link copying another and the kernels
+        // scoring a third (two left each stage waiting on the others: 4M x 28 rows took 22-29
+        // ms with two, 15-18 with four, on an H100); wide rows' slots are large, and keep two.
+        let n_slots = if rows * nf * 4 <= FOUR_SLOTS_MAX_BYTES { 4 } else { 2 };
+        for _ in 0..knob::<usize>("POLARS_GBT_STREAM_SLOTS").unwrap_or(n_slots).max(1) {
             let stream = ctx.new_stream().map_err(device_error)?;
             // SAFETY: pinned buffers are only read or written after their last copy finished
             // (`done`, or PinnedHostSlice's own event).
@@ -727,12 +733,14 @@ fn stream_rows(
     let mut indices = vec![0u32; n_rows * per_row_index];
     // A short request (a batch of a streaming query) still goes in two chunks or more, so that
     // filling one overlaps the other's copies and kernels.
-    // (`POLARS_GBT_REQUEST_CHUNKS` and `POLARS_GBT_MIN_CHUNK_ROWS` override the two and the
-    // floor, for measuring.)
+    // (`POLARS_GBT_REQUEST_CHUNKS`, `POLARS_GBT_MIN_CHUNK_ROWS` and `POLARS_GBT_CHUNK_ROWS`
+    // override the two, the floor and the largest chunk, and `POLARS_GBT_STREAM_SLOTS` the
+    // slots, for measuring.)
     let parts = knob::<usize>("POLARS_GBT_REQUEST_CHUNKS").unwrap_or(2).max(1);
-    let floor = knob::<usize>("POLARS_GBT_MIN_CHUNK_ROWS").unwrap_or(MIN_CHUNK_ROWS).clamp(1, CHUNK_ROWS);
-    let chunk_rows = n_rows.div_ceil(parts).clamp(floor, CHUNK_ROWS);
-    let need = (nf, k, per_row_index, forest.scratch_bytes(CHUNK_ROWS).div_ceil(CHUNK_ROWS), chunk_rows);
+    let most = knob::<usize>("POLARS_GBT_CHUNK_ROWS").unwrap_or(CHUNK_ROWS).max(1);
+    let floor = knob::<usize>("POLARS_GBT_MIN_CHUNK_ROWS").unwrap_or(MIN_CHUNK_ROWS).clamp(1, most);
+    let chunk_rows = n_rows.div_ceil(parts).clamp(floor, most);
+    let need = (nf, k, per_row_index, forest.scratch_bytes(most).div_ceil(most), chunk_rows);
     let mut lent = lend(need);
     let have = lent.0.as_ref().map_or((0, 0, 0, 0, 0), |s| s.shape);
     if lent.0.is_none() || !holds(have, need) {
@@ -742,10 +750,23 @@ fn stream_rows(
         lent.0 = Some(Streamer::new(&forest.rt, shape)?);
     }
     let streamer = lent.0.as_mut().unwrap();
+    // Under POLARS_GBT_PROFILE=1: seconds filling the pinned buffers, waiting for slots, and
+    // queueing the copies and kernels.
+    let profile = crate::profile::on();
+    let clock = std::time::Instant::now();
+    let (fill_s, wait_s, queue_s) = (std::cell::Cell::new(0.0), std::cell::Cell::new(0.0), std::cell::Cell::new(0.0));
+    let lap = |at: &mut std::time::Instant, into: &std::cell::Cell<f64>| {
+        if profile {
+            into.set(into.get() + at.elapsed().as_secs_f64());
+            *at = std::time::Instant::now();
+        }
+    };
     // Collect a finished slot's results into the output.
     let collect = |slot: &mut Slot, floats: &mut Vec<f32>, indices: &mut Vec<u32>| -> Result<()> {
         let Some((start, rows)) = slot.pending.take() else { return Ok(()) };
+        let mut at = std::time::Instant::now();
         slot.done.synchronize().map_err(device_error)?;
+        lap(&mut at, &wait_s);
         if per_row_index > 0 {
             let src = slot.index_host.as_slice().map_err(device_error)?;
             indices[start * per_row_index..(start + rows) * per_row_index]
@@ -758,12 +779,15 @@ fn stream_rows(
     };
     for (i, start) in (0..n_rows).step_by(chunk_rows).enumerate() {
         let rows = chunk_rows.min(n_rows - start);
-        let slot = &mut streamer.slots[i % 2];
+        let n_slots = streamer.slots.len();
+        let slot = &mut streamer.slots[i % n_slots];
         collect(slot, &mut floats, &mut indices)?;
         let stream = slot.stream.clone();
+        let mut at = std::time::Instant::now();
         // Column-major chunk: feature f's rows at f * rows.
         let x = slot.x_host.as_mut_slice().map_err(device_error)?;
         x[..rows * nf].par_chunks_mut(rows).zip(columns.par_iter()).for_each(|(dst, col)| col.read(start, dst));
+        lap(&mut at, &fill_s);
         // Only the chunk's rows travel: the slot may have been made for a longer request's
         // chunks. (A plain slice of pinned memory still copies asynchronously; the slot is
         // not written again before `collect` has waited for its `done` event.)
@@ -801,9 +825,20 @@ fn stream_rows(
         }
         slot.done.record(&stream).map_err(device_error)?;
         slot.pending = Some((start, rows));
+        lap(&mut at, &queue_s);
     }
     for slot in streamer.slots.iter_mut() {
         collect(slot, &mut floats, &mut indices)?;
+    }
+    if profile {
+        eprintln!(
+            "polars-gbt profile: scoring {n_rows} rows from host columns {:.2} ms: filling pinned buffers {:.2}, \
+             queueing copies and kernels {:.2}, waiting for slots {:.2}",
+            clock.elapsed().as_secs_f64() * 1e3,
+            fill_s.get() * 1e3,
+            queue_s.get() * 1e3,
+            wait_s.get() * 1e3
+        );
     }
     Ok(if per_row_index > 0 {
         Predictions::Index { values: indices, width: if leaf { n_trees } else { 1 } }
