@@ -521,11 +521,11 @@ template <typename Bin>
 struct BinColumnsArgs {
     BinColumns b;
     Bin* bins;
-    u8* cols;  // null: no column copy (8-bit bins only keep one)
+    Bin* cols;  // null: no column copy (8- and 16-bit bins of narrow data keep one)
 };
 
 template <typename Bin>
-__device__ void bin_columns(const BinColumns& a, Bin* bins, u8* cols) {
+__device__ void bin_columns(const BinColumns& a, Bin* bins, Bin* cols) {
     __shared__ u32 tile[BIN_TILE_ROWS][33];
     __shared__ u32 present;
     const u32 warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -543,7 +543,7 @@ __device__ void bin_columns(const BinColumns& a, Bin* bins, u8* cols) {
             seen |= !isnan(x);
             const u32 bin = value_bin(x, f, a.binning.cuts, a.binning.cut_offsets, a.binning.categorical);
             tile[r][lf] = bin;
-            if (cols) cols[(u64)f * a.n_rows + row] = (u8)bin;
+            if (cols) cols[(u64)f * a.n_rows + row] = (Bin)bin;
         }
     }
     if (__any_sync(0xffffffffu, seen) && lane == 0) present = 1;

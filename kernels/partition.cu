@@ -195,10 +195,17 @@ extern "C" __global__ void count_left_u32(const CountLeftArgs<u32> a) {
 }
 
 // Copies the partitioned runs back into the row index.
-// The column-major variant (8-bit bins): `cols` and `n_rows` in the place of `bins` and `stride`.
+// The column-major variants (8- and 16-bit bins): `cols` and `n_rows` in the place of `bins`
+// and `stride`.
 extern "C" __global__ void count_left_cols_u8(const CountLeftColsArgs a) {
     const CountLeft& c = a.part;
     count_left(DenseCols<u8>{a.cols, a.n_rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
+               c.rows_per_block, c.flags, c.block_left);
+}
+
+extern "C" __global__ void count_left_cols_u16(const CountLeftColsArgs a) {
+    const CountLeft& c = a.part;
+    count_left(DenseCols<u16>{(const u16*)a.cols, a.n_rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
                c.rows_per_block, c.flags, c.block_left);
 }
 

@@ -146,7 +146,8 @@ pub struct DeviceMatrix {
     pub row_words: Option<CudaSlice<u32>>,
     /// `stride` as the kernels take it.
     stride_arg: u32,
-    /// 8-bit bins again, column-major (`cols[f * n_rows + row]`): the partition reads one
+    /// 8- or 16-bit bins again (as bytes), column-major (`cols[f * n_rows + row]`, of the
+    /// matrix's width: twice `n_rows * n_features` bytes for 16-bit bins): the partition reads one
     /// feature of a node's rows, ascending, so a 32-byte sector serves all the rows of the node
     /// it holds, where a row-major sector serves one row. Histograms and margin updates read
     /// every feature of a row, and stay row-major.
@@ -264,7 +265,10 @@ impl DeviceMatrix {
     ) -> Result<(Self, bool)> {
         let (n, nf) = (columns.n_rows, columns.n_features);
         let tables = BinTables::upload(stream, memory, cuts)?;
-        let mut cols = if layout.keeps_columns() { Some(memory.zeros::<u8>(stream, n * nf)?) } else { None };
+        let mut cols = match layout {
+            Layout::Dense { width, .. } if layout.keeps_columns() => Some(memory.zeros::<u8>(stream, n * nf * width)?),
+            _ => None,
+        };
         let (mut bins, stride, row_words) = allocate_bins(stream, memory, &layout, n)?;
         let binning = tables.binning();
         let any_present = match (&layout, &row_words) {
@@ -576,7 +580,7 @@ pub(super) const BIN_TILE_ROWS: usize = 64;
 pub(super) const BIN_THREADS: u32 = 256;
 
 /// Queues the binning of every column into the dense `bins` (rows `stride` apart, column j
-/// at feature `first_feature + j`) and, for 8-bit bins, the column copy `cols`; `any_present`
+/// at feature `first_feature + j`) and, for 8- and 16-bit bins, the column copy `cols`; `any_present`
 /// is set if a value is present.
 #[allow(clippy::too_many_arguments)]
 fn bin_columns<'a>(
@@ -605,7 +609,7 @@ fn bin_columns<'a>(
     let (k, c) = (&rt.kernels, tiles(n, nf));
     // SAFETY: every tile's rows are below n and features below nf: bins hold n x stride from
     // `first_feature` on, with first_feature + nf <= stride; cols (given only for all of the
-    // features) nf x n.
+    // features) nf x n bins of the same width.
     unsafe {
         match bins {
             DeviceBins::U8(bins) => {
@@ -756,21 +760,22 @@ impl CompressedRows {
 }
 
 impl Layout {
-    /// Whether the bins are kept column-major as well ([`DeviceMatrix::cols`]): dense 8-bit
-    /// bins of at most COLUMN_COPY_MAX_FEATURES features. Wider bins come from columns of
-    /// hundreds of categories or more, whose fits the split search bounds rather than the
-    /// partition, and whose matrix is already larger. The copy saves the partition a sector a
-    /// row, against the histograms' `features` bins a row: on wide data it saves nothing
-    /// measurable and doubles the matrix (400k x 2000: 800 MB).
+    /// Whether the bins are kept column-major as well ([`DeviceMatrix::cols`]): dense 8- or
+    /// 16-bit bins of at most COLUMN_COPY_MAX_FEATURES features. 16-bit bins come from a
+    /// column of hundreds of categories or more: the flight-delay table's 3,960 tail numbers
+    /// made its partition cost as much as its histograms (1.0 s of 3.9, 16.4M rows), each row
+    /// a sector of its own. 32-bit bins are rare, and keep none. The copy saves the partition
+    /// a sector a row, against the histograms' `features` bins a row: on wide data it saves
+    /// nothing measurable and doubles the matrix (400k x 2000: 800 MB).
     pub fn keeps_columns(&self) -> bool {
-        matches!(*self, Layout::Dense { width: 1, stride } if stride <= COLUMN_COPY_MAX_FEATURES)
+        matches!(*self, Layout::Dense { width: 1 | 2, stride } if stride <= COLUMN_COPY_MAX_FEATURES)
     }
 
     /// Device bytes of the matrix, every copy, for `n_rows` rows of `n_features` features.
     pub fn device_bytes(&self, n_rows: usize, n_features: usize) -> usize {
         match self {
             &Layout::Dense { width, stride } => {
-                n_rows * (width * stride + if self.keeps_columns() { n_features } else { 0 })
+                n_rows * width * (stride + if self.keeps_columns() { n_features } else { 0 })
             }
             Layout::Sparse(rows) => 16 * *rows.row_words.last().unwrap() as usize + 4 * rows.row_words.len(),
         }

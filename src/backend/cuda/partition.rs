@@ -39,7 +39,7 @@ pub struct CountLeftArgs<'a, B> {
     pub part: CountLeft<'a>,
 }
 
-/// `count_left_cols_u8`: the column-major 8-bit bins of `n_rows` rows.
+/// `count_left_cols_u8`, `_u16`: the column-major 8- or 16-bit bins of `n_rows` rows (bytes).
 #[repr(C)]
 pub struct CountLeftColsArgs<'a> {
     pub cols: DevPtr<'a, u8>,
@@ -257,8 +257,10 @@ impl RowPartitioner {
         // rows find a feature's bin among its histogram slots.
         unsafe {
             if let Some(cols) = &matrix.cols {
+                let wide = cols.len() > matrix.n_rows * matrix.n_features;
                 let args = CountLeftColsArgs { cols: p.read(cols), n_rows: matrix.n_rows as u32, part };
-                return dev.launch(&k.count_left_cols_u8, &args, c);
+                let f = if wide { &k.count_left_cols_u16 } else { &k.count_left_cols_u8 };
+                return dev.launch(f, &args, c);
             }
             match matrix.rows(&mut p) {
                 MatrixRows::U8(rows) => dev.launch(&k.count_left_u8, &CountLeftArgs { rows, part }, c),

@@ -75,6 +75,7 @@ kernel_table!(
     count_left_u16: super::partition::CountLeftArgs<'static, u16>,
     count_left_u32: super::partition::CountLeftArgs<'static, u32>,
     count_left_cols_u8: super::partition::CountLeftColsArgs<'static>,
+    count_left_cols_u16: super::partition::CountLeftColsArgs<'static>,
     scatter: super::partition::ScatterArgs<'static>,
     copy_runs: super::partition::CopyRunsArgs<'static>,
     add_tree_u8: super::partition::AddTreeArgs<'static, u8>,
