@@ -5,3 +5,35 @@
 pub fn on() -> bool {
     std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1")
 }
+
+/// Seconds spent in each of `N` stages, summed over a fit; timed only when profiling is on.
+#[derive(Clone, Copy, Debug)]
+pub struct StageTimes<const N: usize> {
+    on: bool,
+    pub seconds: [f64; N],
+}
+
+impl<const N: usize> Default for StageTimes<N> {
+    fn default() -> Self {
+        StageTimes { on: on(), seconds: [0.0; N] }
+    }
+}
+
+impl<const N: usize> StageTimes<N> {
+    /// Whether stages are timed.
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+
+    /// The start of a timed step (None when profiling is off).
+    pub fn start(&self) -> Option<std::time::Instant> {
+        self.on.then(std::time::Instant::now)
+    }
+
+    /// Adds the time since `started` to `stage`.
+    pub fn stop(&mut self, stage: usize, started: Option<std::time::Instant>) {
+        if let Some(t) = started {
+            self.seconds[stage] += t.elapsed().as_secs_f64();
+        }
+    }
+}

@@ -15,6 +15,7 @@ use crate::data::binned::BinData;
 use crate::data::BinnedMatrix;
 use crate::data::FeatureCuts;
 use crate::error::Result;
+use crate::profile::StageTimes;
 use crate::tree::gradient::QuantGrad;
 use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
 use crate::tree::split::{SplitCandidate, SplitScorer};
@@ -42,6 +43,9 @@ pub struct CpuSteps<'a> {
     comm: &'a dyn Collective,
     /// The tree's rows by node; the learner reads the leaves' rows from it once the tree is grown.
     pub partition: RowPartition,
+    /// Under `POLARS_GBT_PROFILE=1`: the root's histograms, the split search, and the partition
+    /// with the children's histograms (built from each piece as it is split).
+    pub times: StageTimes<3>,
 }
 
 impl<'a> CpuSteps<'a> {
@@ -72,6 +76,7 @@ impl<'a> CpuSteps<'a> {
             layout: HistLayout::new(binned).with_chunk_rows(chunk_rows),
             comm: &Solo,
             partition: RowPartition::new(rows),
+            times: StageTimes::default(),
         }
     }
 
@@ -141,6 +146,7 @@ impl GrowSteps for CpuSteps<'_> {
     type Node = CpuNode;
 
     fn build_root(&mut self, ctx: &TreeContext) -> Result<CpuNode> {
+        let started = self.times.start();
         let mut hist = self.empty_histogram();
         for (k, grads) in self.grads.iter().enumerate() {
             let task = HistTask { rows: self.partition.rows_of(0), hist: &mut hist[self.output_slots(k)] };
@@ -148,11 +154,51 @@ impl GrowSteps for CpuSteps<'_> {
         }
         let mut rows = [self.partition.rows_of(0).len() as u64];
         self.reduce(&mut [&mut hist], &mut rows)?;
+        self.times.stop(0, started);
         Ok(CpuNode { node: 0, hist, rows: rows[0] })
     }
 
-    /// In parallel over (node, feature).
+    /// In parallel over (node, feature) (`evaluate_nodes`).
     fn evaluate(&mut self, nodes: &mut [Open<CpuNode>], ctx: &TreeContext) -> Result<()> {
+        let started = self.times.start();
+        let result = self.evaluate_nodes(nodes, ctx);
+        self.times.stop(1, started);
+        result
+    }
+
+    /// The smaller child (by hessian, a proxy for its row count known before partitioning) is
+    /// built from its rows as the partition produces them; the sibling by subtraction.
+    fn partition_and_build(
+        &mut self,
+        tree: &Tree,
+        expansions: Vec<Expansion<CpuNode>>,
+        ctx: &TreeContext,
+    ) -> Result<Vec<Option<[CpuNode; 2]>>> {
+        let started = self.times.start();
+        let result = self.split_nodes(tree, expansions, ctx);
+        self.times.stop(2, started);
+        result
+    }
+
+    fn discard(&mut self, _: CpuNode) {}
+
+    fn renumber(&mut self, ids: &[u32], merged: &[u32]) -> Result<()> {
+        self.partition.renumber(ids, merged);
+        Ok(())
+    }
+
+    fn histogram(&mut self, node: &CpuNode) -> Result<Vec<GradSum>> {
+        Ok(node.hist.clone())
+    }
+
+    fn rows(&mut self, node: &CpuNode) -> Result<Vec<u32>> {
+        Ok(self.partition.rows_of(node.node).to_vec())
+    }
+}
+
+impl CpuSteps<'_> {
+    /// Each node's best split, in parallel over (node, feature).
+    fn evaluate_nodes(&mut self, nodes: &mut [Open<CpuNode>], ctx: &TreeContext) -> Result<()> {
         if ctx.is_vector() {
             let rows: Vec<u32> = nodes.iter().map(|o| o.state.rows as u32).collect();
             let nodes_now: &[Open<CpuNode>] = nodes;
@@ -195,9 +241,8 @@ impl GrowSteps for CpuSteps<'_> {
         Ok(())
     }
 
-    /// The smaller child (by hessian, a proxy for its row count known before partitioning) is
-    /// built from its rows as the partition produces them; the sibling by subtraction.
-    fn partition_and_build(
+    /// Partitions the expanded nodes' rows and builds their children's histograms.
+    fn split_nodes(
         &mut self,
         tree: &Tree,
         expansions: Vec<Expansion<CpuNode>>,
@@ -280,21 +325,6 @@ impl GrowSteps for CpuSteps<'_> {
             ]));
         }
         Ok(out)
-    }
-
-    fn discard(&mut self, _: CpuNode) {}
-
-    fn renumber(&mut self, ids: &[u32], merged: &[u32]) -> Result<()> {
-        self.partition.renumber(ids, merged);
-        Ok(())
-    }
-
-    fn histogram(&mut self, node: &CpuNode) -> Result<Vec<GradSum>> {
-        Ok(node.hist.clone())
-    }
-
-    fn rows(&mut self, node: &CpuNode) -> Result<Vec<u32>> {
-        Ok(self.partition.rows_of(node.node).to_vec())
     }
 }
 

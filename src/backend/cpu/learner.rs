@@ -12,6 +12,7 @@ use crate::collective::{max_magnitudes, sum_grads, Collective, Solo};
 use crate::data::{BinnedMatrix, FeatureCuts};
 use crate::error::Result;
 use crate::objective::{Loss, Targets};
+use crate::profile::StageTimes;
 use crate::tree::grow::grow_vector_tree;
 use crate::tree::grow::TreeContext;
 use crate::tree::{grow_tree, GradPair, GradSum, GrowParams, Quantiser, Tree};
@@ -32,6 +33,9 @@ pub struct CpuLearner<'a> {
     repeats: Option<&'a [f32]>,
     /// The workers of a distributed fit ([`Solo`] for one).
     comm: &'a dyn Collective,
+    /// Under `POLARS_GBT_PROFILE=1`: gradients, the root's histograms, the split search, the
+    /// partition with the children's histograms, and the margins and leaf refits.
+    times: StageTimes<5>,
 }
 
 impl<'a> CpuLearner<'a> {
@@ -49,13 +53,15 @@ impl<'a> CpuLearner<'a> {
         let k = margin.len() / n.max(1);
         let repeats = params.weighting.repeats(weights);
         let grads = vec![GradPair::default(); n * k];
-        CpuLearner { binned, cuts, params, n, margin, grads, refit, repeats, comm: &Solo }
+        let times = StageTimes::default();
+        CpuLearner { binned, cuts, params, n, margin, grads, refit, repeats, comm: &Solo, times }
     }
 
     /// The same learner as one worker of a distributed fit: gradient scales, totals and
     /// histograms are taken over every worker's rows through `comm`.
-    pub fn with_collective(self, comm: &'a dyn Collective) -> Self {
-        CpuLearner { comm, ..self }
+    pub fn with_collective(mut self, comm: &'a dyn Collective) -> Self {
+        self.comm = comm;
+        self
     }
 }
 
@@ -65,6 +71,7 @@ impl CpuLearner<'_> {
     /// tree then grows through [`GrowSteps`](crate::tree::GrowSteps), as [`Learner::grow`] does.
     pub fn begin_tree(&mut self, output: usize, rows: Option<&[u32]>) -> Result<(CpuSteps<'_>, Quantiser, GradSum)> {
         let n = self.n;
+        let started = self.times.start();
         let g = &mut self.grads[output * n..(output + 1) * n];
         let mut magnitudes = Quantiser::magnitudes(g, self.repeats);
         max_magnitudes(self.comm, &mut magnitudes)?;
@@ -76,14 +83,18 @@ impl CpuLearner<'_> {
             CpuSteps::new(&self.binned, self.cuts, qgrads, rows, weighting.chunk_rows()).with_collective(self.comm);
         let mut total = [steps.total()];
         sum_grads(self.comm, &mut total)?;
+        self.times.stop(0, started);
         Ok((steps, quantiser, total[0]))
     }
 }
 
 impl Learner for CpuLearner<'_> {
     fn compute_gradients(&mut self, loss: &dyn Loss, targets: &Targets) -> Result<()> {
+        let started = self.times.start();
         let t = Targets { weight: self.params.weighting.loss_weights(targets.weight), ..*targets };
-        loss.gradients(&self.margin, &t, &mut self.grads)
+        let result = loss.gradients(&self.margin, &t, &mut self.grads);
+        self.times.stop(0, started);
+        result
     }
 
     fn grow(&mut self, output: usize, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Tree> {
@@ -93,7 +104,9 @@ impl Learner for CpuLearner<'_> {
         let (mut steps, quantiser, total) = self.begin_tree(output, rows)?;
         let ctx = TreeContext { params: &params, quantiser, tree_features: &tree_features, seed, outputs: &[] };
         let mut tree = grow_tree(&mut steps, &ctx, cuts, total)?;
+        let step_times = steps.times;
         let partition = steps.partition;
+        self.add_step_times(&step_times);
         self.finish_tree(output, &mut tree, &partition, sampled_all)?;
         Ok(tree)
     }
@@ -126,7 +139,9 @@ impl Learner for CpuLearner<'_> {
             outputs: &quantisers,
         };
         let mut trees = grow_vector_tree(&mut steps, &ctx, cuts, sums)?;
+        let step_times = steps.times;
         let partition = steps.into_partition();
+        self.add_step_times(&step_times);
         for (output, tree) in trees.iter_mut().enumerate() {
             self.finish_tree(output, tree, &partition, sampled_all)?;
         }
@@ -134,7 +149,28 @@ impl Learner for CpuLearner<'_> {
     }
 }
 
+impl Drop for CpuLearner<'_> {
+    fn drop(&mut self) {
+        if self.times.is_on() {
+            let [g, root, split, part, finish] = self.times.seconds;
+            eprintln!(
+                "polars-gbt profile: CPU ({} threads): gradients {g:.3} s, root histograms {root:.3} s, \
+                 split search {split:.3} s, partition and children's histograms {part:.3} s, \
+                 margins and leaf refits {finish:.3} s",
+                rayon::current_num_threads()
+            );
+        }
+    }
+}
+
 impl CpuLearner<'_> {
+    /// Adds a grown tree's step times to the fit's.
+    fn add_step_times(&mut self, steps: &StageTimes<3>) {
+        for (total, s) in self.times.seconds[1..4].iter_mut().zip(steps.seconds) {
+            *total += s;
+        }
+    }
+
     /// Refits `tree`'s leaves (L1-type losses) and adds it to output `output`'s training
     /// margins: through the rows of its leaves when every row took part, else by walking it.
     fn finish_tree(
@@ -144,6 +180,7 @@ impl CpuLearner<'_> {
         partition: &RowPartition,
         sampled_all: bool,
     ) -> Result<()> {
+        let started = self.times.start();
         let n = self.n;
         let mut margin = std::mem::take(&mut self.margin);
         let m = &mut margin[output * n..(output + 1) * n];
@@ -157,6 +194,7 @@ impl CpuLearner<'_> {
             add_tree_binned(tree, &self.binned, m);
         }
         self.margin = margin;
+        self.times.stop(4, started);
         Ok(())
     }
 }
