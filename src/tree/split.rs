@@ -421,7 +421,7 @@ impl<'a> SplitScorer<'a> {
                 let (g, h) = self.quantiser.to_float(bins[c as usize]);
                 p.weight(g, h + p.cat_smooth)
             };
-            order.sort_by(|&a, &b| weight(a).total_cmp(&weight(b)).then(a.cmp(&b)));
+            order = sorted_by_weight(&order, weight);
             // Prefixes of the weight order, the side sent left holding at most
             // `max_cat_threshold` categories (either side may be the small one).
             let cap = p.max_cat_threshold;
@@ -502,6 +502,15 @@ impl LeftSet {
             }
         }
     }
+}
+
+/// `categories` ordered by `weight`, ties by category, each weight computed once rather than
+/// twice a comparison (a weight is a division; a column of thousands of categories sorts in
+/// every node). The keys are distinct, so the unstable sort gives the one order.
+pub(crate) fn sorted_by_weight(categories: &[u32], weight: impl Fn(u32) -> f64) -> Vec<u32> {
+    let mut keyed: Vec<(f64, u32)> = categories.iter().map(|&c| (weight(c), c)).collect();
+    keyed.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    keyed.into_iter().map(|(_, c)| c).collect()
 }
 
 #[cfg(test)]

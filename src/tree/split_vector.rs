@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use super::constraints::NodeLimits;
 use super::gradient::{GradSum, Quantiser};
 use super::grow::{Open, TreeContext};
-use super::split::{SplitCandidate, SplitParams, MIN_GAIN};
+use super::split::{sorted_by_weight, SplitCandidate, SplitParams, MIN_GAIN};
 use crate::data::FeatureCuts;
 
 /// Each vector-leaf node's best split (None where none qualifies), over the features
@@ -289,8 +289,7 @@ impl<'a> VectorScorer<'a> {
                     let (g, h) = q.to_float(hists[output][c as usize]);
                     p.weight(g, h + p.cat_smooth)
                 };
-                let mut order = kept.clone();
-                order.sort_by(|&a, &b| weight(a).total_cmp(&weight(b)).then(a.cmp(&b)));
+                let order = sorted_by_weight(&kept, weight);
                 let mut left = vec![GradSum::default(); k_out];
                 for len in 1..=last {
                     let c = order[len - 1] as usize;
