@@ -16,12 +16,10 @@
 //! With one output every candidate and gain equals [`SplitScorer`](super::split::SplitScorer)'s,
 //! so a one-output vector-leaf tree is the scalar tree (a test holds it to that).
 
-use rayon::prelude::*;
-
 use super::constraints::NodeLimits;
 use super::gradient::{GradSum, Quantiser};
 use super::grow::{Open, TreeContext};
-use super::split::{sorted_by_weight, SplitCandidate, SplitParams, MIN_GAIN};
+use super::split::{best_split_per_node, sorted_by_weight, SplitCandidate, SplitParams, MIN_GAIN};
 use crate::data::FeatureCuts;
 
 /// Each vector-leaf node's best split (None where none qualifies), over the features
@@ -36,36 +34,16 @@ pub fn best_vector_splits<'h, N: Sync>(
     rows: &[u32],
     hist: impl Fn(usize, usize, usize) -> &'h [GradSum] + Sync,
 ) -> Vec<Option<SplitCandidate>> {
-    let jobs: Vec<(usize, u32)> = nodes
-        .iter()
-        .enumerate()
-        .flat_map(|(i, o)| ctx.node_features(o.depth, o.key, &o.limits).into_iter().map(move |f| (i, f)))
-        .collect();
     let monotone = &ctx.params.constraints.monotone;
-    let found: Vec<(usize, Option<SplitCandidate>)> = jobs
-        .par_iter()
-        .map(|&(i, f)| {
-            let o = &nodes[i];
-            let hists: Vec<&[GradSum]> = (0..ctx.outputs.len()).map(|k| hist(i, k, f as usize)).collect();
-            let scorer =
-                VectorScorer::new(&ctx.params.split, ctx.outputs, &o.sums, rows[i], &o.output_limits, monotone);
-            let best = match cuts[f as usize].is_categorical() {
-                true => scorer.best_categorical(f, &hists),
-                false => scorer.best_numeric(f, &hists),
-            };
-            (i, best)
-        })
-        .collect();
-    // Jobs are in (node, feature) order: a later feature wins only with a larger gain.
-    let mut best: Vec<Option<SplitCandidate>> = (0..nodes.len()).map(|_| None).collect();
-    for (i, candidate) in found {
-        if let Some(c) = candidate {
-            if best[i].as_ref().is_none_or(|cur| c.gain > cur.gain) {
-                best[i] = Some(c);
-            }
+    best_split_per_node(nodes, ctx, |i, f| {
+        let o = &nodes[i];
+        let hists: Vec<&[GradSum]> = (0..ctx.outputs.len()).map(|k| hist(i, k, f as usize)).collect();
+        let scorer = VectorScorer::new(&ctx.params.split, ctx.outputs, &o.sums, rows[i], &o.output_limits, monotone);
+        match cuts[f as usize].is_categorical() {
+            true => scorer.best_categorical(f, &hists),
+            false => scorer.best_numeric(f, &hists),
         }
-    }
-    best
+    })
 }
 
 /// A vector-leaf node's score: the sum over its outputs of each one's score within its bounds,

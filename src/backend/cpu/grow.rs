@@ -18,7 +18,7 @@ use crate::error::Result;
 use crate::profile::StageTimes;
 use crate::tree::gradient::QuantGrad;
 use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
-use crate::tree::split::{SplitCandidate, SplitScorer};
+use crate::tree::split::{best_split_per_node, SplitScorer};
 use crate::tree::split_vector::best_vector_splits;
 use crate::tree::{GradSum, Tree};
 
@@ -208,36 +208,18 @@ impl CpuSteps<'_> {
             nodes.iter_mut().zip(found).for_each(|(o, best)| o.best = best);
             return Ok(());
         }
-        let jobs: Vec<(usize, u32)> = nodes
-            .iter()
-            .enumerate()
-            .flat_map(|(i, o)| ctx.node_features(o.depth, o.key, &o.limits).into_iter().map(move |f| (i, f)))
-            .collect();
-        let found: Vec<(usize, Option<SplitCandidate>)> = jobs
-            .par_iter()
-            .map(|&(i, f)| {
-                let o = &nodes[i];
-                let rows = o.state.rows as u32;
-                let hist = self.layout.feature(&o.state.hist, f as usize);
-                let monotone = &ctx.params.constraints.monotone;
-                let scorer = SplitScorer::new(&ctx.params.split, &ctx.quantiser, o.total, rows, &o.limits, monotone);
-                let best = if self.cuts[f as usize].is_categorical() {
-                    scorer.best_categorical(f, hist)
-                } else {
-                    scorer.best_numeric(f, hist)
-                };
-                (i, best)
-            })
-            .collect();
-        // Jobs are in (node, feature) order, so ties go to the lowest feature index.
-        for (i, best) in found {
-            if let Some(b) = best {
-                let o = &mut nodes[i];
-                if o.best.as_ref().is_none_or(|cur| b.gain > cur.gain) {
-                    o.best = Some(b);
-                }
+        let monotone = &ctx.params.constraints.monotone;
+        let found = best_split_per_node(nodes, ctx, |i, f| {
+            let o = &nodes[i];
+            let hist = self.layout.feature(&o.state.hist, f as usize);
+            let scorer =
+                SplitScorer::new(&ctx.params.split, &ctx.quantiser, o.total, o.state.rows as u32, &o.limits, monotone);
+            match self.cuts[f as usize].is_categorical() {
+                true => scorer.best_categorical(f, hist),
+                false => scorer.best_numeric(f, hist),
             }
-        }
+        });
+        nodes.iter_mut().zip(found).for_each(|(o, best)| o.best = best);
         Ok(())
     }
 
