@@ -13,7 +13,7 @@ use super::layout::{CategoricalParams, EvalTask, GradSum, SplitParamsDev, SplitR
 use crate::data::FeatureCuts;
 use crate::error::Result;
 use crate::tree::grow::TreeContext;
-use crate::tree::split::SplitCandidate;
+use crate::tree::split::{SplitCandidate, SplitParams};
 use crate::tree::split_vector::vector_parent_score;
 use crate::tree::NodeLimits;
 
@@ -151,6 +151,19 @@ const SORT_PAIR_BYTES: usize = 12;
 /// Shared bytes the vector search's warps keep their outputs' running sums in, at most: the
 /// default 48 KiB a block, so that up to 3,072 outputs search on the device.
 const VECTOR_SHARED_BYTES: usize = 48 << 10;
+
+/// The split regularisation as the kernels take it, with the fixed-point units `(g, h)`.
+fn device_params(p: &SplitParams, (g_unit, h_unit): (f64, f64)) -> SplitParamsDev {
+    SplitParamsDev {
+        reg_lambda: p.reg_lambda,
+        reg_alpha: p.reg_alpha,
+        gamma: p.gamma,
+        min_child_weight: p.min_child_weight,
+        max_delta_step: p.max_delta_step,
+        g_unit,
+        h_unit,
+    }
+}
 
 /// A vector-leaf node whose best split is wanted: its path key and depth, its path limits
 /// (for its features), and each output's histogram slot, sum and weight bounds.
@@ -303,34 +316,13 @@ impl SplitEvaluator {
         dev.fill(&mut self.tasks, &tasks)?;
         dev.reserve(&mut self.per_feature, tasks.len() * nf)?;
         dev.reserve(&mut self.best, tasks.len())?;
-        let p = &ctx.params.split;
-        let (g_unit, h_unit) = ctx.quantiser.units();
-        let params = SplitParamsDev {
-            reg_lambda: p.reg_lambda,
-            reg_alpha: p.reg_alpha,
-            gamma: p.gamma,
-            min_child_weight: p.min_child_weight,
-            max_delta_step: p.max_delta_step,
-            g_unit,
-            h_unit,
-        };
+        let params = device_params(&ctx.params.split, ctx.quantiser.units());
         self.launch_numeric(dev, matrix, pool, tasks.len() as u32, &params)?;
         if self.categorical.is_some() {
             let rows: Vec<TaskRows> = nodes.iter().map(|o| o.rows).collect();
             self.launch_categorical(dev, matrix, pool, &rows, node_left, &params, ctx)?;
         }
-        let (nf32, n_tasks) = (nf as u32, tasks.len() as u32);
-        {
-            let mut p = dev.pins();
-            let args = BestFeatureArgs {
-                per_feature: p.read(&self.per_feature.buf),
-                n_features: nf32,
-                n_tasks,
-                out: p.write(&mut self.best.buf),
-            };
-            // SAFETY: per_feature holds n_tasks x nf results, best n_tasks.
-            unsafe { dev.launch(&dev.rt.kernels.best_feature, &args, cfg((n_tasks, 1), 32, 0)) }?;
-        }
+        self.launch_best_feature(dev, nf as u32, tasks.len() as u32)?;
         let best = dev.download(self.best.buf.slice(..tasks.len()))?;
         let mut left_categories = self.categories_of_winners(dev, &best)?;
         Ok(best
@@ -416,29 +408,12 @@ impl SplitEvaluator {
         dev.reserve(&mut self.per_feature, nodes.len() * nf)?;
         dev.reserve(&mut self.best, nodes.len())?;
         dev.reserve(&mut self.left_sums, tasks.len())?;
-        let params = SplitParamsDev {
-            reg_lambda: p.reg_lambda,
-            reg_alpha: p.reg_alpha,
-            gamma: p.gamma,
-            min_child_weight: p.min_child_weight,
-            max_delta_step: p.max_delta_step,
-            g_unit: 0.0,
-            h_unit: 0.0,
-        };
+        // Each output's units come with its tasks' sums (`units`), not with the parameters.
+        let params = device_params(p, (0.0, 0.0));
         let (total, nf32, k32) = (pool.total_slots as u32, nf as u32, k_out as u32);
         let k = &dev.rt.kernels;
-        if matrix.is_sparse() {
-            // Compressed rows leave missing values out: each output's are its total's remainder.
-            let mut p = dev.pins();
-            let args = FillMissingArgs {
-                tasks: p.read(&self.tasks.buf),
-                slot_offsets: p.read(&matrix.slot_offsets_dev),
-                total_slots: total,
-                hist: p.write(&mut pool.buf),
-            };
-            // SAFETY: every task's slot lies in the pool.
-            unsafe { dev.launch(&k.fill_missing, &args, cfg((nf32, tasks.len() as u32), 256, 0)) }?;
-        }
+        // One task per (node, output): each output's missing sums are its total's remainder.
+        self.fill_missing(dev, matrix, pool, tasks.len() as u32)?;
         {
             // Up to 8 warps a block, as many as the outputs' running sums leave room for.
             let warps = (VECTOR_SHARED_BYTES / (k_out * 16)).clamp(1, 8) as u32;
@@ -463,17 +438,7 @@ impl SplitEvaluator {
             // results, and the dynamic shared memory 2 x n_outputs i64 a warp.
             unsafe { dev.launch(&k.evaluate_vector, &args, c) }?;
         }
-        {
-            let mut p = dev.pins();
-            let args = BestFeatureArgs {
-                per_feature: p.read(&self.per_feature.buf),
-                n_features: nf32,
-                n_tasks: n_nodes,
-                out: p.write(&mut self.best.buf),
-            };
-            // SAFETY: per_feature holds n_nodes x nf results, best n_nodes.
-            unsafe { dev.launch(&k.best_feature, &args, cfg((n_nodes, 1), 32, 0)) }?;
-        }
+        self.launch_best_feature(dev, nf32, n_nodes)?;
         {
             let mut p = dev.pins();
             let args = VectorLeftSumsArgs {
@@ -511,6 +476,36 @@ impl SplitEvaluator {
             .collect())
     }
 
+    /// For compressed rows, which leave missing values out: queues each feature's missing slot
+    /// of the first `n_tasks` uploaded tasks' histograms, their totals' remainder.
+    fn fill_missing(&self, dev: &FitDevice, matrix: &DeviceMatrix, pool: &mut HistPool, n_tasks: u32) -> Result<()> {
+        if !matrix.is_sparse() {
+            return Ok(());
+        }
+        let mut p = dev.pins();
+        let args = FillMissingArgs {
+            tasks: p.read(&self.tasks.buf),
+            slot_offsets: p.read(&matrix.slot_offsets_dev),
+            total_slots: pool.total_slots as u32,
+            hist: p.write(&mut pool.buf),
+        };
+        // SAFETY: every task's slot lies in the pool.
+        unsafe { dev.launch(&dev.rt.kernels.fill_missing, &args, cfg((matrix.n_features as u32, n_tasks), 256, 0)) }
+    }
+
+    /// Queues each of `n_tasks` tasks' best of its `nf` features' splits into `best`.
+    fn launch_best_feature(&mut self, dev: &FitDevice, nf: u32, n_tasks: u32) -> Result<()> {
+        let mut p = dev.pins();
+        let args = BestFeatureArgs {
+            per_feature: p.read(&self.per_feature.buf),
+            n_features: nf,
+            n_tasks,
+            out: p.write(&mut self.best.buf),
+        };
+        // SAFETY: per_feature holds n_tasks x nf results, best n_tasks.
+        unsafe { dev.launch(&dev.rt.kernels.best_feature, &args, cfg((n_tasks, 1), 32, 0)) }
+    }
+
     /// Queues the best numeric split of each (task, feature) into `per_feature`.
     fn launch_numeric(
         &mut self,
@@ -523,19 +518,7 @@ impl SplitEvaluator {
         let nf = matrix.n_features as u32;
         let total = pool.total_slots as u32;
         let k = &dev.rt.kernels;
-        // SAFETY (both launches): every task's slot lies in the pool, and per_feature holds
-        // n_tasks x nf results.
-        if matrix.is_sparse() {
-            // Compressed rows leave missing values out: their sums are the totals' remainder.
-            let mut p = dev.pins();
-            let args = FillMissingArgs {
-                tasks: p.read(&self.tasks.buf),
-                slot_offsets: p.read(&matrix.slot_offsets_dev),
-                total_slots: total,
-                hist: p.write(&mut pool.buf),
-            };
-            unsafe { dev.launch(&k.fill_missing, &args, cfg((nf, n_tasks), 256, 0)) }?;
-        }
+        self.fill_missing(dev, matrix, pool, n_tasks)?;
         let mut p = dev.pins();
         let args = EvaluateFeaturesArgs {
             hist: p.read(&pool.buf),
@@ -549,6 +532,7 @@ impl SplitEvaluator {
             p: *params,
             out: p.write(&mut self.per_feature.buf),
         };
+        // SAFETY: every task's slot lies in the pool, and per_feature holds n_tasks x nf results.
         unsafe {
             dev.launch(&k.evaluate_features, &args, cfg((nf.div_ceil(SCAN_THREADS / 32), n_tasks), SCAN_THREADS, 0))
         }
