@@ -20,6 +20,7 @@ use crate::data::FeatureColumn;
 use crate::error::{Error, Result};
 use crate::objective::Link;
 use crate::prediction::{DeviceBinding, DeviceFloat, DeviceRows, ExportArrays, ForestSpec, PredictOutput, Predictions};
+use crate::profile::StageTimes;
 use crate::tree::Tree;
 
 /// Rows per streamed chunk, at most.
@@ -750,23 +751,19 @@ fn stream_rows(
         lent.0 = Some(Streamer::new(&forest.rt, shape)?);
     }
     let streamer = lent.0.as_mut().unwrap();
-    // Under POLARS_GBT_PROFILE=1: seconds filling the pinned buffers, waiting for slots, and
-    // queueing the copies and kernels.
-    let profile = crate::profile::on();
-    let clock = std::time::Instant::now();
-    let (fill_s, wait_s, queue_s) = (std::cell::Cell::new(0.0), std::cell::Cell::new(0.0), std::cell::Cell::new(0.0));
-    let lap = |at: &mut std::time::Instant, into: &std::cell::Cell<f64>| {
-        if profile {
-            into.set(into.get() + at.elapsed().as_secs_f64());
-            *at = std::time::Instant::now();
-        }
-    };
+    // Under POLARS_GBT_PROFILE=1: filling the pinned buffers, queueing the copies and kernels,
+    // and waiting for slots.
+    const FILL: usize = 0;
+    const QUEUE: usize = 1;
+    const WAIT: usize = 2;
+    let mut times = StageTimes::<3>::default();
+    let whole = times.start();
     // Collect a finished slot's results into the output.
-    let collect = |slot: &mut Slot, floats: &mut Vec<f32>, indices: &mut Vec<u32>| -> Result<()> {
+    let collect = |slot: &mut Slot, floats: &mut Vec<f32>, indices: &mut Vec<u32>, times: &mut StageTimes<3>| {
         let Some((start, rows)) = slot.pending.take() else { return Ok(()) };
-        let mut at = std::time::Instant::now();
+        let started = times.start();
         slot.done.synchronize().map_err(device_error)?;
-        lap(&mut at, &wait_s);
+        times.stop(WAIT, started);
         if per_row_index > 0 {
             let src = slot.index_host.as_slice().map_err(device_error)?;
             indices[start * per_row_index..(start + rows) * per_row_index]
@@ -775,19 +772,20 @@ fn stream_rows(
             let src = slot.out_host.as_slice().map_err(device_error)?;
             floats[start * k..(start + rows) * k].copy_from_slice(&src[..rows * k]);
         }
-        Ok(())
+        Ok::<(), Error>(())
     };
     for (i, start) in (0..n_rows).step_by(chunk_rows).enumerate() {
         let rows = chunk_rows.min(n_rows - start);
         let n_slots = streamer.slots.len();
         let slot = &mut streamer.slots[i % n_slots];
-        collect(slot, &mut floats, &mut indices)?;
+        collect(slot, &mut floats, &mut indices, &mut times)?;
         let stream = slot.stream.clone();
-        let mut at = std::time::Instant::now();
+        let started = times.start();
         // Column-major chunk: feature f's rows at f * rows.
         let x = slot.x_host.as_mut_slice().map_err(device_error)?;
         x[..rows * nf].par_chunks_mut(rows).zip(columns.par_iter()).for_each(|(dst, col)| col.read(start, dst));
-        lap(&mut at, &fill_s);
+        times.stop(FILL, started);
+        let started = times.start();
         // Only the chunk's rows travel: the slot may have been made for a longer request's
         // chunks. (A plain slice of pinned memory still copies asynchronously; the slot is
         // not written again before `collect` has waited for its `done` event.)
@@ -825,19 +823,17 @@ fn stream_rows(
         }
         slot.done.record(&stream).map_err(device_error)?;
         slot.pending = Some((start, rows));
-        lap(&mut at, &queue_s);
+        times.stop(QUEUE, started);
     }
     for slot in streamer.slots.iter_mut() {
-        collect(slot, &mut floats, &mut indices)?;
+        collect(slot, &mut floats, &mut indices, &mut times)?;
     }
-    if profile {
+    if let Some(whole) = whole {
+        let [fill, queue, wait] = times.seconds.map(|s| s * 1e3);
         eprintln!(
-            "polars-gbt profile: scoring {n_rows} rows from host columns {:.2} ms: filling pinned buffers {:.2}, \
-             queueing copies and kernels {:.2}, waiting for slots {:.2}",
-            clock.elapsed().as_secs_f64() * 1e3,
-            fill_s.get() * 1e3,
-            queue_s.get() * 1e3,
-            wait_s.get() * 1e3
+            "polars-gbt profile: scoring {n_rows} rows from host columns {:.2} ms: filling pinned buffers {fill:.2}, \
+             queueing copies and kernels {queue:.2}, waiting for slots {wait:.2}",
+            whole.elapsed().as_secs_f64() * 1e3,
         );
     }
     Ok(if per_row_index > 0 {
