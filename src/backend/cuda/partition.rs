@@ -6,7 +6,7 @@
 use cudarc::driver::{CudaSlice, CudaViewMut, LaunchConfig};
 
 use super::buffers::{cfg, FitDevice, Scratch};
-use super::data::{DenseBins, DeviceMatrix, MatrixRows, SparseEntries};
+use super::data::{DenseBins, DeviceBins, DeviceMatrix, MatrixRows, SparseEntries};
 use super::device_error;
 use super::gradients::FillIdentityArgs;
 use super::launch::{kernel_args, DevPtr, DevPtrMut};
@@ -257,7 +257,8 @@ impl RowPartitioner {
         // rows find a feature's bin among its histogram slots.
         unsafe {
             if let Some(cols) = &matrix.cols {
-                let wide = cols.len() > matrix.n_rows * matrix.n_features;
+                // The copy has the bins' width: 8 or 16 bits.
+                let wide = matches!(matrix.bins, DeviceBins::U16(_));
                 let args = CountLeftColsArgs { cols: p.read(cols), n_rows: matrix.n_rows as u32, part };
                 let f = if wide { &k.count_left_cols_u16 } else { &k.count_left_cols_u8 };
                 return dev.launch(f, &args, c);
