@@ -1476,6 +1476,13 @@ fn vector_leaf_gpu_trees_equal_cpu_trees() {
     let cat = categorical_data(30_000, 12);
     let cat = Dataset::new(cat.features().clone(), classes(cat.label())).unwrap();
     let sparse = sparse_data(30_000, 13);
+    // With a categorical column the search runs on the host, compressed rows' missing slots
+    // filled on the device first.
+    let mut with_category = sparse.features().columns().to_vec();
+    let codes = (0..30_000i32).map(|i| (i % 9 != 0).then_some(i % 5)).collect();
+    with_category
+        .push(FeatureColumn::new("c", vec![dictionary(codes, (0..5).map(|c| format!("k{c}")).collect())]).unwrap());
+    let sparse_cat = Dataset::new(FeatureFrame::new(with_category).unwrap(), classes(sparse.label())).unwrap();
     let sparse = Dataset::new(sparse.features().clone(), classes(sparse.label())).unwrap();
     let softprob = r#""objective": "multi:softprob", "num_class": 4"#;
     let cases: Vec<(String, &Dataset)> = vec![
@@ -1501,6 +1508,7 @@ fn vector_leaf_gpu_trees_equal_cpu_trees() {
         (vector(&format!(r#""n_estimators": 6, "max_depth": 6, {softprob}"#)), &cat),
         (vector(&format!(r#""n_estimators": 6, "max_depth": 6, "max_cat_to_onehot": 64, {softprob}"#)), &cat),
         (vector(&format!(r#""n_estimators": 6, "max_depth": 6, {softprob}"#)), &sparse),
+        (vector(&format!(r#""n_estimators": 4, "max_depth": 6, {softprob}"#)), &sparse_cat),
     ];
     let mut first = None;
     for (json, data) in &cases {

@@ -190,27 +190,17 @@ impl GpuLearner<'_> {
     fn evaluate_vector_on_host(&mut self, nodes: &mut [Open<GpuNode>], ctx: &TreeContext) -> Result<()> {
         self.resolve_counts(nodes.iter_mut().map(|o| &mut o.state).collect())?;
         let k_out = ctx.outputs.len();
+        // Compressed rows leave missing values out: their sums are the totals' remainder.
+        let slots = nodes.iter().flat_map(|o| o.state.slots().zip(o.sums.iter().copied()));
+        self.split.fill_missing_of(&mut self.dev, &self.matrix, &mut self.hist.pool, slots)?;
         let m = (nodes.len() * k_out) as u32;
         let first = self.hist.pool.exchange_run(&mut self.dev.memory, &self.dev.stream, m)?;
         let pairs: Vec<u32> =
             nodes.iter().flat_map(|o| o.state.slots()).zip(first..).flat_map(|(from, to)| [from, to]).collect();
         self.hist.copy_slots(&mut self.dev, &pairs)?;
-        let mut hists = self.dev.download(self.hist.pool.run(first, m))?;
+        let hists = self.dev.download(self.hist.pool.run(first, m))?;
         let width = self.hist.pool.total_slots;
         let offsets = &self.matrix.slot_offsets;
-        if self.matrix.is_sparse() {
-            // Compressed rows leave missing values out: their sums are the totals' remainder.
-            for (i, o) in nodes.iter().enumerate() {
-                for (k, &total) in o.sums.iter().enumerate() {
-                    let hist = &mut hists[(i * k_out + k) * width..][..width];
-                    for f in 0..self.matrix.n_features {
-                        let (start, missing) = (offsets[f] as usize, offsets[f + 1] as usize - 1);
-                        let present = hist[start..missing].iter().fold(GradSum::default(), |s, &b| s + b);
-                        hist[missing] = total - present;
-                    }
-                }
-            }
-        }
         let rows: Vec<u32> = nodes.iter().map(|o| Self::known_len(&o.state)).collect();
         let nodes_now: &[Open<GpuNode>] = nodes;
         let hist = |i: usize, k: usize, f: usize| {

@@ -493,6 +493,25 @@ impl SplitEvaluator {
         unsafe { dev.launch(&dev.rt.kernels.fill_missing, &args, cfg((matrix.n_features as u32, n_tasks), 256, 0)) }
     }
 
+    /// For compressed rows: queues the missing slots of the histograms in `slots`, each the
+    /// remainder of its `total` (the host's vector-leaf search reads them back filled).
+    pub(super) fn fill_missing_of(
+        &mut self,
+        dev: &mut FitDevice,
+        matrix: &DeviceMatrix,
+        pool: &mut HistPool,
+        slots: impl Iterator<Item = (u32, GradSum)>,
+    ) -> Result<()> {
+        if !matrix.is_sparse() {
+            return Ok(());
+        }
+        let (lower, upper) = (f64::NEG_INFINITY, f64::INFINITY);
+        let tasks: Vec<EvalTask> =
+            slots.map(|(slot, total)| EvalTask { total, slot, mask_row: NO_MASK, lower, upper }).collect();
+        dev.fill(&mut self.tasks, &tasks)?;
+        self.fill_missing(dev, matrix, pool, tasks.len() as u32)
+    }
+
     /// Queues each of `n_tasks` tasks' best of its `nf` features' splits into `best`.
     fn launch_best_feature(&mut self, dev: &FitDevice, nf: u32, n_tasks: u32) -> Result<()> {
         let mut p = dev.pins();
