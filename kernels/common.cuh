@@ -168,10 +168,39 @@ struct TreeNode {
 // their argument structs; src/backend/cuda/data.rs: DenseBins, SparseEntries): dense bins of
 // type B and the stride of a row, or compressed rows' entries of type E and where each row
 // starts (kernels/sparse.cu).
+// Dense bins paged from host memory (src/backend/cuda/pages.rs) hold one page: rows
+// first_row..first_row + page_rows, row r's bins at (r - first_row) * stride; the kernels that
+// reach rows through a row index skip the rows of other pages (`holds`). A matrix on the
+// device whole is the page of every row: first_row 0, page_rows ALL_ROWS.
+#define ALL_ROWS 0xffffffffu
 template <typename B>
 struct DenseBins {
     const B* bins;
     u32 stride;
+    u32 first_row;
+    u32 page_rows;
+    __device__ __forceinline__ bool holds(u32 row) const { return row - first_row < page_rows; }
+    __device__ __forceinline__ const B* row_bins(u32 row) const { return bins + (u64)(row - first_row) * stride; }
+    __device__ __forceinline__ bool whole() const { return page_rows == ALL_ROWS; }
+    // Positions begin..end of a node's run `run` (its rows ascending: the row index starts
+    // sorted and every partition is stable) narrowed to the rows of this page: two binary
+    // searches, the same in every thread.
+    __device__ __forceinline__ void narrow(const u32* run, u32& begin, u32& end) const {
+        if (whole()) return;
+        const u32 lo = first_row, hi = first_row + page_rows;
+        u32 a = begin, b = end;
+        while (a < b) {
+            const u32 m = (a + b) / 2;
+            if (run[m] < lo) a = m + 1; else b = m;
+        }
+        u32 c = a, d = end;
+        while (c < d) {
+            const u32 m = (c + d) / 2;
+            if (run[m] < hi) c = m + 1; else d = m;
+        }
+        begin = a;
+        end = c;
+    }
 };
 
 template <typename E>

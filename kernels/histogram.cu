@@ -90,9 +90,11 @@ __device__ GroupHistogram start_group_histogram(const u32* slot_offsets, u32 f0,
 // of two dependent loads (its index, then its bins), and one chain at a time left the warps
 // waiting on them (ncu: 65% of the cycles between issues).
 #define ROWS_AT_ONCE 4
+// `only`: sum only the rows whose flag (by row-index position) is set (null: every row): a
+// paged fit sums its left children from their parents' runs as the partition routes them.
 template <typename Bin, bool GLOBAL>
-__device__ void sum_rows_into(const Bin* bins, u32 stride, const QuantGrad* grads, const u32* ridx, RowTask task,
-                              u32 begin, u32 end, u32 width, u32 lanes, const GroupHistogram& hg) {
+__device__ void sum_rows_into(const DenseBins<Bin> rows, const QuantGrad* grads, const u32* ridx, const u8* only,
+                              RowTask task, u32 begin, u32 end, u32 width, u32 lanes, const GroupHistogram& hg) {
     constexpr u32 PER_WORD = 4 / sizeof(Bin), BITS = 8 * sizeof(Bin);
     constexpr u32 MASK = BITS == 32 ? 0xffffffffu : (1u << (BITS % 32)) - 1;
     const u32 lane = threadIdx.x & (lanes - 1), rows_at_once = blockDim.x / lanes;
@@ -103,9 +105,11 @@ __device__ void sum_rows_into(const Bin* bins, u32 stride, const QuantGrad* grad
         for (u32 u = 0; u < ROWS_AT_ONCE; ++u) {
             const u32 p = p0 + u * rows_at_once;
             const u32 row = p < end ? ridx[task.start + p] : 0;
-            q[u] = p < end ? grads[row] : QuantGrad{0, 0};
+            // A paged matrix's other pages' rows are summed when their page is here.
+            const bool here = p < end && rows.holds(row) && (only == nullptr || only[task.start + p]);
+            q[u] = here ? grads[row] : QuantGrad{0, 0};
             // Rows and groups start on 32-bit words: read the bins a word at a time.
-            r[u] = (q[u].g == 0 && q[u].h == 0) ? nullptr : (const u32*)(bins + (u64)row * stride + hg.f0);
+            r[u] = (q[u].g == 0 && q[u].h == 0) ? nullptr : (const u32*)(rows.row_bins(row) + hg.f0);
         }
         for (u32 w = lane; w * PER_WORD < width; w += lanes) {
             u32 words[ROWS_AT_ONCE];
@@ -139,33 +143,38 @@ __device__ __forceinline__ u32 lanes_per_row(u32 width, u32 max_lanes) {
 }
 
 template <typename Bin>
-__device__ void build_histograms(const Bin* bins, u32 stride, const QuantGrad* grads, const u32* ridx,
+__device__ void build_histograms(const DenseBins<Bin> rows, const QuantGrad* grads, const u32* ridx, const u8* only,
                                  const RowTask* tasks, u32 n_tasks, const u32* slot_offsets,
                                  const u32* group_first_feature, u32 shared_slots, u32 total_slots,
                                  u32 rows_per_block, u32 max_lanes, GradSum* hist) {
     extern __shared__ int shared[];
     const u32 f0 = group_first_feature[blockIdx.y], f1 = group_first_feature[blockIdx.y + 1];
     const RowTask task = tasks[find_task(tasks, n_tasks, blockIdx.x)];
-    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
+    u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
     // Blocks are reserved for half the parent's rows; the built child may have fewer.
     if (begin >= task.len) return;
-    const u32 end = min(begin + rows_per_block, task.len);
+    u32 end = min(begin + rows_per_block, task.len);
+    // A page sums only its own rows; a block with none leaves at once.
+    rows.narrow(ridx + task.start, begin, end);
+    if (begin >= end) return;
     const GroupHistogram hg =
         start_group_histogram(slot_offsets, f0, f1, shared_slots, shared, hist + (u64)task.slot * total_slots);
     const u32 lanes = lanes_per_row<Bin>(f1 - f0, max_lanes);
     if (hg.n_shared == 0) {
-        sum_rows_into<Bin, true>(bins, stride, grads, ridx, task, begin, end, f1 - f0, lanes, hg);
+        sum_rows_into<Bin, true>(rows, grads, ridx, only, task, begin, end, f1 - f0, lanes, hg);
         return;
     }
-    sum_rows_into<Bin, false>(bins, stride, grads, ridx, task, begin, end, f1 - f0, lanes, hg);
+    sum_rows_into<Bin, false>(rows, grads, ridx, only, task, begin, end, f1 - f0, lanes, hg);
     __syncthreads();
-    hg.flush(task.len <= rows_per_block);
+    // A page's sums add to the other pages'.
+    hg.flush(task.len <= rows_per_block && rows.whole());
 }
 
 // A histogram build's arguments but the rows (src/backend/cuda/histogram.rs: HistogramBuild).
 struct HistogramBuild {
     const QuantGrad* grads;
     const u32* ridx;
+    const u8* only;  // dense bins: the rows to sum, by flag (null: all); see sum_rows_into
     const RowTask* tasks;
     u32 n_tasks;
     const u32* slot_offsets;
@@ -186,7 +195,7 @@ struct HistogramArgs {
 #define HISTOGRAM_KERNEL(BIN)                                                                                  \
     extern "C" __global__ void histogram_##BIN(const HistogramArgs<BIN> a) {                                     \
         const HistogramBuild& b = a.build;                                                                       \
-        build_histograms<BIN>(a.rows.bins, a.rows.stride, b.grads, b.ridx, b.tasks, b.n_tasks, b.slot_offsets,  \
+        build_histograms<BIN>(a.rows, b.grads, b.ridx, b.only, b.tasks, b.n_tasks, b.slot_offsets,  \
                               b.group_first_feature, b.shared_slots, b.total_slots, b.rows_per_block,        \
                               b.max_lanes, b.hist);                                                            \
     }

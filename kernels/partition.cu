@@ -8,13 +8,15 @@
 
 // How the partition and the margin update read a row's bin of one feature: from the dense
 // bin matrix here, from the sparse entries in sparse.cu. The kernels are the same otherwise.
+// Paged bins hold one page's rows (DenseBins in common.cuh): count_left routes only those.
 template <typename Bin>
 struct DenseRows {
-    const Bin* bins;
-    u32 stride;
+    DenseBins<Bin> rows;
     __device__ __forceinline__ u32 bin(u32 row, u32 feature, u32 /*missing_bin*/) const {
-        return bins[(u64)row * stride + feature];
+        return rows.row_bins(row)[feature];
     }
+    __device__ __forceinline__ bool holds(u32 row) const { return rows.holds(row); }
+    __device__ __forceinline__ void narrow(const u32* run, u32& begin, u32& end) const { rows.narrow(run, begin, end); }
 };
 
 // The bins column-major (DeviceMatrix::cols): a node's rows, ascending, read their split
@@ -26,20 +28,26 @@ struct DenseCols {
     __device__ __forceinline__ u32 bin(u32 row, u32 feature, u32 /*missing_bin*/) const {
         return cols[(u64)feature * n_rows + row];
     }
+    __device__ __forceinline__ bool holds(u32 /*row*/) const { return true; }
+    __device__ __forceinline__ void narrow(const u32* /*run*/, u32& /*begin*/, u32& /*end*/) const {}
 };
 
+// `accumulate`: a page of paged bins, whose block counts add to the other pages' (block_left
+// zeroed before the first); else each block stores its count.
 template <typename Rows>
 __device__ void count_left(const Rows rows, const u32* ridx, const RowTask* tasks, u32 n_tasks,
                            const SplitRule* rules, const u32* category_words, u32 rows_per_block, u8* flags,
-                           u32* block_left) {
+                           u32* block_left, u32 accumulate) {
     const u32 ti = find_task(tasks, n_tasks, blockIdx.x);
     const RowTask task = tasks[ti];
     const SplitRule rule = rules[ti];
-    const u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
-    const u32 end = min(begin + rows_per_block, task.len);
+    u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
+    u32 end = min(begin + rows_per_block, task.len);
+    rows.narrow(ridx + task.start, begin, end);  // a page routes its own rows only
     u32 count = 0;
     for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
         const u32 row = ridx[task.start + p];
+        if (!rows.holds(row)) continue;
         const bool left = rule_goes_left(rule, rows.bin(row, rule.feature, rule.missing_bin), category_words);
         flags[task.start + p] = left;
         count += left;
@@ -50,7 +58,10 @@ __device__ void count_left(const Rows rows, const u32* ridx, const RowTask* task
     __syncthreads();
     if ((threadIdx.x & 31) == 0 && count) atomicAdd(&block_count, count);
     __syncthreads();
-    if (threadIdx.x == 0) block_left[blockIdx.x] = block_count;
+    if (threadIdx.x == 0) {
+        if (!accumulate) block_left[blockIdx.x] = block_count;
+        else if (block_count) atomicAdd(&block_left[blockIdx.x], block_count);
+    }
 }
 
 // The kernels' argument structs (src/backend/cuda/partition.rs). count_left's but the rows:
@@ -63,6 +74,7 @@ struct CountLeft {
     u32 rows_per_block;
     u8* flags;
     u32* block_left;
+    u32 accumulate;
 };
 
 template <typename B>
@@ -178,20 +190,20 @@ extern "C" __global__ void scatter(const ScatterArgs a) {
 
 extern "C" __global__ void count_left_u8(const CountLeftArgs<u8> a) {
     const CountLeft& c = a.part;
-    count_left(DenseRows<u8>{a.rows.bins, a.rows.stride}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
-               c.rows_per_block, c.flags, c.block_left);
+    count_left(DenseRows<u8>{a.rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
+               c.rows_per_block, c.flags, c.block_left, c.accumulate);
 }
 
 extern "C" __global__ void count_left_u16(const CountLeftArgs<u16> a) {
     const CountLeft& c = a.part;
-    count_left(DenseRows<u16>{a.rows.bins, a.rows.stride}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
-               c.rows_per_block, c.flags, c.block_left);
+    count_left(DenseRows<u16>{a.rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
+               c.rows_per_block, c.flags, c.block_left, c.accumulate);
 }
 
 extern "C" __global__ void count_left_u32(const CountLeftArgs<u32> a) {
     const CountLeft& c = a.part;
-    count_left(DenseRows<u32>{a.rows.bins, a.rows.stride}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
-               c.rows_per_block, c.flags, c.block_left);
+    count_left(DenseRows<u32>{a.rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
+               c.rows_per_block, c.flags, c.block_left, c.accumulate);
 }
 
 // Copies the partitioned runs back into the row index.
@@ -200,13 +212,13 @@ extern "C" __global__ void count_left_u32(const CountLeftArgs<u32> a) {
 extern "C" __global__ void count_left_cols_u8(const CountLeftColsArgs a) {
     const CountLeft& c = a.part;
     count_left(DenseCols<u8>{a.cols, a.n_rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
-               c.rows_per_block, c.flags, c.block_left);
+               c.rows_per_block, c.flags, c.block_left, c.accumulate);
 }
 
 extern "C" __global__ void count_left_cols_u16(const CountLeftColsArgs a) {
     const CountLeft& c = a.part;
     count_left(DenseCols<u16>{(const u16*)a.cols, a.n_rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
-               c.rows_per_block, c.flags, c.block_left);
+               c.rows_per_block, c.flags, c.block_left, c.accumulate);
 }
 
 extern "C" __global__ void copy_runs(const CopyRunsArgs a) {
@@ -237,16 +249,16 @@ __device__ void add_tree(const Rows rows, u32 n_rows, const TreeNode* nodes, con
 }
 
 extern "C" __global__ void add_tree_u8(const AddTreeArgs<u8> a) {
-    add_tree(DenseRows<u8>{a.rows.bins, a.rows.stride}, a.walk.n_rows, a.walk.nodes, a.walk.category_words,
+    add_tree(DenseRows<u8>{a.rows}, a.walk.n_rows, a.walk.nodes, a.walk.category_words,
              a.walk.margin);
 }
 
 extern "C" __global__ void add_tree_u16(const AddTreeArgs<u16> a) {
-    add_tree(DenseRows<u16>{a.rows.bins, a.rows.stride}, a.walk.n_rows, a.walk.nodes, a.walk.category_words,
+    add_tree(DenseRows<u16>{a.rows}, a.walk.n_rows, a.walk.nodes, a.walk.category_words,
              a.walk.margin);
 }
 
 extern "C" __global__ void add_tree_u32(const AddTreeArgs<u32> a) {
-    add_tree(DenseRows<u32>{a.rows.bins, a.rows.stride}, a.walk.n_rows, a.walk.nodes, a.walk.category_words,
+    add_tree(DenseRows<u32>{a.rows}, a.walk.n_rows, a.walk.nodes, a.walk.category_words,
              a.walk.margin);
 }

@@ -215,6 +215,8 @@ struct SparseRows {
         }
         return missing_bin;
     }
+    __device__ __forceinline__ bool holds(u32 /*row*/) const { return true; }
+    __device__ __forceinline__ void narrow(const u32* /*run*/, u32& /*begin*/, u32& /*end*/) const {}
 };
 
 // The argument structs of the compressed rows' kernels (src/backend/cuda/histogram.rs).
@@ -277,7 +279,7 @@ struct SortRowsArgs {
     extern "C" __global__ void count_left_##NAME(const SparseCountLeftArgs<E> a) {                                \
         const CountLeft& c = a.part;                                                                             \
         count_left(SparseRows<E>{a.rows.entries, a.rows.row_words, a.slot_offsets}, c.ridx, c.tasks, c.n_tasks,  \
-                   c.rules, c.category_words, c.rows_per_block, c.flags, c.block_left);                          \
+                   c.rules, c.category_words, c.rows_per_block, c.flags, c.block_left, c.accumulate);            \
     }                                                                                                           \
     extern "C" __global__ void add_tree_##NAME(const SparseAddTreeArgs<E> a) {                                   \
         add_tree(SparseRows<E>{a.rows.entries, a.rows.row_words, a.slot_offsets}, a.walk.n_rows, a.walk.nodes,   \

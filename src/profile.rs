@@ -6,6 +6,33 @@ pub fn on() -> bool {
     std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1")
 }
 
+thread_local! {
+    /// Whether the fit running on this thread was asked to say what it chooses (`verbose`).
+    static NOTES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A choice a fit made that its user may want to know of (where its data lives on the GPU,
+/// and why): printed on stderr when the fit on this thread is verbose ([`notes`]) or profiled.
+pub fn note(text: &str) {
+    if NOTES.with(|n| n.get()) || on() {
+        eprintln!("polars-gbt: {text}");
+    }
+}
+
+/// Turns [`note`]s on for this thread while the guard lives, when `verbose`.
+pub fn notes(verbose: bool) -> NotesGuard {
+    NotesGuard(NOTES.with(|n| n.replace(verbose)))
+}
+
+/// Restores the thread's earlier setting of [`notes`] when dropped.
+pub struct NotesGuard(bool);
+
+impl Drop for NotesGuard {
+    fn drop(&mut self) {
+        NOTES.with(|n| n.set(self.0));
+    }
+}
+
 /// Seconds spent in each of `N` stages, summed over a fit; timed only when profiling is on.
 #[derive(Clone, Copy, Debug)]
 pub struct StageTimes<const N: usize> {

@@ -1448,6 +1448,82 @@ fn streamed_fits_train_on_the_gpu_as_the_collected_rows() {
     }
 }
 
+/// Bins that do not fit the GPU within `max_device_memory` stay in host memory and go to the
+/// device a page of rows at a time, each pass over the rows (partition, histograms, margin
+/// update, leaf refits) reading every page in turn: the model bytes are the in-core fit's,
+/// from a stream (rows binned on the host as they come) and from collected columns (binned on
+/// the host when they do not fit), for bins of one byte a row uploaded as they are (32
+/// features) or re-pitched to whole words on the device (31), and of two bytes (15 features,
+/// `max_bin` 1024); regression, L1 refits, binary with row sampling and loss-guided growth,
+/// and vector leaves.
+#[test]
+fn paged_fits_train_as_in_core_fits() {
+    if !gpu() {
+        return;
+    }
+    use polars_gbt::backend::cuda::learner::{besides_bins_at_most, GpuLearner};
+    let n = 400_000;
+    for (nf, max_bin) in [(32usize, 64usize), (31, 64), (15, 1024)] {
+        let (frame, y) = random_data(n, nf, 40 + nf as u64);
+        let mean = y.iter().sum::<f32>() / n as f32;
+        let binary: Vec<f32> = y.iter().map(|&v| (v > mean) as u8 as f32).collect();
+        let classes: Vec<f32> = y.iter().map(|&v| ((v > mean) as u8 + (v > mean + 0.5) as u8) as f32).collect();
+        let cases = [
+            (y.clone(), r#""objective": "reg:squarederror", "max_depth": 6"#),
+            (y, r#""objective": "reg:absoluteerror", "max_depth": 5"#),
+            (
+                binary,
+                r#""objective": "binary:logistic", "subsample": 0.7, "grow_policy": "lossguide", "max_leaves": 24, "max_depth": 0"#,
+            ),
+            (
+                classes,
+                r#""objective": "multi:softprob", "num_class": 3, "multi_strategy": "multi_output_tree", "max_depth": 4"#,
+            ),
+        ];
+        for (label, params) in cases {
+            let data = Dataset::new(frame.clone(), label).unwrap();
+            let json = format!(r#"{{"n_estimators": 3, "max_bin": {max_bin}, "seed": 5, {params}}}"#);
+            let what = format!("{nf} features, {params}");
+            let in_core = fit(&json, &data, "cuda");
+            let mut cfg = TrainConfig::from_json(&json).unwrap();
+            cfg.device = serde_json::from_value(serde_json::Value::String("cuda".into())).unwrap();
+            let cuts = polars_gbt::data::cuts::compute_cuts(data.features(), None, max_bin, cfg.seed).unwrap();
+            let width = if max_bin > 255 { 2 } else { 1 };
+            let bins = n * nf.next_multiple_of(4 / width) * width;
+            // A third of the bins fit beside the fit's other buffers.
+            cfg.max_device_memory = Some((besides_bins_at_most(n, &cuts, &cfg) + bins / 3) as u64);
+            let collected = train(&cfg, &data, &[]).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(collected.to_bytes() == in_core.to_bytes(), "{what}: the paged fit of collected columns differs");
+            let stream =
+                polars_gbt::data::StreamParams { max_bin, seed: cfg.seed, missing: None, scale_pos_weight: 1.0 };
+            let streamed_data =
+                polars_gbt::data::stream_dataset(&mut RowBatches { data: data.clone(), size: 100_003 }, &stream)
+                    .unwrap();
+            let streamed = train(&cfg, &streamed_data, &[]).unwrap();
+            assert!(streamed.to_bytes() == in_core.to_bytes(), "{what}: the paged streamed fit differs");
+            if json.contains("reg:squarederror") {
+                // The learner did page: several pages, fewer kept on the device.
+                let setup = common::lockstep::Setup::new(&json, &data);
+                let rt = cuda::runtime().unwrap();
+                let rows = streamed_data.binned().unwrap();
+                let learner = GpuLearner::from_binned(
+                    &rt,
+                    &streamed_data,
+                    rows,
+                    setup.grow.clone(),
+                    &cfg,
+                    &setup.margin,
+                    None,
+                    &Solo,
+                )
+                .unwrap();
+                let (pages, slots) = learner.paging().unwrap_or_else(|| panic!("{what}: not paged"));
+                assert!(pages >= 3 && slots >= 2 && slots < pages, "{what}: {pages} pages, {slots} slots");
+            }
+        }
+    }
+}
+
 /// Vector-leaf trees (`multi_strategy="multi_output_tree"`): each output's histograms are built
 /// on the GPU and each level's splits searched there with the CPU's arithmetic (on the host,
 /// as the CPU searches them, with categorical features), so the GPU grows the CPU's trees:

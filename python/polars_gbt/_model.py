@@ -426,8 +426,10 @@ def train(
     gives the same model bytes as the fit on the collected rows; a one-shot stream (a
     ``RecordBatchReader`` passed itself) is a ``DataError`` saying so. ``progress=True``
     draws the passes as well as the rounds. On the GPU the binned rows (one or two bytes a
-    value) go to the device as they are. Continued training (``init_model``) and fits over
-    several GPUs (``n_gpus``) collect a source.
+    value) go to the device as they are; ``max_device_memory`` (bytes, or text such as
+    ``"6GB"``) bounds what the fit takes of the GPU, and bins beyond it stay in host memory,
+    paged to the GPU as each level reads them (the same model). Continued training
+    (``init_model``) and fits over several GPUs (``n_gpus``) collect a source.
 
     ``eval_df`` (same columns) is evaluated after every round under the name ``valid`` (and
     watched by ``early_stopping_rounds``); ``eval_sets`` (a dict of name to frame) evaluates

@@ -174,6 +174,12 @@ pub struct TrainConfig {
     /// ones one GPU gives. Recorded only when above 1.
     #[serde(skip_serializing_if = "is_one")]
     pub n_gpus: usize,
+    /// The most GPU memory a fit may take, in bytes (a number, or text such as "6GB" or
+    /// "512MiB"); None: what the GPU has free. A fit from rows binned on the host (a streamed
+    /// fit) whose bins do not fit keeps them in host memory and pages them to the GPU. A
+    /// limit of the machine, not of the model: never stored with it.
+    #[serde(skip_serializing, deserialize_with = "bytes_amount")]
+    pub max_device_memory: Option<u64>,
 }
 
 fn is_one(n: &usize) -> bool {
@@ -231,8 +237,46 @@ impl Default for TrainConfig {
             n_jobs: 0,
             device: Device::Cpu,
             n_gpus: 1,
+            max_device_memory: None,
         }
     }
+}
+
+/// A number of bytes: a whole number, or text of a number and a unit (B, KB, MB, GB, TB
+/// in powers of 1000; KiB, MiB, GiB, TiB in powers of 1024), as `max_device_memory` takes it.
+fn bytes_amount<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>, D::Error> {
+    use serde::de::Error as _;
+    let bytes = match Option::<serde_json::Value>::deserialize(d)? {
+        None => return Ok(None),
+        Some(serde_json::Value::Number(n)) => n.as_u64(),
+        Some(serde_json::Value::String(t)) => parse_bytes(&t),
+        Some(_) => None,
+    };
+    bytes.map(Some).ok_or_else(|| {
+        D::Error::custom("expected a whole number of bytes, or text of one with a unit such as \"6GB\" or \"512MiB\"")
+    })
+}
+
+/// `text` ("6GB", "1.5 GiB", "1000000") as bytes.
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = (t[..split].trim(), t[split..].trim());
+    let scale: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        _ => return None,
+    };
+    let value: f64 = number.parse().ok().filter(|v: &f64| v.is_finite() && *v >= 0.0)?;
+    let bytes = value * scale as f64;
+    (bytes < u64::MAX as f64).then_some(bytes.round() as u64)
 }
 
 /// `eval_metric` accepts one name or a list in text formats (JSON, Python kwargs); binary
@@ -392,6 +436,12 @@ impl TrainConfig {
             self.n_gpus == 1 || self.device != Device::Cpu,
             "n_gpus",
             "trains on several GPUs: it needs device=\"cuda\" (or \"auto\")",
+        )?;
+        check(self.max_device_memory != Some(0), "max_device_memory", "must be more than 0 bytes")?;
+        check(
+            self.max_device_memory.is_none() || self.device != Device::Cpu,
+            "max_device_memory",
+            "limits a GPU fit's memory: it needs device=\"cuda\" (or \"auto\")",
         )?;
         check(self.learning_rate.is_finite() && self.learning_rate > 0.0, "learning_rate", "must be > 0")?;
         match self.grow_policy {
@@ -678,6 +728,32 @@ mod tests {
         ] {
             let e = parse(json).unwrap_err().to_string();
             assert!(e.contains(&format!("`{name}`")) && e.contains(why), "{json}: {e}");
+        }
+    }
+
+    #[test]
+    fn max_device_memory_takes_bytes_with_units_and_is_never_stored() {
+        for (json, bytes) in [
+            (r#"{"device": "cuda", "max_device_memory": 123456789}"#, 123_456_789u64),
+            (r#"{"device": "cuda", "max_device_memory": "6GB"}"#, 6_000_000_000),
+            (r#"{"device": "cuda", "max_device_memory": "1.5 GiB"}"#, 3 << 29),
+            (r#"{"device": "auto", "max_device_memory": "512MiB"}"#, 512 << 20),
+            (r#"{"device": "cuda", "max_device_memory": "2048"}"#, 2048),
+        ] {
+            let cfg = parse(json).unwrap_or_else(|e| panic!("{json}: {e}"));
+            assert_eq!(cfg.max_device_memory, Some(bytes), "{json}");
+            let stored = serde_json::to_string(&cfg).unwrap();
+            assert!(!stored.contains("max_device_memory"), "{stored}");
+        }
+        for (json, why) in [
+            (r#"{"device": "cuda", "max_device_memory": "6 bananas"}"#, "number of bytes"),
+            (r#"{"device": "cuda", "max_device_memory": -1}"#, "number of bytes"),
+            (r#"{"device": "cuda", "max_device_memory": [1]}"#, "number of bytes"),
+            (r#"{"device": "cuda", "max_device_memory": 0}"#, "more than 0"),
+            (r#"{"device": "cpu", "max_device_memory": "4GB"}"#, "needs device=\"cuda\""),
+        ] {
+            let e = parse(json).unwrap_err().to_string();
+            assert!(e.contains("`max_device_memory`") && e.contains(why), "{json}: {e}");
         }
     }
 }

@@ -28,7 +28,7 @@ pub(super) struct FitKwargs {
     eval_names: Vec<String>,
     /// Print the evaluation log to stderr every this many rounds (0: silent).
     #[serde(default)]
-    verbose: usize,
+    pub(super) verbose: usize,
     /// Draw a progress bar on stderr (of a streamed fit's passes too).
     #[serde(default)]
     pub(super) progress: bool,
@@ -470,6 +470,7 @@ fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
     let inputs = broadcast(inputs);
     let fit = FitInputs::new(&inputs, &kwargs)?;
     let mut log = round_logger(&cfg, &kwargs);
+    let _notes = crate::profile::notes(kwargs.verbose > 0);
     let model = match &kwargs.distributed {
         Some(d) => {
             if fit.init.is_some() || fit.objective_id.is_some() || !fit.metrics.is_empty() {

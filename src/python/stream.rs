@@ -252,9 +252,14 @@ pub(super) fn train_stream(
         let evals: Vec<(&str, &Dataset)> = eval_data.iter().map(|(name, d)| (name.as_str(), d)).collect();
         let fit = FitInputs::new(&schema, &kwargs).map_err(|e| PyValueError::new_err(e.to_string()))?;
         let mut log = round_logger(&cfg, &kwargs);
+        // The fit says where its bins live on a GPU (paged or not) when verbose.
+        let verbose = kwargs.verbose > 0;
         // Without the GIL: a Python objective or metric takes it for each call.
         let model = py
-            .detach(|| fit.run(&cfg, &data, &evals, &mut log).map(|m| m.to_bytes()).map_err(|e| e.to_string()))
+            .detach(|| {
+                let _notes = crate::profile::notes(verbose);
+                fit.run(&cfg, &data, &evals, &mut log).map(|m| m.to_bytes()).map_err(|e| e.to_string())
+            })
             .map_err(PyValueError::new_err)?;
         Ok(model)
     })

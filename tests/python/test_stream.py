@@ -148,6 +148,38 @@ def test_a_gpu_scan_fit_is_the_collected_gpu_fit(df, tmp_path, streamed, case):
     cpu = polars_gbt.train(df, **{**params, "device": "cpu"})
     assert cpu.trees_to_dataframe().equals(whole.trees_to_dataframe())
 
+def wide_frame(n: int, nf: int) -> pl.DataFrame:
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(n, nf)).astype(np.float32)
+    cols = {f"f{j}": x[:, j] for j in range(nf)}
+    cols["f0"] = np.where(rng.random(n) < 0.1, np.nan, cols["f0"])
+    y = x[:, 0] - 2 * x[:, 1] * (x[:, 2] > 0) + rng.normal(scale=0.3, size=n)
+    return pl.DataFrame({**cols, "y": y})
+
+
+@pytest.mark.skipif(not polars_gbt.cuda_available(), reason="no usable GPU (the GPU machine runs it)")
+def test_bins_beyond_max_device_memory_are_paged_from_host_memory(tmp_path, capfd):
+    # 600k x 32 one-byte bins (18.3 MiB) beside 23.5 MiB of per-row state and 36 MiB of
+    # histograms and scratch: 70 MB (66.8 MiB) leaves room for 7 pages of 1 MiB, so the bins
+    # stay in host memory, and the model is the in-core fit's, from a scan and from the frame.
+    frame = wide_frame(600_000, 32)
+    params = dict(target="y", n_estimators=5, max_depth=6, device="cuda")
+    whole = polars_gbt.train(frame, **params).to_bytes()
+    capfd.readouterr()
+    scan = parquet(frame, tmp_path, 3)
+    paged = polars_gbt.train(scan, max_device_memory="70MB", verbose=1, **params)
+    assert "the bins stay in host memory" in capfd.readouterr().err
+    assert paged.to_bytes() == whole
+    assert polars_gbt.train(frame, max_device_memory=70_000_000, **params).to_bytes() == whole
+
+
+def test_max_device_memory_errors_name_it(df):
+    with pytest.raises(Exception, match=r"max_device_memory.*needs device=.cuda"):
+        polars_gbt.train(df, target="y", features=["a", "b"], device="cpu", max_device_memory="4GB")
+    with pytest.raises(Exception, match=r"max_device_memory.*number of bytes"):
+        polars_gbt.train(df, target="y", features=["a", "b"], device="auto", max_device_memory="lots")
+
+
 def test_slices_reach_the_files_of_one_parquet_or_ipc_scan_only(df, tmp_path):
     # Pinned on the Polars the tests run with: if its plans come to read otherwise, scans fall
     # back to the streaming engine (slower to free memory, not wrong), and this test says so.

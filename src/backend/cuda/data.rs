@@ -12,6 +12,7 @@ use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
 
 use super::columns::{Columns, DeviceColumns};
 use super::launch::{kernel_args, launch, DevPtr, DevPtrMut, Pins};
+use super::pages::{PagePlan, Pages, Window};
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
 use crate::data::binned::BinData;
@@ -28,6 +29,9 @@ pub enum DeviceBins {
     /// padded with the type's maximum; 16-bit entries when every slot fits, else 32-bit.
     Sparse16(CudaSlice<u16>),
     Sparse32(CudaSlice<u32>),
+    /// Dense rows of 1, 2 or 4 bytes a value in host memory, paged to the device as passes
+    /// reach them ([`Pages`]).
+    Paged(Box<Pages>),
 }
 
 /// Dense rows as the kernels take them (`DenseBins` in kernels/common.cuh): the bins and the
@@ -37,6 +41,10 @@ pub enum DeviceBins {
 pub struct DenseBins<'a, B> {
     pub bins: DevPtr<'a, B>,
     pub stride: u32,
+    /// The rows `bins` holds: `first_row..first_row + page_rows` of a paged matrix (see
+    /// [`Window`]); 0 and `ALL_ROWS` for a matrix on the device whole.
+    pub first_row: u32,
+    pub page_rows: u32,
 }
 
 /// Compressed rows as the kernels take them (`SparseEntries`): the entries and where each
@@ -172,6 +180,7 @@ impl DeviceMatrix {
             DeviceBins::U16(b) => 2 * b.len(),
             DeviceBins::U32(b) | DeviceBins::Sparse32(b) => 4 * b.len(),
             DeviceBins::Sparse16(b) => 2 * b.len(),
+            DeviceBins::Paged(pages) => pages.slot_bytes(),
         };
         bins + self.cols.as_ref().map_or(0, |c| c.len()) + self.row_words.as_ref().map_or(0, |w| 4 * w.len())
     }
@@ -183,20 +192,68 @@ impl DeviceMatrix {
 
     /// Bins held in one 32-bit word.
     pub fn per_word(&self) -> usize {
-        match self.bins {
+        match &self.bins {
             DeviceBins::U8(_) => 4,
             DeviceBins::U16(_) => 2,
             DeviceBins::U32(_) | DeviceBins::Sparse16(_) | DeviceBins::Sparse32(_) => 1,
+            DeviceBins::Paged(pages) => 4 / pages.width(),
         }
     }
 
-    /// The rows as the kernels of the matrix's layout take them.
+    /// Whether the bins are paged from host memory.
+    pub fn is_paged(&self) -> bool {
+        matches!(self.bins, DeviceBins::Paged(_))
+    }
+
+    /// Each window of rows a pass over the matrix launches its kernels on, in order: the whole
+    /// matrix, or every page (those on the device first). Each is readable between
+    /// [`enter`](Self::enter) and [`leave`](Self::leave).
+    pub(super) fn sweep(&self) -> Vec<Option<usize>> {
+        match &self.bins {
+            DeviceBins::Paged(pages) => pages.sweep().into_iter().map(Some).collect(),
+            _ => vec![None],
+        }
+    }
+
+    /// Makes the rows of a window of [`sweep`](Self::sweep) readable by the work queued next
+    /// on `stream` (copying a page in when no slot holds it).
+    pub(super) fn enter(&self, stream: &CudaStream, page: Option<usize>) -> Result<Window> {
+        match (&self.bins, page) {
+            (DeviceBins::Paged(pages), Some(page)) => pages.enter(stream, page),
+            _ => Ok(Window::whole(self.n_rows)),
+        }
+    }
+
+    /// The work queued on `stream` so far is all that reads window `w`.
+    pub(super) fn leave(&self, stream: &CudaStream, w: &Window) -> Result<()> {
+        match &self.bins {
+            DeviceBins::Paged(pages) => pages.leave(stream, w),
+            _ => Ok(()),
+        }
+    }
+
+    /// The rows of the whole matrix on the device, as the kernels of its layout take them.
     pub(super) fn rows<'a>(&'a self, p: &mut Pins<'a>) -> MatrixRows<'a> {
+        self.rows_in(p, &Window::whole(self.n_rows))
+    }
+
+    /// The rows of window `w` (from [`enter`](Self::enter)) as the kernels take them.
+    pub(super) fn rows_in<'a>(&'a self, p: &mut Pins<'a>, w: &Window) -> MatrixRows<'a> {
         let stride = self.stride_arg;
+        let (first_row, page_rows) = (w.first_row, w.page_rows);
         match (&self.bins, &self.row_words) {
-            (DeviceBins::U8(b), _) => MatrixRows::U8(DenseBins { bins: p.read(b), stride }),
-            (DeviceBins::U16(b), _) => MatrixRows::U16(DenseBins { bins: p.read(b), stride }),
-            (DeviceBins::U32(b), _) => MatrixRows::U32(DenseBins { bins: p.read(b), stride }),
+            (DeviceBins::U8(b), _) => MatrixRows::U8(DenseBins { bins: p.read(b), stride, first_row, page_rows }),
+            (DeviceBins::U16(b), _) => MatrixRows::U16(DenseBins { bins: p.read(b), stride, first_row, page_rows }),
+            (DeviceBins::U32(b), _) => MatrixRows::U32(DenseBins { bins: p.read(b), stride, first_row, page_rows }),
+            (DeviceBins::Paged(pages), _) => {
+                // The slot's bytes, read as bins of the matrix's width.
+                let bins: DevPtr<'a, u8> = p.read(pages.slot(w));
+                match pages.width() {
+                    1 => MatrixRows::U8(DenseBins { bins, stride, first_row, page_rows }),
+                    2 => MatrixRows::U16(DenseBins { bins: bins.cast(), stride, first_row, page_rows }),
+                    _ => MatrixRows::U32(DenseBins { bins: bins.cast(), stride, first_row, page_rows }),
+                }
+            }
             (DeviceBins::Sparse16(e), Some(w)) => {
                 MatrixRows::S16(SparseEntries { entries: p.read(e), row_words: p.read(w) })
             }
@@ -384,6 +441,24 @@ impl DeviceMatrix {
         let tables = BinTables::upload(stream, memory, cuts)?;
         stream.synchronize().map_err(device_error)?;
         Ok(tables.into_matrix(bins, n, stride, None, None))
+    }
+
+    /// A matrix of rows binned on the host that stay there, paged to the device per `plan`
+    /// ([`Pages`]): as [`from_host`](Self::from_host), but only `plan.slots` pages are ever on
+    /// the device.
+    pub fn paged(
+        stream: &Arc<CudaStream>,
+        memory: &mut DeviceMemory,
+        binned: &BinnedMatrix,
+        cuts: &[FeatureCuts],
+        plan: PagePlan,
+    ) -> Result<Self> {
+        let (n, nf) = (binned.n_rows, binned.n_bins.len());
+        let stride = nf.next_multiple_of(4 / BinnedMatrix::bin_width(&binned.n_bins));
+        let pages = Pages::new(stream, memory, binned, stride, plan)?;
+        let tables = BinTables::upload(stream, memory, cuts)?;
+        stream.synchronize().map_err(device_error)?;
+        Ok(tables.into_matrix(DeviceBins::Paged(Box::new(pages)), n, stride, None, None))
     }
 }
 

@@ -9,6 +9,8 @@ use super::{availability, join_workers, learner, nccl, on_each_gpu, runtime_on, 
 use crate::backend::{Backend, Boost, Engine, Fit, FitRows, Predictor};
 use crate::collective::Collective;
 use crate::config::{MultiStrategy, TrainConfig};
+use crate::data::cuts::compute_cuts;
+use crate::data::{BinnedMatrix, BinnedRows};
 use crate::error::{Error, Result};
 use crate::prediction::ForestSpec;
 
@@ -57,6 +59,16 @@ impl Engine for CudaEngine {
             }
             let (data, cfg, comm) = (fit.data, fit.cfg, shard.comm);
             let mut learner = GpuLearner::from_binned(&rt, data, rows, fit.grow, cfg, &fit.margin, fit.refit, comm)?;
+            return boost(&rows.cuts, &mut learner);
+        }
+        if !shard.is_distributed() && !learner::fits_in_core(&rt, fit.data, fit.cfg)? {
+            // Columns that do not fit the GPU (or max_device_memory) with their bins: binned
+            // on the host with the cut points the device would compute (the CPU's), as a
+            // streamed fit's are, and placed as those (paged when the bins do not fit either).
+            let (data, cfg, comm) = (fit.data, fit.cfg, shard.comm);
+            let cuts = compute_cuts(&data.features, data.weight.as_deref(), cfg.max_bin, cfg.seed)?;
+            let rows = BinnedRows { matrix: BinnedMatrix::new(&data.features, &cuts), cuts };
+            let mut learner = GpuLearner::from_binned(&rt, data, &rows, fit.grow, cfg, &fit.margin, fit.refit, comm)?;
             return boost(&rows.cuts, &mut learner);
         }
         if !shard.is_distributed() && DeviceMatrix::ingests_in_batches(&fit.data.features, fit.cfg.max_bin) {

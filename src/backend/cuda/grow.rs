@@ -213,6 +213,35 @@ impl GpuLearner<'_> {
         Ok(())
     }
 
+    /// A level's partition and children's histograms over bins paged from host memory, in one
+    /// pass over the pages: each page's rows are routed, and those going left summed into
+    /// their left child's histogram from the parent's run (the right child is the parent's
+    /// less it), so that each page crosses the link once a level rather than twice (once for
+    /// the partition, once for the smaller children's histograms, as in-core fits read them).
+    fn partition_and_build_paged(
+        &mut self,
+        tasks: Vec<RowTask>,
+        rules: &[SplitRule],
+        rule_words: &[u32],
+        keep_others: bool,
+        plans: Vec<Vec<ChildSlots>>,
+    ) -> Result<()> {
+        let Some(level) = self.rows.plan(&mut self.dev, tasks, rules, rule_words, true)? else { return Ok(()) };
+        let shape = self.hist.plan_left_children(&mut self.dev, &plans)?;
+        for page in self.matrix.sweep() {
+            let window = self.matrix.enter(&self.dev.stream, page)?;
+            self.rows.route_in(&self.dev, &self.matrix, &window, level)?;
+            for k in 0..plans.len() {
+                let (grads, ridx, left) = (self.gradients.of_output(k), &self.rows.ridx, self.rows.flags());
+                self.hist.build_left_in(&self.dev, &self.matrix, &window, grads, ridx, left, shape, k)?;
+            }
+            self.matrix.leave(&self.dev.stream, &window)?;
+        }
+        // The flags of every page are in: the rows move to their children's runs.
+        self.rows.scatter(&mut self.dev, level, keep_others)?;
+        self.hist.derive_right(&mut self.dev, shape, plans.len())
+    }
+
     /// A node's rows on this worker, as the device reads them.
     fn local_rows(node: &GpuNode) -> TaskRows {
         match node.len {
@@ -326,8 +355,6 @@ impl GrowSteps for GpuLearner<'_> {
             });
         }
         let keep_others = self.params.policy == GrowPolicy::Lossguide;
-        self.rows.partition(&mut self.dev, &self.matrix, tasks, &rules, &rule_words, keep_others)?;
-        self.profile.lap(&self.dev.stream, Stage::Partition);
 
         // Per output (one for a scalar tree), each split node's children: the right child
         // keeps the parent's slot, its histogram derived there in place.
@@ -336,6 +363,7 @@ impl GrowSteps for GpuLearner<'_> {
         let mut out = Vec::with_capacity(expansions.len());
         for (i, e) in expansions.iter().enumerate() {
             if !e.grow_children {
+                // Its slots may hold this level's new children.
                 self.release_node(&e.state);
                 out.push(None);
                 continue;
@@ -363,9 +391,15 @@ impl GrowSteps for GpuLearner<'_> {
             };
             out.push(Some([child(left_slots, false), child(e.state.slots().collect(), true)]));
         }
-        for (k, plan) in plans.into_iter().enumerate() {
-            let (grads, ridx) = (self.gradients.of_output(k), &self.rows.ridx);
-            self.hist.build_children(&mut self.dev, &self.matrix, grads, ridx, &self.rows.node_left.buf, plan)?;
+        if self.matrix.is_paged() {
+            self.partition_and_build_paged(tasks, &rules, &rule_words, keep_others, plans)?;
+        } else {
+            self.rows.partition(&mut self.dev, &self.matrix, tasks, &rules, &rule_words, keep_others)?;
+            self.profile.lap(&self.dev.stream, Stage::Partition);
+            for (k, plan) in plans.into_iter().enumerate() {
+                let (grads, ridx) = (self.gradients.of_output(k), &self.rows.ridx);
+                self.hist.build_children(&mut self.dev, &self.matrix, grads, ridx, &self.rows.node_left.buf, plan)?;
+            }
         }
         self.profile.lap(&self.dev.stream, Stage::Histograms);
         Ok(out)

@@ -8,6 +8,7 @@ use super::buffers::{cfg, FitDevice, HistPool, Scratch};
 use super::data::{DenseBins, DeviceMatrix, MatrixRows, SparseEntries};
 use super::launch::{kernel_args, DevPtr, DevPtrMut};
 use super::layout::{ChildSlots, GradSum, QuantGrad, RowTask};
+use super::pages::Window;
 use crate::error::Result;
 use crate::tree::{GrowParams, GrowPolicy};
 
@@ -31,6 +32,8 @@ const MAX_ROW_LANES: u32 = 32;
 pub struct HistogramBuild<'a> {
     pub grads: DevPtr<'a, QuantGrad>,
     pub ridx: DevPtr<'a, u32>,
+    /// Dense bins: only the rows whose flag (by row-index position) is set, or every row (null).
+    pub only: DevPtr<'a, u8>,
     pub tasks: DevPtr<'a, RowTask>,
     pub n_tasks: u32,
     pub slot_offsets: DevPtr<'a, u32>,
@@ -315,7 +318,8 @@ impl HistogramBuilder {
         unsafe { dev.launch(&dev.rt.kernels.copy_histograms, &args, cfg((total.div_ceil(256).min(64), n), 256, 0)) }
     }
 
-    /// Builds the histograms of the `n_tasks` tasks in `builds` (zeroed beforehand).
+    /// Builds the histograms of the `n_tasks` tasks in `builds` (zeroed beforehand): one launch
+    /// over the whole matrix, or one a page, each adding its rows' sums.
     #[allow(clippy::too_many_arguments)]
     fn launch(
         &mut self,
@@ -330,30 +334,57 @@ impl HistogramBuilder {
         if n_tasks == 0 || blocks == 0 {
             return Ok(());
         }
+        let shape = Launch { n_tasks, blocks, rpb };
+        for page in matrix.sweep() {
+            let window = matrix.enter(&dev.stream, page)?;
+            self.launch_in(dev, matrix, &window, grads, ridx, None, shape, 0)?;
+            matrix.leave(&dev.stream, &window)?;
+        }
+        Ok(())
+    }
+
+    /// The histogram launch of `shape` over the rows of `window` (the whole matrix, or a page
+    /// entered by the caller), its tasks `builds[first_task..]`, summing only the rows flagged
+    /// in `only` when given.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_in(
+        &mut self,
+        dev: &FitDevice,
+        matrix: &DeviceMatrix,
+        window: &Window,
+        grads: &CudaSlice<QuantGrad>,
+        ridx: &CudaSlice<u32>,
+        only: Option<&CudaSlice<u8>>,
+        shape: Launch,
+        first_task: usize,
+    ) -> Result<()> {
         let total = self.pool.total_slots as u32;
         // Groups wider than this sum in global memory (see `feature_groups`).
         let shared_slots = self.group_shared_bytes / 8;
         let k = &dev.rt.kernels;
+        let groups = self.groups.len() as u32 - 1;
+        let c = cfg((shape.blocks, groups), self.shape.threads, self.group_shared_bytes);
+        let tasks = self.builds.buf.slice(first_task..);
         let mut p = dev.pins();
         let build = HistogramBuild {
             grads: p.read(grads),
             ridx: p.read(ridx),
-            tasks: p.read(&self.builds.buf),
-            n_tasks,
+            only: p.read_opt(only),
+            tasks: p.read(&tasks),
+            n_tasks: shape.n_tasks,
             slot_offsets: p.read(&matrix.slot_offsets_dev),
             group_first_feature: p.read(&self.groups_dev),
             shared_slots,
             total_slots: total,
-            rows_per_block: rpb,
+            rows_per_block: shape.rpb,
             max_lanes: self.shape.max_lanes,
             hist: p.write(&mut self.pool.buf),
         };
-        let groups = self.groups.len() as u32 - 1;
-        let c = cfg((blocks, groups), self.shape.threads, self.group_shared_bytes);
-        // SAFETY: the tasks' rows lie in ridx, their slots in the pool; the groups' shared
-        // histograms fit group_shared_bytes; group_starts holds each row's starts of every group.
+        // SAFETY: the tasks' rows lie in ridx (and their flags in `only`), their slots in the
+        // pool; the groups' shared histograms fit group_shared_bytes; group_starts holds each
+        // row's starts of every group; a page's kernel reads only the rows its window holds.
         unsafe {
-            match matrix.rows(&mut p) {
+            match matrix.rows_in(&mut p, window) {
                 MatrixRows::U8(rows) => dev.launch(&k.histogram_u8, &HistogramArgs { rows, build }, c),
                 MatrixRows::U16(rows) => dev.launch(&k.histogram_u16, &HistogramArgs { rows, build }, c),
                 MatrixRows::U32(rows) => dev.launch(&k.histogram_u32, &HistogramArgs { rows, build }, c),
@@ -368,6 +399,86 @@ impl HistogramBuilder {
             }
         }
     }
+
+    /// A paged fit's children (`plans`, one per output, before the partition's scatter): each
+    /// left child is to be built from its parent's run, of the rows the partition flags left as
+    /// each page comes ([`build_left_in`](Self::build_left_in)), and the right child derived
+    /// after ([`derive_right`](Self::derive_right)), so that a level reads each page once.
+    /// Uploads every output's builds (output k's from `k * n`) and zeroes their slots; returns
+    /// the launch shape of one output's builds.
+    pub(super) fn plan_left_children(&mut self, dev: &mut FitDevice, plans: &[Vec<ChildSlots>]) -> Result<Launch> {
+        let first = plans.first().map_or(&[][..], Vec::as_slice);
+        let rows: u64 = first.iter().map(|p| p.len as u64).sum();
+        let rpb = self.rows_per_block(dev, rows);
+        let mut builds = Vec::with_capacity(plans.len() * first.len());
+        let mut triples = Vec::with_capacity(3 * builds.capacity());
+        let mut blocks = 0;
+        for plan in plans {
+            blocks = 0;
+            for p in plan {
+                builds.push(RowTask { start: p.start, len: p.len, first_block: blocks, slot: p.left_slot });
+                triples.extend([p.parent_slot, p.left_slot, 0]);
+                blocks += p.len.div_ceil(rpb);
+            }
+        }
+        let all = builds.len() as u32;
+        if all > 0 {
+            dev.fill(&mut self.builds, &builds)?;
+            dev.fill(&mut self.triples, &triples)?;
+            let total = self.pool.total_slots as u32;
+            let mut p = dev.pins();
+            let args =
+                SlotsArgs { list: p.read(&self.builds.buf), total_slots: total, hist: p.write(&mut self.pool.buf) };
+            // SAFETY: `all` build tasks, whose slots lie in the pool.
+            unsafe {
+                dev.launch(&dev.rt.kernels.zero_histograms, &args, cfg((total.div_ceil(256).min(64), all), 256, 0))
+            }?;
+        }
+        Ok(Launch { n_tasks: first.len() as u32, blocks, rpb })
+    }
+
+    /// Adds the rows of `window` (a page entered by the caller) that `left` flags to output
+    /// `output`'s left children planned by [`plan_left_children`](Self::plan_left_children).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn build_left_in(
+        &mut self,
+        dev: &FitDevice,
+        matrix: &DeviceMatrix,
+        window: &Window,
+        grads: &CudaSlice<QuantGrad>,
+        ridx: &CudaSlice<u32>,
+        left: &CudaSlice<u8>,
+        shape: Launch,
+        output: usize,
+    ) -> Result<()> {
+        if shape.n_tasks == 0 || shape.blocks == 0 {
+            return Ok(());
+        }
+        let first_task = output * shape.n_tasks as usize;
+        self.launch_in(dev, matrix, window, grads, ridx, Some(left), shape, first_task)
+    }
+
+    /// Each planned parent's right child (of every output), its histogram less its left
+    /// child's, in the parent's slot ([`plan_left_children`](Self::plan_left_children)).
+    pub(super) fn derive_right(&mut self, dev: &mut FitDevice, shape: Launch, outputs: usize) -> Result<()> {
+        let n = shape.n_tasks * outputs as u32;
+        if n == 0 {
+            return Ok(());
+        }
+        let total = self.pool.total_slots as u32;
+        let mut p = dev.pins();
+        let args = SlotsArgs { list: p.read(&self.triples.buf), total_slots: total, hist: p.write(&mut self.pool.buf) };
+        // SAFETY: n triples of slots of the pool.
+        unsafe { dev.launch(&dev.rt.kernels.derive_siblings, &args, cfg((total.div_ceil(256).min(64), n), 256, 0)) }
+    }
+}
+
+/// A histogram launch's tasks (in `builds`), blocks and rows a block.
+#[derive(Clone, Copy)]
+pub(super) struct Launch {
+    n_tasks: u32,
+    blocks: u32,
+    rpb: u32,
 }
 
 /// For compressed rows in several feature groups: each row's first entry of each group.

@@ -269,9 +269,9 @@ macro_rules! kernel_arg_probes {
         $probe!(SumRowsArgs, "SumRowsArgs", [grads, ridx, n, out]);
         $probe!(FillIdentityArgs, "FillIdentityArgs", [ridx, n]);
         use super::data::{DenseBins, SparseEntries};
-        $probe!(DenseBins<u8>, "DenseBins<u8>", [bins, stride]);
-        $probe!(DenseBins<u16>, "DenseBins<u16>", [bins, stride]);
-        $probe!(DenseBins<u32>, "DenseBins<u32>", [bins, stride]);
+        $probe!(DenseBins<u8>, "DenseBins<u8>", [bins, stride, first_row, page_rows]);
+        $probe!(DenseBins<u16>, "DenseBins<u16>", [bins, stride, first_row, page_rows]);
+        $probe!(DenseBins<u32>, "DenseBins<u32>", [bins, stride, first_row, page_rows]);
         $probe!(SparseEntries<u16>, "SparseEntries<u16>", [entries, row_words]);
         $probe!(SparseEntries<u32>, "SparseEntries<u32>", [entries, row_words]);
         use super::data::*;
@@ -313,6 +313,7 @@ macro_rules! kernel_arg_probes {
             [
                 grads,
                 ridx,
+                only,
                 tasks,
                 n_tasks,
                 slot_offsets,
@@ -345,7 +346,7 @@ macro_rules! kernel_arg_probes {
         $probe!(
             CountLeft,
             "CountLeft",
-            [ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left]
+            [ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left, accumulate]
         );
         $probe!(CountLeftArgs<u8>, "CountLeftArgs<u8>", [rows, part]);
         $probe!(CountLeftArgs<u16>, "CountLeftArgs<u16>", [rows, part]);

@@ -35,6 +35,7 @@ mod launch;
 pub mod layout;
 pub mod learner;
 pub mod nccl;
+pub mod pages;
 mod partition;
 pub mod predict;
 mod ranking;

@@ -11,6 +11,7 @@ use super::device_error;
 use super::gradients::FillIdentityArgs;
 use super::launch::{kernel_args, DevPtr, DevPtrMut};
 use super::layout::{RowTask, SplitRule, TreeNode};
+use super::pages::Window;
 use crate::error::Result;
 use crate::tree::{Tree, NO_CHILD};
 
@@ -30,6 +31,8 @@ pub struct CountLeft<'a> {
     pub rows_per_block: u32,
     pub flags: DevPtrMut<'a, u8>,
     pub block_left: DevPtrMut<'a, u32>,
+    /// 1: add each block's count to `block_left` (a page of a paged matrix), else store it.
+    pub accumulate: u32,
 }
 
 /// `count_left_u8`, `_u16`, `_u32`: dense bins.
@@ -115,6 +118,15 @@ kernel_args!(
     SparseAddTreeArgs<E>
 );
 
+/// A level's partition once planned: its tasks, the launch covering their rows, and whether
+/// pages add to the blocks' counts.
+#[derive(Clone, Copy)]
+pub(super) struct Level {
+    n_tasks: u32,
+    c: LaunchConfig,
+    accumulate: bool,
+}
+
 /// The tasks' first blocks for `rows_per_block` rows a block, and the blocks in all.
 pub(super) fn assign_blocks(tasks: &mut [RowTask], rows_per_block: u32) -> u32 {
     let mut next = 0;
@@ -186,23 +198,107 @@ impl RowPartitioner {
         &mut self,
         dev: &mut FitDevice,
         matrix: &DeviceMatrix,
-        mut tasks: Vec<RowTask>,
+        tasks: Vec<RowTask>,
         rules: &[SplitRule],
         words: &[u32],
         keep_others: bool,
     ) -> Result<()> {
+        let Some(level) = self.plan(dev, tasks, rules, words, matrix.is_paged())? else { return Ok(()) };
+        for page in matrix.sweep() {
+            let window = matrix.enter(&dev.stream, page)?;
+            self.route_in(dev, matrix, &window, level)?;
+            matrix.leave(&dev.stream, &window)?;
+        }
+        self.scatter(dev, level, keep_others)
+    }
+
+    /// Uploads a level's tasks and rules, and for a paged matrix (`accumulate`) zeroes the
+    /// blocks' counts that each page adds to; None when the tasks have no rows.
+    pub(super) fn plan(
+        &mut self,
+        dev: &mut FitDevice,
+        mut tasks: Vec<RowTask>,
+        rules: &[SplitRule],
+        words: &[u32],
+        accumulate: bool,
+    ) -> Result<Option<Level>> {
         dev.reserve(&mut self.node_left, tasks.len())?;
-        let rpb = self.rows_per_block;
-        let blocks = assign_blocks(&mut tasks, rpb);
+        let blocks = assign_blocks(&mut tasks, self.rows_per_block);
         if blocks == 0 {
-            return Ok(());
+            return Ok(None);
         }
         dev.fill(&mut self.tasks, &tasks)?;
         dev.fill(&mut self.rules, rules)?;
         dev.fill(&mut self.rule_words, if words.is_empty() { &[0] } else { words })?;
         dev.reserve(&mut self.block_left, blocks as usize)?;
+        if accumulate {
+            let counts = &mut self.block_left.buf.slice_mut(..blocks as usize);
+            dev.stream.memset_zeros(counts).map_err(device_error)?;
+        }
         let (n_tasks, c) = (tasks.len() as u32, cfg((blocks, 1), self.threads, 0));
-        self.count_left(dev, matrix, n_tasks, c)?;
+        Ok(Some(Level { n_tasks, c, accumulate }))
+    }
+
+    /// Routes the level's rows that `window` holds (`flags`, and each block's left-going
+    /// count in `block_left`), reading the column-major copy where there is one (one feature's
+    /// bins in one run), else the rows.
+    pub(super) fn route_in(
+        &mut self,
+        dev: &FitDevice,
+        matrix: &DeviceMatrix,
+        window: &Window,
+        level: Level,
+    ) -> Result<()> {
+        let k = &dev.rt.kernels;
+        let (n_tasks, c) = (level.n_tasks, level.c);
+        let mut p = dev.pins();
+        let part = CountLeft {
+            ridx: p.read(&self.ridx),
+            tasks: p.read(&self.tasks.buf),
+            n_tasks,
+            rules: p.read(&self.rules.buf),
+            category_words: p.read(&self.rule_words.buf),
+            rows_per_block: self.rows_per_block,
+            flags: p.write(&mut self.flags),
+            block_left: p.write(&mut self.block_left.buf),
+            accumulate: level.accumulate as u32,
+        };
+        // SAFETY: the tasks' runs lie in ridx, and the blocks of `c` cover them; compressed
+        // rows find a feature's bin among its histogram slots; a page's kernel reads only the
+        // rows its window holds.
+        unsafe {
+            if let Some(cols) = &matrix.cols {
+                // The copy has the bins' width: 8 or 16 bits.
+                let wide = matches!(matrix.bins, DeviceBins::U16(_));
+                let args = CountLeftColsArgs { cols: p.read(cols), n_rows: matrix.n_rows as u32, part };
+                let f = if wide { &k.count_left_cols_u16 } else { &k.count_left_cols_u8 };
+                return dev.launch(f, &args, c);
+            }
+            match matrix.rows_in(&mut p, window) {
+                MatrixRows::U8(rows) => dev.launch(&k.count_left_u8, &CountLeftArgs { rows, part }, c),
+                MatrixRows::U16(rows) => dev.launch(&k.count_left_u16, &CountLeftArgs { rows, part }, c),
+                MatrixRows::U32(rows) => dev.launch(&k.count_left_u32, &CountLeftArgs { rows, part }, c),
+                MatrixRows::S16(rows) => {
+                    let slot_offsets = p.read(&matrix.slot_offsets_dev);
+                    dev.launch(&k.count_left_s16, &SparseCountLeftArgs { rows, part, slot_offsets }, c)
+                }
+                MatrixRows::S32(rows) => {
+                    let slot_offsets = p.read(&matrix.slot_offsets_dev);
+                    dev.launch(&k.count_left_s32, &SparseCountLeftArgs { rows, part, slot_offsets }, c)
+                }
+            }
+        }
+    }
+
+    /// Whether each row of the level's runs goes left (by row-index position), once every row
+    /// is routed.
+    pub(super) fn flags(&self) -> &CudaSlice<u8> {
+        &self.flags
+    }
+
+    /// Scatters the routed rows of the level into their children's runs.
+    pub(super) fn scatter(&mut self, dev: &mut FitDevice, level: Level, keep_others: bool) -> Result<()> {
+        let (n_tasks, c, rpb) = (level.n_tasks, level.c, self.rows_per_block);
         let k = &dev.rt.kernels;
         {
             let mut p = dev.pins();
@@ -235,48 +331,6 @@ impl RowPartitioner {
             std::mem::swap(&mut self.ridx, &mut self.ridx_tmp);
         }
         Ok(())
-    }
-
-    /// Routes the rows of the `n_tasks` uploaded tasks by their rules (`flags`, `block_left`),
-    /// reading the column-major copy where there is one (one feature's bins in one run), else
-    /// the rows.
-    fn count_left(&mut self, dev: &FitDevice, matrix: &DeviceMatrix, n_tasks: u32, c: LaunchConfig) -> Result<()> {
-        let k = &dev.rt.kernels;
-        let mut p = dev.pins();
-        let part = CountLeft {
-            ridx: p.read(&self.ridx),
-            tasks: p.read(&self.tasks.buf),
-            n_tasks,
-            rules: p.read(&self.rules.buf),
-            category_words: p.read(&self.rule_words.buf),
-            rows_per_block: self.rows_per_block,
-            flags: p.write(&mut self.flags),
-            block_left: p.write(&mut self.block_left.buf),
-        };
-        // SAFETY: the tasks' runs lie in ridx, and the blocks of `c` cover them; compressed
-        // rows find a feature's bin among its histogram slots.
-        unsafe {
-            if let Some(cols) = &matrix.cols {
-                // The copy has the bins' width: 8 or 16 bits.
-                let wide = matches!(matrix.bins, DeviceBins::U16(_));
-                let args = CountLeftColsArgs { cols: p.read(cols), n_rows: matrix.n_rows as u32, part };
-                let f = if wide { &k.count_left_cols_u16 } else { &k.count_left_cols_u8 };
-                return dev.launch(f, &args, c);
-            }
-            match matrix.rows(&mut p) {
-                MatrixRows::U8(rows) => dev.launch(&k.count_left_u8, &CountLeftArgs { rows, part }, c),
-                MatrixRows::U16(rows) => dev.launch(&k.count_left_u16, &CountLeftArgs { rows, part }, c),
-                MatrixRows::U32(rows) => dev.launch(&k.count_left_u32, &CountLeftArgs { rows, part }, c),
-                MatrixRows::S16(rows) => {
-                    let slot_offsets = p.read(&matrix.slot_offsets_dev);
-                    dev.launch(&k.count_left_s16, &SparseCountLeftArgs { rows, part, slot_offsets }, c)
-                }
-                MatrixRows::S32(rows) => {
-                    let slot_offsets = p.read(&matrix.slot_offsets_dev);
-                    dev.launch(&k.count_left_s32, &SparseCountLeftArgs { rows, part, slot_offsets }, c)
-                }
-            }
-        }
     }
 
     /// The left-going row counts of the last partition's first `n` tasks.
@@ -348,30 +402,40 @@ impl MarginUpdate {
         dev.fill(&mut self.nodes, &nodes)?;
         let words = if tree.category_words.is_empty() { &[0u32][..] } else { &tree.category_words };
         dev.fill(&mut self.words, words)?;
-        let n = matrix.n_rows as u32;
-        let (k, c) = (&dev.rt.kernels, dev.grid(n as u64, 256));
-        let mut p = dev.pins();
-        let walk = TreeWalk {
-            n_rows: n,
-            nodes: p.read(&self.nodes.buf),
-            category_words: p.read(&self.words.buf),
-            margin: p.write(&mut margin),
-        };
-        // SAFETY: the tree's nodes and words are uploaded whole; margin holds n rows.
-        unsafe {
-            match matrix.rows(&mut p) {
-                MatrixRows::U8(rows) => dev.launch(&k.add_tree_u8, &AddTreeArgs { rows, walk }, c),
-                MatrixRows::U16(rows) => dev.launch(&k.add_tree_u16, &AddTreeArgs { rows, walk }, c),
-                MatrixRows::U32(rows) => dev.launch(&k.add_tree_u32, &AddTreeArgs { rows, walk }, c),
-                MatrixRows::S16(rows) => {
-                    let slot_offsets = p.read(&matrix.slot_offsets_dev);
-                    dev.launch(&k.add_tree_s16, &SparseAddTreeArgs { rows, walk, slot_offsets }, c)
+        let k = &dev.rt.kernels;
+        // Each window's rows walk the tree from its first (a page's bins and margins from 0).
+        for page in matrix.sweep() {
+            let window = matrix.enter(&dev.stream, page)?;
+            let rows = window.rows.clone();
+            let c = dev.grid(rows.len() as u64, 256);
+            let mut margin = margin.slice_mut(rows.clone());
+            let mut p = dev.pins();
+            let walk = TreeWalk {
+                n_rows: rows.len() as u32,
+                nodes: p.read(&self.nodes.buf),
+                category_words: p.read(&self.words.buf),
+                margin: p.write(&mut margin),
+            };
+            // SAFETY: the tree's nodes and words are uploaded whole; the window's bins and
+            // margin slice hold its rows.
+            unsafe {
+                match matrix.rows_in(&mut p, &window.from_zero()) {
+                    MatrixRows::U8(rows) => dev.launch(&k.add_tree_u8, &AddTreeArgs { rows, walk }, c),
+                    MatrixRows::U16(rows) => dev.launch(&k.add_tree_u16, &AddTreeArgs { rows, walk }, c),
+                    MatrixRows::U32(rows) => dev.launch(&k.add_tree_u32, &AddTreeArgs { rows, walk }, c),
+                    MatrixRows::S16(rows) => {
+                        let slot_offsets = p.read(&matrix.slot_offsets_dev);
+                        dev.launch(&k.add_tree_s16, &SparseAddTreeArgs { rows, walk, slot_offsets }, c)
+                    }
+                    MatrixRows::S32(rows) => {
+                        let slot_offsets = p.read(&matrix.slot_offsets_dev);
+                        dev.launch(&k.add_tree_s32, &SparseAddTreeArgs { rows, walk, slot_offsets }, c)
+                    }
                 }
-                MatrixRows::S32(rows) => {
-                    let slot_offsets = p.read(&matrix.slot_offsets_dev);
-                    dev.launch(&k.add_tree_s32, &SparseAddTreeArgs { rows, walk, slot_offsets }, c)
-                }
-            }
+            }?;
+            drop(p);
+            matrix.leave(&dev.stream, &window)?;
         }
+        Ok(())
     }
 }
