@@ -201,9 +201,19 @@ impl CutSketch {
     /// placed among the fit's rows by `global`.
     pub fn add(&mut self, frame: &FeatureFrame, weights: Option<&[f32]>, global: GlobalRows) {
         let (seed, keep_below) = (self.seed, self.keep_below);
+        // Which rows the hash keeps: one hash a row, read by every feature (hashing each
+        // feature's rows anew took a third of a streamed CPU fit of 3M x 28 rows).
+        let kept: Option<Vec<bool>> = (keep_below != u64::MAX && self.features.len() > 1).then(|| {
+            let key = sample_key(seed);
+            (0..frame.n_rows()).into_par_iter().map(|row| hash64(key, global.of(row)) <= keep_below).collect()
+        });
+        let kept = match &kept {
+            Some(k) => Kept::Listed(k),
+            None => Kept::Hashed { seed, keep_below, global },
+        };
         self.features.par_iter_mut().zip(frame.columns().par_iter()).for_each(|(feature, col)| {
             if let FeatureSketch::Numeric(samples) = feature {
-                let part = sample_values(col, weights, seed, keep_below, global);
+                let part = sample_values(col, weights, keep_below, &kept);
                 // The first part is kept as it is, unless room was made (`reserve`): a stream's
                 // batches then fill that room instead of regrowing a vector batch by batch.
                 if samples.len() == 0 && samples.values.capacity() < part.len() {
@@ -346,13 +356,25 @@ fn has_present_value(col: &FeatureColumn) -> bool {
 
 /// A column's present values (with their weights) of the sampled rows: rows whose hash of
 /// (seed, global row) is at most `keep_below`.
-fn sample_values(
-    col: &FeatureColumn,
-    weights: Option<&[f32]>,
-    seed: u64,
-    keep_below: u64,
-    global: GlobalRows,
-) -> Samples {
+/// Which rows of a part the cut points' sample keeps: by a hash of the seed and each row's
+/// global index, computed here or once for every feature.
+enum Kept<'a> {
+    Listed(&'a [bool]),
+    Hashed { seed: u64, keep_below: u64, global: GlobalRows<'a> },
+}
+
+impl Kept<'_> {
+    #[inline]
+    fn keeps(&self, row: usize) -> bool {
+        match self {
+            Kept::Listed(kept) => kept[row],
+            Kept::Hashed { keep_below: u64::MAX, .. } => true,
+            Kept::Hashed { seed, keep_below, global } => hash64(sample_key(*seed), global.of(row)) <= *keep_below,
+        }
+    }
+}
+
+fn sample_values(col: &FeatureColumn, weights: Option<&[f32]>, keep_below: u64, sampled: &Kept) -> Samples {
     let n = col.len();
     // About the rows the hash keeps (a tenth more), not every row: a stream's batches each
     // make one of these.
@@ -366,7 +388,7 @@ fn sample_values(
     col.for_each_present(0, n, |row, x| {
         let w = weights.map_or(1.0, |w| w[row]);
         // A row of weight zero is as good as absent: it must not place cut points either.
-        if w > 0.0 && (keep_below == u64::MAX || hash64(sample_key(seed), global.of(row)) <= keep_below) {
+        if w > 0.0 && sampled.keeps(row) {
             values.push(x);
             if let Some(kept) = &mut kept {
                 kept.push(w);
