@@ -16,9 +16,13 @@ file-backed pages
 (code paged in), and the rest (Polars' buffers, the pages its allocator keeps after freeing
 them, Python's objects).
 
+With ``--modes ...,xgboost`` (and ``--device cuda``), XGBoost's external memory trains on the
+same files: a `DataIter` reading them a file at a time, `ExtMemQuantileDMatrix` caching its
+pages in host memory (time and growth from the matrix's start to the end of training).
+
 Usage: python3 bench/stream_bench.py [--rows 3000000] [--files 12] [--rounds 40] [--depth 6] [--timeline]
-       [--device cpu|cuda]
-       (children: --child scan|collected)
+       [--device cpu|cuda] [--modes collected,scan,xgboost]
+       (children: --child scan|collected|xgboost)
 """
 from __future__ import annotations
 
@@ -132,6 +136,8 @@ def child(mode: str, files: Path, rounds: int, depth: int, timeline: bool, devic
             return source
 
         _stream._lazy_source = marked
+    if mode == "xgboost":
+        return child_xgboost(files, rounds, depth)
     before = status("VmRSS")
     t = time.perf_counter()
     if mode == "scan":
@@ -144,6 +150,49 @@ def child(mode: str, files: Path, rounds: int, depth: int, timeline: bool, devic
     print(json.dumps(dict(mode=mode, before=before, peak=status("VmHWM"), seconds=seconds, model=digest, phases=phases)))
 
 
+def child_xgboost(files: Path, rounds: int, depth: int) -> None:
+    """XGBoost's external memory over the same files: a `DataIter` reading one file at a time
+    (pyarrow, then cupy arrays, so that its pages are the GPU's), `ExtMemQuantileDMatrix` with
+    its cache in host memory, then `xgb.train` on the GPU. Time and growth from the start of
+    the matrix to the end of training, as ours."""
+    import os
+    import tempfile
+
+    import cupy as cp
+    import numpy as np
+    import pyarrow.parquet as pq
+    import xgboost as xgb
+
+    paths = sorted(files.glob("*.parquet"))
+
+    class Files(xgb.DataIter):
+        def __init__(self, cache: str):
+            self.i = 0
+            super().__init__(cache_prefix=cache, on_host=True)
+
+        def next(self, input_data) -> bool:
+            if self.i == len(paths):
+                return False
+            t = pq.read_table(paths[self.i])
+            X = np.column_stack([t.column(f"f{j}").to_numpy() for j in range(28)])
+            input_data(data=cp.asarray(X), label=cp.asarray(t.column("y").to_numpy()))
+            self.i += 1
+            return True
+
+        def reset(self) -> None:
+            self.i = 0
+
+    before = status("VmRSS")
+    t = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        dm = xgb.ExtMemQuantileDMatrix(Files(os.path.join(tmp, "cache")), max_bin=256)
+        params = {"tree_method": "hist", "device": "cuda", "max_depth": depth, "objective": "binary:logistic"}
+        booster = xgb.train(params, dm, num_boost_round=rounds)
+    seconds = time.perf_counter() - t
+    digest = hashlib.blake2b(booster.save_raw("ubj"), digest_size=8).hexdigest()
+    print(json.dumps(dict(mode="xgboost", before=before, peak=status("VmHWM"), seconds=seconds, model=digest, phases=[])))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--rows", type=int, default=3_000_000)
@@ -153,7 +202,8 @@ def main() -> None:
     p.add_argument("--dir", type=Path, default=Path("/tmp/polars-gbt-stream-bench"))
     p.add_argument("--repeat", type=int, default=1, help="runs of each mode (the fastest time is kept)")
     p.add_argument("--timeline", action="store_true", help="the streamed fit's memory by phase and by whose it is")
-    p.add_argument("--child", choices=["scan", "collected"])
+    p.add_argument("--child", choices=["scan", "collected", "xgboost"])
+    p.add_argument("--modes", default="collected,scan", help="which fits, in order: collected, scan, xgboost")
     p.add_argument("--files-dir", type=Path)
     p.add_argument("--device", default="cpu", help="cpu, or cuda: the rows binned on the host train on the GPU")
     a = p.parse_args()
@@ -163,7 +213,7 @@ def main() -> None:
     files = write_files(a.dir, a.rows, a.files)
     raw = a.rows * 28 * 4  # the float32 feature columns
     results = {}
-    for mode in ["collected", "scan"] * a.repeat:
+    for mode in a.modes.split(",") * a.repeat:
         cmd = [sys.executable, __file__, "--child", mode, "--files-dir", str(files), "--rounds", str(a.rounds), "--depth", str(a.depth), "--device", a.device]
         if a.timeline and mode == "scan":
             cmd.append("--timeline")
@@ -178,9 +228,12 @@ def main() -> None:
             mib = {k: ph[k] / 2**20 for k in ("rss", "malloc", "file", "rest")}
             print(f"    {ph['phase']:9s} peak {mib['rss']:6.1f} MiB: malloc'd (polars-gbt) {mib['malloc']:6.1f}, "
                   f"file-backed {mib['file']:5.1f}, the rest (Polars, Python) {mib['rest']:6.1f}", flush=True)
-    s, c = results["scan"], results["collected"]
-    print(f"scan / collected: growth {s['growth'] / c['growth']:.2f}x, time {s['seconds'] / c['seconds']:.2f}x, "
-          f"same model: {s['model'] == c['model']}")
+    s, c, x = results.get("scan"), results.get("collected"), results.get("xgboost")
+    if s and c:
+        print(f"scan / collected: growth {s['growth'] / c['growth']:.2f}x, time {s['seconds'] / c['seconds']:.2f}x, "
+              f"same model: {s['model'] == c['model']}")
+    if s and x:
+        print(f"scan / XGBoost external memory: growth {s['growth'] / x['growth']:.2f}x, time {s['seconds'] / x['seconds']:.2f}x")
 
 
 if __name__ == "__main__":
