@@ -443,6 +443,11 @@ impl TrainConfig {
             "max_device_memory",
             "limits a GPU fit's memory: it needs device=\"cuda\" (or \"auto\")",
         )?;
+        check(
+            self.max_device_memory.is_none() || self.n_gpus == 1,
+            "max_device_memory",
+            "limits a fit on one GPU: fits over several GPUs (n_gpus) do not page their bins yet",
+        )?;
         check(self.learning_rate.is_finite() && self.learning_rate > 0.0, "learning_rate", "must be > 0")?;
         match self.grow_policy {
             GrowPolicy::Depthwise => {
@@ -751,6 +756,7 @@ mod tests {
             (r#"{"device": "cuda", "max_device_memory": [1]}"#, "number of bytes"),
             (r#"{"device": "cuda", "max_device_memory": 0}"#, "more than 0"),
             (r#"{"device": "cpu", "max_device_memory": "4GB"}"#, "needs device=\"cuda\""),
+            (r#"{"device": "cuda", "n_gpus": 2, "max_device_memory": "4GB"}"#, "one GPU"),
         ] {
             let e = parse(json).unwrap_err().to_string();
             assert!(e.contains("`max_device_memory`") && e.contains(why), "{json}: {e}");

@@ -45,6 +45,13 @@ impl Engine for CudaEngine {
         if shard.is_distributed() && fit.cfg.multi_strategy == MultiStrategy::MultiOutputTree {
             return Err(Error::param("multi_strategy", learner::VECTOR_ON_ONE_GPU));
         }
+        if shard.is_distributed() && fit.cfg.max_device_memory.is_some() {
+            // A Dask GPU worker's fit sums its histograms with the others': it does not page.
+            return Err(Error::param(
+                "max_device_memory",
+                "limits a fit on one GPU: distributed GPU workers do not page their bins yet",
+            ));
+        }
         let whole = fit.data.n_rows() * fit.data.features.n_features().max(1) > SMALL_GPU_FIT_CELLS;
         let _turn = (!shard.is_distributed()).then(|| rt.take_turn(whole));
         if let FitRows::Binned(rows) = fit.rows() {
