@@ -182,7 +182,10 @@ pub fn place_bins(
     }
     let plan = budget.checked_sub(state + extra).and_then(|left| PagePlan::within(n, row_bytes, left));
     let Some(plan) = plan else {
-        return Err(pages::too_small(budget, state));
+        return Err(match limit {
+            Some(l) if l < free => pages::too_small(budget, state),
+            _ => pages::no_room(free, state),
+        });
     };
     let pages = plan.n_pages(n);
     let why = format!(
@@ -703,9 +706,12 @@ mod tests {
         // The GPU's free memory bounds the fit when it is below the limit.
         let (placed, why) = place_bins(n, row, state, extra, limit, Some(80 << 30)).unwrap();
         assert!(matches!(placed, Placement::Paged(_)) && why.contains("the GPU's free"), "{why}");
-        // Too little for the state and two pages: an error naming the parameter.
+        // Too little for the state and two pages: an error naming the parameter, or the GPU's
+        // memory when no limit is set.
         let e = place_bins(n, row, state, extra, 80 << 30, Some(state)).unwrap_err().to_string();
         assert!(e.contains("`max_device_memory`") && e.contains("too small"), "{e}");
+        let e = place_bins(n, row, state, extra, state, None).unwrap_err().to_string();
+        assert!(e.contains("out of memory") && !e.contains("max_device_memory"), "{e}");
     }
 
     #[test]

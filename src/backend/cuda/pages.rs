@@ -258,7 +258,7 @@ impl Pages {
         self.state.borrow().used[w.slot].record(stream).map_err(device_error)
     }
 
-    /// The device page slot `w` reads, as bins of `B`.
+    /// The device slot holding `w`'s page (its bytes: bins of the matrix's width).
     pub fn slot(&self, w: &Window) -> &CudaSlice<u8> {
         &self.slots[w.slot]
     }
@@ -331,4 +331,17 @@ pub fn too_small(budget: usize, row_state: usize) -> Error {
             MIN_PAGE_BYTES as f64 / MIB
         ),
     )
+}
+
+/// Why a fit cannot even page its bins in what the GPU has free (no `max_device_memory`).
+pub fn no_room(free: usize, row_state: usize) -> Error {
+    const MIB: f64 = (1 << 20) as f64;
+    Error::Device(format!(
+        "the GPU is out of memory: this fit's per-row state takes {:.0} MiB, and paging its bins from host memory needs \
+         {} pages of at least {:.0} MiB besides, and {:.0} MiB are free; use fewer rows, or device=\"cpu\"",
+        row_state as f64 / MIB,
+        MIN_SLOTS,
+        MIN_PAGE_BYTES as f64 / MIB,
+        free as f64 / MIB
+    ))
 }
