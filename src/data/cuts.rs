@@ -530,6 +530,18 @@ mod tests {
     }
 
     #[test]
+    fn a_feature_sampled_beside_others_gets_the_cuts_it_gets_alone() {
+        // Several features share one hash a row (`Kept::Listed`); a lone feature hashes its
+        // rows itself (`Kept::Hashed`): the same rows either way, so the same cuts.
+        let n = SKETCH_ROWS + 40_000;
+        let (all, w) = frame(n);
+        let together = compute_cuts(&all, Some(&w), 64, 9).unwrap();
+        let x = FeatureFrame::new(vec![all.columns()[0].clone()]).unwrap();
+        assert_eq!(compute_cuts(&x, Some(&w), 64, 9).unwrap()[0], together[0]);
+        assert_eq!(compute_cuts(&x, None, 64, 9).unwrap()[0], compute_cuts(&all, None, 64, 9).unwrap()[0]);
+    }
+
+    #[test]
     fn few_distinct_values_get_a_bin_each() {
         let cuts = weighted_quantile_cuts(Samples::from_pairs(&[(3.0, 1.0), (1.0, 1.0), (2.0, 1.0), (1.0, 1.0)]), 10);
         assert_eq!(cuts, vec![1.5, 2.5]);
