@@ -240,16 +240,7 @@ impl HistogramBuilder {
         let rpb = self.rows_per_block(dev, n_active as u64);
         let blocks = n_active.div_ceil(rpb);
         dev.fill(&mut self.builds, &[RowTask { start: 0, len: n_active, first_block: 0, slot }])?;
-        let total = self.pool.total_slots as u32;
-        {
-            let mut p = dev.pins();
-            let args =
-                SlotsArgs { list: p.read(&self.builds.buf), total_slots: total, hist: p.write(&mut self.pool.buf) };
-            // SAFETY: one build task, whose slot lies in the pool.
-            unsafe {
-                dev.launch(&dev.rt.kernels.zero_histograms, &args, cfg((total.div_ceil(256).min(64), 1), 256, 0))
-            }?;
-        }
+        self.zero_builds(dev, 1)?;
         self.launch(dev, matrix, grads, ridx, 1, blocks, rpb)
     }
 
@@ -298,10 +289,26 @@ impl HistogramBuilder {
             unsafe { dev.launch(&k.plan_children, &args, cfg((n32, 1), 256, 0)) }?;
         }
         self.launch(dev, matrix, grads, ridx, n32, blocks, rpb)?;
+        self.derive_siblings(dev, n32)
+    }
+
+    /// Zeroes the slots of the first `n` tasks in `builds`, before they are built.
+    fn zero_builds(&mut self, dev: &FitDevice, n: u32) -> Result<()> {
+        let total = self.pool.total_slots as u32;
+        let mut p = dev.pins();
+        let args = SlotsArgs { list: p.read(&self.builds.buf), total_slots: total, hist: p.write(&mut self.pool.buf) };
+        // SAFETY: n build tasks, whose slots lie in the pool.
+        unsafe { dev.launch(&dev.rt.kernels.zero_histograms, &args, cfg((total.div_ceil(256).min(64), n), 256, 0)) }
+    }
+
+    /// Each of the first `n` (parent, fresh, built right) triples in `triples`: the built child
+    /// and its sibling (the parent less it), in place.
+    fn derive_siblings(&mut self, dev: &FitDevice, n: u32) -> Result<()> {
+        let total = self.pool.total_slots as u32;
         let mut p = dev.pins();
         let args = SlotsArgs { list: p.read(&self.triples.buf), total_slots: total, hist: p.write(&mut self.pool.buf) };
         // SAFETY: n triples of slots of the pool.
-        unsafe { dev.launch(&k.derive_siblings, &args, cfg((total.div_ceil(256).min(64), n32), 256, 0)) }
+        unsafe { dev.launch(&dev.rt.kernels.derive_siblings, &args, cfg((total.div_ceil(256).min(64), n), 256, 0)) }
     }
 
     /// Copies the histogram of each `(from, to)` slot pair, in one launch.
@@ -421,18 +428,10 @@ impl HistogramBuilder {
                 blocks += p.len.div_ceil(rpb);
             }
         }
-        let all = builds.len() as u32;
-        if all > 0 {
+        if !builds.is_empty() {
             dev.fill(&mut self.builds, &builds)?;
             dev.fill(&mut self.triples, &triples)?;
-            let total = self.pool.total_slots as u32;
-            let mut p = dev.pins();
-            let args =
-                SlotsArgs { list: p.read(&self.builds.buf), total_slots: total, hist: p.write(&mut self.pool.buf) };
-            // SAFETY: `all` build tasks, whose slots lie in the pool.
-            unsafe {
-                dev.launch(&dev.rt.kernels.zero_histograms, &args, cfg((total.div_ceil(256).min(64), all), 256, 0))
-            }?;
+            self.zero_builds(dev, builds.len() as u32)?;
         }
         Ok(Launch { n_tasks: first.len() as u32, blocks, rpb })
     }
@@ -465,11 +464,7 @@ impl HistogramBuilder {
         if n == 0 {
             return Ok(());
         }
-        let total = self.pool.total_slots as u32;
-        let mut p = dev.pins();
-        let args = SlotsArgs { list: p.read(&self.triples.buf), total_slots: total, hist: p.write(&mut self.pool.buf) };
-        // SAFETY: n triples of slots of the pool.
-        unsafe { dev.launch(&dev.rt.kernels.derive_siblings, &args, cfg((total.div_ceil(256).min(64), n), 256, 0)) }
+        self.derive_siblings(dev, n)
     }
 }
 
