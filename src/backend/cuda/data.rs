@@ -472,7 +472,7 @@ fn pitched<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
     nf: usize,
     stride: usize,
 ) -> Result<CudaSlice<T>> {
-    use cudarc::driver::{sys, DevicePtr, DevicePtrMut};
+    use cudarc::driver::{DevicePtr, DevicePtrMut};
     let packed = memory.upload(stream, rows)?;
     if stride == nf || n == 0 {
         return Ok(packed);
@@ -482,31 +482,50 @@ fn pitched<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
     {
         let (src, _s) = packed.device_ptr(stream);
         let (dst, _d) = wide.device_ptr_mut(stream);
-        let copy = sys::CUDA_MEMCPY2D {
-            srcXInBytes: 0,
-            srcY: 0,
-            srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-            srcHost: std::ptr::null(),
-            srcDevice: src,
-            srcArray: std::ptr::null_mut(),
-            srcPitch: nf * item,
-            dstXInBytes: 0,
-            dstY: 0,
-            dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-            dstHost: std::ptr::null_mut(),
-            dstDevice: dst,
-            dstArray: std::ptr::null_mut(),
-            dstPitch: stride * item,
-            WidthInBytes: nf * item,
-            Height: n,
-        };
         // SAFETY: both buffers live on this stream's device; the source holds n rows of
         // nf * item bytes, the destination n rows of stride * item >= nf * item bytes.
-        unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result().map_err(device_error)?;
+        unsafe { repitch_rows(stream, src, nf * item, dst, stride * item, n) }?;
     }
     stream.synchronize().map_err(device_error)?;
     memory.allocated -= std::mem::size_of_val(rows);
     Ok(wide)
+}
+
+/// Queues on `stream` the copy of `rows` rows of `src_pitch` bytes at `src` into rows of
+/// `dst_pitch` bytes at `dst` (device memory both), each row's first `src_pitch` bytes.
+///
+/// # Safety
+/// `src` must hold `rows * src_pitch` bytes and `dst` `rows * dst_pitch >= rows * src_pitch`,
+/// on `stream`'s device, neither used by other work until the copy is done.
+pub(super) unsafe fn repitch_rows(
+    stream: &CudaStream,
+    src: cudarc::driver::sys::CUdeviceptr,
+    src_pitch: usize,
+    dst: cudarc::driver::sys::CUdeviceptr,
+    dst_pitch: usize,
+    rows: usize,
+) -> Result<()> {
+    use cudarc::driver::sys;
+    let copy = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: src,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: src_pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: dst,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: dst_pitch,
+        WidthInBytes: src_pitch,
+        Height: rows,
+    };
+    // SAFETY: as the caller promises.
+    unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result().map_err(device_error)
 }
 
 /// What binning reads besides the values, on the device: each feature's cut points

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
 
+use super::data::repitch_rows;
 use super::{device_error, DeviceMemory};
 use crate::data::binned::BinData;
 use crate::data::BinnedMatrix;
@@ -284,27 +285,9 @@ impl Pages {
             .result()
             .map_err(device_error)?;
         if self.staging.is_some() {
-            let copy = sys::CUDA_MEMCPY2D {
-                srcXInBytes: 0,
-                srcY: 0,
-                srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-                srcHost: std::ptr::null(),
-                srcDevice: target,
-                srcArray: std::ptr::null_mut(),
-                srcPitch: host_row,
-                dstXInBytes: 0,
-                dstY: 0,
-                dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-                dstHost: std::ptr::null_mut(),
-                dstDevice: slot,
-                dstArray: std::ptr::null_mut(),
-                dstPitch: self.stride * self.width,
-                WidthInBytes: host_row,
-                Height: rows.len(),
-            };
             // SAFETY: the staging buffer holds the page's rows of host_row bytes, the slot as
             // many of stride * width >= host_row; both on the copy stream's device, in order.
-            unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream) }.result().map_err(device_error)?;
+            unsafe { repitch_rows(&self.copy, target, host_row, slot, self.stride * self.width, rows.len()) }?;
         }
         Ok(len)
     }
