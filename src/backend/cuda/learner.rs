@@ -150,6 +150,16 @@ fn headroom(cfg: &TrainConfig, total_slots: usize) -> usize {
     (32 << 20) + (slots * total_slots * 16 * cfg.num_outputs().max(1)).min(256 << 20)
 }
 
+/// A node's histogram slots for features of `cuts` (each bin and the missing one).
+fn histogram_slots(cuts: &[FeatureCuts]) -> usize {
+    cuts.iter().map(|c| c.n_bins() as usize + 1).sum()
+}
+
+/// `max_device_memory` in bytes of this machine's address space.
+fn device_limit(cfg: &TrainConfig) -> Option<usize> {
+    cfg.max_device_memory.map(|l| l.min(usize::MAX as u64) as usize)
+}
+
 /// Places the bins of `n` rows of `row_bytes` bytes on the device (`state` more bytes of
 /// per-row state, `extra` of histograms and scratch) within `free` bytes, or within `limit`
 /// (`max_device_memory`) when lower: whole when all of it fits, else paged from host memory.
@@ -204,8 +214,7 @@ pub fn place_bins(
 /// (counting leaf refits' buffers whether or not its loss refits): what [`place_bins`]
 /// weighs against the budget with the bins.
 pub fn besides_bins_at_most(n: usize, cuts: &[FeatureCuts], cfg: &TrainConfig) -> usize {
-    let total_slots: usize = cuts.iter().map(|c| c.n_bins() as usize + 1).sum();
-    n * fit_row_bytes(cfg, Some(true)) + headroom(cfg, total_slots)
+    n * fit_row_bytes(cfg, Some(true)) + headroom(cfg, histogram_slots(cuts))
 }
 
 /// [`place_bins`] for a fit of `rows` (binned on the host) taking `row_state` device bytes a
@@ -219,10 +228,8 @@ pub fn place_binned(
     let (n, nf) = (rows.matrix.n_rows, rows.cuts.len());
     let width = BinnedMatrix::bin_width(&rows.matrix.n_bins);
     let row_bytes = nf.next_multiple_of(4 / width) * width;
-    let total_slots: usize = rows.cuts.iter().map(|c| c.n_bins() as usize + 1).sum();
     let (free, _) = rt.stream.context().mem_get_info().map_err(device_error)?;
-    let limit = cfg.max_device_memory.map(|l| l.min(usize::MAX as u64) as usize);
-    place_bins(n, row_bytes, n * row_state, headroom(cfg, total_slots), free, limit)
+    place_bins(n, row_bytes, n * row_state, headroom(cfg, histogram_slots(&rows.cuts)), free, device_limit(cfg))
 }
 
 /// Whether a one-GPU fit of `data` (in memory) fits the GPU's free memory, and
@@ -234,9 +241,8 @@ pub fn fits_in_core(rt: &Runtime, data: &Dataset, cfg: &TrainConfig) -> Result<b
     // Histograms of at most max_bin slots a feature (their cut points are not known yet).
     let extra = headroom(cfg, nf * (cfg.max_bin + 1));
     let need = DeviceColumns::bytes_for(&data.features) + 2 * n * nf + n * fit_row_bytes(cfg, None) + extra;
-    let limit = cfg.max_device_memory.map_or(usize::MAX, |l| l.min(usize::MAX as u64) as usize);
     let (free, _) = rt.stream.context().mem_get_info().map_err(device_error)?;
-    Ok(need <= free.min(limit))
+    Ok(need <= free.min(device_limit(cfg).unwrap_or(usize::MAX)))
 }
 
 /// A fit's device and its training matrix, binned from columns a batch at a time
