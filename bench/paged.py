@@ -113,29 +113,25 @@ def xgboost_ext_memory(rows: int, trees: int, depth: int, host_ratio: float | st
             self.times.append(time.perf_counter())
             return False
 
-    if host_ratio == "in-core":
-        # The same rows in GPU memory whole (QuantileDMatrix), for reference.
+    def train(make_matrix) -> dict:
+        """The matrix's time, then the rounds' (per tree: the median after the second)."""
         t = time.perf_counter()
-        dm = xgb.QuantileDMatrix(cp.asarray(X), cp.asarray(y), max_bin=256)
+        dm = make_matrix()
         built = time.perf_counter() - t
         clock = Clock()
         params = {"tree_method": "hist", "device": "cuda", "max_depth": depth, "objective": "binary:logistic"}
         xgb.train(params, dm, num_boost_round=trees, callbacks=[clock])
         steps = [b - a for a, b in zip(clock.times, clock.times[1:])]
         return {"matrix_seconds": built, "per_tree": statistics.median(steps[2:]), "total": clock.times[-1] - t}
-    with tempfile.TemporaryDirectory() as tmp:
-        t = time.perf_counter()
-        with xgb.config_context(use_rmm=False):
-            # cache_host_ratio: the share of its cache kept in host memory (None: XGBoost
-            # chooses, keeping on the GPU what fits there).
-            extra = {} if host_ratio is None else {"cache_host_ratio": host_ratio}
-            dm = xgb.ExtMemQuantileDMatrix(Chunks(os.path.join(tmp, "cache")), max_bin=256, **extra)
-            built = time.perf_counter() - t
-            clock = Clock()
-            params = {"tree_method": "hist", "device": "cuda", "max_depth": depth, "objective": "binary:logistic"}
-            xgb.train(params, dm, num_boost_round=trees, callbacks=[clock])
-        steps = [b - a for a, b in zip(clock.times, clock.times[1:])]
-    return {"matrix_seconds": built, "per_tree": statistics.median(steps[2:]), "total": clock.times[-1] - t}
+
+    if host_ratio == "in-core":
+        # The same rows in GPU memory whole (QuantileDMatrix), for reference.
+        return train(lambda: xgb.QuantileDMatrix(cp.asarray(X), cp.asarray(y), max_bin=256))
+    # cache_host_ratio: the share of its cache kept in host memory (None: XGBoost chooses,
+    # keeping on the GPU what fits there).
+    extra = {} if host_ratio is None else {"cache_host_ratio": host_ratio}
+    with tempfile.TemporaryDirectory() as tmp, xgb.config_context(use_rmm=False):
+        return train(lambda: xgb.ExtMemQuantileDMatrix(Chunks(os.path.join(tmp, "cache")), max_bin=256, **extra))
 
 
 def main() -> None:
