@@ -21,7 +21,7 @@ same files: a `DataIter` reading them a file at a time, `ExtMemQuantileDMatrix` 
 pages in host memory (time and growth from the matrix's start to the end of training).
 
 Usage: python3 bench/stream_bench.py [--rows 3000000] [--files 12] [--rounds 40] [--depth 6] [--timeline]
-       [--device cpu|cuda] [--modes collected,scan,xgboost]
+       [--device cpu|cuda] [--n-gpus 1] [--modes collected,scan,xgboost]
        (children: --child scan|collected|xgboost)
 """
 from __future__ import annotations
@@ -103,7 +103,7 @@ class Timeline:
         return out
 
 
-def child(mode: str, files: Path, rounds: int, depth: int, timeline: bool, device: str) -> None:
+def child(mode: str, files: Path, rounds: int, depth: int, timeline: bool, device: str, n_gpus: int) -> None:
     import polars as pl
 
     import polars_gbt
@@ -111,6 +111,8 @@ def child(mode: str, files: Path, rounds: int, depth: int, timeline: bool, devic
 
     scan = pl.scan_parquet(str(files / "*.parquet"))
     params = dict(target="y", objective="binary:logistic", n_estimators=rounds, max_depth=depth, device=device)
+    if n_gpus > 1:
+        params["n_gpus"] = n_gpus
     clock = Timeline() if timeline else None
     if clock is not None:
         # The phases: each pass of the training rows, then the fit.
@@ -206,15 +208,16 @@ def main() -> None:
     p.add_argument("--modes", default="collected,scan", help="which fits, in order: collected, scan, xgboost")
     p.add_argument("--files-dir", type=Path)
     p.add_argument("--device", default="cpu", help="cpu, or cuda: the rows binned on the host train on the GPU")
+    p.add_argument("--n-gpus", type=int, default=1, help="GPUs of the process (device cuda): each trains its share")
     a = p.parse_args()
     if a.child:
-        child(a.child, a.files_dir, a.rounds, a.depth, a.timeline, a.device)
+        child(a.child, a.files_dir, a.rounds, a.depth, a.timeline, a.device, a.n_gpus)
         return
     files = write_files(a.dir, a.rows, a.files)
     raw = a.rows * 28 * 4  # the float32 feature columns
     results = {}
     for mode in a.modes.split(",") * a.repeat:
-        cmd = [sys.executable, __file__, "--child", mode, "--files-dir", str(files), "--rounds", str(a.rounds), "--depth", str(a.depth), "--device", a.device]
+        cmd = [sys.executable, __file__, "--child", mode, "--files-dir", str(files), "--rounds", str(a.rounds), "--depth", str(a.depth), "--device", a.device, "--n-gpus", str(a.n_gpus)]
         if a.timeline and mode == "scan":
             cmd.append("--timeline")
         r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])

@@ -1524,6 +1524,74 @@ fn paged_fits_train_as_in_core_fits() {
     }
 }
 
+/// A streamed fit over two GPUs of the process: the rows are binned on the host as they
+/// stream, and each GPU uploads its share of them where they lie (no copy of the bins); the
+/// model is one GPU's of the collected rows, with streamed evaluation sets and early stopping.
+#[test]
+fn streamed_fits_over_several_gpus_give_one_gpus_model() {
+    use common::distributed::{dataset, rows};
+
+    if !gpus(2) {
+        return;
+    }
+    // Past 2^18 rows: the cut points come from a sample drawn by global row.
+    let n = 300_000;
+    let every: Vec<usize> = (0..n).collect();
+    let all = rows(n, 35);
+    let weighted = dataset(&all, &every, true);
+    let categorical = categorical_data(n, 10);
+    let sparse = mostly_null(&every);
+    let cases: Vec<(&str, &Dataset)> = vec![
+        (
+            r#"{"objective": "binary:logistic", "n_estimators": 6, "max_depth": 7, "subsample": 0.7,
+                "colsample_bynode": 0.7, "max_cat_to_onehot": 1, "seed": 4}"#,
+            &weighted,
+        ),
+        (r#"{"objective": "reg:squarederror", "n_estimators": 5, "max_depth": 6}"#, &categorical),
+        (r#"{"objective": "binary:logistic", "n_estimators": 5, "max_depth": 6}"#, &sparse),
+        // Leaves refit over both GPUs' residuals (unit weights: fractional ones are not
+        // distributed yet).
+        (r#"{"objective": "reg:quantileerror", "quantile_alpha": [0.3, 0.8], "n_estimators": 3}"#, &categorical),
+    ];
+    for (json, data) in cases {
+        let one = fit(json, data, "cuda");
+        let mut cfg = TrainConfig::from_json(json).unwrap();
+        cfg.device = polars_gbt::Device::Cuda;
+        cfg.n_gpus = 2;
+        let stream = polars_gbt::data::StreamParams {
+            max_bin: cfg.max_bin,
+            seed: cfg.seed,
+            missing: None,
+            scale_pos_weight: 1.0,
+        };
+        let streamed =
+            polars_gbt::data::stream_dataset(&mut RowBatches { data: data.clone(), size: 65_537 }, &stream).unwrap();
+        let two = train(&cfg, &streamed, &[]).unwrap_or_else(|e| panic!("streamed n_gpus=2 fit of {json} failed: {e}"));
+        assert!(
+            json_without_gpu_count(&two, 2) == json_without_gpu_count(&one, 1),
+            "the streamed n_gpus=2 fit differs from one GPU's for {json}"
+        );
+    }
+    let valid = dataset(&rows(5000, 36), &(0..5000).collect::<Vec<_>>(), true);
+    let mut cfg = TrainConfig::from_json(
+        r#"{"objective": "binary:logistic", "n_estimators": 200, "max_depth": 8, "learning_rate": 0.5,
+            "early_stopping_rounds": 3, "eval_metric": ["logloss"]}"#,
+    )
+    .unwrap();
+    cfg.device = polars_gbt::Device::Cuda;
+    let one = train(&cfg, &weighted, &[("valid", &valid)]).unwrap();
+    assert!(one.best_iteration().is_some_and(|b| b + 3 < 199), "early stopping should stop early");
+    let stream =
+        polars_gbt::data::StreamParams { max_bin: cfg.max_bin, seed: cfg.seed, missing: None, scale_pos_weight: 1.0 };
+    let streamed =
+        polars_gbt::data::stream_dataset(&mut RowBatches { data: weighted.clone(), size: 100_000 }, &stream).unwrap();
+    let mut source = RowBatches { data: valid.clone(), size: 1_111 };
+    let streamed_valid = polars_gbt::data::stream_eval_set(&mut source, &streamed, None, "valid", &mut |_| {}).unwrap();
+    cfg.n_gpus = 2;
+    let two = train(&cfg, &streamed, &[("valid", &streamed_valid)]).unwrap();
+    assert!(json_without_gpu_count(&two, 2) == json_without_gpu_count(&one, 1), "the early-stopped fit differs");
+}
+
 /// Vector-leaf trees (`multi_strategy="multi_output_tree"`): each output's histograms are built
 /// on the GPU and each level's splits searched there with the CPU's arithmetic (on the host,
 /// as the CPU searches them, with categorical features), so the GPU grows the CPU's trees:

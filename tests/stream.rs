@@ -1,13 +1,16 @@
 //! A fit streamed in batches (`data::stream`: cut points, categories and targets in pass 1,
-//! bins in pass 2) is byte-identical to the fit on the collected rows, whatever the batching.
+//! bins in pass 2) is byte-identical to the fit on the collected rows, whatever the batching,
+//! and so is a distributed fit whose workers each stream their own rows.
+
+mod common;
 
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float32Array, Float64Array, Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use polars_gbt::data::{
-    stream_dataset, stream_dataset_with_progress, stream_eval_set, Batch, BatchSource, Pass, RecordBatches,
-    StreamParams,
+    stream_dataset, stream_dataset_sharded, stream_dataset_with_progress, stream_eval_set, stream_eval_set_sharded,
+    Batch, BatchSource, Pass, RecordBatches, StreamParams,
 };
 use polars_gbt::{train, Dataset, FeatureFrame, Result, TrainConfig};
 
@@ -187,9 +190,15 @@ fn a_source_that_changes_between_passes_is_an_error() {
     source.shrink_after_first = 5;
     let err = stream_dataset(&mut source, &params(&cfg)).unwrap_err().to_string();
     assert!(err.contains("reads its data twice"), "{err}");
-    // Streamed rows cannot be split (a distributed fit, continued training take columns).
+    // Streamed rows split as windows on the one matrix (a fit over several GPUs), never
+    // copied; continued training takes columns.
     let s = stream_dataset(&mut slices(&d, None, &[300]), &params(&cfg)).unwrap();
-    assert!(s.row_range(0, 10).is_err());
+    let window = s.row_range(100, 20).unwrap();
+    let (whole, part) = (s.binned().unwrap(), window.binned().unwrap());
+    assert!(std::ptr::eq(whole.all, part.all) && (part.first, part.n_rows) == (100, 20));
+    assert_eq!(window.n_rows(), 20);
+    assert_eq!(window.label(), &s.label()[100..120]);
+    assert!((0..20).all(|r| (0..4).all(|f| part.matrix().get(r, f) == whole.all.matrix.get(100 + r, f))));
     let init = train(&cfg, &d, &[]).unwrap();
     let err = polars_gbt::Training::new(&cfg, &s).init_model(&init).run().unwrap_err().to_string();
     assert!(err.contains("streamed"), "{err}");
@@ -296,4 +305,89 @@ fn every_pass_reports_its_rows() {
         expected.iter().map(|&(p, r, t, d)| (p.to_string(), r, t, d)).collect();
     assert_eq!(seen, expected);
     assert_eq!(Pass::Eval("valid"), Pass::Eval("valid"));
+}
+
+/// Rows of `spans` (runs of `start..end`) collected, as one worker holding them would have
+/// them (its categorical column coded by the categories of its own rows).
+fn collected_spans(spans: &[(usize, usize)], late: usize) -> Dataset {
+    let parts: Vec<RecordBatch> = spans.iter().map(|&(a, b)| batch(a, b, late)).collect();
+    let frame = FeatureFrame::from_record_batches(&parts).unwrap();
+    let n = frame.n_rows();
+    let mut label = vec![0f32; n];
+    frame.find("y").unwrap().read(0, &mut label);
+    Dataset::new(frame.without(&["y"]).unwrap(), label).unwrap()
+}
+
+/// A source of no batches: a worker that holds none of an evaluation set's rows.
+struct Nothing;
+
+impl BatchSource for Nothing {
+    fn pass(&mut self, _: &mut dyn FnMut(Batch) -> Result<()>) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn workers_that_each_stream_their_own_rows_give_one_process_model() {
+    use common::distributed::on_ring;
+    use polars_gbt::collective::{Collective, RowSpans, Shard};
+
+    // Past 2^18 rows (the cut points' sample is drawn by global row). The category "late"
+    // (from row 290,000) is on worker 0 only; worker 0's rows are two runs, and its batches
+    // cross from one to the other; worker 1 holds 7 rows.
+    let (n, late) = (300_000, 290_000);
+    let shards: Vec<Vec<(usize, usize)>> =
+        vec![vec![(0, 60_000), (250_000, 300_000)], vec![(60_000, 60_007)], vec![(60_007, 250_000)]];
+    // The evaluation rows: none on worker 0.
+    let (v0, v1) = (n, n + 4_000);
+    let eval_shards: Vec<Vec<(usize, usize)>> = vec![vec![], vec![(v0 + 3_000, v1)], vec![(v0, v0 + 3_000)]];
+    let cfg = TrainConfig::from_json(
+        r#"{"n_estimators": 6, "max_depth": 4, "max_bin": 64, "seed": 3, "subsample": 0.8, "max_cat_to_onehot": 1,
+            "eval_metric": ["rmse"]}"#,
+    )
+    .unwrap();
+    let valid = collected_rows(v0, v1, late);
+    let want = train(&cfg, &collected(n, late), &[("valid", &valid)]).unwrap();
+    let (want_bytes, want_log) = (want.to_bytes(), want.evals_result().to_vec());
+    let runs = |spans: &[(usize, usize)], base: usize| {
+        spans.iter().map(|&(a, b)| ((a - base) as u64, (b - a) as u64)).collect()
+    };
+    let models = on_ring(3, move |ring| {
+        let rank = ring.rank();
+        let shard = Shard {
+            comm: ring,
+            rows: RowSpans::new(runs(&shards[rank], 0), n as u64)?,
+            evals: vec![RowSpans::new(runs(&eval_shards[rank], v0), (v1 - v0) as u64)?],
+        };
+        let stream = params(&cfg);
+        let share = shard.stream_share();
+        let mut source = slices(&collected_spans(&shards[rank], late), None, &[45_000, 20_000]);
+        let data = stream_dataset_sharded(&mut source, &stream, &share, &mut |_| {})?;
+        let valid = match eval_shards[rank].as_slice() {
+            [] => stream_eval_set_sharded(&mut Nothing, &data, None, "valid", &mut |_| {})?,
+            spans => {
+                let mut rows = slices(&collected_spans(spans, late), None, &[999]);
+                stream_eval_set_sharded(&mut rows, &data, None, "valid", &mut |_| {})?
+            }
+        };
+        let model = polars_gbt::Training::new(&cfg, &data).evals(&[("valid", &valid)]).shard(&shard).run()?;
+        Ok((model.to_bytes(), model.evals_result().to_vec()))
+    });
+    for (rank, got) in models.into_iter().enumerate() {
+        let (bytes, log) = got.unwrap_or_else(|e| panic!("worker {rank}: {e}"));
+        assert!(bytes == want_bytes, "worker {rank}'s streamed model differs from one process's");
+        assert_eq!(log, want_log, "worker {rank}'s evaluation log");
+    }
+}
+
+#[test]
+fn a_workers_stream_must_hold_the_rows_its_spans_say() {
+    use polars_gbt::collective::{RowSpans, Shard, Solo};
+
+    let cfg = TrainConfig::default();
+    let shard = Shard { comm: &Solo, rows: RowSpans::new(vec![(0, 150)], 300).unwrap(), evals: Vec::new() };
+    let share = shard.stream_share();
+    let mut source = slices(&collected(200, 150), None, &[64]);
+    let err = stream_dataset_sharded(&mut source, &params(&cfg), &share, &mut |_| {}).unwrap_err().to_string();
+    assert!(err.contains("this worker's data has 200 rows but its row spans count 150"), "{err}");
 }

@@ -451,7 +451,7 @@ def train(
         raise ValueError("give eval_df (one set, named valid) or eval_sets (several, named), not both")
     sets = {"valid": eval_df} if eval_df is not None else dict(eval_sets or {})
     # A source streams (the training rows read twice in batches, each evaluation set once),
-    # and so do frames in memory beside one; continued training and several GPUs collect.
+    # and so do frames in memory beside one; continued training collects.
     streamed = _streams(params) and (_stream.is_streamed(data) or any(_stream.is_streamed(d) for d in sets.values()))
     if streamed:
         if _stream.is_one_shot(data):
@@ -518,11 +518,10 @@ def _eval_name(name: str, single: bool) -> str:
 
 
 def _streams(params: dict[str, Any]) -> bool:
-    """Whether a fit of ``params`` streams a lazy source: any fit on one device (the CPU, or
-    one GPU, which takes the rows binned on the host), not continuing a model."""
-    if params.get("init_model") is not None or params.get("_distributed") is not None:
-        return False
-    return int(params.get("n_gpus") or 1) <= 1
+    """Whether a fit of ``params`` streams a lazy source: any fit but a continued one (the
+    CPU; one GPU or several, which take the rows binned on the host, each its share; a Dask
+    worker, which streams its own partitions)."""
+    return params.get("init_model") is None
 
 
 def _train_streamed(

@@ -8,7 +8,10 @@ tasks). Integer histograms sum exactly, so the model is, byte for byte, the mode
 partitions' sizes or placement. ``predict`` scores partitions where they live.
 
 A Polars user needs no pandas: partitions may be Dask futures or delayed objects yielding
-Polars DataFrames or pyarrow Tables; a Dask DataFrame works too.
+Polars DataFrames or pyarrow Tables; a Dask DataFrame works too. Partitions that are lazy
+queries (``pl.scan_parquet`` of a worker's own files, say) stream: each worker reads its own
+in batches, twice (the cut points' sample, then the bins), and never holds their float columns,
+as ``polars_gbt.train`` does with a ``LazyFrame``; the model is the same.
 
 Evaluation sets and early stopping are distributed too, and GPU workers
 (``device="cuda"``, one worker per GPU): they sum through NCCL on their GPUs, started over
@@ -65,8 +68,9 @@ def train(
         A ``distributed.Client``.
     parts
         A Dask DataFrame, or a list of Dask futures or delayed objects, each yielding a
-        Polars DataFrame or a pyarrow Table (a pandas DataFrame works too). Their rows, in
-        list order, are the training rows. Each stays on the worker that holds it.
+        Polars DataFrame or a pyarrow Table (a pandas DataFrame works too), or a Polars
+        LazyFrame, which the worker holding it streams. Their rows, in list order, are the
+        training rows. Each stays on the worker that holds it.
     target, features, **params
         As in ``polars_gbt.train``: the label column (or several), the feature columns (all
         others when None), and the training parameters (``weight="w"`` names a column of
@@ -223,6 +227,9 @@ def _as_polars(part: Any) -> pl.DataFrame:
 
 
 def _num_rows(part: Any) -> int:
+    if isinstance(part, pl.LazyFrame):
+        # A scan counts its rows from the files' metadata, reading no column.
+        return int(part.select(pl.len()).collect().item())
     return _as_polars(part).height
 
 
@@ -259,7 +266,12 @@ def _fit_on_worker(
 
     import polars_gbt
 
-    frames = [_as_polars(p) for p in parts]
+    # Lazy partitions (scans) stream: each worker reads its own twice in batches and never
+    # holds their float columns; partitions in memory are concatenated as they are.
+    if any(isinstance(p, pl.LazyFrame) for p in parts):
+        frames: list[Any] = [p if isinstance(p, pl.LazyFrame) else _as_polars(p).lazy() for p in parts]
+    else:
+        frames = [_as_polars(p) for p in parts]
     frame = pl.concat(frames[: layout[0]], how="vertical_relaxed")
     sets, at = {}, layout[0]
     for name, count in zip(eval_names, layout[1:]):

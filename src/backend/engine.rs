@@ -14,7 +14,7 @@ use super::{cpu, cuda, Learner, Predictor};
 use crate::collective::cuts::compute_cuts_sharded;
 use crate::collective::{Collective, Shard};
 use crate::config::{Device, TrainConfig};
-use crate::data::{BinnedRows, Dataset, FeatureCuts, FeatureFrame};
+use crate::data::{BinnedView, Dataset, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
 use crate::prediction::ForestSpec;
 use crate::tree::GrowParams;
@@ -60,10 +60,10 @@ pub struct Fit<'a> {
 }
 
 /// A fit's rows as an engine receives them: columns (whose cut points the engine computes),
-/// or already binned with their cuts (a streamed fit, `data::stream`; the CPU's only).
+/// or already binned with their cuts (a streamed fit, `data::stream`).
 pub enum FitRows<'a> {
     Columns(&'a FeatureFrame),
-    Binned(&'a BinnedRows),
+    Binned(BinnedView<'a>),
 }
 
 impl<'a> Fit<'a> {

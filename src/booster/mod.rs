@@ -139,10 +139,10 @@ impl<'a> Training<'a> {
                 "names the user's objective, and is given exactly when the fit is given one (Training::user_functions)",
             ));
         }
-        if data.binned().is_some() && (init.is_some() || shard.is_some()) {
+        if data.binned().is_some() && init.is_some() {
             return Err(Error::param(
-                if init.is_some() { "init_model" } else { "distributed" },
-                "a streamed fit (rows binned batch by batch) cannot be continued or distributed yet: collect the data",
+                "init_model",
+                "a streamed fit (rows binned batch by batch) cannot be continued yet: collect the data",
             ));
         }
         match (init, shard) {

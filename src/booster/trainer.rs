@@ -53,7 +53,7 @@ impl<'a> EvalSet<'a> {
     ) -> Result<Self> {
         let binned = match d.binned() {
             // Binned as it streamed, with the training cut points: they must be these.
-            Some(rows) if rows.cuts.as_slice() == cuts => Cow::Borrowed(&rows.matrix),
+            Some(rows) if rows.cuts() == cuts => rows.matrix(),
             Some(_) => {
                 return Err(Error::data(format!(
                     "eval set `{name}` was binned with other cut points than the fit's (stream it with the \

@@ -5,6 +5,7 @@
 use arrow_buffer::ToByteSlice;
 
 use super::{Collective, Solo};
+use crate::data::StreamShare;
 use crate::error::{Error, Result};
 
 /// Where a worker's rows sit in the whole training set: runs of consecutive global rows,
@@ -125,6 +126,16 @@ impl Shard<'static> {
 impl Shard<'_> {
     pub fn is_distributed(&self) -> bool {
         self.comm.world() > 1
+    }
+
+    /// This worker's share of a fit whose workers each stream their own training rows
+    /// (`data::stream_dataset_sharded`): its rows' places, and the collective's gather.
+    pub fn stream_share(&self) -> StreamShare<'_> {
+        StreamShare {
+            spans: self.rows.spans(),
+            n_global: self.rows.n_global(),
+            all_gather: Box::new(|mine| self.comm.all_gather(mine)),
+        }
     }
 
     /// `values` (`per_row` numbers a row, row-major) of every worker's rows placed by `rows`

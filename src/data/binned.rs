@@ -116,6 +116,18 @@ impl BinnedMatrix {
         self.n_bins[feature] as usize + 1
     }
 
+    /// Rows `first..first + n` as a matrix of their own (a copy).
+    pub fn rows(&self, first: usize, n: usize) -> BinnedMatrix {
+        let nf = self.n_features();
+        let cells = first * nf..(first + n) * nf;
+        let data = match &self.data {
+            BinData::U8 { rows } => BinData::U8 { rows: rows[cells].to_vec() },
+            BinData::U16 { rows } => BinData::U16 { rows: rows[cells].to_vec() },
+            BinData::U32 { rows } => BinData::U32 { rows: rows[cells].to_vec() },
+        };
+        BinnedMatrix { data, n_bins: self.n_bins.clone(), n_rows: n }
+    }
+
     /// The bin of `row` for `feature`.
     #[inline]
     pub fn get(&self, row: usize, feature: usize) -> u32 {

@@ -8,7 +8,7 @@ use arrow_array::{ArrayRef, Float32Array, RecordBatch};
 use arrow_buffer::ScalarBuffer;
 
 use super::column::FeatureColumn;
-use super::stream::BinnedRows;
+use super::stream::{BinnedRows, BinnedView};
 use super::Targets;
 use crate::error::{Error, Result};
 
@@ -210,7 +210,16 @@ pub struct Dataset {
     pub(crate) base_margin: Option<Vec<f32>>,
     /// The rows already binned, with their cut points (a streamed fit: `data::stream`); the
     /// features are then the columns' schema (names, dtypes, categories) with no rows.
-    pub(crate) binned: Option<Arc<BinnedRows>>,
+    pub(crate) binned: Option<SharedBins>,
+}
+
+/// A binned dataset's rows: rows `first..first + n_rows` of a matrix that the shards of a fit
+/// over several GPUs share (`Dataset::row_range`), all of it otherwise.
+#[derive(Clone, Debug)]
+pub(crate) struct SharedBins {
+    rows: Arc<BinnedRows>,
+    first: usize,
+    n_rows: usize,
 }
 
 impl Dataset {
@@ -306,13 +315,30 @@ impl Dataset {
             weight: None,
             group_offsets: None,
             base_margin: None,
-            binned: Some(Arc::new(rows)),
+            binned: Some(SharedBins { n_rows: n, first: 0, rows: Arc::new(rows) }),
         })
     }
 
+    /// No rows, with this dataset's features (their schema) and inputs (targets, and weights,
+    /// query groups, margins and upper bounds where this has them): a distributed fit's worker
+    /// that holds none of an evaluation set's rows.
+    pub(crate) fn with_no_rows(&self) -> Dataset {
+        let empty = || ScalarBuffer::from(Vec::<f32>::new());
+        Dataset {
+            features: self.features.row_range(0, 0),
+            label: empty(),
+            n_targets: self.n_targets,
+            label_upper: self.label_upper.as_ref().map(|_| empty()),
+            weight: self.weight.as_ref().map(|_| empty()),
+            group_offsets: self.group_offsets.as_ref().map(|_| vec![0]),
+            base_margin: self.base_margin.as_ref().map(|_| Vec::new()),
+            binned: None,
+        }
+    }
+
     /// The rows already binned with their cuts (a streamed fit), if they are.
-    pub fn binned(&self) -> Option<&BinnedRows> {
-        self.binned.as_deref()
+    pub fn binned(&self) -> Option<BinnedView<'_>> {
+        self.binned.as_ref().map(|b| BinnedView { all: &b.rows, first: b.first, n_rows: b.n_rows })
     }
 
     /// `n_targets` finite labels a row for `n` rows.
@@ -458,11 +484,9 @@ impl Dataset {
     }
 
     /// Rows `start..start + len`, with their labels, weights, margins and query groups (the
-    /// range must not cut a query group). Features and one-target labels share their buffers.
+    /// range must not cut a query group). Features, binned rows and one-target labels share
+    /// their buffers.
     pub fn row_range(&self, start: usize, len: usize) -> Result<Dataset> {
-        if self.binned.is_some() {
-            return Err(Error::data("the rows of a streamed (already binned) dataset cannot be split"));
-        }
         let n = self.n_rows();
         let end = start + len;
         assert!(end <= n, "rows {start}..{end} past the end of {n}");
@@ -486,21 +510,28 @@ impl Dataset {
             }
         };
         let k = self.base_margin.as_ref().map_or(0, |m| m.len() / n.max(1));
+        // Binned rows stay where they are, shared: the range is a window on them.
+        let (features, binned) = match &self.binned {
+            Some(b) => {
+                (self.features.clone(), Some(SharedBins { rows: b.rows.clone(), first: b.first + start, n_rows: len }))
+            }
+            None => (self.features.row_range(start, len), None),
+        };
         Ok(Dataset {
-            features: self.features.row_range(start, len),
+            features,
             label: per_target(&self.label),
             n_targets: self.n_targets,
             label_upper: self.label_upper.as_ref().map(|u| u.slice(start, len)),
             weight: self.weight.as_ref().map(|w| w.slice(start, len)),
             group_offsets,
             base_margin: self.base_margin.as_ref().map(|m| m[start * k..end * k].to_vec()),
-            binned: None,
+            binned,
         })
     }
 
     pub fn n_rows(&self) -> usize {
         match &self.binned {
-            Some(b) => b.matrix.n_rows,
+            Some(b) => b.n_rows,
             None => self.features.n_rows(),
         }
     }

@@ -20,6 +20,7 @@
 //! tells how far it has come ([`PassProgress`]) to whoever asks
 //! ([`stream_dataset_with_progress`]).
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -36,6 +37,44 @@ use crate::error::{Error, Result};
 pub struct BinnedRows {
     pub matrix: BinnedMatrix,
     pub cuts: Vec<FeatureCuts>,
+}
+
+impl BinnedRows {
+    /// All the rows.
+    pub fn view(&self) -> BinnedView<'_> {
+        BinnedView { all: self, first: 0, n_rows: self.matrix.n_rows }
+    }
+}
+
+/// A dataset's rows of a [`BinnedRows`]: all of them, or one device's share of a fit over
+/// several GPUs (`Dataset::row_range`), which reads its rows where they lie, with no copy.
+#[derive(Clone, Copy, Debug)]
+pub struct BinnedView<'a> {
+    /// The matrix these rows are part of, and its cut points.
+    pub all: &'a BinnedRows,
+    /// The first of them, in `all`'s rows.
+    pub first: usize,
+    pub n_rows: usize,
+}
+
+impl<'a> BinnedView<'a> {
+    pub fn cuts(&self) -> &'a [FeatureCuts] {
+        &self.all.cuts
+    }
+
+    /// Whether these are all of the matrix's rows.
+    pub fn is_whole(&self) -> bool {
+        self.first == 0 && self.n_rows == self.all.matrix.n_rows
+    }
+
+    /// These rows as a matrix of their own: the matrix itself when they are all of it, else
+    /// a copy of them.
+    pub fn matrix(&self) -> Cow<'a, BinnedMatrix> {
+        match self.is_whole() {
+            true => Cow::Borrowed(&self.all.matrix),
+            false => Cow::Owned(self.all.matrix.rows(self.first, self.n_rows)),
+        }
+    }
 }
 
 /// One batch of a stream: its rows' features and targets (labels, and optionally label upper
@@ -105,6 +144,61 @@ pub struct PassProgress<'a> {
 /// What [`stream_dataset_with_progress`] and [`stream_eval_set`] tell of their passes to.
 pub type Progress<'p> = dyn FnMut(&PassProgress) + 'p;
 
+/// One worker's share of a distributed fit whose workers each stream their own rows: where
+/// those rows sit among all the fit's rows, and how the workers exchange what pass 1 gathers
+/// (each one's cut points' sample and categories), so that every worker bins its rows with
+/// the cut points and category codes of all rows, as one worker streaming them all would.
+/// `collective::Shard::stream_share` makes one (this module does not reach other workers).
+pub struct StreamShare<'a> {
+    /// `(first global row, length)` runs of this worker's rows, in the order it streams them.
+    pub spans: &'a [(u64, u64)],
+    /// Rows of every worker together.
+    pub n_global: usize,
+    /// Every worker's bytes, in rank order (each worker calls it at the same point).
+    pub all_gather: Box<AllGather<'a>>,
+}
+
+/// A collective's gather: every worker's bytes, in rank order.
+pub type AllGather<'a> = dyn Fn(&[u8]) -> Result<Vec<Vec<u8>>> + Send + Sync + 'a;
+
+impl StreamShare<'_> {
+    fn n_local(&self) -> usize {
+        self.spans.iter().map(|s| s.1 as usize).sum()
+    }
+
+    /// The global rows of this worker's rows `at..at + n`.
+    fn global_rows(&self, at: usize, n: usize) -> BatchRows {
+        let mut start = 0;
+        for &(first, len) in self.spans {
+            let len = len as usize;
+            if at < start + len {
+                if at + n <= start + len {
+                    return BatchRows::From(first + (at - start) as u64);
+                }
+                break;
+            }
+            start += len;
+        }
+        let rows = self.spans.iter().flat_map(|&(first, len)| first..first + len);
+        BatchRows::Listed(rows.skip(at).take(n).collect())
+    }
+}
+
+/// A batch's rows among all the fit's rows: a run (most batches), or listed.
+enum BatchRows {
+    From(u64),
+    Listed(Vec<u64>),
+}
+
+impl BatchRows {
+    fn global(&self) -> GlobalRows<'_> {
+        match self {
+            BatchRows::From(first) => GlobalRows::From(*first),
+            BatchRows::Listed(rows) => GlobalRows::Listed(rows),
+        }
+    }
+}
+
 /// Reads `source` twice (see the module's notes) into a dataset of binned rows.
 pub fn stream_dataset(source: &mut dyn BatchSource, p: &StreamParams) -> Result<Dataset> {
     stream_dataset_with_progress(source, p, &mut |_| {})
@@ -116,19 +210,48 @@ pub fn stream_dataset_with_progress(
     p: &StreamParams,
     progress: &mut Progress,
 ) -> Result<Dataset> {
+    stream_rows(source, p, None, progress)
+}
+
+/// [`stream_dataset_with_progress`] for one worker of a distributed fit: `source` gives this
+/// worker's rows, placed among all rows by `share`; the cut points and categories are those
+/// of every worker's rows (gathered at the end of pass 1), the bins and per-row vectors this
+/// worker's.
+pub fn stream_dataset_sharded(
+    source: &mut dyn BatchSource,
+    p: &StreamParams,
+    share: &StreamShare,
+    progress: &mut Progress,
+) -> Result<Dataset> {
+    stream_rows(source, p, Some(share), progress)
+}
+
+fn stream_rows(
+    source: &mut dyn BatchSource,
+    p: &StreamParams,
+    share: Option<&StreamShare>,
+    progress: &mut Progress,
+) -> Result<Dataset> {
     if p.max_bin < 2 {
         return Err(Error::param("max_bin", "must be at least 2 (one value bin and the missing bin)"));
     }
-    let n_global = match source.n_rows()? {
-        Some(n) => n,
-        None => count_rows(source, progress)?,
+    let n_local = match (share, source.n_rows()?) {
+        (Some(share), Some(n)) if n != share.n_local() => {
+            return Err(Error::data(format!(
+                "this worker's data has {n} rows but its row spans count {}",
+                share.n_local()
+            )))
+        }
+        (Some(share), _) => share.n_local(),
+        (None, Some(n)) => n,
+        (None, None) => count_rows(source, progress)?,
     };
-    if n_global == 0 {
+    if n_local == 0 {
         return Err(Error::data("the data has no rows"));
     }
     let clock = std::time::Instant::now();
-    let total = Some(n_global);
-    let mut first = FirstPass::new(p, n_global);
+    let total = Some(n_local);
+    let mut first = FirstPass::new(p, n_local, share);
     source.pass(&mut |b| {
         first.add(b)?;
         progress(&PassProgress { pass: Pass::CutPoints, rows: first.rows.n, total, done: false });
@@ -139,11 +262,15 @@ pub fn stream_dataset_with_progress(
     let FirstPass { schema, sketch, categories, rows, .. } = first;
     let (Some(schema), Some(sketch)) = (schema, sketch) else {
         // The count (or the source) said there were rows: a stream read up already.
-        return Err(changed("pass 1", 0, n_global));
+        return Err(changed("pass 1", 0, n_local));
     };
-    if rows.n != n_global {
-        return Err(changed("pass 1", rows.n, n_global));
+    if rows.n != n_local {
+        return Err(changed("pass 1", rows.n, n_local));
     }
+    let (sketch, categories) = match share {
+        None => (sketch, categories),
+        Some(share) => every_workers(share, &schema, p.seed, sketch, categories)?,
+    };
     let categories: Vec<Option<Arc<Vec<String>>>> =
         categories.into_iter().map(|c| c.map(|set| Arc::new(set.into_iter().collect()))).collect();
     let mut cuts = sketch.cuts(p.max_bin)?;
@@ -159,7 +286,7 @@ pub fn stream_dataset_with_progress(
         }
     }
     let schema = schema_frame(&schema, &categories)?;
-    let mut matrix = BinnedMatrix::zeroed(n_global, &cuts);
+    let mut matrix = BinnedMatrix::zeroed(n_local, &cuts);
     let mut at = 0;
     source.pass(&mut |b| {
         let n = b.data.n_rows();
@@ -167,8 +294,8 @@ pub fn stream_dataset_with_progress(
             return Ok(());
         }
         check_schema(&schema, b.data.features(), at)?;
-        if at + n > n_global {
-            return Err(changed("pass 2", at + n, n_global));
+        if at + n > n_local {
+            return Err(changed("pass 2", at + n, n_local));
         }
         let frame = coded(b.data.features(), &categories, p.missing)?;
         matrix.fill(at, &frame, &cuts);
@@ -176,12 +303,44 @@ pub fn stream_dataset_with_progress(
         progress(&PassProgress { pass: Pass::Binning, rows: at, total, done: false });
         Ok(())
     })?;
-    if at != n_global {
-        return Err(changed("pass 2", at, n_global));
+    if at != n_local {
+        return Err(changed("pass 2", at, n_local));
     }
     progress(&PassProgress { pass: Pass::Binning, rows: at, total, done: true });
     profile("pass 2 (bins)", clock);
     rows.into_dataset(schema, BinnedRows { matrix, cuts })
+}
+
+/// Every worker's cut points' sample merged (in rank order, as `collective::cuts` merges a
+/// collected fit's) and the union of every worker's categories: what one worker streaming all
+/// rows would have gathered.
+fn every_workers(
+    share: &StreamShare,
+    schema: &FeatureFrame,
+    seed: u64,
+    mine: CutSketch,
+    categories: Vec<Option<BTreeSet<String>>>,
+) -> Result<(CutSketch, Vec<Option<BTreeSet<String>>>)> {
+    let mut sketch = CutSketch::new(schema, seed, share.n_global)?;
+    for block in (share.all_gather)(&mine.to_bytes())? {
+        sketch.merge_bytes(&block)?;
+    }
+    drop(mine);
+    let names = serde_json::to_vec(&categories).map_err(|e| Error::Collective(format!("categories: {e}")))?;
+    let mut union = categories;
+    for block in (share.all_gather)(&names)? {
+        let theirs: Vec<Option<BTreeSet<String>>> = serde_json::from_slice(&block)
+            .map_err(|_| Error::Collective("the categories from another worker are malformed".into()))?;
+        if theirs.len() != union.len() || theirs.iter().zip(&union).any(|(a, b)| a.is_some() != b.is_some()) {
+            return Err(Error::data("the workers' data disagree on which features are categorical"));
+        }
+        for (set, names) in union.iter_mut().zip(theirs) {
+            if let (Some(set), Some(names)) = (set, names) {
+                set.extend(names);
+            }
+        }
+    }
+    Ok((sketch, union))
 }
 
 /// One pass that counts `source`'s rows.
@@ -209,6 +368,29 @@ pub fn stream_eval_set(
     name: &str,
     progress: &mut Progress,
 ) -> Result<Dataset> {
+    stream_eval_rows(source, train, missing, name, false, progress)
+}
+
+/// [`stream_eval_set`] for one worker of a distributed fit, which may hold none of the set's
+/// rows (then an empty set with the training data's inputs: the other workers evaluate it).
+pub fn stream_eval_set_sharded(
+    source: &mut dyn BatchSource,
+    train: &Dataset,
+    missing: Option<f32>,
+    name: &str,
+    progress: &mut Progress,
+) -> Result<Dataset> {
+    stream_eval_rows(source, train, missing, name, true, progress)
+}
+
+fn stream_eval_rows(
+    source: &mut dyn BatchSource,
+    train: &Dataset,
+    missing: Option<f32>,
+    name: &str,
+    may_be_empty: bool,
+    progress: &mut Progress,
+) -> Result<Dataset> {
     let Some(trained) = train.binned() else {
         return Err(Error::data(format!(
             "eval set `{name}` streams with a streamed training set (its cut points), not a collected one"
@@ -216,7 +398,7 @@ pub fn stream_eval_set(
     };
     let total = source.n_rows()?;
     let schema = train.features();
-    let mut matrix = BinnedMatrix::with_capacity(total.unwrap_or(0), &trained.cuts);
+    let mut matrix = BinnedMatrix::with_capacity(total.unwrap_or(0), trained.cuts());
     let mut rows = PerRow::default();
     let mut first: Option<FeatureFrame> = None;
     source
@@ -237,12 +419,15 @@ pub fn stream_eval_set(
                 frame = frame.with_missing_value(m);
             }
             rows.add(&b)?;
-            matrix.append(&frame, &trained.cuts);
+            matrix.append(&frame, trained.cuts());
             progress(&PassProgress { pass: Pass::Eval(name), rows: rows.n, total, done: false });
             Ok(())
         })
         .map_err(|e| of_eval_set(e, name))?;
     progress(&PassProgress { pass: Pass::Eval(name), rows: rows.n, total, done: true });
+    if rows.n == 0 && may_be_empty {
+        return Ok(train.with_no_rows());
+    }
     if rows.n == 0 {
         return Err(Error::data(format!("eval set `{name}` has no rows")));
     }
@@ -254,7 +439,7 @@ pub fn stream_eval_set(
         )));
     }
     let schema = schema.row_range(0, 0);
-    let binned = BinnedRows { matrix, cuts: trained.cuts.clone() };
+    let binned = BinnedRows { matrix, cuts: trained.cuts().to_vec() };
     rows.into_dataset(schema, binned).map_err(|e| of_eval_set(e, name))
 }
 
@@ -286,7 +471,9 @@ fn changed(pass: &str, got: usize, expected: usize) -> Error {
 /// What pass 1 gathers.
 struct FirstPass<'p> {
     p: &'p StreamParams,
-    n_global: usize,
+    /// This worker's rows (all rows, on one worker).
+    n_local: usize,
+    share: Option<&'p StreamShare<'p>>,
     /// The first batch's features, its columns telling the schema every batch must have.
     schema: Option<FeatureFrame>,
     sketch: Option<CutSketch>,
@@ -296,8 +483,9 @@ struct FirstPass<'p> {
 }
 
 impl<'p> FirstPass<'p> {
-    fn new(p: &'p StreamParams, n_global: usize) -> Self {
-        FirstPass { p, n_global, schema: None, sketch: None, categories: Vec::new(), rows: PerRow::default() }
+    fn new(p: &'p StreamParams, n_local: usize, share: Option<&'p StreamShare<'p>>) -> Self {
+        let rows = PerRow::default();
+        FirstPass { p, n_local, share, schema: None, sketch: None, categories: Vec::new(), rows }
     }
 
     fn add(&mut self, b: Batch) -> Result<()> {
@@ -318,15 +506,16 @@ impl<'p> FirstPass<'p> {
                     })
                     .collect::<Result<Vec<_>>>()?;
                 self.schema = Some(FeatureFrame::new(empty)?);
-                let mut sketch = CutSketch::new(features, self.p.seed, self.n_global)?;
-                // A tenth more than the expected sample (its spread is about its square root),
-                // weights only where rows have weights of their own.
-                let expected = CutSketch::expected_rows(self.n_global);
+                let n_global = self.share.map_or(self.n_local, |s| s.n_global);
+                let mut sketch = CutSketch::new(features, self.p.seed, n_global)?;
+                // A tenth more than this worker's share of the expected sample (its spread is
+                // about its square root), weights only where rows have weights of their own.
+                let expected = CutSketch::expected_rows(n_global) * self.n_local / n_global;
                 let weighted = b.data.weight().is_some() || self.p.scale_pos_weight != 1.0;
                 sketch.reserve(expected + expected / 10 + 1024, weighted);
                 self.sketch = Some(sketch);
-                self.rows.reserve(self.n_global, &b);
-                self.rows.n_global = Some(self.n_global);
+                self.rows.reserve(self.n_local, &b);
+                self.rows.n_global = Some(self.n_local);
                 self.categories = features.columns().iter().map(|c| c.is_categorical().then(BTreeSet::new)).collect();
             }
             Some(schema) => check_schema(schema, features, self.rows.n)?,
@@ -346,8 +535,13 @@ impl<'p> FirstPass<'p> {
             Some(d) => d.weight(),
             None => b.data.weight(),
         };
-        let first_row = self.rows.n as u64;
-        self.sketch.as_mut().expect("made with the schema").add(&frame, weights, GlobalRows::From(first_row));
+        let global = match self.share {
+            Some(share) => share.global_rows(self.rows.n, n),
+            None => BatchRows::From(self.rows.n as u64),
+        };
+        // A batch past the rows expected is the error `rows.add` gives, before its rows are placed.
+        self.rows.check_room(n)?;
+        self.sketch.as_mut().expect("made with the schema").add(&frame, weights, global.global());
         self.rows.add(&b)
     }
 }
@@ -417,7 +611,8 @@ fn coded(
 #[derive(Default)]
 struct PerRow {
     n: usize,
-    /// The rows the stream has in all, when a batch past them is an error (pass 1).
+    /// The rows the stream has in all (this worker's), when a batch past them is an error
+    /// (pass 1).
     n_global: Option<usize>,
     /// One vector per target, each of room for every row when their number is known (pages
     /// reserved take memory only as batches fill them); one target's is the dataset's label
@@ -442,6 +637,14 @@ impl PerRow {
         self.group_ids = b.group_ids.as_ref().map(|_| Vec::with_capacity(n));
     }
 
+    /// Whether `n` more rows stay within the rows the stream has in all (pass 1).
+    fn check_room(&self, n: usize) -> Result<()> {
+        match self.n_global.filter(|&expected| self.n + n > expected) {
+            Some(expected) => Err(changed("pass 1", self.n + n, expected)),
+            None => Ok(()),
+        }
+    }
+
     fn add(&mut self, b: &Batch) -> Result<()> {
         let d = &b.data;
         let (n, k) = (d.n_rows(), d.n_targets());
@@ -451,9 +654,7 @@ impl PerRow {
                 format!("has {k} targets in the batch at row {} but {} before", self.n, self.label.len()),
             ));
         }
-        if let Some(expected) = self.n_global.filter(|&expected| self.n + n > expected) {
-            return Err(changed("pass 1", self.n + n, expected));
-        }
+        self.check_room(n)?;
         for (t, out) in self.label.iter_mut().enumerate() {
             out.extend_from_slice(&d.label()[t * n..(t + 1) * n]);
         }

@@ -39,10 +39,10 @@ pub(super) struct FitKwargs {
     /// A user's objective: its number in `polars_gbt._custom`'s registry (the parameters'
     /// `custom_objective` names it).
     #[serde(default)]
-    objective_id: Option<u64>,
+    pub(super) objective_id: Option<u64>,
     /// A user's metrics: their registry numbers and names, logged after the built-in metrics.
     #[serde(default)]
-    metric_ids: Vec<u64>,
+    pub(super) metric_ids: Vec<u64>,
     #[serde(default)]
     metric_names: Vec<String>,
     /// Whether early stopping looks for larger values of the user's metrics (XGBoost's
@@ -183,14 +183,10 @@ pub(super) struct DistributedKwargs {
 }
 
 impl DistributedKwargs {
-    fn train(
-        &self,
-        cfg: &TrainConfig,
-        data: &Dataset,
-        evals: &[(&str, &Dataset)],
-        log: &mut RoundCallback,
-    ) -> crate::Result<crate::Model> {
-        use crate::collective::{timeout_from_secs, RingConfig, RowSpans, Shard, TcpRing};
+    /// Joins the fit's other workers: the ring, then, between GPU workers (one visible GPU
+    /// each, as dask-cuda starts them), NCCL started over it; CPU workers keep the ring.
+    pub(super) fn join(&self, cfg: &TrainConfig) -> crate::Result<Joined> {
+        use crate::collective::{timeout_from_secs, RingConfig, RowSpans, TcpRing};
         let timeout = timeout_from_secs(self.timeout)?;
         let rows = RowSpans::new(self.spans.clone(), self.n_rows)?;
         let ring = TcpRing::join(&RingConfig {
@@ -201,17 +197,42 @@ impl DistributedKwargs {
             host: self.host.clone(),
             timeout,
         })?;
-        let eval_rows =
+        let evals =
             self.evals.iter().map(|(spans, n)| RowSpans::new(spans.clone(), *n)).collect::<crate::Result<Vec<_>>>()?;
-        // GPU workers (one visible GPU each, as dask-cuda starts them) sum on their devices
-        // through NCCL, started over the ring; CPU workers keep the ring.
         let devices = crate::backend::device_collective(cfg, &ring, 0, timeout)?;
-        let comm: &dyn crate::collective::Collective = match &devices {
-            Some(d) => &**d,
-            None => &ring,
-        };
-        let shard = Shard { comm, rows, evals: eval_rows };
+        Ok(Joined { ring, devices, rows, evals })
+    }
+
+    fn train(
+        &self,
+        cfg: &TrainConfig,
+        data: &Dataset,
+        evals: &[(&str, &Dataset)],
+        log: &mut RoundCallback,
+    ) -> crate::Result<crate::Model> {
+        let joined = self.join(cfg)?;
+        let shard = joined.shard();
         crate::Training::new(cfg, data).evals(evals).callback(log).shard(&shard).run()
+    }
+}
+
+/// A worker joined to the others of its distributed fit ([`DistributedKwargs::join`]).
+pub(super) struct Joined {
+    ring: crate::collective::TcpRing,
+    devices: Option<Box<dyn crate::collective::Collective + Send + Sync>>,
+    rows: crate::collective::RowSpans,
+    evals: Vec<crate::collective::RowSpans>,
+}
+
+impl Joined {
+    /// The worker's share: its collective (NCCL between GPU workers, else the ring) and the
+    /// places of its rows.
+    pub(super) fn shard(&self) -> crate::collective::Shard<'_> {
+        let comm: &dyn crate::collective::Collective = match &self.devices {
+            Some(d) => &**d,
+            None => &self.ring,
+        };
+        crate::collective::Shard { comm, rows: self.rows.clone(), evals: self.evals.clone() }
     }
 }
 
@@ -237,7 +258,7 @@ pub(super) struct FitInputs<'a> {
     /// The model to continue from.
     init: Option<Arc<crate::Model>>,
     /// A user's objective (see `FitKwargs::objective_id`).
-    objective_id: Option<u64>,
+    pub(super) objective_id: Option<u64>,
     /// A user's metrics: (registry number, name), and whether larger is better.
     metrics: Vec<(u64, String)>,
     maximize: bool,

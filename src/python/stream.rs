@@ -16,9 +16,10 @@ use pyo3::types::PyIterator;
 use pyo3_polars::PySeries;
 
 use super::convert::f32_column;
-use super::expressions::{group_ids, progress_bar, round_logger, FitInputs, FitKwargs};
+use super::expressions::{group_ids, progress_bar, round_logger, FitInputs, FitKwargs, Joined};
 use crate::data::{
-    stream_dataset_with_progress, stream_eval_set, Batch, BatchSource, Pass, PassProgress, StreamParams,
+    stream_dataset_sharded, stream_dataset_with_progress, stream_eval_set, stream_eval_set_sharded, Batch, BatchSource,
+    Pass, PassProgress, StreamParams,
 };
 use crate::{Dataset, TrainConfig};
 
@@ -216,11 +217,11 @@ pub(super) fn train_stream(
         let error = |e: crate::Error| PyValueError::new_err(e.to_string());
         let kwargs: FitKwargs = serde_json::from_str(kwargs)
             .map_err(|e| error(crate::Error::param("kwargs", format!("of a streamed fit are malformed: {e}"))))?;
-        if kwargs.has_eval_set || !kwargs.init_model.is_empty() || kwargs.distributed.is_some() {
+        if kwargs.has_eval_set || !kwargs.init_model.is_empty() {
             return Err(error(crate::Error::param(
                 "init_model",
-                "a streamed fit takes evaluation sets as frames of their own, and no init_model or distributed \
-                 workers yet: collect the data for those",
+                "a streamed fit takes evaluation sets as frames of their own, and no init_model yet: collect the \
+                 data for that",
             )));
         }
         let cfg = TrainConfig::from_json(&kwargs.params).map_err(error)?;
@@ -231,6 +232,21 @@ pub(super) fn train_stream(
             missing: cfg.missing.map(|m| m as f32),
             scale_pos_weight: cfg.scale_pos_weight as f32,
         };
+        // A distributed fit's worker joins the others first: pass 1 ends with their exchange.
+        let joined = match &kwargs.distributed {
+            Some(d) => {
+                if kwargs.objective_id.is_some() || !kwargs.metric_ids.is_empty() {
+                    return Err(error(crate::Error::param(
+                        "distributed",
+                        "fits take no Python objective or metric yet",
+                    )));
+                }
+                Some(py.detach(|| d.join(&cfg)).map_err(|e| error(kwargs.input_names.rename(e)))?)
+            }
+            None => None,
+        };
+        let shard = joined.as_ref().map(Joined::shard);
+        let share = shard.as_ref().map(|s| s.stream_share());
         let epoch = super::module::interrupt_epoch();
         let mut bar = kwargs.progress.then(PassBar::new);
         let mut progress = |p: &PassProgress| {
@@ -239,14 +255,20 @@ pub(super) fn train_stream(
             }
         };
         let mut source = PySource::new(open_pass, n_rows, &kwargs, epoch);
-        let data = py.detach(|| stream_dataset_with_progress(&mut source, &params, &mut progress));
+        let data = py.detach(|| match &share {
+            Some(share) => stream_dataset_sharded(&mut source, &params, share, &mut progress),
+            None => stream_dataset_with_progress(&mut source, &params, &mut progress),
+        });
         let data = data.map_err(|e| source.raise(e))?;
         let schema = source.schema.take().expect("a stream with rows had a first batch");
         let mut eval_data: Vec<(String, Dataset)> = Vec::with_capacity(evals.len());
         for (name, n_rows, open_pass) in evals {
             let mut source = PySource::new(open_pass, n_rows, &kwargs, epoch);
             source.eval_set = Some(name.clone());
-            let set = py.detach(|| stream_eval_set(&mut source, &data, params.missing, &name, &mut progress));
+            let set = py.detach(|| match &share {
+                Some(_) => stream_eval_set_sharded(&mut source, &data, params.missing, &name, &mut progress),
+                None => stream_eval_set(&mut source, &data, params.missing, &name, &mut progress),
+            });
             eval_data.push((name, set.map_err(|e| source.raise(e))?));
         }
         let evals: Vec<(&str, &Dataset)> = eval_data.iter().map(|(name, d)| (name.as_str(), d)).collect();
@@ -258,7 +280,16 @@ pub(super) fn train_stream(
         let model = py
             .detach(|| {
                 let _notes = crate::profile::notes(verbose);
-                fit.run(&cfg, &data, &evals, &mut log).map(|m| m.to_bytes()).map_err(|e| e.to_string())
+                let model = match &shard {
+                    Some(shard) => crate::Training::new(&cfg, &data)
+                        .evals(&evals)
+                        .callback(&mut log)
+                        .shard(shard)
+                        .run()
+                        .map_err(|e| kwargs.input_names.rename(e).to_string()),
+                    None => fit.run(&cfg, &data, &evals, &mut log).map_err(|e| e.to_string()),
+                };
+                model.map(|m| m.to_bytes())
             })
             .map_err(PyValueError::new_err)?;
         Ok(model)

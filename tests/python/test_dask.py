@@ -20,6 +20,7 @@ import pytest
 
 import polars_gbt
 import polars_gbt.dask
+from _gpus import two_gpus
 
 distributed = pytest.importorskip("distributed")
 
@@ -162,6 +163,78 @@ def test_evaluation_sets_and_early_stopping_give_one_process_log_and_model(clien
     assert got.to_bytes() == want.to_bytes()
 
 
+def _scans(client, tmp_path: Path, name: str, parts: list[pl.DataFrame], placement: list[int]):
+    """Each part written to a Parquet file of its own, and a future of a scan of that file
+    held by the worker `placement` names: a worker's partitions are lazy queries of its files."""
+    workers = sorted(client.scheduler_info()["workers"])
+    futures = []
+    for i, (p, w) in enumerate(zip(parts, placement)):
+        path = tmp_path / f"{name}-{i}.parquet"
+        p.write_parquet(path)
+        futures.append(client.submit(pl.scan_parquet, str(path), workers=[workers[w]], pure=False))
+    return futures
+
+
+def test_lazy_parts_stream_on_their_workers_and_give_one_process_model(client, tmp_path):
+    # Past 2^18 rows, so the cut points come from a sample drawn by global row. The city
+    # "kyiv" only in worker 2's rows (each worker's categories differ); worker 0 holds two
+    # runs of rows that are not adjacent, and none of the evaluation rows.
+    df = _frame(300_000, 21).with_columns(
+        city=pl.when(pl.int_range(pl.len()) < 250_000)
+        .then(pl.col("city").cast(pl.String).replace("kyiv", "oslo"))
+        .otherwise(pl.col("city").cast(pl.String))
+        .cast(pl.Categorical)
+    )
+    valid = _frame(4_000, 22)
+    parts = _split(df, [100_000, 7, 149_993, 50_000])
+    futures = _scans(client, tmp_path, "train", parts, [0, 1, 0, 2])
+    sets = {"valid": _scans(client, tmp_path, "valid", _split(valid, [3_000, 1_000]), [1, 2])}
+    params = dict(
+        objective="binary:logistic",
+        n_estimators=8,
+        max_depth=5,
+        weight="w",
+        subsample=0.8,
+        max_cat_to_onehot=1,
+        eval_metric=["logloss"],
+        device="cpu",
+        seed=3,
+    )
+    client.run(_count_streamed_fits)
+    try:
+        got = polars_gbt.dask.train(client, futures, target="y", eval_sets=sets, timeout=60, **params)
+        streamed = client.run(_streamed_fits)
+    finally:
+        client.run(_count_streamed_fits, False)
+    want = polars_gbt.train(df, target="y", eval_sets={"valid": valid}, **params)
+    assert got.to_bytes() == want.to_bytes()
+    assert got.evals_result().equals(want.evals_result())
+    assert "kyiv" in (got.categories["city"] or [])
+    # Every worker streamed its partitions (none collected them).
+    assert sorted(streamed.values()) == [1, 1, 1]
+
+
+def _count_streamed_fits(on: bool = True) -> None:
+    """On a worker: count the streamed fits it runs from now on (or stop counting)."""
+    import polars_gbt._model as m
+
+    original = getattr(m, "_original_train_streamed", m._train_streamed)
+    m._original_train_streamed = original
+    m._streamed_fits = 0
+
+    def counted(*args, **kwargs):
+        m._streamed_fits += 1
+        return original(*args, **kwargs)
+
+    m._train_streamed = counted if on else original
+
+
+def _streamed_fits() -> int:
+    import polars_gbt._model as m
+
+    return m._streamed_fits
+
+
 def test_one_workers_bad_rows_are_its_own_error(client):
     df = _frame(900, 4)
     parts = _split(df, [300, 300, 300])
@@ -235,21 +308,6 @@ def _wait_for_replacement(client, gone: str, n: int, timeout: float = 120.0) -> 
         time.sleep(0.2)
 
 
-def _gpu_count() -> int:
-    if not polars_gbt.cuda_available():
-        return 0
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(line.startswith("GPU ") for line in out.splitlines())
-
-
-# POLARS_GBT_REQUIRE_GPUS=2 (on the GPU machine) makes fewer GPUs a failure, not a skip.
-_REQUIRED = int(os.environ.get("POLARS_GBT_REQUIRE_GPUS", "0") or 0)
-two_gpus = pytest.mark.skipif(_REQUIRED < 2 and _gpu_count() < 2, reason="needs two GPUs")
-
-
 class _GpuWorkers:
     """A scheduler and one worker process per GPU (``CUDA_VISIBLE_DEVICES`` each, as dask-cuda
     starts them), without nannies: a killed worker stays dead until started again."""
@@ -316,6 +374,25 @@ def test_gpu_workers_sum_through_nccl_and_give_one_gpus_model(tmp_path):
         for _ in range(2):
             got = polars_gbt.dask.train(cluster.client, futures, target="y", timeout=60, **params)
             assert got.to_bytes() == want
+    finally:
+        cluster.close()
+
+
+@two_gpus
+def test_gpu_workers_stream_their_lazy_parts_and_give_one_gpus_model(tmp_path):
+    cluster = _GpuWorkers(tmp_path, 2)
+    try:
+        # Past 2^18 rows: the cut points' sample is drawn by global row on each worker.
+        df = pl.concat([_frame(150_000, s) for s in (15, 16)])
+        futures = []
+        for g, part in enumerate(_split(df, [140_000, 160_000])):
+            path = tmp_path / f"part-{g}.parquet"
+            part.write_parquet(path)
+            futures.append(cluster.client.submit(pl.scan_parquet, str(path), workers=[cluster.address(g)], pure=False))
+        params = dict(objective="binary:logistic", n_estimators=8, max_depth=6, weight="w", device="cuda")
+        want = polars_gbt.train(df, target="y", **params).to_bytes()
+        got = polars_gbt.dask.train(cluster.client, futures, target="y", timeout=60, **params)
+        assert got.to_bytes() == want
     finally:
         cluster.close()
 

@@ -19,6 +19,7 @@ import pyarrow.dataset as pds
 import pytest
 
 import polars_gbt
+from _gpus import two_gpus
 from polars_gbt import _model, _stream
 
 
@@ -147,6 +148,17 @@ def test_a_gpu_scan_fit_is_the_collected_gpu_fit(df, tmp_path, streamed, case):
     assert len(streamed) == 1
     cpu = polars_gbt.train(df, **{**params, "device": "cpu"})
     assert cpu.trees_to_dataframe().equals(whole.trees_to_dataframe())
+
+@two_gpus
+@pytest.mark.parametrize("case", CASES)
+def test_a_scan_fit_over_two_gpus_is_one_gpus_fit(df, tmp_path, streamed, case):
+    # The rows are binned on the host once, as they stream; each GPU takes its share of them.
+    params = dict(n_estimators=6, max_depth=3, device="cuda", **CASES[case])
+    one = polars_gbt.train(df, **params)
+    two = polars_gbt.train(parquet(df, tmp_path, 5), n_gpus=2, **params)
+    assert len(streamed) == 1
+    assert two.trees_to_dataframe().equals(one.trees_to_dataframe())
+
 
 def wide_frame(n: int, nf: int) -> pl.DataFrame:
     rng = np.random.default_rng(7)

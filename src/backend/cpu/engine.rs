@@ -41,9 +41,9 @@ impl Engine for CpuEngine {
             }
             // A streamed fit's bins exist already: only the per-row state is still to come.
             FitRows::Binned(rows) => {
-                let nf = rows.cuts.len();
+                let nf = rows.cuts().len();
                 memory::check_fits(memory::fit_bytes(n, nf, 0, k), n, nf)?;
-                (Cow::Borrowed(rows.cuts.as_slice()), Cow::Borrowed(&rows.matrix))
+                (Cow::Borrowed(rows.cuts()), rows.matrix())
             }
         };
         let weights = fit.data.weight.as_deref();

@@ -420,23 +420,26 @@ impl DeviceMatrix {
         Ok((matrix, cuts, any_present))
     }
 
-    /// A matrix from rows binned on the host (`BinnedMatrix`, row-major, `n_features` bins a
-    /// row): uploaded as they are through pinned staging, then re-pitched on the device to
-    /// rows of whole 32-bit words where they are not already (the kernels read a row's bins a
-    /// word at a time). No column-major copy: the partition reads the rows.
+    /// A matrix from rows binned on the host (rows `first..first + n` of `binned`, row-major,
+    /// `n_features` bins a row: a device's share of a fit over several GPUs, or all of them):
+    /// uploaded as they are through pinned staging, then re-pitched on the device to rows of
+    /// whole 32-bit words where they are not already (the kernels read a row's bins a word at
+    /// a time). No column-major copy: the partition reads the rows.
     pub fn from_host(
         stream: &Arc<CudaStream>,
         memory: &mut DeviceMemory,
         binned: &BinnedMatrix,
+        (first, n): (usize, usize),
         cuts: &[FeatureCuts],
     ) -> Result<Self> {
-        let (n, nf) = (binned.n_rows, binned.n_bins.len());
+        let nf = binned.n_bins.len();
         let width = BinnedMatrix::bin_width(&binned.n_bins);
         let stride = nf.next_multiple_of(4 / width);
+        let cells = first * nf..(first + n) * nf;
         let bins = match &binned.data {
-            BinData::U8 { rows } => DeviceBins::U8(pitched(stream, memory, rows, n, nf, stride)?),
-            BinData::U16 { rows } => DeviceBins::U16(pitched(stream, memory, rows, n, nf, stride)?),
-            BinData::U32 { rows } => DeviceBins::U32(pitched(stream, memory, rows, n, nf, stride)?),
+            BinData::U8 { rows } => DeviceBins::U8(pitched(stream, memory, &rows[cells], n, nf, stride)?),
+            BinData::U16 { rows } => DeviceBins::U16(pitched(stream, memory, &rows[cells], n, nf, stride)?),
+            BinData::U32 { rows } => DeviceBins::U32(pitched(stream, memory, &rows[cells], n, nf, stride)?),
         };
         let tables = BinTables::upload(stream, memory, cuts)?;
         stream.synchronize().map_err(device_error)?;

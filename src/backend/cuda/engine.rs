@@ -56,17 +56,11 @@ impl Engine for CudaEngine {
         let _turn = (!shard.is_distributed()).then(|| rt.take_turn(whole));
         if let FitRows::Binned(rows) = fit.rows() {
             // A streamed fit: its rows were binned on the host as they streamed, with the cut
-            // points of every row (`data::stream`), which a distributed fit's workers would
-            // have to agree on first.
-            if shard.is_distributed() {
-                return Err(Error::param(
-                    "n_gpus",
-                    "a streamed fit trains on one GPU: collect the data for a fit over several GPUs",
-                ));
-            }
+            // points of every row (`data::stream`; a distributed fit's workers agreed on them
+            // there). On one GPU of several, `rows` is its share.
             let (data, cfg, comm) = (fit.data, fit.cfg, shard.comm);
             let mut learner = GpuLearner::from_binned(&rt, data, rows, fit.grow, cfg, &fit.margin, fit.refit, comm)?;
-            return boost(&rows.cuts, &mut learner);
+            return boost(rows.cuts(), &mut learner);
         }
         if !shard.is_distributed() && !learner::fits_in_core(&rt, fit.data, fit.cfg)? {
             // Columns that do not fit the GPU (or max_device_memory) with their bins: binned
@@ -75,7 +69,8 @@ impl Engine for CudaEngine {
             let (data, cfg, comm) = (fit.data, fit.cfg, shard.comm);
             let cuts = compute_cuts(&data.features, data.weight.as_deref(), cfg.max_bin, cfg.seed)?;
             let rows = BinnedRows { matrix: BinnedMatrix::new(&data.features, &cuts), cuts };
-            let mut learner = GpuLearner::from_binned(&rt, data, &rows, fit.grow, cfg, &fit.margin, fit.refit, comm)?;
+            let mut learner =
+                GpuLearner::from_binned(&rt, data, rows.view(), fit.grow, cfg, &fit.margin, fit.refit, comm)?;
             return boost(&rows.cuts, &mut learner);
         }
         if !shard.is_distributed() && DeviceMatrix::ingests_in_batches(&fit.data.features, fit.cfg.max_bin) {

@@ -9,6 +9,7 @@
 //! (split.cu), `RowPartitioner` and `MarginUpdate` (partition.cu), over the binned matrix
 //! (`DeviceMatrix`: binning.cu, sparse.cu) and the fit's `FitDevice`.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use cudarc::driver::CudaStream;
@@ -29,10 +30,10 @@ use super::split::SplitEvaluator;
 use super::DeviceMemory;
 use crate::backend::refit::{set_leaves, LeafRefit};
 use crate::backend::Learner;
-use crate::collective::{Collective, RowSpans};
+use crate::collective::{Collective, DeviceSums, RowSpans};
 use crate::config::{MultiStrategy, TrainConfig};
 use crate::data::cuts::all_missing;
-use crate::data::{BinnedMatrix, BinnedRows, Dataset, FeatureCuts};
+use crate::data::{BinnedMatrix, BinnedView, Dataset, FeatureCuts};
 use crate::error::{Error, Result};
 use crate::objective::{Loss, Targets};
 use crate::tree::grow::{grow_vector_tree, TreeContext};
@@ -221,15 +222,15 @@ pub fn besides_bins_at_most(n: usize, cuts: &[FeatureCuts], cfg: &TrainConfig) -
 /// row besides.
 pub fn place_binned(
     rt: &Runtime,
-    rows: &BinnedRows,
+    rows: BinnedView,
     cfg: &TrainConfig,
     row_state: usize,
 ) -> Result<(Placement, String)> {
-    let (n, nf) = (rows.matrix.n_rows, rows.cuts.len());
-    let width = BinnedMatrix::bin_width(&rows.matrix.n_bins);
+    let (n, nf) = (rows.n_rows, rows.cuts().len());
+    let width = BinnedMatrix::bin_width(&rows.all.matrix.n_bins);
     let row_bytes = nf.next_multiple_of(4 / width) * width;
     let (free, _) = rt.stream.context().mem_get_info().map_err(device_error)?;
-    place_bins(n, row_bytes, n * row_state, headroom(cfg, histogram_slots(&rows.cuts)), free, device_limit(cfg))
+    place_bins(n, row_bytes, n * row_state, headroom(cfg, histogram_slots(rows.cuts())), free, device_limit(cfg))
 }
 
 /// Whether a one-GPU fit of `data` (in memory) fits the GPU's free memory, and
@@ -243,6 +244,22 @@ pub fn fits_in_core(rt: &Runtime, data: &Dataset, cfg: &TrainConfig) -> Result<b
     let need = DeviceColumns::bytes_for(&data.features) + 2 * n * nf + n * fit_row_bytes(cfg, None) + extra;
     let (free, _) = rt.stream.context().mem_get_info().map_err(device_error)?;
     Ok(need <= free.min(device_limit(cfg).unwrap_or(usize::MAX)))
+}
+
+/// The stream a fit runs on: its own, so that fits sharing the GPU (`Runtime::take_turn`)
+/// overlap; but a worker of a fit over several GPUs runs on the runtime's, where NCCL sums its
+/// histograms (the exchanges are ordered after the kernels that write them).
+fn fit_stream(rt: &Runtime, comm: &dyn Collective) -> Result<Arc<CudaStream>> {
+    match comm.device_sums() {
+        Some(_) => Ok(rt.stream.clone()),
+        None => rt.stream.context().new_stream().map_err(device_error),
+    }
+}
+
+/// What a fit's reads back wait through: the exchanges of a fit over several GPUs are queued
+/// without waits, so its reads wait through the collective, which watches the peers.
+fn watch(comm: &dyn Collective) -> Option<&dyn DeviceSums> {
+    comm.device_sums().filter(|_| comm.world() > 1)
 }
 
 /// A fit's device and its training matrix, binned from columns a batch at a time
@@ -311,13 +328,7 @@ impl<'r> GpuLearner<'r> {
         let columns_bytes = DeviceColumns::bytes_for(&data.features);
         let row_bytes = fit_row_bytes(cfg, None);
         DeviceMemory::check_fits(&rt.stream, columns_bytes + 2 * n * nf + n * row_bytes)?;
-        // A fit on its own stream, so that fits sharing the GPU (`Runtime::take_turn`) overlap;
-        // but a worker of a fit over several GPUs on the runtime's, where NCCL sums its histograms.
-        let stream = match comm.device_sums() {
-            Some(_) => rt.stream.clone(),
-            None => rt.stream.context().new_stream().map_err(device_error)?,
-        };
-        let mut dev = FitDevice::new(rt, stream)?;
+        let mut dev = FitDevice::new(rt, fit_stream(rt, comm)?)?;
         let columns = DeviceColumns::upload(&dev.stream, &mut dev.memory, &data.features)?;
         if crate::profile::on() {
             eprintln!(
@@ -362,9 +373,7 @@ impl<'r> GpuLearner<'r> {
         comm: &'r dyn Collective,
     ) -> Result<Self> {
         let Ingest { mut dev, columns, clock } = ingest;
-        // The exchanges of a fit over several GPUs are queued without waits: reads wait through
-        // the collective, which watches the peers.
-        dev.watch = comm.device_sums().filter(|_| comm.world() > 1);
+        dev.watch = watch(comm);
         let rt = dev.rt;
         let n = data.n_rows();
         // Each row's present values are counted (on the device) only where most values are null.
@@ -464,12 +473,13 @@ impl<'r> GpuLearner<'r> {
     /// Starts a fit of rows binned on the host (a streamed fit, `data::stream`: no float column
     /// is ever whole, here or on the device): the bins go to the device as they are, one, two or
     /// four bytes a value, rows padded to 32-bit words, and the fit goes on as from columns.
-    /// `data` holds the fit's per-row vectors; `rows` its bins and their cut points.
+    /// `data` holds the fit's per-row vectors; `rows` its bins and their cut points (on one
+    /// GPU of several, its share of the rows, read where they lie).
     #[allow(clippy::too_many_arguments)]
     pub fn from_binned(
         rt: &'r Runtime,
         data: &Dataset,
-        rows: &'r BinnedRows,
+        rows: BinnedView<'r>,
         params: GrowParams,
         cfg: &TrainConfig,
         start_margin: &[f32],
@@ -481,19 +491,29 @@ impl<'r> GpuLearner<'r> {
         check_row_count(n)?;
         let row_bytes = fit_row_bytes(cfg, refit.is_some().then(|| weighs_rows(data, &params)));
         let (placement, why) = place_binned(rt, rows, cfg, row_bytes)?;
-        let stream = rt.stream.context().new_stream().map_err(device_error)?;
-        let mut dev = FitDevice::new(rt, stream)?;
+        let mut dev = FitDevice::new(rt, fit_stream(rt, comm)?)?;
+        let (matrix, cuts) = (&rows.all.matrix, rows.cuts());
         let matrix = match placement {
-            Placement::InCore => DeviceMatrix::from_host(&dev.stream, &mut dev.memory, &rows.matrix, &rows.cuts)?,
-            Placement::Paged(plan) => {
-                DeviceMatrix::paged(&dev.stream, &mut dev.memory, &rows.matrix, &rows.cuts, plan)?
+            Placement::InCore => {
+                DeviceMatrix::from_host(&dev.stream, &mut dev.memory, matrix, (rows.first, rows.n_rows), cuts)?
+            }
+            Placement::Paged(plan) if comm.world() == 1 && rows.is_whole() => {
+                DeviceMatrix::paged(&dev.stream, &mut dev.memory, matrix, cuts, plan)?
+            }
+            // Each worker's levels would wait on the slowest's pages between its exchanges.
+            Placement::Paged(_) => {
+                return Err(Error::Device(format!(
+                    "this GPU's share of the rows does not fit its memory ({why}), and a fit over several GPUs \
+                     does not page its bins yet: use more GPUs, or one GPU (which pages)"
+                )))
             }
         };
         crate::profile::note(&why);
         if crate::profile::on() {
             eprintln!("polars-gbt profile: binned rows to the device {:.3} s", clock.elapsed().as_secs_f64());
         }
-        Self::assemble(dev, matrix, data, &rows.cuts, params, cfg, start_margin, refit, comm, clock)
+        dev.watch = watch(comm);
+        Self::assemble(dev, matrix, data, cuts, params, cfg, start_margin, refit, comm, clock)
     }
 
     /// The learner over `matrix` on `dev`: its components and their buffers.
