@@ -1448,6 +1448,63 @@ fn streamed_fits_train_on_the_gpu_as_the_collected_rows() {
     }
 }
 
+/// A streamed fit on one GPU whose bins fit there bins each batch on the GPU as it streams
+/// (`stream_bins.rs`: the batch's columns uploaded in Arrow's layout, binned into their rows,
+/// freed), never holding the bins on the host: the model bytes of the collected GPU fit, for
+/// bins of one byte (rows of 7 features padded to words, 8 not), two bytes (`max_bin` 1024),
+/// categorical and mostly-null data. The bins belong to the fit that takes them; with
+/// `max_device_memory` below them, the host bins the rows (to be paged) instead.
+#[test]
+fn streamed_batches_binned_on_the_gpu_train_as_the_collected_rows() {
+    use polars_gbt::backend::Backend;
+    use polars_gbt::data::FeatureCuts;
+
+    if !gpu() {
+        return;
+    }
+    let engine = Backend::Cuda.engine();
+    let dense = |nf: usize| {
+        let (frame, y) = random_data(300_000, nf, 50 + nf as u64);
+        Dataset::new(frame, y).unwrap()
+    };
+    let cases: Vec<(&str, Dataset)> = vec![
+        (r#"{"n_estimators": 6, "max_depth": 6, "max_bin": 64, "seed": 3}"#, dense(7)),
+        (r#"{"n_estimators": 5, "max_depth": 6, "subsample": 0.8, "seed": 5}"#, dense(8)),
+        (r#"{"n_estimators": 4, "max_depth": 5, "max_bin": 1024}"#, dense(8)),
+        (r#"{"n_estimators": 5, "max_depth": 6, "max_cat_to_onehot": 1}"#, categorical_data(200_000, 11)),
+        (
+            r#"{"n_estimators": 5, "max_depth": 6, "objective": "binary:logistic"}"#,
+            mostly_null(&(0..200_000).collect::<Vec<_>>()),
+        ),
+    ];
+    for (json, data) in cases {
+        let collected = fit(json, &data, "cuda");
+        let mut cfg = TrainConfig::from_json(json).unwrap();
+        cfg.device = polars_gbt::Device::Cuda;
+        let params = polars_gbt::data::StreamParams {
+            max_bin: cfg.max_bin,
+            seed: cfg.seed,
+            missing: None,
+            scale_pos_weight: 1.0,
+        };
+        let stream = |cfg: &TrainConfig| {
+            let mut sink_for = |n: usize, cuts: &[FeatureCuts]| engine.stream_bins(cfg, n, cuts);
+            let mut source = RowBatches { data: data.clone(), size: 65_537 };
+            polars_gbt::data::stream_dataset_into(&mut source, &params, &mut sink_for, &mut |_| {}).unwrap()
+        };
+        let streamed = stream(&cfg);
+        assert!(streamed.binned().unwrap().all.elsewhere.is_some(), "{json}: not binned on the GPU");
+        let model = train(&cfg, &streamed, &[]).unwrap_or_else(|e| panic!("{json}: {e}"));
+        assert!(model.to_bytes() == collected.to_bytes(), "{json}: the fit of bins made on the GPU differs");
+        let err = train(&cfg, &streamed, &[]).unwrap_err().to_string();
+        assert!(err.contains("stream the data again"), "{err}");
+        // Bins beyond max_device_memory are the host's, to be paged.
+        cfg.max_device_memory = Some(40 << 20);
+        let host = stream(&cfg);
+        assert!(host.binned().unwrap().all.elsewhere.is_none(), "{json}: binned on the GPU beyond the limit");
+    }
+}
+
 /// Bins that do not fit the GPU within `max_device_memory` stay in host memory and go to the
 /// device a page of rows at a time, each pass over the rows (partition, histograms, margin
 /// update, leaf refits) reading every page in turn: the model bytes are the in-core fit's,

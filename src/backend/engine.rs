@@ -14,7 +14,7 @@ use super::{cpu, cuda, Learner, Predictor};
 use crate::collective::cuts::compute_cuts_sharded;
 use crate::collective::{Collective, Shard};
 use crate::config::{Device, TrainConfig};
-use crate::data::{BinnedView, Dataset, FeatureCuts, FeatureFrame};
+use crate::data::{BinSink, BinnedView, Dataset, FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
 use crate::prediction::ForestSpec;
 use crate::tree::GrowParams;
@@ -110,6 +110,13 @@ pub trait Engine: Sync {
     /// refuses such a fit on an engine that does not.
     fn takes_binned_rows(&self) -> bool {
         false
+    }
+
+    /// Where a streamed fit of `cfg` on one device bins its `n` rows (with `cuts`) as they
+    /// stream (`data::stream_dataset_into`): a sink that keeps them where this engine trains
+    /// (the GPU's memory, when they fit there), or None for the host matrix (the default).
+    fn stream_bins(&self, _cfg: &TrainConfig, _n: usize, _cuts: &[FeatureCuts]) -> Result<Option<Box<dyn BinSink>>> {
+        Ok(None)
     }
 
     /// Runs `work` once for each of `k` devices of this process, each as one worker of a

@@ -290,16 +290,19 @@ impl Dataset {
         })
     }
 
-    /// Rows already binned (`rows`, with their cuts) and `n_targets` labels per row,
+    /// `n` rows already binned (`rows`, with their cuts) and `n_targets` labels per row,
     /// target-major; `schema` is the features' columns with no rows (names, dtypes, and the
     /// categories the bins code). What a streamed fit trains on (`data::stream`).
     pub(crate) fn from_binned(
         schema: FeatureFrame,
         rows: BinnedRows,
+        n: usize,
         label: ScalarBuffer<f32>,
         n_targets: usize,
     ) -> Result<Self> {
-        let n = rows.matrix.n_rows;
+        if rows.elsewhere.is_none() && rows.matrix.n_rows != n {
+            return Err(Error::data(format!("{} binned rows for {n} rows", rows.matrix.n_rows)));
+        }
         if n == 0 {
             return Err(Error::data("the data has no rows"));
         }

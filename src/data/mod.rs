@@ -20,7 +20,8 @@ pub use column::{ColumnKind, FeatureColumn};
 pub use cuts::FeatureCuts;
 pub use frame::{Dataset, FeatureFrame};
 pub use stream::{
-    stream_dataset, stream_dataset_sharded, stream_dataset_with_progress, stream_eval_set, stream_eval_set_sharded,
-    Batch, BatchSource, BinnedRows, BinnedView, Pass, PassProgress, Progress, RecordBatches, StreamParams, StreamShare,
+    stream_dataset, stream_dataset_into, stream_dataset_sharded, stream_dataset_with_progress, stream_eval_set,
+    stream_eval_set_sharded, Batch, BatchSource, BinSink, BinnedRows, BinnedView, ElsewhereBins, Pass, PassProgress,
+    Progress, RecordBatches, SinkFor, StreamParams, StreamShare,
 };
 pub use targets::Targets;

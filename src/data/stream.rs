@@ -20,6 +20,7 @@
 //! tells how far it has come ([`PassProgress`]) to whoever asks
 //! ([`stream_dataset_with_progress`]).
 
+use std::any::Any;
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -32,19 +33,58 @@ use super::cuts::{CutSketch, FeatureCuts, GlobalRows, MAX_CATEGORIES};
 use super::frame::{Dataset, FeatureFrame};
 use crate::error::{Error, Result};
 
-/// Rows already binned, with the cut points that binned them.
+/// Rows already binned, with the cut points that binned them: in `matrix` on the host, or,
+/// when the engine that trains on them binned them where it trains (a GPU's memory:
+/// [`BinSink`]), held there (`elsewhere`), `matrix` then having no rows.
 #[derive(Debug)]
 pub struct BinnedRows {
     pub matrix: BinnedMatrix,
     pub cuts: Vec<FeatureCuts>,
+    pub elsewhere: Option<ElsewhereBins>,
 }
 
 impl BinnedRows {
+    /// Bins on the host.
+    pub fn new(matrix: BinnedMatrix, cuts: Vec<FeatureCuts>) -> Self {
+        BinnedRows { matrix, cuts, elsewhere: None }
+    }
+
     /// All the rows.
     pub fn view(&self) -> BinnedView<'_> {
         BinnedView { all: self, first: 0, n_rows: self.matrix.n_rows }
     }
 }
+
+/// Bins that a [`BinSink`] keeps where its engine trains, for that engine's fit to take
+/// (once: the fit owns them from then on).
+pub struct ElsewhereBins(std::sync::Mutex<Option<Box<dyn Any + Send>>>);
+
+impl ElsewhereBins {
+    /// The bins, to the first fit that asks; None after.
+    pub fn take(&self) -> Option<Box<dyn Any + Send>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl std::fmt::Debug for ElsewhereBins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ElsewhereBins")
+    }
+}
+
+/// Where pass 2 bins a stream's rows when not into the host matrix: an engine's own memory
+/// (the GPU's, `Engine::stream_bins`), so that the bins never exist on the host.
+pub trait BinSink: Send {
+    /// Bins `frame`, rows `at..at + frame.n_rows()` of the stream (categories coded by the
+    /// stream's, the missing value read as missing), with `cuts`.
+    fn fill(&mut self, at: usize, frame: &FeatureFrame, cuts: &[FeatureCuts]) -> Result<()>;
+    /// The bins, once every row is filled, for the engine that made the sink.
+    fn finish(self: Box<Self>) -> Result<Box<dyn Any + Send>>;
+}
+
+/// Chooses where a stream's `n` rows, binned with `cuts`, go in pass 2: a sink, or None for
+/// the host matrix.
+pub type SinkFor<'a> = dyn FnMut(usize, &[FeatureCuts]) -> Result<Option<Box<dyn BinSink>>> + 'a;
 
 /// A dataset's rows of a [`BinnedRows`]: all of them, or one device's share of a fit over
 /// several GPUs (`Dataset::row_range`), which reads its rows where they lie, with no copy.
@@ -68,7 +108,7 @@ impl<'a> BinnedView<'a> {
     }
 
     /// These rows as a matrix of their own: the matrix itself when they are all of it, else
-    /// a copy of them.
+    /// a copy of them. Bins held elsewhere (a GPU's) have no rows here.
     pub fn matrix(&self) -> Cow<'a, BinnedMatrix> {
         match self.is_whole() {
             true => Cow::Borrowed(&self.all.matrix),
@@ -210,7 +250,18 @@ pub fn stream_dataset_with_progress(
     p: &StreamParams,
     progress: &mut Progress,
 ) -> Result<Dataset> {
-    stream_rows(source, p, None, progress)
+    stream_rows(source, p, None, &mut |_, _| Ok(None), progress)
+}
+
+/// [`stream_dataset_with_progress`], pass 2 binning into the sink `sink_for` chooses once the
+/// cut points are known (a GPU's memory), or into the host matrix when it chooses none.
+pub fn stream_dataset_into(
+    source: &mut dyn BatchSource,
+    p: &StreamParams,
+    sink_for: &mut SinkFor,
+    progress: &mut Progress,
+) -> Result<Dataset> {
+    stream_rows(source, p, None, sink_for, progress)
 }
 
 /// [`stream_dataset_with_progress`] for one worker of a distributed fit: `source` gives this
@@ -223,13 +274,14 @@ pub fn stream_dataset_sharded(
     share: &StreamShare,
     progress: &mut Progress,
 ) -> Result<Dataset> {
-    stream_rows(source, p, Some(share), progress)
+    stream_rows(source, p, Some(share), &mut |_, _| Ok(None), progress)
 }
 
 fn stream_rows(
     source: &mut dyn BatchSource,
     p: &StreamParams,
     share: Option<&StreamShare>,
+    sink_for: &mut SinkFor,
     progress: &mut Progress,
 ) -> Result<Dataset> {
     if p.max_bin < 2 {
@@ -286,7 +338,8 @@ fn stream_rows(
         }
     }
     let schema = schema_frame(&schema, &categories)?;
-    let mut matrix = BinnedMatrix::zeroed(n_local, &cuts);
+    let mut sink = sink_for(n_local, &cuts)?;
+    let mut matrix = BinnedMatrix::zeroed(if sink.is_some() { 0 } else { n_local }, &cuts);
     let mut at = 0;
     source.pass(&mut |b| {
         let n = b.data.n_rows();
@@ -298,7 +351,10 @@ fn stream_rows(
             return Err(changed("pass 2", at + n, n_local));
         }
         let frame = coded(b.data.features(), &categories, p.missing)?;
-        matrix.fill(at, &frame, &cuts);
+        match &mut sink {
+            Some(sink) => sink.fill(at, &frame, &cuts)?,
+            None => matrix.fill(at, &frame, &cuts),
+        }
         at += n;
         progress(&PassProgress { pass: Pass::Binning, rows: at, total, done: false });
         Ok(())
@@ -308,7 +364,11 @@ fn stream_rows(
     }
     progress(&PassProgress { pass: Pass::Binning, rows: at, total, done: true });
     profile("pass 2 (bins)", clock);
-    rows.into_dataset(schema, BinnedRows { matrix, cuts })
+    let elsewhere = match sink {
+        Some(sink) => Some(ElsewhereBins(std::sync::Mutex::new(Some(sink.finish()?)))),
+        None => None,
+    };
+    rows.into_dataset(schema, BinnedRows { matrix, cuts, elsewhere })
 }
 
 /// Every worker's cut points' sample merged (in rank order, as `collective::cuts` merges a
@@ -439,7 +499,7 @@ fn stream_eval_rows(
         )));
     }
     let schema = schema.row_range(0, 0);
-    let binned = BinnedRows { matrix, cuts: trained.cuts().to_vec() };
+    let binned = BinnedRows::new(matrix, trained.cuts().to_vec());
     rows.into_dataset(schema, binned).map_err(|e| of_eval_set(e, name))
 }
 
@@ -700,7 +760,7 @@ impl PerRow {
             1 => self.label.into_iter().next().expect("one target"),
             _ => self.label.concat(),
         };
-        let mut d = Dataset::from_binned(schema, rows, label.into(), k)?;
+        let mut d = Dataset::from_binned(schema, rows, self.n, label.into(), k)?;
         if let Some(u) = self.label_upper {
             d = d.with_label_upper_bound(u.into())?;
         }

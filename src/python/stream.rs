@@ -18,8 +18,8 @@ use pyo3_polars::PySeries;
 use super::convert::f32_column;
 use super::expressions::{group_ids, progress_bar, round_logger, FitInputs, FitKwargs, Joined};
 use crate::data::{
-    stream_dataset_sharded, stream_dataset_with_progress, stream_eval_set, stream_eval_set_sharded, Batch, BatchSource,
-    Pass, PassProgress, StreamParams,
+    stream_dataset_into, stream_dataset_sharded, stream_eval_set, stream_eval_set_sharded, Batch, BatchSource,
+    FeatureCuts, Pass, PassProgress, StreamParams,
 };
 use crate::{Dataset, TrainConfig};
 
@@ -255,9 +255,14 @@ pub(super) fn train_stream(
             }
         };
         let mut source = PySource::new(open_pass, n_rows, &kwargs, epoch);
+        // A fit on one GPU bins its batches there as they stream, when its bins fit the GPU.
+        let mut sink_for = |n: usize, cuts: &[FeatureCuts]| match crate::backend::select(&cfg) {
+            Ok((engine, _)) => engine.stream_bins(&cfg, n, cuts),
+            Err(_) => Ok(None),
+        };
         let data = py.detach(|| match &share {
             Some(share) => stream_dataset_sharded(&mut source, &params, share, &mut progress),
-            None => stream_dataset_with_progress(&mut source, &params, &mut progress),
+            None => stream_dataset_into(&mut source, &params, &mut sink_for, &mut progress),
         });
         let data = data.map_err(|e| source.raise(e))?;
         let schema = source.schema.take().expect("a stream with rows had a first batch");

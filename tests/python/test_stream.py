@@ -138,13 +138,15 @@ def test_a_scan_fit_is_the_collected_fit(df, tmp_path, streamed, sinks, case):
 
 @pytest.mark.skipif(not polars_gbt.cuda_available(), reason="no usable GPU (the GPU machine runs it)")
 @pytest.mark.parametrize("case", CASES)
-def test_a_gpu_scan_fit_is_the_collected_gpu_fit(df, tmp_path, streamed, case):
-    # The rows binned on the host as they stream go to the GPU as they are: the model bytes
-    # of the GPU fit of the collected frame, whose trees are the CPU's.
+def test_a_gpu_scan_fit_is_the_collected_gpu_fit(df, tmp_path, streamed, case, capfd):
+    # Each batch binned on the GPU as it streams: the model bytes of the GPU fit of the
+    # collected frame, whose trees are the CPU's.
     params = dict(n_estimators=6, max_depth=3, device="cuda", **CASES[case])
     whole = polars_gbt.train(df, **params)
     scan = parquet(df, tmp_path, 5)
-    assert polars_gbt.train(scan, **params).to_bytes() == whole.to_bytes()
+    capfd.readouterr()
+    assert polars_gbt.train(scan, verbose=1, **params).to_bytes() == whole.to_bytes()
+    assert "binned on the GPU as they streamed" in capfd.readouterr().err
     assert len(streamed) == 1
     cpu = polars_gbt.train(df, **{**params, "device": "cpu"})
     assert cpu.trees_to_dataframe().equals(whole.trees_to_dataframe())

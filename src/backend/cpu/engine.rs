@@ -40,6 +40,9 @@ impl Engine for CpuEngine {
                 (Cow::Owned(cuts), Cow::Owned(binned))
             }
             // A streamed fit's bins exist already: only the per-row state is still to come.
+            FitRows::Binned(rows) if rows.all.elsewhere.is_some() => {
+                return Err(Error::Device("these rows were binned into a GPU's memory as they streamed".into()))
+            }
             FitRows::Binned(rows) => {
                 let nf = rows.cuts().len();
                 memory::check_fits(memory::fit_bytes(n, nf, 0, k), n, nf)?;

@@ -339,7 +339,7 @@ impl DeviceMatrix {
             }
             _ => {
                 let mut flag = memory.zeros::<u32>(stream, 1)?;
-                bin_columns(rt, stream, columns, &binning, stride, 0, &mut flag, &mut bins, cols.as_mut())?;
+                bin_columns(rt, stream, columns, &binning, stride, (0, 0), &mut flag, &mut bins, cols.as_mut())?;
                 memory.allocated -= 4;
                 stream.clone_dtoh(&flag).map_err(device_error)?[0] != 0
             }
@@ -408,7 +408,7 @@ impl DeviceMatrix {
             let tables = BinTables::upload(stream, memory, &part_cuts)?;
             let binning = tables.binning();
             let first = b * INGEST_BATCH_FEATURES;
-            bin_columns(rt, stream, &columns, &binning, stride, first, &mut flag, &mut bins, None)?;
+            bin_columns(rt, stream, &columns, &binning, stride, (0, first), &mut flag, &mut bins, None)?;
             stream.synchronize().map_err(device_error)?;
             memory.allocated -= columns.bytes + tables.bytes();
             drop((columns, tables));
@@ -534,7 +534,7 @@ pub(super) unsafe fn repitch_rows(
 /// What binning reads besides the values, on the device: each feature's cut points
 /// (flattened; a categorical feature reserves one slot per category), where each starts,
 /// which features are categorical, and each feature's first histogram slot.
-struct BinTables {
+pub(super) struct BinTables {
     n_bins: Vec<u32>,
     slot_offsets: Vec<u32>,
     cuts: CudaSlice<f32>,
@@ -544,7 +544,7 @@ struct BinTables {
 }
 
 impl BinTables {
-    fn upload(stream: &Arc<CudaStream>, memory: &mut DeviceMemory, cuts: &[FeatureCuts]) -> Result<Self> {
+    pub(super) fn upload(stream: &Arc<CudaStream>, memory: &mut DeviceMemory, cuts: &[FeatureCuts]) -> Result<Self> {
         let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
         let mut slot_offsets = vec![0u32];
         for &b in &n_bins {
@@ -575,7 +575,7 @@ impl BinTables {
 
     /// The matrix of `bins` (`n` rows, `stride` apart; compressed rows' `row_words`, the
     /// column-major copy `cols`) binned with these tables, which it keeps what it reads of.
-    fn into_matrix(
+    pub(super) fn into_matrix(
         self,
         bins: DeviceBins,
         n: usize,
@@ -604,7 +604,7 @@ impl BinTables {
         4 * (self.cuts.len() + self.cut_offsets.len() + self.categorical_dev.len() + self.slot_offsets_dev.len())
     }
 
-    fn binning(&self) -> Binning<'_> {
+    pub(super) fn binning(&self) -> Binning<'_> {
         Binning { cuts: &self.cuts, cut_offsets: &self.cut_offsets, categorical: &self.categorical_dev }
     }
 }
@@ -646,7 +646,7 @@ struct Placement<'a> {
 }
 
 /// The cut points on the device, as the binning kernels take them.
-struct Binning<'a> {
+pub(super) struct Binning<'a> {
     cuts: &'a CudaSlice<f32>,
     cut_offsets: &'a CudaSlice<u32>,
     categorical: &'a CudaSlice<u32>,
@@ -676,22 +676,25 @@ fn tiles(n_rows: usize, n_features: usize) -> LaunchConfig {
 pub(super) const BIN_TILE_ROWS: usize = 64;
 pub(super) const BIN_THREADS: u32 = 256;
 
-/// Queues the binning of every column into the dense `bins` (rows `stride` apart, column j
-/// at feature `first_feature + j`) and, for 8- and 16-bit bins, the column copy `cols`; `any_present`
-/// is set if a value is present.
+/// Queues the binning of every column into the dense `bins` (rows `stride` apart, row i at
+/// row `first_row + i`, column j at feature `first_feature + j`: `first`) and, for 8- and
+/// 16-bit bins of all the rows, the column copy `cols`; `any_present` is set if a value is
+/// present.
 #[allow(clippy::too_many_arguments)]
-fn bin_columns<'a>(
+pub(super) fn bin_columns<'a>(
     rt: &Runtime,
     stream: &CudaStream,
     columns: &'a DeviceColumns,
     binning: &Binning<'a>,
     stride: usize,
-    first_feature: usize,
+    (first_row, first_feature): (usize, usize),
     any_present: &'a mut CudaSlice<u32>,
     bins: &'a mut DeviceBins,
     cols: Option<&'a mut CudaSlice<u8>>,
 ) -> Result<()> {
     let (n, nf) = (columns.n_rows, columns.n_features);
+    assert!(cols.is_none() || first_row == 0, "the column copy is of all the rows");
+    let offset = first_row * stride + first_feature;
     let mut p = Pins::new(stream);
     let b = BinColumns {
         columns: columns.pin(&mut p),
@@ -704,21 +707,21 @@ fn bin_columns<'a>(
     };
     let cols = cols.map_or(DevPtrMut::NULL, |c| p.write(c));
     let (k, c) = (&rt.kernels, tiles(n, nf));
-    // SAFETY: every tile's rows are below n and features below nf: bins hold n x stride from
-    // `first_feature` on, with first_feature + nf <= stride; cols (given only for all of the
-    // features) nf x n bins of the same width.
+    // SAFETY: every tile's rows are below n and features below nf: bins hold (first_row + n)
+    // x stride (the callers' allocations), with first_feature + nf <= stride; cols (given only
+    // for all of the features and rows) nf x n bins of the same width.
     unsafe {
         match bins {
             DeviceBins::U8(bins) => {
-                let bins = p.write(bins).skip(first_feature);
+                let bins = p.write(bins).skip(offset);
                 launch(stream, &k.bin_columns_u8, &BinColumnsArgs { b, bins, cols }, c)
             }
             DeviceBins::U16(bins) => {
-                let bins = p.write(bins).skip(first_feature);
+                let bins = p.write(bins).skip(offset);
                 launch(stream, &k.bin_columns_u16, &BinColumnsArgs { b, bins, cols }, c)
             }
             DeviceBins::U32(bins) => {
-                let bins = p.write(bins).skip(first_feature);
+                let bins = p.write(bins).skip(offset);
                 launch(stream, &k.bin_columns_u32, &BinColumnsArgs { b, bins, cols }, c)
             }
             _ => unreachable!("dense rows have dense bins"),

@@ -5,12 +5,13 @@
 use std::sync::Arc;
 
 use super::data::DeviceMatrix;
+use super::stream_bins::StreamedBins;
 use super::{availability, join_workers, learner, nccl, on_each_gpu, runtime_on, GpuForest, GpuLearner};
 use crate::backend::{Backend, Boost, Engine, Fit, FitRows, Predictor};
 use crate::collective::Collective;
 use crate::config::{MultiStrategy, TrainConfig};
 use crate::data::cuts::compute_cuts;
-use crate::data::{BinnedMatrix, BinnedRows};
+use crate::data::{BinSink, BinnedMatrix, BinnedRows, FeatureCuts};
 use crate::error::{Error, Result};
 use crate::prediction::ForestSpec;
 
@@ -59,6 +60,21 @@ impl Engine for CudaEngine {
             // points of every row (`data::stream`; a distributed fit's workers agreed on them
             // there). On one GPU of several, `rows` is its share.
             let (data, cfg, comm) = (fit.data, fit.cfg, shard.comm);
+            if let Some(elsewhere) = &rows.all.elsewhere {
+                // Binned on this GPU as they streamed (`stream_bins.rs`).
+                let taken = elsewhere.take().ok_or_else(|| {
+                    Error::Device("a stream's bins on the GPU train one fit: stream the data again for another".into())
+                })?;
+                let bins =
+                    taken.downcast::<StreamedBins>().map_err(|_| Error::Device("bins of another engine".into()))?;
+                if !Arc::ptr_eq(&bins.rt, &rt) || shard.is_distributed() {
+                    return Err(Error::Device("a stream's bins on one GPU train a fit on that GPU only".into()));
+                }
+                let cuts = rows.cuts();
+                let mut learner =
+                    GpuLearner::on_streamed(&rt, *bins, data, cuts, fit.grow, cfg, &fit.margin, fit.refit, comm)?;
+                return boost(cuts, &mut learner);
+            }
             let mut learner = GpuLearner::from_binned(&rt, data, rows, fit.grow, cfg, &fit.margin, fit.refit, comm)?;
             return boost(rows.cuts(), &mut learner);
         }
@@ -68,7 +84,7 @@ impl Engine for CudaEngine {
             // streamed fit's are, and placed as those (paged when the bins do not fit either).
             let (data, cfg, comm) = (fit.data, fit.cfg, shard.comm);
             let cuts = compute_cuts(&data.features, data.weight.as_deref(), cfg.max_bin, cfg.seed)?;
-            let rows = BinnedRows { matrix: BinnedMatrix::new(&data.features, &cuts), cuts };
+            let rows = BinnedRows::new(BinnedMatrix::new(&data.features, &cuts), cuts);
             let mut learner =
                 GpuLearner::from_binned(&rt, data, rows.view(), fit.grow, cfg, &fit.margin, fit.refit, comm)?;
             return boost(&rows.cuts, &mut learner);
@@ -90,6 +106,13 @@ impl Engine for CudaEngine {
 
     fn takes_binned_rows(&self) -> bool {
         true
+    }
+
+    fn stream_bins(&self, cfg: &TrainConfig, n: usize, cuts: &[FeatureCuts]) -> Result<Option<Box<dyn BinSink>>> {
+        if self.availability().is_err() {
+            return Ok(None);
+        }
+        super::stream_bins::sink(runtime_on(0)?, cfg, n, cuts)
     }
 
     fn on_each_device(&self, k: usize, work: &(dyn Fn(usize, &dyn Collective) -> Result<()> + Sync)) -> Result<()> {

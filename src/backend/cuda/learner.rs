@@ -27,6 +27,7 @@ use super::partition::{MarginUpdate, RowPartitioner};
 use super::refit::DeviceRefit;
 use super::runtime::Runtime;
 use super::split::SplitEvaluator;
+use super::stream_bins::StreamedBins;
 use super::DeviceMemory;
 use crate::backend::refit::{set_leaves, LeafRefit};
 use crate::backend::Learner;
@@ -157,7 +158,7 @@ fn histogram_slots(cuts: &[FeatureCuts]) -> usize {
 }
 
 /// `max_device_memory` in bytes of this machine's address space.
-fn device_limit(cfg: &TrainConfig) -> Option<usize> {
+pub(super) fn device_limit(cfg: &TrainConfig) -> Option<usize> {
     cfg.max_device_memory.map(|l| l.min(usize::MAX as u64) as usize)
 }
 
@@ -513,6 +514,35 @@ impl<'r> GpuLearner<'r> {
             eprintln!("polars-gbt profile: binned rows to the device {:.3} s", clock.elapsed().as_secs_f64());
         }
         dev.watch = watch(comm);
+        Self::assemble(dev, matrix, data, cuts, params, cfg, start_margin, refit, comm, clock)
+    }
+
+    /// Starts a fit of a stream whose rows were binned on this GPU as they streamed
+    /// ([`StreamedBins`], `stream_bins.rs`): its matrix, stream and memory account become the
+    /// fit's. `data` holds the fit's per-row vectors.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_streamed(
+        rt: &'r Runtime,
+        bins: StreamedBins,
+        data: &Dataset,
+        cuts: &'r [FeatureCuts],
+        params: GrowParams,
+        cfg: &TrainConfig,
+        start_margin: &[f32],
+        refit: Option<LeafRefit<'r>>,
+        comm: &'r dyn Collective,
+    ) -> Result<Self> {
+        let StreamedBins { stream, memory, matrix, clock, .. } = bins;
+        check_row_count(data.n_rows())?;
+        let mut dev = FitDevice::new(rt, stream)?;
+        dev.memory = memory;
+        if crate::profile::on() {
+            eprintln!(
+                "polars-gbt profile: streamed batches binned on the device {:.3} s",
+                clock.elapsed().as_secs_f64()
+            );
+        }
+        crate::profile::note("the rows were binned on the GPU as they streamed: the bins are on the GPU");
         Self::assemble(dev, matrix, data, cuts, params, cfg, start_margin, refit, comm, clock)
     }
 

@@ -43,6 +43,7 @@ mod refit;
 pub mod runtime;
 pub mod shap;
 mod split;
+pub mod stream_bins;
 mod transfer;
 
 use std::sync::Arc;
