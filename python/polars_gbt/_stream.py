@@ -35,11 +35,12 @@ import polars as pl
 from polars_gbt._errors import DataError
 
 # At least this many bytes of decoded columns in each batch a fit reads from a source it cuts
-# into batches itself (slices of a scan, a pyarrow dataset's batches), and a 64th of all the
-# columns up to four times as much: small beside the fit's own state (48 bytes a row: 137 MiB
-# at 3M rows), large enough that each batch's query and the pages it decompresses beyond its
-# rows cost little beside its decoding (a pass over 3M x 29 float32 columns in 12 files took
-# 0.47 s in slices of 16 MiB, 0.23 s in slices of 64 MiB, on 2 cores).
+# into batches itself (slices of a scan, a pyarrow dataset's batches), and a 16th of all the
+# columns up to sixteen times as much: small beside the fit's own state (48 bytes a row: 137
+# MiB at 3M rows), large enough that each batch's query (~35 ms: its plan and the files'
+# footers) and the pages it decompresses beyond its rows cost little beside its decoding. One
+# pass over 20M x 29 float32 columns in 20 files on 16 cores: 2.59 s in 64 slices, 1.61-1.89 s
+# in 35, 0.73 s in 10 (of 256 MiB), against 0.47-0.64 s for one collect (docs/benchmarks.md).
 BATCH_BYTES = 16 << 20
 
 Batches = Iterator[list[pl.Series]]
@@ -192,8 +193,8 @@ def _slices_reach_the_files(query: pl.LazyFrame) -> bool:
 
 
 def _batch_rows(schema: pl.Schema, n_rows: int | None = None) -> int:
-    """Rows a batch of ``schema``'s columns takes for about ``BATCH_BYTES``, or a 64th of
-    ``n_rows`` rows' bytes up to four times that (4,096 to 2^21 rows)."""
+    """Rows a batch of ``schema``'s columns takes for about ``BATCH_BYTES``, or a 16th of
+    ``n_rows`` rows' bytes up to sixteen times that (4,096 to 2^21 rows)."""
     row = 0
     for dtype in schema.dtypes():
         if dtype in (pl.Boolean, pl.Int8, pl.UInt8):
@@ -206,7 +207,7 @@ def _batch_rows(schema: pl.Schema, n_rows: int | None = None) -> int:
             row += 8
         else:  # strings, categories, nested values: a guess
             row += 32
-    target = min(max(BATCH_BYTES, (n_rows or 0) * row // 64), 4 * BATCH_BYTES)
+    target = min(max(BATCH_BYTES, (n_rows or 0) * row // 16), 16 * BATCH_BYTES)
     return min(max(target // max(row, 1), 1 << 12), 1 << 21)
 
 
