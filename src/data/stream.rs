@@ -108,8 +108,10 @@ impl<'a> BinnedView<'a> {
     }
 
     /// These rows as a matrix of their own: the matrix itself when they are all of it, else
-    /// a copy of them. Bins held elsewhere (a GPU's) have no rows here.
+    /// a copy of them. Not for bins held elsewhere (a GPU's), which have no rows here: the
+    /// engines that read host bins refuse those first.
     pub fn matrix(&self) -> Cow<'a, BinnedMatrix> {
+        assert!(self.all.elsewhere.is_none(), "the bins of these rows are on a device, not the host");
         match self.is_whole() {
             true => Cow::Borrowed(&self.all.matrix),
             false => Cow::Owned(self.all.matrix.rows(self.first, self.n_rows)),
