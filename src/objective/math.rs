@@ -33,7 +33,7 @@ const UNDERFLOW_BELOW: f32 = -104.0;
 /// `portable_expf`, which floors: checked against the branching form for every f32.
 #[inline]
 pub fn exp(x: f32) -> f32 {
-    let c = x.max(UNDERFLOW_BELOW).min(OVERFLOW_ABOVE);
+    let c = x.clamp(UNDERFLOW_BELOW, OVERFLOW_ABOVE);
     let v = c * std::f32::consts::LOG2_E + 0.5;
     let t = v as i32;
     let k = t - ((t as f32) > v) as i32;
