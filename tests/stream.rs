@@ -391,3 +391,39 @@ fn a_workers_stream_must_hold_the_rows_its_spans_say() {
     let err = stream_dataset_sharded(&mut source, &params(&cfg), &share, &mut |_| {}).unwrap_err().to_string();
     assert!(err.contains("this worker's data has 200 rows but its row spans count 150"), "{err}");
 }
+
+#[test]
+fn workers_whose_streams_disagree_on_a_features_kind_each_say_so() {
+    use common::distributed::on_ring;
+    use polars_gbt::collective::{Collective, RowSpans, Shard};
+
+    // Column `c` is categorical on worker 0 and numeric on worker 1: each worker's pass 1 is
+    // fine alone, and both stop at the exchange that ends it, neither waiting for the other.
+    let results = on_ring(2, |ring| {
+        let rank = ring.rank();
+        let shard =
+            Shard { comm: ring, rows: RowSpans::new(vec![(rank as u64 * 500, 500)], 1_000)?, evals: Vec::new() };
+        let share = shard.stream_share();
+        let numeric_c = move |b: RecordBatch| {
+            if rank == 0 {
+                return b;
+            }
+            let mut cols = b.columns().to_vec();
+            cols[3] = Arc::new(Float32Array::from(vec![1.0f32; b.num_rows()]));
+            let mut fields: Vec<Field> = b.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+            fields[3] = Field::new("c", DataType::Float32, true);
+            RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+        };
+        let start = rank * 500;
+        let mut source = RecordBatches::new(
+            move || Ok((0..2).map(move |i| Ok(numeric_c(batch(start + i * 250, start + i * 250 + 250, 900))))),
+            "y",
+        );
+        let cfg = TrainConfig::default();
+        stream_dataset_sharded(&mut source, &params(&cfg), &share, &mut |_| {}).map(|_| ())
+    });
+    for (rank, r) in results.into_iter().enumerate() {
+        let err = r.expect_err("the workers disagree").to_string();
+        assert!(err.contains("disagree on which features are categorical"), "worker {rank}: {err}");
+    }
+}

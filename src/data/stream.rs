@@ -383,11 +383,8 @@ fn every_workers(
     mine: CutSketch,
     categories: Vec<Option<BTreeSet<String>>>,
 ) -> Result<(CutSketch, Vec<Option<BTreeSet<String>>>)> {
-    let mut sketch = CutSketch::new(schema, seed, share.n_global)?;
-    for block in (share.all_gather)(&mine.to_bytes())? {
-        sketch.merge_bytes(&block)?;
-    }
-    drop(mine);
+    // The categories first: their exchange also tells whether the workers agree on which
+    // features are categorical, which the sketches' layout depends on.
     let names = serde_json::to_vec(&categories).map_err(|e| Error::Collective(format!("categories: {e}")))?;
     let mut union = categories;
     for block in (share.all_gather)(&names)? {
@@ -401,6 +398,11 @@ fn every_workers(
                 set.extend(names);
             }
         }
+    }
+    let mine = mine.to_bytes();
+    let mut sketch = CutSketch::new(schema, seed, share.n_global)?;
+    for block in (share.all_gather)(&mine)? {
+        sketch.merge_bytes(&block)?;
     }
     Ok((sketch, union))
 }
