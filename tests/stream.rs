@@ -427,3 +427,32 @@ fn workers_whose_streams_disagree_on_a_features_kind_each_say_so() {
         assert!(err.contains("disagree on which features are categorical"), "worker {rank}: {err}");
     }
 }
+
+#[test]
+fn workers_whose_streams_have_other_features_each_say_so() {
+    use common::distributed::on_ring;
+    use polars_gbt::collective::{Collective, RowSpans, Shard};
+
+    // Worker 1's batches lack `x1`.
+    let results = on_ring(2, |ring| {
+        let rank = ring.rank();
+        let shard =
+            Shard { comm: ring, rows: RowSpans::new(vec![(rank as u64 * 500, 500)], 1_000)?, evals: Vec::new() };
+        let share = shard.stream_share();
+        let start = rank * 500;
+        let cut = move |b: RecordBatch| if rank == 1 { b.project(&[0, 2, 3, 4]).unwrap() } else { b };
+        let mut source = RecordBatches::new(
+            move || Ok((0..2).map(move |i| Ok(cut(batch(start + i * 250, start + i * 250 + 250, 900))))),
+            "y",
+        );
+        stream_dataset_sharded(&mut source, &params(&TrainConfig::default()), &share, &mut |_| {}).map(|_| ())
+    });
+    for (rank, r) in results.into_iter().enumerate() {
+        let err = r.expect_err("the workers disagree").to_string();
+        assert!(
+            err.contains(r#"has the features ["x0", "x2", "c"], this worker's ["x0", "x1", "x2", "c"]"#)
+                || err.contains(r#"has the features ["x0", "x1", "x2", "c"], this worker's ["x0", "x2", "c"]"#),
+            "worker {rank}: {err}"
+        );
+    }
+}

@@ -383,14 +383,22 @@ fn every_workers(
     mine: CutSketch,
     categories: Vec<Option<BTreeSet<String>>>,
 ) -> Result<(CutSketch, Vec<Option<BTreeSet<String>>>)> {
-    // The categories first: their exchange also tells whether the workers agree on which
-    // features are categorical, which the sketches' layout depends on.
-    let names = serde_json::to_vec(&categories).map_err(|e| Error::Collective(format!("categories: {e}")))?;
+    // The features and categories first: their exchange tells whether the workers agree on
+    // the features and which are categorical, which the sketches' layout depends on.
+    type Gathered = (Vec<String>, Vec<Option<BTreeSet<String>>>);
+    let features = schema.names();
+    let mine_json =
+        serde_json::to_vec(&(&features, &categories)).map_err(|e| Error::Collective(format!("categories: {e}")))?;
     let mut union = categories;
-    for block in (share.all_gather)(&names)? {
-        let theirs: Vec<Option<BTreeSet<String>>> = serde_json::from_slice(&block)
+    for (rank, block) in (share.all_gather)(&mine_json)?.into_iter().enumerate() {
+        let (names, theirs): Gathered = serde_json::from_slice(&block)
             .map_err(|_| Error::Collective("the categories from another worker are malformed".into()))?;
-        if theirs.len() != union.len() || theirs.iter().zip(&union).any(|(a, b)| a.is_some() != b.is_some()) {
+        if names != features {
+            return Err(Error::data(format!(
+                "worker {rank}'s data has the features {names:?}, this worker's {features:?}"
+            )));
+        }
+        if theirs.iter().zip(&union).any(|(a, b)| a.is_some() != b.is_some()) {
             return Err(Error::data("the workers' data disagree on which features are categorical"));
         }
         for (set, names) in union.iter_mut().zip(theirs) {

@@ -214,6 +214,15 @@ def test_lazy_parts_stream_on_their_workers_and_give_one_process_model(client, t
     assert sorted(streamed.values()) == [1, 1, 1]
 
 
+def test_lazy_parts_with_other_columns_are_an_error_naming_them(client, tmp_path):
+    df = _frame(2_000, 23)
+    parts = _split(df, [1_000, 1_000])
+    parts[1] = parts[1].drop("x1")
+    futures = _scans(client, tmp_path, "odd", parts, [0, 1])
+    with pytest.raises(polars_gbt.DataError, match=r"has the features \["):
+        polars_gbt.dask.train(client, futures, target="y", device="cpu", timeout=30, n_estimators=2)
+
+
 def _count_streamed_fits(on: bool = True) -> None:
     """On a worker: count the streamed fits it runs from now on (or stop counting)."""
     import polars_gbt._model as m
