@@ -226,6 +226,8 @@ pub(super) fn train_stream(
         }
         let cfg = TrainConfig::from_json(&kwargs.params).map_err(error)?;
         cfg.validate().map_err(error)?;
+        // A device that cannot train says so before the data is read, twice, for nothing.
+        crate::backend::select(&cfg).map_err(error)?;
         let params = StreamParams {
             max_bin: cfg.max_bin,
             seed: cfg.seed,

@@ -194,6 +194,21 @@ def test_max_device_memory_errors_name_it(df):
         polars_gbt.train(df, target="y", features=["a", "b"], device="auto", max_device_memory="lots")
 
 
+@pytest.mark.skipif(polars_gbt.cuda_available(), reason="needs a machine without a usable GPU")
+def test_a_device_that_cannot_train_is_an_error_before_any_pass(df):
+    opened = []
+    source = arrow_source(df, 1_000)
+
+    def counting():
+        opened.append(True)
+        return source()
+
+    with pytest.raises(polars_gbt.DeviceError, match='device="cuda" cannot be used'):
+        polars_gbt.train(counting, target="y", features=["a", "b"], device="cuda")
+    # Opened once, for its schema; never read through (a count and two passes, before).
+    assert len(opened) == 1
+
+
 def test_slices_reach_the_files_of_one_parquet_or_ipc_scan_only(df, tmp_path):
     # Pinned on the Polars the tests run with: if its plans come to read otherwise, scans fall
     # back to the streaming engine (slower to free memory, not wrong), and this test says so.
