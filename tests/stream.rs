@@ -250,13 +250,6 @@ fn a_streamed_evaluation_set_is_checked_against_the_training_features() {
     let mut missing = RecordBatches::new(|| Ok((0..2).map(move |i| Ok(drop_x1(batch(i * 50, i * 50 + 50, 60))))), "y");
     let err = stream_eval_set(&mut missing, &data, None, "valid", &mut |_| {}).unwrap_err().to_string();
     assert!(err.contains("eval set `valid`: columns missing for the training features: x1"), "{err}");
-    let numeric_c = |b: RecordBatch| {
-        let mut cols = b.columns().to_vec();
-        cols[3] = Arc::new(Float32Array::from(vec![1.0f32; b.num_rows()]));
-        let mut fields: Vec<Field> = b.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
-        fields[3] = Field::new("c", DataType::Float32, true);
-        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
-    };
     let mut numeric = RecordBatches::new(|| Ok(std::iter::once(Ok(numeric_c(batch(0, 50, 60))))), "y");
     let err = stream_eval_set(&mut numeric, &data, None, "test", &mut |_| {}).unwrap_err().to_string();
     assert!(err.contains("column `c of eval set `test``: was categorical in training"), "{err}");
@@ -392,36 +385,40 @@ fn a_workers_stream_must_hold_the_rows_its_spans_say() {
     assert!(err.contains("this worker's data has 200 rows but its row spans count 150"), "{err}");
 }
 
-#[test]
-fn workers_whose_streams_disagree_on_a_features_kind_each_say_so() {
+/// Two workers on a ring, each streaming its 500 rows of 1,000 (batches of 250), worker r's
+/// batches changed by `alter(r, batch)`: each worker's result.
+fn two_workers_streaming(alter: fn(usize, RecordBatch) -> RecordBatch) -> Vec<Result<()>> {
     use common::distributed::on_ring;
     use polars_gbt::collective::{Collective, RowSpans, Shard};
 
-    // Column `c` is categorical on worker 0 and numeric on worker 1: each worker's pass 1 is
-    // fine alone, and both stop at the exchange that ends it, neither waiting for the other.
-    let results = on_ring(2, |ring| {
+    on_ring(2, move |ring| {
         let rank = ring.rank();
         let shard =
             Shard { comm: ring, rows: RowSpans::new(vec![(rank as u64 * 500, 500)], 1_000)?, evals: Vec::new() };
         let share = shard.stream_share();
-        let numeric_c = move |b: RecordBatch| {
-            if rank == 0 {
-                return b;
-            }
-            let mut cols = b.columns().to_vec();
-            cols[3] = Arc::new(Float32Array::from(vec![1.0f32; b.num_rows()]));
-            let mut fields: Vec<Field> = b.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
-            fields[3] = Field::new("c", DataType::Float32, true);
-            RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
-        };
         let start = rank * 500;
         let mut source = RecordBatches::new(
-            move || Ok((0..2).map(move |i| Ok(numeric_c(batch(start + i * 250, start + i * 250 + 250, 900))))),
+            move || Ok((0..2).map(move |i| Ok(alter(rank, batch(start + i * 250, start + i * 250 + 250, 900))))),
             "y",
         );
-        let cfg = TrainConfig::default();
-        stream_dataset_sharded(&mut source, &params(&cfg), &share, &mut |_| {}).map(|_| ())
-    });
+        stream_dataset_sharded(&mut source, &params(&TrainConfig::default()), &share, &mut |_| {}).map(|_| ())
+    })
+}
+
+/// `b` with its categorical column `c` (the fourth) replaced by a numeric one.
+fn numeric_c(b: RecordBatch) -> RecordBatch {
+    let mut cols = b.columns().to_vec();
+    cols[3] = Arc::new(Float32Array::from(vec![1.0f32; b.num_rows()]));
+    let mut fields: Vec<Field> = b.schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields[3] = Field::new("c", DataType::Float32, true);
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+}
+
+#[test]
+fn workers_whose_streams_disagree_on_a_features_kind_each_say_so() {
+    // Column `c` is categorical on worker 0 and numeric on worker 1: each worker's pass 1 is
+    // fine alone, and both stop at the exchange that ends it, neither waiting for the other.
+    let results = two_workers_streaming(|rank, b| if rank == 1 { numeric_c(b) } else { b });
     for (rank, r) in results.into_iter().enumerate() {
         let err = r.expect_err("the workers disagree").to_string();
         assert!(err.contains("disagree on which features are categorical"), "worker {rank}: {err}");
@@ -430,23 +427,8 @@ fn workers_whose_streams_disagree_on_a_features_kind_each_say_so() {
 
 #[test]
 fn workers_whose_streams_have_other_features_each_say_so() {
-    use common::distributed::on_ring;
-    use polars_gbt::collective::{Collective, RowSpans, Shard};
-
     // Worker 1's batches lack `x1`.
-    let results = on_ring(2, |ring| {
-        let rank = ring.rank();
-        let shard =
-            Shard { comm: ring, rows: RowSpans::new(vec![(rank as u64 * 500, 500)], 1_000)?, evals: Vec::new() };
-        let share = shard.stream_share();
-        let start = rank * 500;
-        let cut = move |b: RecordBatch| if rank == 1 { b.project(&[0, 2, 3, 4]).unwrap() } else { b };
-        let mut source = RecordBatches::new(
-            move || Ok((0..2).map(move |i| Ok(cut(batch(start + i * 250, start + i * 250 + 250, 900))))),
-            "y",
-        );
-        stream_dataset_sharded(&mut source, &params(&TrainConfig::default()), &share, &mut |_| {}).map(|_| ())
-    });
+    let results = two_workers_streaming(|rank, b| if rank == 1 { b.project(&[0, 2, 3, 4]).unwrap() } else { b });
     for (rank, r) in results.into_iter().enumerate() {
         let err = r.expect_err("the workers disagree").to_string();
         assert!(
