@@ -438,3 +438,55 @@ fn workers_whose_streams_have_other_features_each_say_so() {
         );
     }
 }
+
+/// A sink that bins on the host, taking at most `most` rows at a time: what it is handed.
+struct HostSink {
+    matrix: polars_gbt::data::BinnedMatrix,
+    most: usize,
+    pieces: std::sync::Arc<std::sync::Mutex<Vec<(usize, usize)>>>,
+}
+
+impl polars_gbt::data::BinSink for HostSink {
+    fn max_rows(&self, _: &FeatureFrame) -> usize {
+        self.most
+    }
+
+    fn fill(&mut self, at: usize, frame: &FeatureFrame, cuts: &[polars_gbt::data::FeatureCuts]) -> Result<()> {
+        self.pieces.lock().unwrap().push((at, frame.n_rows()));
+        self.matrix.fill(at, frame, cuts);
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> Result<Box<dyn std::any::Any + Send>> {
+        Ok(Box::new(self.matrix))
+    }
+}
+
+#[test]
+fn a_sink_gets_large_batches_in_pieces_and_bins_as_the_host() {
+    use polars_gbt::data::{stream_dataset_into, BinSink, BinnedMatrix, FeatureCuts};
+
+    let (n, late) = (5_000, 4_000);
+    let cfg = TrainConfig::default();
+    let host = streamed(&cfg, n, late, &[3_000]);
+    let pieces = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut sink_for = |rows: usize, cuts: &[FeatureCuts]| -> Result<Option<Box<dyn BinSink>>> {
+        let matrix = BinnedMatrix::zeroed(rows, cuts);
+        Ok(Some(Box::new(HostSink { matrix, most: 700, pieces: pieces.clone() })))
+    };
+    let spans = cut(n, &[3_000]);
+    let mut source = RecordBatches::new(|| Ok(spans.iter().map(|&(a, b)| Ok(batch(a, b, late)))), "y");
+    let sunk = stream_dataset_into(&mut source, &params(&cfg), &mut sink_for, &mut |_| {}).unwrap();
+    // Batches of 3,000 and 2,000 rows, in pieces of at most 700, in order.
+    let got = pieces.lock().unwrap().clone();
+    let want: Vec<(usize, usize)> = [(0, 3_000), (3_000, 2_000)]
+        .iter()
+        .flat_map(|&(start, len)| (0..len).step_by(700).map(move |a| (start + a, 700.min(len - a))))
+        .collect();
+    assert_eq!(got, want);
+    let binned = sunk.binned().unwrap();
+    let elsewhere = binned.all.elsewhere.as_ref().unwrap().take().unwrap();
+    let matrix = elsewhere.downcast::<BinnedMatrix>().unwrap();
+    let expected = &host.binned().unwrap().all.matrix;
+    assert!((0..n).all(|r| (0..4).all(|f| matrix.get(r, f) == expected.get(r, f))), "the sink's bins differ");
+}

@@ -75,6 +75,11 @@ impl std::fmt::Debug for ElsewhereBins {
 /// Where pass 2 bins a stream's rows when not into the host matrix: an engine's own memory
 /// (the GPU's, `Engine::stream_bins`), so that the bins never exist on the host.
 pub trait BinSink: Send {
+    /// The most rows of `frame` it takes at once: a larger batch (a frame in memory read as
+    /// one, a stream's own large batches) comes in pieces of at most this many rows.
+    fn max_rows(&self, _frame: &FeatureFrame) -> usize {
+        usize::MAX
+    }
     /// Bins `frame`, rows `at..at + frame.n_rows()` of the stream (categories coded by the
     /// stream's, the missing value read as missing), with `cuts`.
     fn fill(&mut self, at: usize, frame: &FeatureFrame, cuts: &[FeatureCuts]) -> Result<()>;
@@ -354,7 +359,16 @@ fn stream_rows(
         }
         let frame = coded(b.data.features(), &categories, p.missing)?;
         match &mut sink {
-            Some(sink) => sink.fill(at, &frame, &cuts)?,
+            Some(sink) => {
+                let most = sink.max_rows(&frame).max(1);
+                for a in (0..n).step_by(most) {
+                    let len = most.min(n - a);
+                    match len == n {
+                        true => sink.fill(at, &frame, &cuts)?,
+                        false => sink.fill(at + a, &frame.row_range(a, len), &cuts)?,
+                    }
+                }
+            }
             None => matrix.fill(at, &frame, &cuts),
         }
         at += n;

@@ -95,6 +95,15 @@ pub fn sink(rt: Arc<Runtime>, cfg: &TrainConfig, n: usize, cuts: &[FeatureCuts])
 }
 
 impl BinSink for DeviceSink {
+    /// Half the room kept for a batch: the columns of a larger batch go up in pieces.
+    fn max_rows(&self, frame: &FeatureFrame) -> usize {
+        let bytes = DeviceColumns::bytes_for(frame).max(1);
+        match bytes <= BATCH_ROOM / 2 {
+            true => usize::MAX,
+            false => (frame.n_rows() as u128 * (BATCH_ROOM / 2) as u128 / bytes as u128) as usize,
+        }
+    }
+
     fn fill(&mut self, at: usize, frame: &FeatureFrame, _cuts: &[FeatureCuts]) -> Result<()> {
         let n = frame.n_rows();
         if at + n > self.n_rows {
