@@ -194,6 +194,8 @@ impl RowPartitioner {
 
     /// Partitions each task's rows by its rule; the left-going counts are left in `node_left`.
     /// `keep_others`: rows of nodes outside `tasks` must stay where they are (loss-guided growth).
+    /// Bins on the device whole: a paged level routes page by page with its histograms in one
+    /// pass (`grow.rs`, [`plan`](Self::plan), [`route_in`](Self::route_in), [`scatter`](Self::scatter)).
     pub(super) fn partition(
         &mut self,
         dev: &mut FitDevice,
@@ -203,12 +205,9 @@ impl RowPartitioner {
         words: &[u32],
         keep_others: bool,
     ) -> Result<()> {
-        let Some(level) = self.plan(dev, tasks, rules, words, matrix.is_paged())? else { return Ok(()) };
-        for page in matrix.sweep() {
-            let window = matrix.enter(&dev.stream, page)?;
-            self.route_in(dev, matrix, &window, level)?;
-            matrix.leave(&dev.stream, &window)?;
-        }
+        debug_assert!(!matrix.is_paged(), "a paged level partitions in grow.rs's one pass");
+        let Some(level) = self.plan(dev, tasks, rules, words, false)? else { return Ok(()) };
+        self.route_in(dev, matrix, &Window::whole(matrix.n_rows), level)?;
         self.scatter(dev, level, keep_others)
     }
 
