@@ -53,10 +53,10 @@ struct DeviceSink {
 /// state fit the GPU's free memory (and `max_device_memory`) with room for a batch; None
 /// otherwise (the host bins them, and the fit places them in core or pages them).
 pub fn sink(rt: Arc<Runtime>, cfg: &TrainConfig, n: usize, cuts: &[FeatureCuts]) -> Result<Option<Box<dyn BinSink>>> {
-    // POLARS_GBT_STREAM_BINS=host bins on the host as before (to compare), as do the paging
-    // tests' knobs.
+    // POLARS_GBT_STREAM_BINS=host bins on the host as before (to compare); so do the paging
+    // tests' knobs, through place_bins.
     let host = super::knob::<String>("POLARS_GBT_STREAM_BINS").is_some_and(|w| w == "host");
-    if cfg.n_gpus > 1 || host || super::knob::<usize>("POLARS_GBT_PAGE_ROWS").is_some_and(|r| r > 0) {
+    if cfg.n_gpus > 1 || host {
         return Ok(None);
     }
     let n_bins: Vec<u32> = cuts.iter().map(FeatureCuts::n_bins).collect();
