@@ -39,10 +39,10 @@ pub(super) struct FitKwargs {
     /// A user's objective: its number in `polars_gbt._custom`'s registry (the parameters'
     /// `custom_objective` names it).
     #[serde(default)]
-    pub(super) objective_id: Option<u64>,
+    objective_id: Option<u64>,
     /// A user's metrics: their registry numbers and names, logged after the built-in metrics.
     #[serde(default)]
-    pub(super) metric_ids: Vec<u64>,
+    metric_ids: Vec<u64>,
     #[serde(default)]
     metric_names: Vec<String>,
     /// Whether early stopping looks for larger values of the user's metrics (XGBoost's
@@ -165,6 +165,20 @@ impl InputNames {
     }
 }
 
+impl FitKwargs {
+    /// What a distributed fit's worker cannot take yet: continued training, a Python
+    /// objective or metric.
+    pub(super) fn check_distributable(&self) -> crate::Result<()> {
+        if !self.init_model.is_empty() || self.objective_id.is_some() || !self.metric_ids.is_empty() {
+            return Err(crate::Error::param(
+                "distributed",
+                "fits take no init_model or Python objective or metric yet",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// How one worker of a distributed fit joins the others: its ring and where its rows sit
 /// among the fit's rows (`(first global row, length)` runs, in its row order).
 #[derive(Deserialize)]
@@ -258,7 +272,7 @@ pub(super) struct FitInputs<'a> {
     /// The model to continue from.
     init: Option<Arc<crate::Model>>,
     /// A user's objective (see `FitKwargs::objective_id`).
-    pub(super) objective_id: Option<u64>,
+    objective_id: Option<u64>,
     /// A user's metrics: (registry number, name), and whether larger is better.
     metrics: Vec<(u64, String)>,
     maximize: bool,
@@ -494,12 +508,7 @@ fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
     let _notes = crate::profile::notes(kwargs.verbose > 0);
     let model = match &kwargs.distributed {
         Some(d) => {
-            if fit.init.is_some() || fit.objective_id.is_some() || !fit.metrics.is_empty() {
-                return Err(to_polars(crate::Error::param(
-                    "distributed",
-                    "fits take no init_model or Python objective or metric yet",
-                )));
-            }
+            kwargs.check_distributable().map_err(to_polars)?;
             let (data, valid) = fit.split(None, true)?;
             let evals: Vec<(&str, &Dataset)> =
                 fit.eval_sets.iter().zip(&valid).map(|((name, _), d)| (name.as_str(), d)).collect();

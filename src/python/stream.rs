@@ -227,7 +227,7 @@ pub(super) fn train_stream(
         let cfg = TrainConfig::from_json(&kwargs.params).map_err(error)?;
         cfg.validate().map_err(error)?;
         // A device that cannot train says so before the data is read, twice, for nothing.
-        crate::backend::select(&cfg).map_err(error)?;
+        let (engine, _) = crate::backend::select(&cfg).map_err(error)?;
         let params = StreamParams {
             max_bin: cfg.max_bin,
             seed: cfg.seed,
@@ -237,12 +237,7 @@ pub(super) fn train_stream(
         // A distributed fit's worker joins the others first: pass 1 ends with their exchange.
         let joined = match &kwargs.distributed {
             Some(d) => {
-                if kwargs.objective_id.is_some() || !kwargs.metric_ids.is_empty() {
-                    return Err(error(crate::Error::param(
-                        "distributed",
-                        "fits take no Python objective or metric yet",
-                    )));
-                }
+                kwargs.check_distributable().map_err(error)?;
                 Some(py.detach(|| d.join(&cfg)).map_err(|e| error(kwargs.input_names.rename(e)))?)
             }
             None => None,
@@ -258,10 +253,7 @@ pub(super) fn train_stream(
         };
         let mut source = PySource::new(open_pass, n_rows, &kwargs, epoch);
         // A fit on one GPU bins its batches there as they stream, when its bins fit the GPU.
-        let mut sink_for = |n: usize, cuts: &[FeatureCuts]| match crate::backend::select(&cfg) {
-            Ok((engine, _)) => engine.stream_bins(&cfg, n, cuts),
-            Err(_) => Ok(None),
-        };
+        let mut sink_for = |n: usize, cuts: &[FeatureCuts]| engine.stream_bins(&cfg, n, cuts);
         let data = py.detach(|| match &share {
             Some(share) => stream_dataset_sharded(&mut source, &params, share, &mut progress),
             None => stream_dataset_into(&mut source, &params, &mut sink_for, &mut progress),
