@@ -425,11 +425,12 @@ def train(
     called. A streamed fit reads its data twice, in batches (cut points, then bins), and
     gives the same model bytes as the fit on the collected rows; a one-shot stream (a
     ``RecordBatchReader`` passed itself) is a ``DataError`` saying so. ``progress=True``
-    draws the passes as well as the rounds. On the GPU the binned rows (one or two bytes a
-    value) go to the device as they are; ``max_device_memory`` (bytes, or text such as
+    draws the passes as well as the rounds. On one GPU each batch is binned on the device as
+    it streams when the bins fit there; ``max_device_memory`` (bytes, or text such as
     ``"6GB"``) bounds what the fit takes of the GPU, and bins beyond it stay in host memory,
-    paged to the GPU as each level reads them (the same model). Continued training
-    (``init_model``) and fits over several GPUs (``n_gpus``) collect a source.
+    paged to the GPU as each level reads them (the same model). Over several GPUs
+    (``n_gpus``) the host bins the rows once and each GPU takes its share. Continued training
+    (``init_model``) collects a source.
 
     ``eval_df`` (same columns) is evaluated after every round under the name ``valid`` (and
     watched by ``early_stopping_rounds``); ``eval_sets`` (a dict of name to frame) evaluates

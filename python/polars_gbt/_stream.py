@@ -104,8 +104,8 @@ def one_shot_error(data: Any, what: str) -> DataError:
 
 
 def collected(data: Any) -> pl.LazyFrame:
-    """``data`` for a fit that collects its rows (a GPU fit, continued training): a
-    LazyFrame over them, collected where it runs."""
+    """``data`` for a fit that collects its rows (continued training, frames beside no
+    streamed source): a LazyFrame over them, collected where it runs."""
     if isinstance(data, pl.LazyFrame):
         return data
     if _is_dataset(data):
