@@ -179,15 +179,24 @@ impl Quantiser {
     /// weights applied after rounding), over the rows of non-zero weight only: a row of
     /// weight 0 is as absent as it is from a fit on repeated rows.
     pub fn magnitudes(pairs: &[GradPair], repeats: Option<&[f32]>) -> [f32; 2] {
-        let (mut gmax, mut hmax) = (0f32, 0f32);
-        for (i, p) in pairs.iter().enumerate() {
-            if repeats.is_some_and(|w| w[i] == 0.0) {
-                continue;
-            }
-            gmax = gmax.max(p.g.abs());
-            hmax = hmax.max(p.h.abs());
-        }
-        [gmax, hmax]
+        // Maxima are the same in any order, so chunks run in parallel: one thread over 20M
+        // rows took ~15 ms a tree, the same at 16 threads as at 2.
+        const CHUNK: usize = 1 << 14;
+        pairs
+            .par_chunks(CHUNK)
+            .enumerate()
+            .map(|(c, chunk)| {
+                let (mut gmax, mut hmax) = (0f32, 0f32);
+                for (i, p) in chunk.iter().enumerate() {
+                    if repeats.is_some_and(|w| w[c * CHUNK + i] == 0.0) {
+                        continue;
+                    }
+                    gmax = gmax.max(p.g.abs());
+                    hmax = hmax.max(p.h.abs());
+                }
+                [gmax, hmax]
+            })
+            .reduce(|| [0.0, 0.0], |a, b| [a[0].max(b[0]), a[1].max(b[1])])
     }
 
     /// Scales that map the magnitudes `[g, h]` to at most 2^ROW_BITS, lowered `shrink_bits`

@@ -244,8 +244,9 @@ impl CpuSteps<'_> {
                 e.grow_children.then_some(left_is_small)
             })
             .collect();
+        // Zeroed in parallel: a deep level's hundreds of histograms are megabytes to clear.
         let small_hists: Vec<Option<Mutex<Vec<GradSum>>>> =
-            small_left.iter().map(|s| s.map(|_| Mutex::new(self.empty_histogram()))).collect();
+            small_left.par_iter().map(|s| s.map(|_| Mutex::new(self.empty_histogram()))).collect();
         let (binned, layout, grads, features) = (self.binned, &self.layout, &self.grads, ctx.tree_features);
         let observe = |k: usize, left: &[u32], right: &[u32]| {
             let (Some(is_left), Some(total)) = (small_left[k], &small_hists[k]) else { return };
@@ -287,25 +288,31 @@ impl CpuSteps<'_> {
             .collect();
         self.reduce(&mut small_hists.iter_mut().flatten().collect::<Vec<_>>(), &mut small_rows)?;
         let mut small_rows = small_rows.into_iter();
-        let mut out = Vec::with_capacity(expansions.len());
-        for ((e, small_hist), is_left) in expansions.into_iter().zip(small_hists).zip(small_left) {
-            let (Some(is_left), Some(small_hist)) = (is_left, small_hist) else {
-                out.push(None);
-                continue;
-            };
-            let small = small_rows.next().expect("one count per small child");
-            // The parent's histogram becomes the sibling's, in place.
-            let mut sibling = e.state.hist;
-            subtract_in_place(&mut sibling, &small_hist);
-            let (left, right) = if is_left { (small_hist, sibling) } else { (sibling, small_hist) };
-            let (left_rows, right_rows) =
-                if is_left { (small, e.state.rows - small) } else { (e.state.rows - small, small) };
-            let [l, r] = e.children;
-            out.push(Some([
-                CpuNode { node: l, hist: left, rows: left_rows },
-                CpuNode { node: r, hist: right, rows: right_rows },
-            ]));
-        }
+        let small_rows: Vec<Option<u64>> =
+            small_left.iter().map(|s| s.map(|_| small_rows.next().expect("one count per small child"))).collect();
+        // The siblings by subtraction, nodes in parallel (each a pass over its histogram).
+        let out = expansions
+            .into_par_iter()
+            .zip(small_hists)
+            .zip(small_left)
+            .zip(small_rows)
+            .map(|(((e, small_hist), is_left), small)| {
+                let (Some(is_left), Some(small_hist), Some(small)) = (is_left, small_hist, small) else {
+                    return None;
+                };
+                // The parent's histogram becomes the sibling's, in place.
+                let mut sibling = e.state.hist;
+                subtract_in_place(&mut sibling, &small_hist);
+                let (left, right) = if is_left { (small_hist, sibling) } else { (sibling, small_hist) };
+                let (left_rows, right_rows) =
+                    if is_left { (small, e.state.rows - small) } else { (e.state.rows - small, small) };
+                let [l, r] = e.children;
+                Some([
+                    CpuNode { node: l, hist: left, rows: left_rows },
+                    CpuNode { node: r, hist: right, rows: right_rows },
+                ])
+            })
+            .collect();
         Ok(out)
     }
 }
