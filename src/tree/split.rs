@@ -456,12 +456,13 @@ impl<'a> SplitScorer<'a> {
         partition: bool,
     ) {
         let p = self.params;
-        let options = if let Some(missing) = missing {
-            vec![(false, left), (true, left + missing)]
-        } else {
-            vec![(self.default_left_without_missing(left), left)]
+        // Where missing values go: both ways when there are some (no allocation: this runs for
+        // every prefix of every categorical order).
+        let (options, n_options) = match missing {
+            Some(missing) => ([(false, left), (true, left + missing)], 2),
+            None => ([(self.default_left_without_missing(left), left), (false, left)], 1),
         };
-        for (default_left, l) in options {
+        for &(default_left, l) in &options[..n_options] {
             let gain = if partition {
                 let groups_ok = p.min_data_per_group <= 0.0
                     || (self.rows_of(l) >= p.min_data_per_group
