@@ -13,7 +13,10 @@ struct Entry {
     static constexpr u32 PER_WORD = 16 / sizeof(E);  // entries a 16-byte load brings
     // The entries of 16-byte word w of `entries`, in order.
     static __device__ __forceinline__ void load(const E* entries, u64 w, u32 (&e)[PER_WORD]) {
-        const uint4 v = ((const uint4*)entries)[w];
+        unpack(((const uint4*)entries)[w], e);
+    }
+    // The entries of a 16-byte word already loaded, in order.
+    static __device__ __forceinline__ void unpack(const uint4 v, u32 (&e)[PER_WORD]) {
         const u32 words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (u32 i = 0; i < 4; ++i) {
@@ -98,6 +101,9 @@ struct SlotHistogram {
     }
 };
 
+// Rows a thread of histogram_sparse holds at once (their loads in flight together).
+#define SPARSE_ROWS_AT_ONCE 4
+
 // As histogram.cu's build_histograms, over compressed rows. With several feature groups,
 // `group_starts` (index_groups) says where a row's part of this block's group begins and
 // ends; with one group it is not read.
@@ -122,26 +128,52 @@ __device__ void histogram_sparse(const E* entries, const u32* row_words, const Q
     for (u32 i = threadIdx.x; i < 2 * hg.n_shared; i += blockDim.x) sparse_shared[i] = 0;
     __syncthreads();
     const u32 end = min(begin + rows_per_block, task.len);
-    for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
-        const u32 row = ridx[task.start + p];
-        const QuantGrad q = grads[row];
-        if (q.g == 0 && q.h == 0) continue;
-        const u32 w0 = row_words[row], w1 = row_words[row + 1];
-        const u16* at = group_starts + (u64)row * n_groups;
-        const u32 k0 = n_groups > 1 ? at[g] : 0;
-        const u32 k1 = n_groups > 1 && g + 1 < n_groups ? at[g + 1] : (w1 - w0) * PER;
-        // Whole 16-byte loads from the one holding entry k0; entries of other groups and the
-        // padding (NONE, after every slot) are skipped.
-        for (u32 w = w0 + k0 / PER; w < w1 && (w - w0) * PER < k1; ++w) {
-            u32 e[PER];
-            Entry<E>::load(entries, w, e);
-            bool past = false;
+    // Each thread takes SPARSE_ROWS_AT_ONCE rows at a time and issues their loads together
+    // (index and gradient, then word range and group bounds, then first words): one row's
+    // loads are a chain of three dependent reads, and one chain at a time left warps waiting.
+    constexpr u32 R = SPARSE_ROWS_AT_ONCE;
+    for (u32 p0 = begin + threadIdx.x; p0 < end; p0 += R * blockDim.x) {
+        u32 row[R], w0[R], w[R], w1[R], k1[R];
+        QuantGrad q[R];
 #pragma unroll
-            for (u32 i = 0; i < PER; ++i) {
-                past = past || e[i] >= hi;
-                if (!past && e[i] >= lo) hg.add(e[i], q);
+        for (u32 u = 0; u < R; ++u) {
+            const u32 p = p0 + u * blockDim.x;
+            row[u] = p < end ? ridx[task.start + p] : 0;
+            q[u] = p < end ? grads[row[u]] : QuantGrad{0, 0};
+        }
+#pragma unroll
+        for (u32 u = 0; u < R; ++u) {
+            // No words for rows past the end or without gradient.
+            const bool live = q[u].g != 0 || q[u].h != 0;
+            w0[u] = live ? row_words[row[u]] : 0;
+            w1[u] = live ? row_words[row[u] + 1] : 0;
+            const u16* at = group_starts + (u64)row[u] * n_groups;
+            const u32 k0 = live && n_groups > 1 ? at[g] : 0;
+            k1[u] = live && n_groups > 1 && g + 1 < n_groups ? at[g + 1] : (w1[u] - w0[u]) * PER;
+            w[u] = w0[u] + k0 / PER;  // the word holding entry k0
+        }
+        // The rows' first words, loaded together and kept packed (4 registers a row).
+        uint4 first[R];
+#pragma unroll
+        for (u32 u = 0; u < R; ++u) {
+            if (w[u] < w1[u] && (w[u] - w0[u]) * PER < k1[u]) first[u] = ((const uint4*)entries)[w[u]];
+        }
+        // Whole 16-byte words of entries k0 .. k1; entries of other groups and the padding
+        // (NONE, after every slot) are skipped.
+#pragma unroll
+        for (u32 u = 0; u < R; ++u) {
+            for (bool at_first = true; w[u] < w1[u] && (w[u] - w0[u]) * PER < k1[u]; ++w[u], at_first = false) {
+                u32 e[PER];
+                if (at_first) Entry<E>::unpack(first[u], e);
+                else Entry<E>::load(entries, w[u], e);
+                bool past = false;
+#pragma unroll
+                for (u32 i = 0; i < PER; ++i) {
+                    past = past || e[i] >= hi;
+                    if (!past && e[i] >= lo) hg.add(e[i], q[u]);
+                }
+                if (past) break;
             }
-            if (past) break;
         }
     }
     if (hg.n_shared == 0) return;
@@ -270,7 +302,7 @@ struct SortRowsArgs {
         index_groups<E>(a.rows.entries, a.n_rows, a.rows.row_words, a.slot_offsets, a.group_first_feature,       \
                         a.n_groups, a.starts);                                                                  \
     }                                                                                                           \
-    extern "C" __global__ void histogram_##NAME(const SparseHistogramArgs<E> a) {                                \
+    extern "C" __global__ void __launch_bounds__(1024) histogram_##NAME(const SparseHistogramArgs<E> a) {                                \
         const HistogramBuild& b = a.build;                                                                       \
         histogram_sparse<E>(a.rows.entries, a.rows.row_words, b.grads, b.ridx, b.tasks, b.n_tasks,               \
                             b.slot_offsets, b.group_first_feature, b.shared_slots, b.total_slots,               \
