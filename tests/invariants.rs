@@ -16,7 +16,9 @@ use polars_gbt::data::cuts::compute_cuts;
 use polars_gbt::data::BinnedMatrix;
 use polars_gbt::random::Rng;
 use polars_gbt::tree::{GradPair, GradSum, Quantiser};
-use polars_gbt::{Dataset, FeatureColumn, FeatureFrame, GrowPolicy, Model, PredictOutput, Predictions, TrainConfig};
+use polars_gbt::{
+    Dataset, FeatureColumn, FeatureFrame, GrowPolicy, Model, PredictOutput, Predictions, TrainConfig, Training,
+};
 
 // Every scenario trains on the CPU and on every other backend here, against the CPU.
 use common::backends::train;
@@ -184,6 +186,25 @@ fn training_is_deterministic_across_runs_and_thread_counts() {
         assert_eq!(one.base_margin(), other.base_margin());
         assert_eq!(one.features(), other.features());
     }
+}
+
+#[test]
+fn margins_kept_through_the_partition_of_millions_of_rows_are_the_trees_predictions() {
+    // A node of more than a million rows is partitioned in pieces whose rows are gathered by
+    // rotations split across threads. The margins a fit keeps come from those rows, so two
+    // rounds at once must equal one round continued by another, which starts from margins
+    // predicted by walking the first tree.
+    let (frame, y) = random_data(2_300_000, 3, 5);
+    let data = Dataset::new(frame, y).unwrap();
+    let cfg = |rounds: usize| {
+        config(&format!(
+            r#"{{"objective": "reg:squarederror", "n_estimators": {rounds}, "max_depth": 2, "max_bin": 32, "n_jobs": 2}}"#
+        ))
+    };
+    let two = train(&cfg(2), &data, &[]).unwrap();
+    let one = train(&cfg(1), &data, &[]).unwrap();
+    let continued = Training::new(&cfg(1), &data).init_model(&one).run().unwrap();
+    assert_eq!(two.trees(), continued.trees());
 }
 
 #[test]
