@@ -90,8 +90,8 @@ fn gather_left(rows: &mut [u32], parts: &[(usize, usize)]) -> usize {
 const PARALLEL_ROTATION: usize = 1 << 20;
 
 /// `rows.rotate_left(k)`; a long one as three reversals split across threads, since the
-/// first rotation of a large node moves half its rows and one thread doing it was the
-/// partition's longest serial step (tens of milliseconds a level at 20M rows).
+/// first rotation of a large node moves about half its rows, and one thread doing it was the
+/// partition's longest serial step at millions of rows.
 fn rotate_left(rows: &mut [u32], k: usize) {
     if rows.len() < PARALLEL_ROTATION {
         rows.rotate_left(k);
