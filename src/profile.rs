@@ -6,6 +6,12 @@ pub fn on() -> bool {
     std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "1")
 }
 
+/// `POLARS_GBT_PROFILE=calls`: a GPU fit counts its launches, uploads and read-backs, and the
+/// host's time in each, with no synchronisation added (what a fit's fixed costs are).
+pub fn calls_on() -> bool {
+    std::env::var_os("POLARS_GBT_PROFILE").is_some_and(|v| v == "calls")
+}
+
 thread_local! {
     /// Whether the fit running on this thread was asked to say what it chooses (`verbose`).
     static NOTES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };

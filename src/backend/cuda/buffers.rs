@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaSlice, CudaStream, CudaView, DevicePtrMut, DeviceRepr, LaunchConfig, PinnedHostSlice, ValidAsZeroBits,
+    CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PinnedHostSlice,
+    ValidAsZeroBits,
 };
 
 use super::data::grid_for;
@@ -29,12 +30,65 @@ pub(super) struct FitDevice<'r> {
     /// without a wait. Every read back waits through it (within its deadline, watching the
     /// peers), never in a plain stream synchronisation that a dead peer would hang.
     pub(super) watch: Option<&'r dyn DeviceSums>,
+    /// With POLARS_GBT_PROFILE=calls: what the host spends on the device's calls.
+    pub(super) calls: Option<CallCounts>,
+}
+
+/// The host's side of a fit's device calls (POLARS_GBT_PROFILE=calls), without the stage laps'
+/// synchronisations: how many launches, small uploads and read-backs, the seconds spent queueing
+/// them, and the seconds blocked in read-backs (the device still busy). What is left of the fit
+/// is the host's own work, during which the device may run dry.
+pub(super) struct CallCounts {
+    /// Since the training matrix was ready, and the trees grown since.
+    pub(super) since: std::time::Instant,
+    pub(super) trees: u64,
+    pub(super) launches: std::cell::Cell<u64>,
+    pub(super) launch_seconds: std::cell::Cell<f64>,
+    pub(super) uploads: u64,
+    pub(super) upload_seconds: f64,
+    pub(super) downloads: u64,
+    pub(super) download_seconds: f64,
+}
+
+impl CallCounts {
+    fn new() -> Self {
+        CallCounts {
+            since: std::time::Instant::now(),
+            trees: 0,
+            launches: Default::default(),
+            launch_seconds: Default::default(),
+            uploads: 0,
+            upload_seconds: 0.0,
+            downloads: 0,
+            download_seconds: 0.0,
+        }
+    }
+
+    /// A line for the profile, with per-tree figures.
+    pub(super) fn summary(&self) -> String {
+        let trees = self.trees;
+        let per = |x: f64| 1e3 * x / trees.max(1) as f64;
+        let (l, ls) = (self.launches.get(), self.launch_seconds.get());
+        format!(
+            "{trees} trees in {:.3} s; a tree: {:.3} ms, {:.1} launches ({:.3} ms queueing), {:.1} uploads ({:.3} ms), \
+             {:.1} read-backs ({:.3} ms blocked)",
+            self.since.elapsed().as_secs_f64(),
+            per(self.since.elapsed().as_secs_f64()),
+            l as f64 / trees.max(1) as f64,
+            per(ls),
+            self.uploads as f64 / trees.max(1) as f64,
+            per(self.upload_seconds),
+            self.downloads as f64 / trees.max(1) as f64,
+            per(self.download_seconds),
+        )
+    }
 }
 
 impl<'r> FitDevice<'r> {
     pub(super) fn new(rt: &'r Runtime, stream: Arc<CudaStream>) -> Result<Self> {
         let arena = UploadArena::new(rt, &stream)?;
-        Ok(FitDevice { rt, stream, memory: DeviceMemory::default(), arena, watch: None })
+        let calls = crate::profile::calls_on().then(CallCounts::new);
+        Ok(FitDevice { rt, stream, memory: DeviceMemory::default(), arena, watch: None, calls })
     }
 
     pub(super) fn zeros<T: DeviceRepr + ValidAsZeroBits>(&mut self, len: usize) -> Result<CudaSlice<T>> {
@@ -62,15 +116,80 @@ impl<'r> FitDevice<'r> {
             self.drain()?;
             self.arena.drained();
         }
-        s.upload(&mut self.memory, &mut self.arena, &self.stream, data)
+        let started = self.calls.is_some().then(std::time::Instant::now);
+        let r = s.upload(&mut self.memory, &mut self.arena, &self.stream, data);
+        if let (Some(c), Some(t)) = (&mut self.calls, started) {
+            c.uploads += 1;
+            c.upload_seconds += t.elapsed().as_secs_f64();
+        }
+        r
+    }
+
+    /// Queues one copy of several arrays of plain data into `s`, each part from a multiple of
+    /// 16 bytes; returns each part's byte offset. A level's small inputs go up this way: each
+    /// upload is a driver call and a copy the device waits for.
+    pub(super) fn fill_parts<const N: usize>(&mut self, s: &mut Scratch<u8>, parts: [&[u8]; N]) -> Result<[usize; N]> {
+        let mut offsets = [0; N];
+        let mut at = 0;
+        for (o, part) in offsets.iter_mut().zip(&parts) {
+            *o = at;
+            at = (at + part.len()).next_multiple_of(16);
+        }
+        let mut bytes = vec![0u8; at];
+        for (&o, part) in offsets.iter().zip(&parts) {
+            bytes[o..o + part.len()].copy_from_slice(part);
+        }
+        self.fill(s, &bytes)?;
+        Ok(offsets)
     }
 
     /// `src` on the host. The copy drains the stream, and so frees the upload arena.
     pub(super) fn download<T: DeviceRepr>(&mut self, src: CudaView<'_, T>) -> Result<Vec<T>> {
+        let started = self.calls.is_some().then(std::time::Instant::now);
         self.drain()?;
         let v = self.stream.clone_dtoh(&src).map_err(device_error)?;
         self.arena.drained();
+        if let (Some(c), Some(t)) = (&mut self.calls, started) {
+            c.downloads += 1;
+            c.download_seconds += t.elapsed().as_secs_f64();
+        }
         Ok(v)
+    }
+
+    /// `a` and `b` on the host after one wait: both are copied into the pinned arena's free end
+    /// and the stream is drained once. Two plain read-backs cost two waits (each a round trip
+    /// with the GPU drained); a level's split search and its partition's counts are read this way.
+    pub(super) fn download_pair<A: DeviceRepr, B: DeviceRepr>(
+        &mut self,
+        a: CudaView<'_, A>,
+        b: CudaView<'_, B>,
+    ) -> Result<(Vec<A>, Vec<B>)> {
+        let (a_bytes, b_bytes) = (std::mem::size_of::<A>() * a.len(), std::mem::size_of::<B>() * b.len());
+        let Some((a_at, b_at)) = self.arena.room_for_reads(a_bytes, b_bytes) else {
+            return Ok((self.download(a)?, self.download(b)?));
+        };
+        let started = self.calls.is_some().then(std::time::Instant::now);
+        let stream = self.stream.clone();
+        for (at, bytes, src) in [(a_at, a_bytes, a.device_ptr(&stream).0), (b_at, b_bytes, b.device_ptr(&stream).0)] {
+            // SAFETY: [at, at + bytes) lies in the pinned buffer past every queued upload's
+            // source (`room_for_reads`), and the source holds `bytes` bytes on this stream.
+            unsafe {
+                let dst = std::slice::from_raw_parts_mut(self.arena.base.add(at), bytes);
+                cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream())
+            }
+            .map_err(device_error)?;
+        }
+        self.drain()?;
+        stream.synchronize().map_err(device_error)?;
+        // SAFETY: the copies are done; A and B are plain data (DeviceRepr), their bytes at
+        // offsets aligned to 16 as `room_for_reads` gives them.
+        let (va, vb) = unsafe { (self.arena.read_out::<A>(a_at, a.len()), self.arena.read_out::<B>(b_at, b.len())) };
+        self.arena.drained();
+        if let (Some(c), Some(t)) = (&mut self.calls, started) {
+            c.downloads += 1;
+            c.download_seconds += t.elapsed().as_secs_f64();
+        }
+        Ok((va, vb))
     }
 
     /// Waits for the stream through the fit's collective when one has exchanges queued on it
@@ -102,7 +221,12 @@ impl<'r> FitDevice<'r> {
         args: &A,
         cfg: LaunchConfig,
     ) -> Result<()> {
-        launch::launch(&self.stream, kernel, args, cfg)
+        let Some(c) = &self.calls else { return launch::launch(&self.stream, kernel, args, cfg) };
+        let started = std::time::Instant::now();
+        let r = launch::launch(&self.stream, kernel, args, cfg);
+        c.launches.set(c.launches.get() + 1);
+        c.launch_seconds.set(c.launch_seconds.get() + started.elapsed().as_secs_f64());
+        r
     }
 }
 
@@ -189,10 +313,36 @@ impl UploadArena {
         bytes <= Self::BYTES && self.used.next_multiple_of(16) + bytes <= Self::BYTES
     }
 
+    /// Offsets for two read-backs of `a` and `b` bytes past the queued uploads' sources, each
+    /// aligned to 16; None when the buffer has no room for them.
+    fn room_for_reads(&self, a: usize, b: usize) -> Option<(usize, usize)> {
+        let a_at = self.used.next_multiple_of(16);
+        let b_at = (a_at + a).next_multiple_of(16);
+        (b_at + b <= Self::BYTES).then_some((a_at, b_at))
+    }
+
+    /// `len` values of `T` read back at `at`.
+    ///
+    /// # Safety
+    /// The copy into `[at, at + len * size_of::<T>())` has finished, `at` is aligned for `T`,
+    /// and `T` is plain data.
+    unsafe fn read_out<T>(&self, at: usize, len: usize) -> Vec<T> {
+        let mut v = Vec::with_capacity(len);
+        std::ptr::copy_nonoverlapping(self.base.add(at) as *const T, v.as_mut_ptr(), len);
+        v.set_len(len);
+        v
+    }
+
     /// After the stream has been drained: the whole buffer is free again.
     pub(super) fn drained(&mut self) {
         self.used = 0;
     }
+}
+
+/// The bytes of plain data (a `#[repr(C)]` struct of integers, as the kernels' inputs are).
+pub(super) fn bytes_of<T: DeviceRepr>(values: &[T]) -> &[u8] {
+    // SAFETY: DeviceRepr values are plain data, readable as bytes for their whole size.
+    unsafe { std::slice::from_raw_parts(values.as_ptr() as *const u8, std::mem::size_of_val(values)) }
 }
 
 /// A device buffer that grows to the largest size asked of it.

@@ -596,6 +596,9 @@ impl<'r> GpuLearner<'r> {
             );
             learner.profile.last = Instant::now();
         }
+        if let Some(c) = &mut learner.dev.calls {
+            c.since = Instant::now();
+        }
         Ok(learner)
     }
 
@@ -708,12 +711,18 @@ impl GpuLearner<'_> {
         let margin = self.gradients.margin.slice_mut(output * n..(output + 1) * n);
         self.margins.add_tree(&mut self.dev, &self.matrix, tree, margin)?;
         self.profile.lap(&self.dev.stream, Stage::Other);
+        if let Some(c) = &mut self.dev.calls {
+            c.trees += 1;
+        }
         Ok(())
     }
 }
 
 impl Drop for GpuLearner<'_> {
     fn drop(&mut self) {
+        if let Some(c) = &self.dev.calls {
+            eprintln!("polars-gbt profile: calls: {}", c.summary());
+        }
         if self.profile.on {
             let [g, h, sp, p, o, r] = self.profile.seconds;
             eprintln!(
