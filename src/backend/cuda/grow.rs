@@ -66,12 +66,24 @@ impl GpuNode {
 impl GpuLearner<'_> {
     /// Reads the partition's counts into the runs of `nodes` that wait for them.
     fn resolve_counts(&mut self, nodes: Vec<&mut GpuNode>) -> Result<()> {
-        let tasks = nodes.iter().filter_map(|n| match n.len {
+        let Some(n_tasks) = Self::pending_tasks(nodes.iter().map(|n| &**n)) else { return Ok(()) };
+        let lefts = self.rows.left_counts(&mut self.dev, n_tasks)?;
+        Self::apply_counts(nodes, &lefts);
+        Ok(())
+    }
+
+    /// How many of the last partition's counts the runs of `nodes` wait for (None: none).
+    fn pending_tasks<'n>(nodes: impl Iterator<Item = &'n GpuNode>) -> Option<usize> {
+        let tasks = nodes.filter_map(|n| match n.len {
             RowCount::Pending { task, .. } => Some(task as usize + 1),
             RowCount::Known(_) => None,
         });
-        let Some(n_tasks) = tasks.max() else { return Ok(()) };
-        let lefts = self.rows.left_counts(&mut self.dev, n_tasks)?;
+        tasks.max()
+    }
+
+    /// Sets the runs of `nodes` that wait for the last partition's counts from `lefts`, its
+    /// tasks' left-going rows.
+    fn apply_counts(nodes: Vec<&mut GpuNode>, lefts: &[u32]) {
         for n in nodes {
             if let RowCount::Pending { task, parent_len, right } = n.len {
                 // A run with no rows had no block to store its count.
@@ -82,7 +94,6 @@ impl GpuLearner<'_> {
                 }
             }
         }
-        Ok(())
     }
 
     /// Sums the histograms and row counts of `nodes` over the workers through the host, into
@@ -311,12 +322,15 @@ impl GrowSteps for GpuLearner<'_> {
             true => self.share_counts.buf.as_view(),
             false => self.rows.node_left.buf.as_view(),
         };
-        let found = self.split.evaluate(&mut self.dev, &self.matrix, &mut self.hist.pool, &eval, node_left, ctx)?;
+        // The partition's counts that the nodes' runs wait for come back with the splits.
+        let pending = Self::pending_tasks(nodes.iter().map(|o| &o.state));
+        let lefts = pending.map(|n| self.rows.node_left.buf.slice(..n));
+        let (found, lefts) =
+            self.split.evaluate(&mut self.dev, &self.matrix, &mut self.hist.pool, &eval, node_left, lefts, ctx)?;
         for (o, best) in nodes.iter_mut().zip(found) {
             o.best = best;
         }
-        // The evaluation's download drained the stream: the partition's counts are ready too.
-        self.resolve_counts(nodes.iter_mut().map(|o| &mut o.state).collect())?;
+        Self::apply_counts(nodes.iter_mut().map(|o| &mut o.state).collect(), &lefts);
         self.profile.lap(&self.dev.stream, Stage::SplitSearch);
         Ok(())
     }

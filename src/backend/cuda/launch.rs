@@ -39,6 +39,14 @@ impl<'a, T> DevPtr<'a, T> {
         DevPtr { ptr: self.ptr, _buffer: PhantomData }
     }
 
+    /// The `U`s that start `bytes` bytes into the buffer (one part of several uploaded together).
+    ///
+    /// # Safety
+    /// The part must lie within the buffer, aligned for `U`.
+    pub unsafe fn part<U>(self, bytes: usize) -> DevPtr<'a, U> {
+        DevPtr { ptr: self.ptr + bytes as CUdeviceptr, _buffer: PhantomData }
+    }
+
     /// Memory the caller owns, by address (another library's array: `predict::DeviceCall`).
     ///
     /// # Safety

@@ -5,7 +5,7 @@
 
 use cudarc::driver::{CudaSlice, CudaViewMut, LaunchConfig};
 
-use super::buffers::{cfg, FitDevice, Scratch};
+use super::buffers::{bytes_of, cfg, FitDevice, Scratch};
 use super::data::{DenseBins, DeviceBins, DeviceMatrix, MatrixRows, SparseEntries};
 use super::device_error;
 use super::gradients::FillIdentityArgs;
@@ -128,6 +128,14 @@ pub(super) struct Level {
 }
 
 /// The tasks' first blocks for `rows_per_block` rows a block, and the blocks in all.
+/// Where a level's tasks, rules and category words start in the partitioner's `level` bytes.
+#[derive(Clone, Copy, Default)]
+struct LevelParts {
+    tasks_at: usize,
+    rules_at: usize,
+    words_at: usize,
+}
+
 pub(super) fn assign_blocks(tasks: &mut [RowTask], rows_per_block: u32) -> u32 {
     let mut next = 0;
     for t in tasks.iter_mut() {
@@ -143,10 +151,10 @@ pub(super) struct RowPartitioner {
     ridx_tmp: CudaSlice<u32>,
     /// Per row-index position: whether the row goes left at this level's split.
     flags: CudaSlice<u8>,
-    tasks: Scratch<RowTask>,
-    rules: Scratch<SplitRule>,
-    /// Category bit words of a level's categorical rules.
-    rule_words: Scratch<u32>,
+    /// A level's tasks, rules and the category bit words of its categorical rules, uploaded
+    /// together (`fill_parts`), and where each part starts.
+    level: Scratch<u8>,
+    parts: LevelParts,
     block_left: Scratch<u32>,
     /// Left-going rows of each task of the last partition.
     pub(super) node_left: Scratch<u32>,
@@ -162,9 +170,8 @@ impl RowPartitioner {
             ridx: dev.zeros(n)?,
             ridx_tmp: dev.zeros(n)?,
             flags: dev.zeros(n)?,
-            tasks: dev.scratch(64)?,
-            rules: dev.scratch(64)?,
-            rule_words: dev.scratch(64)?,
+            level: dev.scratch(256)?,
+            parts: LevelParts::default(),
             block_left: dev.scratch(1024)?,
             node_left: dev.scratch(64)?,
             rows_per_block: var("POLARS_GBT_PARTITION_ROWS").map_or(ROWS_PER_BLOCK, |r| r.max(256)),
@@ -226,9 +233,10 @@ impl RowPartitioner {
         if blocks == 0 {
             return Ok(None);
         }
-        dev.fill(&mut self.tasks, &tasks)?;
-        dev.fill(&mut self.rules, rules)?;
-        dev.fill(&mut self.rule_words, if words.is_empty() { &[0] } else { words })?;
+        let words = if words.is_empty() { &[0] } else { words };
+        let [tasks_at, rules_at, words_at] =
+            dev.fill_parts(&mut self.level, [bytes_of(&tasks), bytes_of(rules), bytes_of(words)])?;
+        self.parts = LevelParts { tasks_at, rules_at, words_at };
         dev.reserve(&mut self.block_left, blocks as usize)?;
         if accumulate {
             let counts = &mut self.block_left.buf.slice_mut(..blocks as usize);
@@ -251,12 +259,15 @@ impl RowPartitioner {
         let k = &dev.rt.kernels;
         let (n_tasks, c) = (level.n_tasks, level.c);
         let mut p = dev.pins();
+        let uploaded = p.read(&self.level.buf);
+        let LevelParts { tasks_at, rules_at, words_at } = self.parts;
+        // SAFETY (the three parts): `plan` uploaded them at these offsets, each aligned to 16.
         let part = CountLeft {
             ridx: p.read(&self.ridx),
-            tasks: p.read(&self.tasks.buf),
+            tasks: unsafe { uploaded.part(tasks_at) },
             n_tasks,
-            rules: p.read(&self.rules.buf),
-            category_words: p.read(&self.rule_words.buf),
+            rules: unsafe { uploaded.part(rules_at) },
+            category_words: unsafe { uploaded.part(words_at) },
             rows_per_block: self.rows_per_block,
             flags: p.write(&mut self.flags),
             block_left: p.write(&mut self.block_left.buf),
@@ -304,7 +315,8 @@ impl RowPartitioner {
             let args = ScatterArgs {
                 flags: p.read(&self.flags),
                 ridx: p.read(&self.ridx),
-                tasks: p.read(&self.tasks.buf),
+                // SAFETY: `plan` uploaded the tasks there.
+                tasks: unsafe { p.read(&self.level.buf).part(self.parts.tasks_at) },
                 n_tasks,
                 rows_per_block: rpb,
                 block_left: p.read(&self.block_left.buf),
@@ -319,7 +331,8 @@ impl RowPartitioner {
             let mut p = dev.pins();
             let args = CopyRunsArgs {
                 from: p.read(&self.ridx_tmp),
-                tasks: p.read(&self.tasks.buf),
+                // SAFETY: `plan` uploaded the tasks there.
+                tasks: unsafe { p.read(&self.level.buf).part(self.parts.tasks_at) },
                 n_tasks,
                 rows_per_block: rpb,
                 to: p.write(&mut self.ridx),

@@ -288,6 +288,9 @@ impl SplitEvaluator {
     /// The best split of each node (None where none qualifies), over the features
     /// `ctx.node_features` allows it; ties go to the lowest feature, as on the CPU.
     /// `node_left` holds the last partition's left counts, which pending row counts read.
+    /// `read_too`, when given, is read back with the results, in the same wait (the last
+    /// partition's counts, which the host needs for the nodes' runs).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn evaluate(
         &mut self,
         dev: &mut FitDevice,
@@ -295,10 +298,12 @@ impl SplitEvaluator {
         pool: &mut HistPool,
         nodes: &[EvalNode],
         node_left: CudaView<'_, u32>,
+        read_too: Option<CudaView<'_, u32>>,
         ctx: &TreeContext,
-    ) -> Result<Vec<Option<SplitCandidate>>> {
+    ) -> Result<(Vec<Option<SplitCandidate>>, Vec<u32>)> {
         if nodes.is_empty() {
-            return Ok(Vec::new());
+            let read = read_too.map_or(Ok(Vec::new()), |v| dev.download(v))?;
+            return Ok((Vec::new(), read));
         }
         let nf = matrix.n_features;
         let masked = self.fill_masks(dev, nf, ctx, nodes.iter().map(|o| (o.depth, o.key, &o.limits)))?;
@@ -323,9 +328,13 @@ impl SplitEvaluator {
             self.launch_categorical(dev, matrix, pool, &rows, node_left, &params, ctx)?;
         }
         self.launch_best_feature(dev, nf as u32, tasks.len() as u32)?;
-        let best = dev.download(self.best.buf.slice(..tasks.len()))?;
+        let best = self.best.buf.slice(..tasks.len());
+        let (best, read) = match read_too {
+            Some(v) => dev.download_pair(best, v)?,
+            None => (dev.download(best)?, Vec::new()),
+        };
         let mut left_categories = self.categories_of_winners(dev, &best)?;
-        Ok(best
+        let found = best
             .into_iter()
             .zip(nodes)
             .enumerate()
@@ -342,7 +351,8 @@ impl SplitEvaluator {
                     right_sums: Vec::new(),
                 })
             })
-            .collect())
+            .collect();
+        Ok((found, read))
     }
 
     /// Uploads the feature masks of the nodes `(depth, key, limits)`, one row per node, unless
@@ -354,17 +364,18 @@ impl SplitEvaluator {
         ctx: &TreeContext,
         nodes: impl ExactSizeIterator<Item = (usize, u64, &'n NodeLimits)>,
     ) -> Result<bool> {
-        let masked = !ctx.all_features_everywhere(nf);
-        let mut masks = vec![0u8; if masked { nodes.len() * nf } else { 1 }];
-        if masked {
-            for (i, (depth, key, limits)) in nodes.enumerate() {
-                for f in ctx.node_features(depth, key, limits) {
-                    masks[i * nf + f as usize] = 1;
-                }
+        if ctx.all_features_everywhere(nf) {
+            // The kernels read no mask (`NO_MASK`): nothing to upload.
+            return Ok(false);
+        }
+        let mut masks = vec![0u8; nodes.len() * nf];
+        for (i, (depth, key, limits)) in nodes.enumerate() {
+            for f in ctx.node_features(depth, key, limits) {
+                masks[i * nf + f as usize] = 1;
             }
         }
         dev.fill(&mut self.masks, &masks)?;
-        Ok(masked)
+        Ok(true)
     }
 
     /// Whether vector-leaf nodes of `n_outputs` outputs are searched on the device: their
