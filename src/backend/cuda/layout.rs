@@ -439,6 +439,7 @@ macro_rules! kernel_arg_probes {
         $probe!(RadixPickArgs<u32>, "RadixPickArgs<u32>", [hist, n_nodes, shift, prefix, remaining]);
         $probe!(RadixPickArgs<u64>, "RadixPickArgs<u64>", [hist, n_nodes, shift, prefix, remaining]);
         $probe!(RefitValuesArgs, "RefitValuesArgs", [prefix, remaining, n_nodes, out]);
+        $probe!(RefitAddArgs, "RefitAddArgs", [leaf_of, values, n, margin]);
         use super::predict::*;
         $probe!(PredForest, "PredForest", [trees, n_trees, tiles, n_tiles, tile_nodes, sets, words, base]);
         $probe!(PredOutputs, "PredOutputs", [row_base, n_outputs, out, leaf_out]);

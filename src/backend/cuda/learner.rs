@@ -709,7 +709,11 @@ impl GpuLearner<'_> {
         }
         let n = self.n;
         let margin = self.gradients.margin.slice_mut(output * n..(output + 1) * n);
-        self.margins.add_tree(&mut self.dev, &self.matrix, tree, margin)?;
+        match &mut self.refit {
+            // The refit marked every row's leaf: the margins gather their leaves' values.
+            Some((_, device)) => device.add_tree(&mut self.dev, tree, margin)?,
+            None => self.margins.add_tree(&mut self.dev, &self.matrix, tree, margin)?,
+        }
         self.profile.lap(&self.dev.stream, Stage::Other);
         if let Some(c) = &mut self.dev.calls {
             c.trees += 1;

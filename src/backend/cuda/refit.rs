@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, CudaView, LaunchConfig};
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, LaunchConfig};
 
 use super::buffers::{FitDevice, Scratch};
 use super::data::DeviceMatrix;
@@ -105,7 +105,17 @@ pub struct RefitValuesArgs<'a> {
     pub out: DevPtrMut<'a, f32>,
 }
 
+/// `refit_add_leaves`.
+#[repr(C)]
+pub struct RefitAddArgs<'a> {
+    pub leaf_of: DevPtr<'a, f32>,
+    pub values: DevPtr<'a, f32>,
+    pub n: u32,
+    pub margin: DevPtrMut<'a, f32>,
+}
+
 kernel_args!(
+    RefitAddArgs,
     RefitCountArgs,
     RefitWeighArgs,
     RefitScatterArgs,
@@ -142,6 +152,8 @@ pub(super) struct DeviceRefit {
     /// Per leaf, 256 counts of the next byte.
     hist: Scratch<u32>,
     out: Scratch<f32>,
+    /// The refit tree's node values, which the margins take by each row's leaf.
+    values: Scratch<f32>,
     /// With whole sample weights: what the selection weighs instead of counting.
     weighed: Option<Weighed>,
     /// With POLARS_GBT_PROFILE=1: seconds in each step (marking leaves, counting, planning the
@@ -184,6 +196,7 @@ impl DeviceRefit {
             prefix: dev.scratch(256)?,
             hist: dev.scratch(256 * 256)?,
             out: dev.scratch(256)?,
+            values: dev.scratch(256)?,
             weighed: match weighed {
                 true => Some(Weighed {
                     key_weight: dev.zeros(n)?,
@@ -281,6 +294,23 @@ impl DeviceRefit {
         Ok(out)
     }
 
+    /// Adds the refit `tree`'s leaf values to `margin` (every row's), each row's leaf read from
+    /// the marking the refit made, instead of walking the tree again.
+    pub(super) fn add_tree(&mut self, dev: &mut FitDevice, tree: &Tree, mut margin: CudaViewMut<f32>) -> Result<()> {
+        dev.fill(&mut self.values, &tree.value)?;
+        let n = margin.len();
+        debug_assert_eq!(n, self.leaf_of.len(), "every row's leaf is marked");
+        let mut p = dev.pins();
+        let args = RefitAddArgs {
+            leaf_of: p.read(&self.leaf_of),
+            values: p.read(&self.values.buf),
+            n: n as u32,
+            margin: p.write(&mut margin),
+        };
+        // SAFETY: leaf_of and margin hold n rows; every marked leaf is a node of the tree.
+        unsafe { dev.launch(&dev.rt.kernels.refit_add_leaves, &args, dev.grid(n as u64, 256)) }
+    }
+
     /// The launch shape of the per-row kernels: `work` items, with the node counters in
     /// shared memory when `shape` says so.
     fn rows_grid(dev: &FitDevice, shape: Shape, work: u64) -> LaunchConfig {
@@ -372,6 +402,8 @@ impl DeviceRefit {
         let k = &dev.rt.kernels;
         let (m, n_nodes) = (shape.m, shape.n_nodes);
         let (rows, per_node) = (dev.grid(m as u64, 256), dev.grid(n_nodes as u64, 256));
+        // The picks take a warp a node.
+        let warp_per_node = dev.grid(n_nodes as u64 * 32, 256);
         // SAFETY (all launches): the keys' leaves are below `n_nodes`, and every per-node
         // buffer (the histograms 256 a node) holds `n_nodes`.
         for shift in [24u32, 16, 8, 0] {
@@ -395,11 +427,11 @@ impl DeviceRefit {
             match &mut self.weighed {
                 Some(wd) => {
                     let args = RadixPickArgs { hist: p.write(&mut wd.hist.buf), n_nodes, shift, prefix, remaining };
-                    unsafe { dev.launch(&k.refit_radix_pick_weighed, &args, per_node) }?;
+                    unsafe { dev.launch(&k.refit_radix_pick_weighed, &args, warp_per_node) }?;
                 }
                 None => {
                     let args = RadixPickArgs { hist: p.write(&mut self.hist.buf), n_nodes, shift, prefix, remaining };
-                    unsafe { dev.launch(&k.refit_radix_pick, &args, per_node) }?;
+                    unsafe { dev.launch(&k.refit_radix_pick, &args, warp_per_node) }?;
                 }
             }
         }

@@ -101,6 +101,7 @@ kernel_table!(
     refit_radix_weigh: super::refit::RadixWeighArgs<'static>,
     refit_radix_pick_weighed: super::refit::RadixPickArgs<'static, u64>,
     refit_values: super::refit::RefitValuesArgs<'static>,
+    refit_add_leaves: super::refit::RefitAddArgs<'static>,
     predict_complete: super::predict::PredictArgs<'static>,
     predict_complete_cat: super::predict::PredictArgs<'static>,
     predict_complete_global_rows: super::predict::PredictArgs<'static>,
