@@ -38,10 +38,13 @@ struct ObjectiveMaxArgs {
     Quantisation* q;
 };
 
+// `sum` (zeroed; null: not wanted): the quantised pairs of every row summed, the root's total
+// when the tree takes every row.
 struct ObjectiveQuantiseArgs {
     ObjectiveRows rows;
     const Quantisation* q;
     QuantGrad* out;
+    GradSum* sum;
 };
 
 // Float gradient pairs computed elsewhere (the host, the ranking kernel).
@@ -272,15 +275,32 @@ extern "C" __global__ void quantise(const QuantiseArgs a) {
 __device__ __forceinline__ void objective_quantise_body(u32 kind, float param, const float* margin,
                                                        const float* label, const float* weight,
                                                        const float* repeats, u32 n, u32 k, u32 c,
-                                                       const Quantisation* q, QuantGrad* out) {
+                                                       const Quantisation* q, QuantGrad* out, GradSum* sum) {
     double gs = q->g_scale, hs = q->h_scale;
-    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        out[i] = quantise_pair(objective_gradient(kind, margin, label, weight, i, n, k, c, param), gs, hs, repeats, i);
+    i64 g = 0, h = 0;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const QuantGrad p =
+            quantise_pair(objective_gradient(kind, margin, label, weight, i, n, k, c, param), gs, hs, repeats, i);
+        out[i] = p;
+        g += p.g;
+        h += p.h;
+    }
+    if (sum == nullptr) return;
+    // Integer sums: the same total in any order, as `sum_rows` gives it.
+    for (int o = 16; o > 0; o /= 2) {
+        g += __shfl_xor_sync(0xffffffffu, g, o);
+        h += __shfl_xor_sync(0xffffffffu, h, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd((u64*)&sum->g, (u64)g);
+        atomicAdd((u64*)&sum->h, (u64)h);
+    }
 }
 
 extern "C" __global__ void objective_quantise(const ObjectiveQuantiseArgs a) {
     const ObjectiveRows& r = a.rows;
-    objective_quantise_body(r.kind, r.param, r.margin, r.label, r.weight, r.repeats, r.n, r.k, r.c, a.q, a.out);
+    objective_quantise_body(r.kind, r.param, r.margin, r.label, r.weight, r.repeats, r.n, r.k, r.c, a.q, a.out,
+                            a.sum);
 }
 
 // Sum of the quantised pairs of rows ridx[0..n] (the root's total), into out (zeroed).

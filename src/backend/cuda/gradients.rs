@@ -47,6 +47,8 @@ pub struct ObjectiveQuantiseArgs<'a> {
     pub rows: ObjectiveRows<'a>,
     pub q: DevPtr<'a, Quantisation>,
     pub out: DevPtrMut<'a, QuantGrad>,
+    /// Null: no sum wanted.
+    pub sum: DevPtrMut<'a, GradSum>,
 }
 
 /// Float gradient pairs computed elsewhere (`GradientRows`). Null `repeats`: none.
@@ -293,10 +295,12 @@ impl Gradients {
         n_active: u32,
         comm: &dyn Collective,
     ) -> Result<(Quantiser, GradSum)> {
-        self.quantise(dev, c, comm)?;
         let s = dev.stream.clone();
         s.memset_zeros(&mut self.root_sum).map_err(device_error)?;
-        {
+        // A tree of every row (its index the identity) has its total summed as its gradients are
+        // quantised, with no second pass over them.
+        let summed = self.quantise(dev, c, comm, n_active as usize == self.n)?;
+        if !summed {
             let mut p = dev.pins();
             let args = SumRowsArgs {
                 grads: p.read(&self.quantised),
@@ -312,15 +316,16 @@ impl Gradients {
                 let s = dev.stream.clone();
                 let (address, sync) = self.root_sum.device_ptr_mut(&s);
                 let sum = DeviceReduction { address, len: 2, op: DeviceOp::SumI64 };
-                // SAFETY: one GradSum (two i64) on this GPU, written by `sum_rows` on the stream.
+                // SAFETY: one GradSum (two i64) on this GPU, written by `sum_rows` or the quantising
+                // kernel on the stream.
                 unsafe { sums.queue_in_place(&[sum]) }?;
                 drop(sync);
                 true
             }
             None => false,
         };
-        let scales = dev.download(self.quant.slice(..))?[0];
-        let mut total = dev.download(self.root_sum.slice(..))?;
+        let (scales, mut total) = dev.download_pair(self.quant.slice(..), self.root_sum.slice(..))?;
+        let scales = scales[0];
         if !summed_on_device {
             sum_grads(comm, &mut total)?;
         }
@@ -358,7 +363,7 @@ impl Gradients {
     }
 
     /// Queues the fixed-point gradients of output `c` into `quantised` (the scales into `quant`).
-    fn quantise(&mut self, dev: &mut FitDevice, c: usize, comm: &dyn Collective) -> Result<()> {
+    fn quantise(&mut self, dev: &mut FitDevice, c: usize, comm: &dyn Collective, sum_all: bool) -> Result<bool> {
         let rt = dev.rt;
         dev.stream.memset_zeros(&mut self.quant).map_err(device_error)?;
         let shrink = self.weighting.shrink_bits();
@@ -392,8 +397,11 @@ impl Gradients {
                 drop(q);
                 scale(dev, &mut self.quant, comm, shrink)?;
                 let mut q = Pins::new(&s);
-                let args = ObjectiveQuantiseArgs { rows, q: q.read(&self.quant), out: q.write(&mut self.quantised) };
-                unsafe { dev.launch(&k.objective_quantise, &args, g) }
+                let sum = if sum_all { q.write(&mut self.root_sum) } else { DevPtrMut::NULL };
+                let args =
+                    ObjectiveQuantiseArgs { rows, q: q.read(&self.quant), out: q.write(&mut self.quantised), sum };
+                unsafe { dev.launch(&k.objective_quantise, &args, g) }?;
+                Ok(sum_all)
             }
             (GradientKernel::Host | GradientKernel::Ranking { .. }, Some(all)) => {
                 // These float pairs are unweighted when the weights are repeats.
@@ -409,7 +417,8 @@ impl Gradients {
                 scale(dev, &mut self.quant, comm, shrink)?;
                 let mut q = Pins::new(&s);
                 let args = QuantiseArgs { rows, q: q.read(&self.quant), out: q.write(&mut self.quantised) };
-                unsafe { dev.launch(&k.quantise, &args, g) }
+                unsafe { dev.launch(&k.quantise, &args, g) }?;
+                Ok(false)
             }
             (GradientKernel::Host | GradientKernel::Ranking { .. }, None) => {
                 unreachable!("host and ranking gradients have a device buffer")

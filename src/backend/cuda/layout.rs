@@ -261,7 +261,7 @@ macro_rules! kernel_arg_probes {
         use super::gradients::*;
         $probe!(ObjectiveRows, "ObjectiveRows", [kind, param, margin, label, weight, repeats, n, k, c]);
         $probe!(ObjectiveMaxArgs, "ObjectiveMaxArgs", [rows, q]);
-        $probe!(ObjectiveQuantiseArgs, "ObjectiveQuantiseArgs", [rows, q, out]);
+        $probe!(ObjectiveQuantiseArgs, "ObjectiveQuantiseArgs", [rows, q, out, sum]);
         $probe!(GradientRows, "GradientRows", [grads, repeats, n]);
         $probe!(GradientMaxArgs, "GradientMaxArgs", [rows, q]);
         $probe!(QuantiseArgs, "QuantiseArgs", [rows, q, out]);
