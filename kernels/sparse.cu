@@ -104,6 +104,12 @@ struct SlotHistogram {
 // Rows a thread of histogram_sparse holds at once (their loads in flight together).
 #define SPARSE_ROWS_AT_ONCE 4
 
+// Whether word `w` of a row whose entries fill words w0..w1 still holds entries of the group,
+// which ends before entry k1 of the row (`per` entries a word).
+__device__ __forceinline__ bool holds_group(u32 w, u32 w0, u32 w1, u32 k1, u32 per) {
+    return w < w1 && (w - w0) * per < k1;
+}
+
 // As histogram.cu's build_histograms, over compressed rows. With several feature groups,
 // `group_starts` (index_groups) says where a row's part of this block's group begins and
 // ends; with one group it is not read.
@@ -156,13 +162,13 @@ __device__ void histogram_sparse(const E* entries, const u32* row_words, const Q
         uint4 first[R];
 #pragma unroll
         for (u32 u = 0; u < R; ++u) {
-            if (w[u] < w1[u] && (w[u] - w0[u]) * PER < k1[u]) first[u] = ((const uint4*)entries)[w[u]];
+            if (holds_group(w[u], w0[u], w1[u], k1[u], PER)) first[u] = ((const uint4*)entries)[w[u]];
         }
         // Whole 16-byte words of entries k0 .. k1; entries of other groups and the padding
         // (NONE, after every slot) are skipped.
 #pragma unroll
         for (u32 u = 0; u < R; ++u) {
-            for (bool at_first = true; w[u] < w1[u] && (w[u] - w0[u]) * PER < k1[u]; ++w[u], at_first = false) {
+            for (bool at_first = true; holds_group(w[u], w0[u], w1[u], k1[u], PER); ++w[u], at_first = false) {
                 u32 e[PER];
                 if (at_first) Entry<E>::unpack(first[u], e);
                 else Entry<E>::load(entries, w[u], e);

@@ -1150,6 +1150,18 @@ fn gpus(needed: usize) -> bool {
     seen >= needed
 }
 
+/// Binary fits of up to 200 rounds on the GPU that stop 3 rounds after the best validation
+/// logloss: the n_gpus tests' early-stopping configuration.
+fn early_stopping_on_the_gpu() -> TrainConfig {
+    let mut cfg = TrainConfig::from_json(
+        r#"{"objective": "binary:logistic", "n_estimators": 200, "max_depth": 8, "learning_rate": 0.5,
+            "early_stopping_rounds": 3, "eval_metric": ["logloss"]}"#,
+    )
+    .unwrap();
+    cfg.device = polars_gbt::Device::Cuda;
+    cfg
+}
+
 /// A model's JSON without the recorded GPU count (which must be `n`), for comparing a fit
 /// over several GPUs with one GPU's.
 fn json_without_gpu_count(model: &Model, n: usize) -> String {
@@ -1216,12 +1228,7 @@ fn several_gpus_of_one_process_give_one_gpus_model() {
     // Evaluation sets are shared out too; early stopping stops every GPU in the same round.
     // Rows of their own (the training rows' generator with another seed).
     let valid = dataset(&rows(3000, 34), &(0..3000).collect::<Vec<_>>(), false);
-    let mut cfg = TrainConfig::from_json(
-        r#"{"objective": "binary:logistic", "n_estimators": 200, "max_depth": 8, "learning_rate": 0.5,
-            "early_stopping_rounds": 3, "eval_metric": ["logloss"]}"#,
-    )
-    .unwrap();
-    cfg.device = polars_gbt::Device::Cuda;
+    let mut cfg = early_stopping_on_the_gpu();
     let one = train(&cfg, &plain, &[("valid", &valid)]).unwrap();
     cfg.n_gpus = 2;
     let mut rounds = 0;
@@ -1630,12 +1637,7 @@ fn streamed_fits_over_several_gpus_give_one_gpus_model() {
         );
     }
     let valid = dataset(&rows(5000, 36), &(0..5000).collect::<Vec<_>>(), true);
-    let mut cfg = TrainConfig::from_json(
-        r#"{"objective": "binary:logistic", "n_estimators": 200, "max_depth": 8, "learning_rate": 0.5,
-            "early_stopping_rounds": 3, "eval_metric": ["logloss"]}"#,
-    )
-    .unwrap();
-    cfg.device = polars_gbt::Device::Cuda;
+    let mut cfg = early_stopping_on_the_gpu();
     let one = train(&cfg, &weighted, &[("valid", &valid)]).unwrap();
     assert!(one.best_iteration().is_some_and(|b| b + 3 < 199), "early stopping should stop early");
     let stream =
