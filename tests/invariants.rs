@@ -1,4 +1,5 @@
-//! Exact invariants of the trainer: a split computed by hand, histogram subtraction,
+//! Exact invariants of the trainer: a split computed by hand, leaf values from the rows they
+//! receive, histogram subtraction,
 //! determinism, serialisation round trips, missing-value directions, categorical splits,
 //! growth limits and early stopping. Every fit runs on every backend here, each against the
 //! CPU's trees (`common::backends`).
@@ -343,6 +344,51 @@ fn string_columns_are_categorical_like_their_dictionary_columns() {
     let p = values(want.predict(&by_dict, PredictOutput::Value).unwrap());
     assert_eq!(values(want.predict(&by_strings, PredictOutput::Value).unwrap()), p);
     assert_eq!(values(fit(strings).predict(&by_dict, PredictOutput::Value).unwrap()), p);
+}
+
+#[test]
+fn every_leaf_holds_the_newton_step_of_the_rows_it_receives() {
+    // Squared error from base 0 (g = -y, h = 1): each leaf's value must be
+    // -eta * G / (H + lambda) over the rows that prediction sends to it. This ties the
+    // histograms the splits were chosen from to the partition that routed the rows (missing
+    // values and their learned directions included), in deep loss-guided and depth-wise trees.
+    let (frame, _) = random_data(6_000, 6, 12);
+    let mut xs = vec![vec![0f32; 6_000]; 3];
+    for (j, x) in xs.iter_mut().enumerate() {
+        frame.find(&format!("x{j}")).unwrap().read(0, x);
+    }
+    let y: Vec<f32> = (0..6_000).map(|i| xs[0][i] * xs[1][i] + (3.0 * xs[2][i]).sin()).collect();
+    let data = Dataset::new(frame.clone(), y.clone()).unwrap();
+    for json in [
+        r#"{"n_estimators": 1, "grow_policy": "lossguide", "max_depth": 0, "max_leaves": 63, "learning_rate": 0.3,
+            "base_score": 0.0}"#,
+        r#"{"n_estimators": 1, "max_depth": 6, "learning_rate": 0.3, "base_score": 0.0, "reg_lambda": 2.5}"#,
+    ] {
+        let cfg = config(json);
+        let model = train(&cfg, &data, &[]).unwrap();
+        let Predictions::Index { values: leaf, .. } = model.predict(&frame, PredictOutput::Leaf).unwrap() else {
+            panic!("leaf ids expected")
+        };
+        let tree = &model.trees()[0];
+        let mut sums = vec![(0f64, 0f64); tree.n_nodes()];
+        for (&l, &yi) in leaf.iter().zip(&y) {
+            sums[l as usize].0 -= yi as f64;
+            sums[l as usize].1 += 1.0;
+        }
+        let mut leaves = 0;
+        for (n, &(g, h)) in sums.iter().enumerate().filter(|(_, s)| s.1 > 0.0) {
+            assert!(tree.is_leaf(n as u32), "{json}: rows reach inner node {n}");
+            let want = -cfg.learning_rate * g / (h + cfg.reg_lambda);
+            let got = tree.value[n] as f64;
+            // The gradients are rounded to 15 bits of their largest magnitude before summing.
+            assert!(
+                (got - want).abs() <= 1e-3 * want.abs() + 1e-4,
+                "{json}: leaf {n} holds {got}, its rows' step is {want}"
+            );
+            leaves += 1;
+        }
+        assert!(leaves > 30, "{json}: only {leaves} leaves reached");
+    }
 }
 
 #[test]
