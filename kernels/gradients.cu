@@ -272,6 +272,20 @@ extern "C" __global__ void quantise(const QuantiseArgs a) {
     quantise_body(a.rows.grads, a.rows.repeats, a.rows.n, a.q, a.out);
 }
 
+// Adds every thread's (g, h) sums into `out` (a whole grid's total): summed within each warp,
+// then one 64-bit atomic each a warp. Integer sums: the same total in any order. Every lane of
+// a warp must call it.
+__device__ __forceinline__ void add_thread_sums(GradSum* out, i64 g, i64 h) {
+    for (int o = 16; o > 0; o /= 2) {
+        g += __shfl_xor_sync(0xffffffffu, g, o);
+        h += __shfl_xor_sync(0xffffffffu, h, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd((u64*)&out->g, (u64)g);
+        atomicAdd((u64*)&out->h, (u64)h);
+    }
+}
+
 __device__ __forceinline__ void objective_quantise_body(u32 kind, float param, const float* margin,
                                                        const float* label, const float* weight,
                                                        const float* repeats, u32 n, u32 k, u32 c,
@@ -285,16 +299,7 @@ __device__ __forceinline__ void objective_quantise_body(u32 kind, float param, c
         g += p.g;
         h += p.h;
     }
-    if (sum == nullptr) return;
-    // Integer sums: the same total in any order, as `sum_rows` gives it.
-    for (int o = 16; o > 0; o /= 2) {
-        g += __shfl_xor_sync(0xffffffffu, g, o);
-        h += __shfl_xor_sync(0xffffffffu, h, o);
-    }
-    if ((threadIdx.x & 31) == 0) {
-        atomicAdd((u64*)&sum->g, (u64)g);
-        atomicAdd((u64*)&sum->h, (u64)h);
-    }
+    if (sum != nullptr) add_thread_sums(sum, g, h);
 }
 
 extern "C" __global__ void objective_quantise(const ObjectiveQuantiseArgs a) {
@@ -315,14 +320,7 @@ extern "C" __global__ void sum_rows(const SumRowsArgs a) {
         g += q.g;
         h += q.h;
     }
-    for (int o = 16; o > 0; o /= 2) {
-        g += __shfl_xor_sync(0xffffffffu, g, o);
-        h += __shfl_xor_sync(0xffffffffu, h, o);
-    }
-    if ((threadIdx.x & 31) == 0) {
-        atomicAdd((u64*)&out->g, (u64)g);
-        atomicAdd((u64*)&out->h, (u64)h);
-    }
+    add_thread_sums(out, g, h);
 }
 
 extern "C" __global__ void fill_identity(const FillIdentityArgs a) {
