@@ -2,7 +2,9 @@
 //! counted allocations, pinned upload arena), growable device scratch buffers, and the pool of
 //! node histograms.
 
+use std::cell::Cell;
 use std::sync::Arc;
+use std::time::Instant;
 
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, PinnedHostSlice,
@@ -40,48 +42,54 @@ pub(super) struct FitDevice<'r> {
 /// is the host's own work, during which the device may run dry.
 pub(super) struct CallCounts {
     /// Since the training matrix was ready, and the trees grown since.
-    pub(super) since: std::time::Instant,
+    pub(super) since: Instant,
     pub(super) trees: u64,
-    pub(super) launches: std::cell::Cell<u64>,
-    pub(super) launch_seconds: std::cell::Cell<f64>,
-    pub(super) uploads: u64,
-    pub(super) upload_seconds: f64,
-    pub(super) downloads: u64,
-    pub(super) download_seconds: f64,
+    /// A `Cell`: launches take the device by `&`.
+    launches: Cell<Tally>,
+    uploads: Tally,
+    downloads: Tally,
+}
+
+/// Calls of one kind: how many, and the host's seconds in them.
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    calls: u64,
+    seconds: f64,
+}
+
+impl Tally {
+    /// This tally with one more call, begun at `started`.
+    fn plus(self, started: Instant) -> Tally {
+        Tally { calls: self.calls + 1, seconds: self.seconds + started.elapsed().as_secs_f64() }
+    }
 }
 
 impl CallCounts {
     fn new() -> Self {
-        CallCounts {
-            since: std::time::Instant::now(),
-            trees: 0,
-            launches: Default::default(),
-            launch_seconds: Default::default(),
-            uploads: 0,
-            upload_seconds: 0.0,
-            downloads: 0,
-            download_seconds: 0.0,
-        }
+        let none = Tally::default();
+        CallCounts { since: Instant::now(), trees: 0, launches: Cell::new(none), uploads: none, downloads: none }
     }
 
     /// A line for the profile, with per-tree figures.
     pub(super) fn summary(&self) -> String {
-        let trees = self.trees;
-        let per = |x: f64| 1e3 * x / trees.max(1) as f64;
-        let (l, ls) = (self.launches.get(), self.launch_seconds.get());
+        let trees = self.trees.max(1) as f64;
+        let per_tree = |t: Tally| (t.calls as f64 / trees, 1e3 * t.seconds / trees);
+        let elapsed = self.since.elapsed().as_secs_f64();
+        let (launches, launch_ms) = per_tree(self.launches.get());
+        let (uploads, upload_ms) = per_tree(self.uploads);
+        let (downloads, download_ms) = per_tree(self.downloads);
         format!(
-            "{trees} trees in {:.3} s; a tree: {:.3} ms, {:.1} launches ({:.3} ms queueing), {:.1} uploads ({:.3} ms), \
-             {:.1} read-backs ({:.3} ms blocked)",
-            self.since.elapsed().as_secs_f64(),
-            per(self.since.elapsed().as_secs_f64()),
-            l as f64 / trees.max(1) as f64,
-            per(ls),
-            self.uploads as f64 / trees.max(1) as f64,
-            per(self.upload_seconds),
-            self.downloads as f64 / trees.max(1) as f64,
-            per(self.download_seconds),
+            "{} trees in {elapsed:.3} s; a tree: {:.3} ms, {launches:.1} launches ({launch_ms:.3} ms queueing), \
+             {uploads:.1} uploads ({upload_ms:.3} ms), {downloads:.1} read-backs ({download_ms:.3} ms blocked)",
+            self.trees,
+            1e3 * elapsed / trees,
         )
     }
+}
+
+/// When `calls` is counting: now, the start of a call to count.
+fn start(calls: &Option<CallCounts>) -> Option<Instant> {
+    calls.is_some().then(Instant::now)
 }
 
 impl<'r> FitDevice<'r> {
@@ -116,11 +124,10 @@ impl<'r> FitDevice<'r> {
             self.drain()?;
             self.arena.drained();
         }
-        let started = self.calls.is_some().then(std::time::Instant::now);
+        let started = start(&self.calls);
         let r = s.upload(&mut self.memory, &mut self.arena, &self.stream, data);
         if let (Some(c), Some(t)) = (&mut self.calls, started) {
-            c.uploads += 1;
-            c.upload_seconds += t.elapsed().as_secs_f64();
+            c.uploads = c.uploads.plus(t);
         }
         r
     }
@@ -145,13 +152,12 @@ impl<'r> FitDevice<'r> {
 
     /// `src` on the host. The copy drains the stream, and so frees the upload arena.
     pub(super) fn download<T: DeviceRepr>(&mut self, src: CudaView<'_, T>) -> Result<Vec<T>> {
-        let started = self.calls.is_some().then(std::time::Instant::now);
+        let started = start(&self.calls);
         self.drain()?;
         let v = self.stream.clone_dtoh(&src).map_err(device_error)?;
         self.arena.drained();
         if let (Some(c), Some(t)) = (&mut self.calls, started) {
-            c.downloads += 1;
-            c.download_seconds += t.elapsed().as_secs_f64();
+            c.downloads = c.downloads.plus(t);
         }
         Ok(v)
     }
@@ -168,7 +174,7 @@ impl<'r> FitDevice<'r> {
         let Some((a_at, b_at)) = self.arena.room_for_reads(a_bytes, b_bytes) else {
             return Ok((self.download(a)?, self.download(b)?));
         };
-        let started = self.calls.is_some().then(std::time::Instant::now);
+        let started = start(&self.calls);
         let stream = self.stream.clone();
         for (at, bytes, src) in [(a_at, a_bytes, a.device_ptr(&stream).0), (b_at, b_bytes, b.device_ptr(&stream).0)] {
             // SAFETY: [at, at + bytes) lies in the pinned buffer past every queued upload's
@@ -186,8 +192,7 @@ impl<'r> FitDevice<'r> {
         let (va, vb) = unsafe { (self.arena.read_out::<A>(a_at, a.len()), self.arena.read_out::<B>(b_at, b.len())) };
         self.arena.drained();
         if let (Some(c), Some(t)) = (&mut self.calls, started) {
-            c.downloads += 1;
-            c.download_seconds += t.elapsed().as_secs_f64();
+            c.downloads = c.downloads.plus(t);
         }
         Ok((va, vb))
     }
@@ -222,10 +227,9 @@ impl<'r> FitDevice<'r> {
         cfg: LaunchConfig,
     ) -> Result<()> {
         let Some(c) = &self.calls else { return launch::launch(&self.stream, kernel, args, cfg) };
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let r = launch::launch(&self.stream, kernel, args, cfg);
-        c.launches.set(c.launches.get() + 1);
-        c.launch_seconds.set(c.launch_seconds.get() + started.elapsed().as_secs_f64());
+        c.launches.set(c.launches.get().plus(started));
         r
     }
 }
