@@ -183,7 +183,7 @@ struct DenseBins {
     __device__ __forceinline__ const B* row_bins(u32 row) const { return bins + (u64)(row - first_row) * stride; }
     __device__ __forceinline__ bool whole() const { return page_rows == ALL_ROWS; }
     // Positions begin..end of a node's run `run` (its rows ascending: the row index starts
-    // sorted and every partition is stable) narrowed to the rows of this page: two binary
+    // sorted and the paged partition is stable) narrowed to the rows of this page: two binary
     // searches, the same in every thread.
     __device__ __forceinline__ void narrow(const u32* run, u32& begin, u32& end) const {
         if (whole()) return;

@@ -285,6 +285,13 @@ struct SparseCountLeftArgs {
 };
 
 template <typename E>
+struct SparsePartitionArgs {
+    SparseEntries<E> rows;
+    Partition part;
+    const u32* slot_offsets;
+};
+
+template <typename E>
 struct SparseAddTreeArgs {
     SparseEntries<E> rows;
     TreeWalk walk;
@@ -308,7 +315,7 @@ struct SortRowsArgs {
         index_groups<E>(a.rows.entries, a.n_rows, a.rows.row_words, a.slot_offsets, a.group_first_feature,       \
                         a.n_groups, a.starts);                                                                  \
     }                                                                                                           \
-    extern "C" __global__ void __launch_bounds__(1024) histogram_##NAME(const SparseHistogramArgs<E> a) {                                \
+    extern "C" __global__ void __launch_bounds__(1024) histogram_##NAME(const SparseHistogramArgs<E> a) {        \
         const HistogramBuild& b = a.build;                                                                       \
         histogram_sparse<E>(a.rows.entries, a.rows.row_words, b.grads, b.ridx, b.tasks, b.n_tasks,               \
                             b.slot_offsets, b.group_first_feature, b.shared_slots, b.total_slots,               \
@@ -317,7 +324,13 @@ struct SortRowsArgs {
     extern "C" __global__ void count_left_##NAME(const SparseCountLeftArgs<E> a) {                                \
         const CountLeft& c = a.part;                                                                             \
         count_left(SparseRows<E>{a.rows.entries, a.rows.row_words, a.slot_offsets}, c.ridx, c.tasks, c.n_tasks,  \
-                   c.rules, c.category_words, c.rows_per_block, c.flags, c.block_left, c.accumulate);            \
+                   c.rules, c.category_words, c.rows_per_block, c.flags, c.block_left);                           \
+    }                                                                                                           \
+    extern "C" __global__ void __launch_bounds__(ONE_PASS_THREADS)                                               \
+        partition_##NAME(const SparsePartitionArgs<E> a) {                                                       \
+        const Partition& c = a.part;                                                                             \
+        partition_level(SparseRows<E>{a.rows.entries, a.rows.row_words, a.slot_offsets}, c.ridx, c.tasks,        \
+                        c.n_tasks, c.rules, c.category_words, c.lookback, c.node_left, c.ridx_out);              \
     }                                                                                                           \
     extern "C" __global__ void add_tree_##NAME(const SparseAddTreeArgs<E> a) {                                   \
         add_tree(SparseRows<E>{a.rows.entries, a.rows.row_words, a.slot_offsets}, a.walk.n_rows, a.walk.nodes,   \

@@ -637,6 +637,30 @@ fn mostly_null_data_is_stored_as_compressed_rows() {
     assert_eq!(planned(dense.features(), &cuts), Layout::Dense { width: 1, stride: 8 });
 }
 
+/// The partition's blocks learn their place in a node from the blocks before it, 32 at a time:
+/// nodes of hundreds of blocks (4,096 rows each) take several windows, and trees that are
+/// the CPU's show every row reached its child. Dense bins (column-major copy), row-major
+/// bins (too many features for the copy) and compressed rows, depth-wise and loss-guided.
+#[test]
+fn levels_of_hundreds_of_partition_blocks_fit_the_cpus_trees() {
+    if !gpu() {
+        return;
+    }
+    let (frame, y) = random_data(1_100_000, 5, 31);
+    let dense = Dataset::new(frame, y).unwrap();
+    let (frame, y) = random_data(300_000, 300, 32);
+    let wide = Dataset::new(frame, y).unwrap();
+    let sparse = sparse_data(600_000, 33);
+    for (data, what) in [(&dense, "dense"), (&wide, "row-major"), (&sparse, "compressed rows")] {
+        for json in [
+            r#"{"n_estimators": 4, "max_depth": 7}"#,
+            r#"{"n_estimators": 3, "grow_policy": "lossguide", "max_leaves": 24, "max_depth": 0}"#,
+        ] {
+            assert_same_trees(&fit(json, data, "cpu"), &fit(json, data, "cuda"), &format!("{what}: {json}"));
+        }
+    }
+}
+
 #[test]
 fn sparse_gpu_trees_equal_cpu_trees() {
     if !gpu() {

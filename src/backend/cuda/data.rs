@@ -156,9 +156,9 @@ pub struct DeviceMatrix {
     stride_arg: u32,
     /// 8- or 16-bit bins again (as bytes), column-major (`cols[f * n_rows + row]`, of the
     /// matrix's width: twice `n_rows * n_features` bytes for 16-bit bins): the partition reads one
-    /// feature of a node's rows, ascending, so a 32-byte sector serves all the rows of the node
-    /// it holds, where a row-major sector serves one row. Histograms and margin updates read
-    /// every feature of a row, and stay row-major.
+    /// feature of a node's rows, in row order (ascending or descending), so a 32-byte sector
+    /// serves all the rows of the node it holds, where a row-major sector serves one row.
+    /// Histograms and margin updates read every feature of a row, and stay row-major.
     pub cols: Option<CudaSlice<u8>>,
     /// Bins per feature, not counting the missing bin (whose id is this number).
     pub n_bins: Vec<u32>,

@@ -15,6 +15,7 @@
 
 use super::layout::{ChildSlots, GradSum, RowTask, SplitRule, TaskRows};
 use super::learner::{GpuLearner, Stage};
+use super::partition::Passes;
 use super::split::{EvalNode, NodeRowsArgs, VectorEvalNode};
 use cudarc::driver::DevicePtrMut;
 
@@ -237,7 +238,9 @@ impl GpuLearner<'_> {
         keep_others: bool,
         plans: Vec<Vec<ChildSlots>>,
     ) -> Result<()> {
-        let Some(level) = self.rows.plan(&mut self.dev, tasks, rules, rule_words, true)? else { return Ok(()) };
+        let Some(level) = self.rows.plan(&mut self.dev, tasks, rules, rule_words, Passes::Paged)? else {
+            return Ok(());
+        };
         let shape = self.hist.plan_left_children(&mut self.dev, &plans)?;
         for page in self.matrix.sweep() {
             let window = self.matrix.enter(&self.dev.stream, page)?;

@@ -1,7 +1,8 @@
 //! The row index on the device and what moves rows through a tree (`kernels/partition.cu`):
-//! partitioning split nodes' rows (route each row once into a flag byte, reading the split
-//! feature's column-major bins where the matrix keeps them, then a stable scatter), and
-//! adding a finished tree to the training margins by walking it on the bins.
+//! partitioning split nodes' rows (in one pass, each block learning its place in the node from
+//! the blocks before it, reading the split feature's column-major bins where the matrix keeps
+//! them; paged bins in two, route then scatter), and adding a finished tree to the training
+//! margins by walking it on the bins.
 
 use cudarc::driver::{CudaSlice, CudaViewMut, LaunchConfig};
 
@@ -15,12 +16,55 @@ use super::pages::Window;
 use crate::error::Result;
 use crate::tree::{Tree, NO_CHILD};
 
-/// Rows one partition block routes, and its threads.
+/// Rows one block of the paged partition's two passes routes, and its threads.
 const ROWS_PER_BLOCK: u32 = 1 << 12;
 const THREADS: u32 = 256;
+/// The one-pass partition's block: threads, and rows (16 a thread, held in registers);
+/// ONE_PASS_THREADS and ONE_PASS_ROWS in kernels/partition.cu.
+const ONE_PASS_THREADS: u32 = 256;
+const ONE_PASS_ROWS: u32 = ONE_PASS_THREADS * 16;
+
+/// `partition_level`'s arguments but the rows (`Partition` in kernels/partition.cu): each
+/// task's rows by its rule into the children's runs of `ridx_out`, each task's left-going count
+/// into `node_left`. `lookback`: one more than the launch's blocks, zeroed.
+#[repr(C)]
+pub struct Partition<'a> {
+    pub ridx: DevPtr<'a, u32>,
+    pub tasks: DevPtr<'a, RowTask>,
+    pub n_tasks: u32,
+    pub rules: DevPtr<'a, SplitRule>,
+    pub category_words: DevPtr<'a, u32>,
+    pub lookback: DevPtrMut<'a, u64>,
+    pub node_left: DevPtrMut<'a, u32>,
+    pub ridx_out: DevPtrMut<'a, u32>,
+}
+
+/// `partition_u8`, `_u16`, `_u32`: dense bins.
+#[repr(C)]
+pub struct PartitionArgs<'a, B> {
+    pub rows: DenseBins<'a, B>,
+    pub part: Partition<'a>,
+}
+
+/// `partition_cols_u8`, `_u16`: the column-major 8- or 16-bit bins of `n_rows` rows (bytes).
+#[repr(C)]
+pub struct PartitionColsArgs<'a> {
+    pub cols: DevPtr<'a, u8>,
+    pub n_rows: u32,
+    pub part: Partition<'a>,
+}
+
+/// `partition_s16`, `_s32`: compressed rows, whose entries are histogram slots.
+#[repr(C)]
+pub struct SparsePartitionArgs<'a, E> {
+    pub rows: SparseEntries<'a, E>,
+    pub part: Partition<'a>,
+    pub slot_offsets: DevPtr<'a, u32>,
+}
 
 /// `count_left`'s arguments but the rows (`CountLeft` in kernels/partition.cu): each task's
-/// rows routed by its rule into `flags`, each block's left-going count into `block_left`.
+/// rows of a page routed by its rule into `flags`, each block's left-going count added to
+/// `block_left` (zeroed before the first page).
 #[repr(C)]
 pub struct CountLeft<'a> {
     pub ridx: DevPtr<'a, u32>,
@@ -31,22 +75,12 @@ pub struct CountLeft<'a> {
     pub rows_per_block: u32,
     pub flags: DevPtrMut<'a, u8>,
     pub block_left: DevPtrMut<'a, u32>,
-    /// 1: add each block's count to `block_left` (a page of a paged matrix), else store it.
-    pub accumulate: u32,
 }
 
 /// `count_left_u8`, `_u16`, `_u32`: dense bins.
 #[repr(C)]
 pub struct CountLeftArgs<'a, B> {
     pub rows: DenseBins<'a, B>,
-    pub part: CountLeft<'a>,
-}
-
-/// `count_left_cols_u8`, `_u16`: the column-major 8- or 16-bit bins of `n_rows` rows (bytes).
-#[repr(C)]
-pub struct CountLeftColsArgs<'a> {
-    pub cols: DevPtr<'a, u8>,
-    pub n_rows: u32,
     pub part: CountLeft<'a>,
 }
 
@@ -107,9 +141,12 @@ pub struct SparseAddTreeArgs<'a, E> {
 }
 
 kernel_args!(
+    Partition,
+    PartitionArgs<B>,
+    PartitionColsArgs,
+    SparsePartitionArgs<E>,
     CountLeft,
     CountLeftArgs<B>,
-    CountLeftColsArgs,
     SparseCountLeftArgs<E>,
     ScatterArgs,
     CopyRunsArgs,
@@ -118,13 +155,22 @@ kernel_args!(
     SparseAddTreeArgs<E>
 );
 
-/// A level's partition once planned: its tasks, the launch covering their rows, and whether
-/// pages add to the blocks' counts.
+/// How a level's rows move: in one pass (bins on the device whole), or routed page by page
+/// into flags (the pages' counts added up) and then scattered.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Passes {
+    One,
+    Paged,
+}
+
+/// A level's partition once planned: its tasks, the launch covering their rows, and its passes.
 #[derive(Clone, Copy)]
 pub(super) struct Level {
     n_tasks: u32,
+    blocks: u32,
+    rows_per_block: u32,
     c: LaunchConfig,
-    accumulate: bool,
+    passes: Passes,
 }
 
 /// The tasks' first blocks for `rows_per_block` rows a block, and the blocks in all.
@@ -156,9 +202,12 @@ pub(super) struct RowPartitioner {
     level: Scratch<u8>,
     parts: LevelParts,
     block_left: Scratch<u32>,
+    /// The one-pass launch's next block place, then each block's published count.
+    lookback: Scratch<u64>,
     /// Left-going rows of each task of the last partition.
     pub(super) node_left: Scratch<u32>,
-    /// Rows and threads of a block (POLARS_GBT_PARTITION_ROWS / _THREADS override them).
+    /// Rows and threads of a paged pass's block (POLARS_GBT_PARTITION_ROWS / _THREADS
+    /// override them).
     rows_per_block: u32,
     threads: u32,
 }
@@ -173,6 +222,7 @@ impl RowPartitioner {
             level: dev.scratch(256)?,
             parts: LevelParts::default(),
             block_left: dev.scratch(1024)?,
+            lookback: dev.scratch(1024)?,
             node_left: dev.scratch(64)?,
             rows_per_block: var("POLARS_GBT_PARTITION_ROWS").map_or(ROWS_PER_BLOCK, |r| r.max(256)),
             threads: var("POLARS_GBT_PARTITION_THREADS").map_or(THREADS, |t| t.clamp(32, 1024) / 32 * 32),
@@ -199,10 +249,11 @@ impl RowPartitioner {
         Ok(rows.map_or(n, <[u32]>::len) as u32)
     }
 
-    /// Partitions each task's rows by its rule; the left-going counts are left in `node_left`.
-    /// `keep_others`: rows of nodes outside `tasks` must stay where they are (loss-guided growth).
-    /// Bins on the device whole: a paged level routes page by page with its histograms in one
-    /// pass (`grow.rs`, [`plan`](Self::plan), [`route_in`](Self::route_in), [`scatter`](Self::scatter)).
+    /// Partitions each task's rows by its rule, in one pass; the left-going counts are left in
+    /// `node_left`. `keep_others`: rows of nodes outside `tasks` must stay where they are
+    /// (loss-guided growth). Bins on the device whole: a paged level routes page by page with
+    /// its histograms (`grow.rs`, [`plan`](Self::plan), [`route_in`](Self::route_in),
+    /// [`scatter`](Self::scatter)).
     pub(super) fn partition(
         &mut self,
         dev: &mut FitDevice,
@@ -213,23 +264,72 @@ impl RowPartitioner {
         keep_others: bool,
     ) -> Result<()> {
         debug_assert!(!matrix.is_paged(), "a paged level partitions in grow.rs's one pass");
-        let Some(level) = self.plan(dev, tasks, rules, words, false)? else { return Ok(()) };
-        self.route_in(dev, matrix, &Window::whole(matrix.n_rows), level)?;
-        self.scatter(dev, level, keep_others)
+        let Some(level) = self.plan(dev, tasks, rules, words, Passes::One)? else { return Ok(()) };
+        let lookback = level.blocks as usize + 1;
+        dev.reserve(&mut self.lookback, lookback)?;
+        dev.stream.memset_zeros(&mut self.lookback.buf.slice_mut(..lookback)).map_err(device_error)?;
+        let k = &dev.rt.kernels;
+        {
+            let mut p = dev.pins();
+            let uploaded = p.read(&self.level.buf);
+            let LevelParts { tasks_at, rules_at, words_at } = self.parts;
+            // SAFETY (the three parts): `plan` uploaded them at these offsets, each aligned to 16.
+            let part = Partition {
+                ridx: p.read(&self.ridx),
+                tasks: unsafe { uploaded.part(tasks_at) },
+                n_tasks: level.n_tasks,
+                rules: unsafe { uploaded.part(rules_at) },
+                category_words: unsafe { uploaded.part(words_at) },
+                lookback: p.write(&mut self.lookback.buf),
+                node_left: p.write(&mut self.node_left.buf),
+                ridx_out: p.write(&mut self.ridx_tmp),
+            };
+            let c = level.c;
+            // SAFETY: the tasks' runs lie in ridx, the blocks of `c` cover them (ONE_PASS_ROWS
+            // each), and `lookback` holds one more than them, zeroed; compressed rows find a
+            // feature's bin among its histogram slots.
+            unsafe {
+                if let Some(cols) = &matrix.cols {
+                    // The copy has the bins' width: 8 or 16 bits.
+                    let wide = matches!(matrix.bins, DeviceBins::U16(_));
+                    let args = PartitionColsArgs { cols: p.read(cols), n_rows: matrix.n_rows as u32, part };
+                    dev.launch(if wide { &k.partition_cols_u16 } else { &k.partition_cols_u8 }, &args, c)?;
+                } else {
+                    match matrix.rows_in(&mut p, &Window::whole(matrix.n_rows)) {
+                        MatrixRows::U8(rows) => dev.launch(&k.partition_u8, &PartitionArgs { rows, part }, c),
+                        MatrixRows::U16(rows) => dev.launch(&k.partition_u16, &PartitionArgs { rows, part }, c),
+                        MatrixRows::U32(rows) => dev.launch(&k.partition_u32, &PartitionArgs { rows, part }, c),
+                        MatrixRows::S16(rows) => {
+                            let slot_offsets = p.read(&matrix.slot_offsets_dev);
+                            dev.launch(&k.partition_s16, &SparsePartitionArgs { rows, part, slot_offsets }, c)
+                        }
+                        MatrixRows::S32(rows) => {
+                            let slot_offsets = p.read(&matrix.slot_offsets_dev);
+                            dev.launch(&k.partition_s32, &SparsePartitionArgs { rows, part, slot_offsets }, c)
+                        }
+                    }?;
+                }
+            }
+        }
+        self.settle(dev, level, keep_others)
     }
 
-    /// Uploads a level's tasks and rules, and for a paged matrix (`accumulate`) zeroes the
-    /// blocks' counts that each page adds to; None when the tasks have no rows.
+    /// Uploads a level's tasks and rules, and for a paged matrix zeroes the blocks' counts
+    /// that each page adds to; None when the tasks have no rows.
     pub(super) fn plan(
         &mut self,
         dev: &mut FitDevice,
         mut tasks: Vec<RowTask>,
         rules: &[SplitRule],
         words: &[u32],
-        accumulate: bool,
+        passes: Passes,
     ) -> Result<Option<Level>> {
         dev.reserve(&mut self.node_left, tasks.len())?;
-        let blocks = assign_blocks(&mut tasks, self.rows_per_block);
+        let (rows_per_block, threads) = match passes {
+            Passes::One => (ONE_PASS_ROWS, ONE_PASS_THREADS),
+            Passes::Paged => (self.rows_per_block, self.threads),
+        };
+        let blocks = assign_blocks(&mut tasks, rows_per_block);
         if blocks == 0 {
             return Ok(None);
         }
@@ -237,18 +337,17 @@ impl RowPartitioner {
         let [tasks_at, rules_at, words_at] =
             dev.fill_parts(&mut self.level, [bytes_of(&tasks), bytes_of(rules), bytes_of(words)])?;
         self.parts = LevelParts { tasks_at, rules_at, words_at };
-        dev.reserve(&mut self.block_left, blocks as usize)?;
-        if accumulate {
+        if passes == Passes::Paged {
+            dev.reserve(&mut self.block_left, blocks as usize)?;
             let counts = &mut self.block_left.buf.slice_mut(..blocks as usize);
             dev.stream.memset_zeros(counts).map_err(device_error)?;
         }
-        let (n_tasks, c) = (tasks.len() as u32, cfg((blocks, 1), self.threads, 0));
-        Ok(Some(Level { n_tasks, c, accumulate }))
+        let (n_tasks, c) = (tasks.len() as u32, cfg((blocks, 1), threads, 0));
+        Ok(Some(Level { n_tasks, blocks, rows_per_block, c, passes }))
     }
 
-    /// Routes the level's rows that `window` holds (`flags`, and each block's left-going
-    /// count in `block_left`), reading the column-major copy where there is one (one feature's
-    /// bins in one run), else the rows.
+    /// Routes the paged level's rows that `window` holds (`flags`, and each block's
+    /// left-going count added to `block_left`).
     pub(super) fn route_in(
         &mut self,
         dev: &FitDevice,
@@ -256,6 +355,7 @@ impl RowPartitioner {
         window: &Window,
         level: Level,
     ) -> Result<()> {
+        debug_assert!(level.passes == Passes::Paged && matrix.cols.is_none());
         let k = &dev.rt.kernels;
         let (n_tasks, c) = (level.n_tasks, level.c);
         let mut p = dev.pins();
@@ -268,22 +368,14 @@ impl RowPartitioner {
             n_tasks,
             rules: unsafe { uploaded.part(rules_at) },
             category_words: unsafe { uploaded.part(words_at) },
-            rows_per_block: self.rows_per_block,
+            rows_per_block: level.rows_per_block,
             flags: p.write(&mut self.flags),
             block_left: p.write(&mut self.block_left.buf),
-            accumulate: level.accumulate as u32,
         };
         // SAFETY: the tasks' runs lie in ridx, and the blocks of `c` cover them; compressed
         // rows find a feature's bin among its histogram slots; a page's kernel reads only the
         // rows its window holds.
         unsafe {
-            if let Some(cols) = &matrix.cols {
-                // The copy has the bins' width: 8 or 16 bits.
-                let wide = matches!(matrix.bins, DeviceBins::U16(_));
-                let args = CountLeftColsArgs { cols: p.read(cols), n_rows: matrix.n_rows as u32, part };
-                let f = if wide { &k.count_left_cols_u16 } else { &k.count_left_cols_u8 };
-                return dev.launch(f, &args, c);
-            }
             match matrix.rows_in(&mut p, window) {
                 MatrixRows::U8(rows) => dev.launch(&k.count_left_u8, &CountLeftArgs { rows, part }, c),
                 MatrixRows::U16(rows) => dev.launch(&k.count_left_u16, &CountLeftArgs { rows, part }, c),
@@ -306,9 +398,9 @@ impl RowPartitioner {
         &self.flags
     }
 
-    /// Scatters the routed rows of the level into their children's runs.
+    /// Scatters the paged level's routed rows into their children's runs.
     pub(super) fn scatter(&mut self, dev: &mut FitDevice, level: Level, keep_others: bool) -> Result<()> {
-        let (n_tasks, c, rpb) = (level.n_tasks, level.c, self.rows_per_block);
+        let (n_tasks, c, rpb) = (level.n_tasks, level.c, level.rows_per_block);
         let k = &dev.rt.kernels;
         {
             let mut p = dev.pins();
@@ -323,10 +415,16 @@ impl RowPartitioner {
                 node_left: p.write(&mut self.node_left.buf),
                 ridx_out: p.write(&mut self.ridx_tmp),
             };
-            // SAFETY (both launches): the tasks' runs lie in the row indices, and the blocks of
-            // `c` cover them (as count_left's).
+            // SAFETY: the tasks' runs lie in the row indices, and the blocks of `c` cover them
+            // (as count_left's).
             unsafe { dev.launch(&k.scatter, &args, c) }?;
         }
+        self.settle(dev, level, keep_others)
+    }
+
+    /// The children's runs, in `ridx_tmp`, become the row index's.
+    fn settle(&mut self, dev: &mut FitDevice, level: Level, keep_others: bool) -> Result<()> {
+        let (n_tasks, c, rpb) = (level.n_tasks, level.c, level.rows_per_block);
         if keep_others {
             let mut p = dev.pins();
             let args = CopyRunsArgs {
@@ -337,7 +435,8 @@ impl RowPartitioner {
                 rows_per_block: rpb,
                 to: p.write(&mut self.ridx),
             };
-            unsafe { dev.launch(&k.copy_runs, &args, c) }?;
+            // SAFETY: the tasks' runs lie in both row indices, and the blocks of `c` cover them.
+            unsafe { dev.launch(&dev.rt.kernels.copy_runs, &args, c) }?;
         } else {
             // Only the split nodes' rows are needed from here on, and they are all in ridx_tmp.
             std::mem::swap(&mut self.ridx, &mut self.ridx_tmp);
