@@ -375,7 +375,10 @@ fn base_scores_over_workers_are_one_workers_whether_summed_or_gathered() {
     wide.label = (0..n).map(|i| 10f32.powi((i % 41) as i32 - 20) * if i % 2 == 0 { 1.0 } else { -1.0 }).collect();
     for (all, what, summed) in [(fractional, "fractional labels", true), (wide, "labels from 1e-20 to 1e20", false)] {
         // Which way the base score goes: unweighted, the sums are of the labels themselves.
-        let exact = polars_gbt::collective::exact_sums(&polars_gbt::collective::Solo, n, |i| [all.label[i] as f64]);
+        let labels = |start: usize, out: &mut [[f64; 1]]| {
+            out.iter_mut().zip(&all.label[start..]).for_each(|(o, &y)| *o = [y as f64]);
+        };
+        let exact = polars_gbt::collective::exact_sums(&polars_gbt::collective::Solo, n, labels);
         assert_eq!(exact.unwrap().is_some(), summed, "{what}");
         let all = Arc::new(all);
         for json in [

@@ -320,11 +320,8 @@ impl<'a> Trainer<'a> {
             // in parallel, and in a distributed fit added up over the workers with no label
             // crossing.
             let t = data.targets();
-            let term = |i: usize| {
-                let w = loss.mean_weight(&t, i) as f64;
-                [t.label[i] as f64 * w, w]
-            };
-            if let Some([sum, total]) = exact_sums(shard.comm, data.n_rows(), term)? {
+            let terms = |start, out: &mut [[f64; 2]]| loss.mean_terms(&t, start, out);
+            if let Some([sum, total]) = exact_sums(shard.comm, data.n_rows(), terms)? {
                 return Ok(vec![loss.base_score_to_margin(if total > 0.0 { sum / total } else { 0.0 })]);
             }
         }

@@ -9,6 +9,7 @@ use arrow_buffer::ScalarBuffer;
 
 use super::column::FeatureColumn;
 use super::stream::{BinnedRows, BinnedView};
+use super::targets::first_failing;
 use super::Targets;
 use crate::error::{Error, Result};
 
@@ -352,7 +353,7 @@ impl Dataset {
                 k => format!("{} label values are not {k} targets for each of the features' {n} rows", label.len()),
             }));
         }
-        if let Some(j) = label.iter().position(|y| !y.is_finite()) {
+        if let Some(j) = first_failing(label, f32::is_finite) {
             let (target, i) = (j / n, j % n);
             let which = if n_targets > 1 { format!(" of target {target}") } else { String::new() };
             return Err(Error::column(
@@ -411,7 +412,7 @@ impl Dataset {
         if weight.len() != self.n_rows() {
             return Err(Error::data(format!("weight has {} rows but the data has {}", weight.len(), self.n_rows())));
         }
-        if let Some(i) = weight.iter().position(|w| !w.is_finite() || *w < 0.0) {
+        if let Some(i) = first_failing(&weight, |w| w.is_finite() && w >= 0.0) {
             return Err(Error::column(
                 "weight",
                 format!("value at row {i} is {} (weights must be finite and >= 0)", weight[i]),
@@ -479,7 +480,7 @@ impl Dataset {
                 format!("has {} values for {} rows", margin.len(), self.n_rows()),
             ));
         }
-        if let Some(i) = margin.iter().position(|m| !m.is_finite()) {
+        if let Some(i) = first_failing(&margin, f32::is_finite) {
             return Err(Error::column("base_margin", format!("value {i} is {} (must be finite)", margin[i])));
         }
         self.base_margin = Some(margin);

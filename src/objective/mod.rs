@@ -56,6 +56,14 @@ pub trait Loss: Send + Sync {
     fn mean_weight(&self, t: &Targets, i: usize) -> f32 {
         t.w(i)
     }
+    /// The terms of that mean, `[label * w, w]` with `w` = [`Loss::mean_weight`], of rows
+    /// `start..start + out.len()`: a block of rows a call through the trait object.
+    fn mean_terms(&self, t: &Targets, start: usize, out: &mut [[f64; 2]]) {
+        for (o, i) in out.iter_mut().zip(start..) {
+            let w = self.mean_weight(t, i) as f64;
+            *o = [t.label[i] as f64 * w, w];
+        }
+    }
     /// For L1-type losses, output `output`'s leaves are refit to this quantile of the residuals.
     fn leaf_quantile(&self, _output: usize) -> Option<f64> {
         None
@@ -80,8 +88,8 @@ pub fn transform_row(objective: Objective, row: &mut [f32]) {
 pub(crate) use math::sigmoid;
 
 /// Fails with the first row where `ok` does not hold.
-pub(crate) fn check_each(label: &[f32], what: &str, ok: impl Fn(f32) -> bool) -> Result<()> {
-    match label.iter().position(|&y| !ok(y)) {
+pub(crate) fn check_each(label: &[f32], what: &str, ok: impl Fn(f32) -> bool + Sync) -> Result<()> {
+    match crate::data::targets::first_failing(label, ok) {
         Some(i) => Err(Error::column("label", format!("value {} at row {i} is invalid: {what}", label[i]))),
         None => Ok(()),
     }
