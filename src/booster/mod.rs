@@ -275,7 +275,11 @@ pub(super) fn fit(
         if crate::profile::on() {
             eprintln!("polars-gbt profile: checks and set-up before the engine {:.3} s", clock.elapsed().as_secs_f64());
         }
-        trainer.run(engine, callback)
+        let model = trainer.run(engine, callback);
+        if crate::profile::on() {
+            eprintln!("polars-gbt profile: the fit, checks to model {:.3} s", clock.elapsed().as_secs_f64());
+        }
+        model
     };
     if cfg.n_jobs > 0 {
         let pool = rayon::ThreadPoolBuilder::new()

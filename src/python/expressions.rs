@@ -379,7 +379,11 @@ impl<'a> FitInputs<'a> {
         rows: Option<&[IdxSize]>,
         log: &mut RoundCallback,
     ) -> PolarsResult<crate::Model> {
+        let clock = std::time::Instant::now();
         let (fit, valid) = self.split(rows, false)?;
+        if crate::profile::on() {
+            eprintln!("polars-gbt profile: the plugin's inputs to datasets {:.3} s", clock.elapsed().as_secs_f64());
+        }
         let evals: Vec<(&str, &Dataset)> =
             self.eval_sets.iter().zip(&valid).map(|((name, _), d)| (name.as_str(), d)).collect();
         self.run(cfg, &fit, &evals, log)
@@ -516,7 +520,12 @@ fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
         }
         None => fit.train(&cfg, None, &mut log)?,
     };
-    Ok(Series::new(PlSmallStr::from_static("model"), [model.to_bytes().as_slice()]))
+    let clock = std::time::Instant::now();
+    let bytes = model.to_bytes();
+    if crate::profile::on() {
+        eprintln!("polars-gbt profile: the model to bytes {:.3} s", clock.elapsed().as_secs_f64());
+    }
+    Ok(Series::new(PlSmallStr::from_static("model"), [bytes.as_slice()]))
 }
 
 /// `gbt.fit(..., by=key)`'s output: a struct of the key (named and typed as the `by` column,
