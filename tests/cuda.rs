@@ -14,6 +14,7 @@ use arrow_array::{ArrayRef, DictionaryArray, Float32Array};
 use polars_gbt::backend::cpu::predict::FlatForest;
 use polars_gbt::backend::cuda;
 use polars_gbt::backend::cuda::GpuForest;
+use polars_gbt::backend::StartMargin;
 use polars_gbt::collective::Solo;
 use polars_gbt::random::Rng;
 use polars_gbt::{train, Dataset, Error, FeatureColumn, FeatureFrame, Model, PredictOutput, Predictions, TrainConfig};
@@ -719,9 +720,17 @@ fn assert_steps_equal_cpu(json: &str, data: &Dataset, rows: Option<&[u32]>, feat
     let mut cpu = setup.cpu_learner(data);
     let rt = cuda::runtime().unwrap();
     let _turn = rt.take_turn(true);
-    let mut gpu =
-        cuda::GpuLearner::new(&rt, data, &setup.cuts, setup.grow.clone(), &setup.cfg, &setup.margin, None, &Solo)
-            .unwrap_or_else(|e| panic!("{json}: {e}"));
+    let mut gpu = cuda::GpuLearner::new(
+        &rt,
+        data,
+        &setup.cuts,
+        setup.grow.clone(),
+        &setup.cfg,
+        &StartMargin::Rows(setup.margin.clone()),
+        None,
+        &Solo,
+    )
+    .unwrap_or_else(|e| panic!("{json}: {e}"));
     gpu.compute_gradients(&*setup.loss, &common::lockstep::targets(data)).unwrap();
     let mut first = None;
     for repeat in 0..repeats {
@@ -1600,7 +1609,7 @@ fn paged_fits_train_as_in_core_fits() {
                     rows,
                     setup.grow.clone(),
                     &cfg,
-                    &setup.margin,
+                    &StartMargin::Rows(setup.margin.clone()),
                     None,
                     &Solo,
                 )

@@ -53,10 +53,28 @@ pub struct Fit<'a> {
     pub data: &'a Dataset,
     pub grow: GrowParams,
     pub cfg: &'a TrainConfig,
-    /// Class-major: output c's margins for every row, then output c + 1's.
-    pub margin: Vec<f32>,
+    pub margin: StartMargin,
     pub refit: Option<LeafRefit<'a>>,
     pub shard: &'a Shard<'a>,
+}
+
+/// Where a fit's margins start: one value an output (the base margin), or each row's own
+/// (the data's `base_margin`), class-major: output c's margins for every row, then output
+/// c + 1's. A GPU fit fills the constant on the device, without building every row's copy
+/// on the host first (a tenth of a second at 50M rows).
+pub enum StartMargin {
+    Constant(Vec<f32>),
+    Rows(Vec<f32>),
+}
+
+impl StartMargin {
+    /// Every row's margins, class-major, for `n` rows.
+    pub fn into_rows(self, n: usize) -> Vec<f32> {
+        match self {
+            StartMargin::Constant(base) => base.iter().flat_map(|&b| std::iter::repeat_n(b, n)).collect(),
+            StartMargin::Rows(rows) => rows,
+        }
+    }
 }
 
 /// A fit's rows as an engine receives them: columns (whose cut points the engine computes),

@@ -15,7 +15,7 @@ pub mod cuda;
 pub mod engine;
 pub mod refit;
 
-pub use engine::{device_collective, for_scoring, select, Backend, Boost, Engine, Fit, FitRows};
+pub use engine::{device_collective, for_scoring, select, Backend, Boost, Engine, Fit, FitRows, StartMargin};
 
 use crate::data::FeatureColumn;
 use crate::error::Result;

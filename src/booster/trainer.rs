@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use crate::backend::cpu::predict::add_tree_binned;
 use crate::backend::refit::LeafRefit;
-use crate::backend::{Engine, Fit, Learner};
+use crate::backend::{Engine, Fit, Learner, StartMargin};
 use crate::collective::{exact_sums, max_magnitudes, sum_count, RowSpans, Shard};
 use crate::config::{MultiStrategy, TrainConfig};
 use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
@@ -65,7 +65,7 @@ impl<'a> EvalSet<'a> {
                 Cow::Owned(BinnedMatrix::new(&FeatureFrame::new(columns)?, cuts))
             }
         };
-        let margin = Trainer::start_margin(base_margin, d, k);
+        let margin = Trainer::start_margin(base_margin, d, k).into_rows(d.n_rows());
         let rows = shard.evals.get(i).cloned().unwrap_or_else(|| RowSpans::whole(d.n_rows()));
         let global = if shard.is_distributed() { Some(GlobalTargets::gather(shard, &rows, d, true)?) } else { None };
         let targets = global.as_ref().map_or_else(|| d.targets(), GlobalTargets::targets);
@@ -332,11 +332,10 @@ impl<'a> Trainer<'a> {
         Ok(loss.estimate_base_margin(&all.targets()))
     }
 
-    fn start_margin(base: &[f32], d: &Dataset, k: usize) -> Vec<f32> {
-        let n = d.n_rows();
+    fn start_margin(base: &[f32], d: &Dataset, k: usize) -> StartMargin {
         match &d.base_margin {
-            Some(m) => class_major(m, n, k),
-            None => base.iter().flat_map(|&b| std::iter::repeat_n(b, n)).collect(),
+            Some(m) => StartMargin::Rows(class_major(m, d.n_rows(), k)),
+            None => StartMargin::Constant(base.to_vec()),
         }
     }
 

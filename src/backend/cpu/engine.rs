@@ -50,8 +50,8 @@ impl Engine for CpuEngine {
             }
         };
         let weights = fit.data.weight.as_deref();
-        let mut learner =
-            CpuLearner::new(binned, &cuts, fit.grow, fit.margin, weights, fit.refit).with_collective(fit.shard.comm);
+        let mut learner = CpuLearner::new(binned, &cuts, fit.grow, fit.margin.into_rows(n), weights, fit.refit)
+            .with_collective(fit.shard.comm);
         boost(&cuts, &mut learner)
     }
 

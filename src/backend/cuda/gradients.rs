@@ -10,6 +10,7 @@ use super::device_error;
 use super::launch::{kernel_args, DevPtr, DevPtrMut, Pins};
 use super::layout::{GradPair, GradSum, QuantGrad, Quantisation};
 use super::ranking::RankingGradients;
+use crate::backend::StartMargin;
 use crate::collective::{sum_grads, Collective, DeviceOp, DeviceReduction};
 use crate::config::{MultiStrategy, TrainConfig};
 use crate::data::Dataset;
@@ -178,6 +179,28 @@ pub(super) struct Gradients {
     host_grads: Vec<GradPair>,
 }
 
+/// The margins of `n` rows as they start, class-major on the device: each output's constant
+/// filled there (its 32 bits, a memset), or the rows' own margins uploaded.
+fn start_margins(dev: &mut FitDevice, start: &StartMargin, n: usize) -> Result<CudaSlice<f32>> {
+    let base = match start {
+        StartMargin::Rows(rows) => return dev.upload(rows),
+        StartMargin::Constant(base) => base,
+    };
+    let mut margin = dev.zeros::<f32>(n * base.len())?;
+    for (c, &b) in base.iter().enumerate() {
+        if b.to_bits() == 0 || n == 0 {
+            continue;
+        }
+        let mut part = margin.slice_mut(c * n..(c + 1) * n);
+        let (ptr, _record) = part.device_ptr_mut(&dev.stream);
+        // SAFETY: `part` holds n f32s on the fit's stream, written with b's bits.
+        unsafe { cudarc::driver::sys::cuMemsetD32Async(ptr, b.to_bits(), n, dev.stream.cu_stream()) }
+            .result()
+            .map_err(device_error)?;
+    }
+    Ok(margin)
+}
+
 impl Gradients {
     /// The labels and weights of `data` on the device, margins starting at `start_margin`
     /// (class-major, `cfg.num_outputs()` outputs), the weights applied as `weighting` says.
@@ -185,7 +208,7 @@ impl Gradients {
         dev: &mut FitDevice,
         data: &Dataset,
         cfg: &TrainConfig,
-        start_margin: &[f32],
+        start_margin: &StartMargin,
         weighting: Weighting,
     ) -> Result<Self> {
         let (n, k) = (data.n_rows(), cfg.num_outputs());
@@ -202,7 +225,7 @@ impl Gradients {
                 None => None,
             },
             weighting,
-            margin: dev.upload(start_margin)?,
+            margin: start_margins(dev, start_margin, n)?,
             float_grads: match kernel {
                 GradientKernel::Host | GradientKernel::Ranking { .. } => Some(dev.zeros(n * k)?),
                 GradientKernel::Device { .. } => None,

@@ -30,7 +30,7 @@ use super::split::SplitEvaluator;
 use super::stream_bins::StreamedBins;
 use super::DeviceMemory;
 use crate::backend::refit::{set_leaves, LeafRefit};
-use crate::backend::Learner;
+use crate::backend::{Learner, StartMargin};
 use crate::collective::{Collective, DeviceSums, RowSpans};
 use crate::config::{MultiStrategy, TrainConfig};
 use crate::data::cuts::all_missing;
@@ -350,7 +350,7 @@ impl<'r> GpuLearner<'r> {
         cuts: &'r [FeatureCuts],
         params: GrowParams,
         cfg: &TrainConfig,
-        start_margin: &[f32],
+        start_margin: &StartMargin,
         refit: Option<LeafRefit<'r>>,
         comm: &'r dyn Collective,
     ) -> Result<Self> {
@@ -369,7 +369,7 @@ impl<'r> GpuLearner<'r> {
         cuts: &'r [FeatureCuts],
         params: GrowParams,
         cfg: &TrainConfig,
-        start_margin: &[f32],
+        start_margin: &StartMargin,
         refit: Option<LeafRefit<'r>>,
         comm: &'r dyn Collective,
     ) -> Result<Self> {
@@ -463,7 +463,7 @@ impl<'r> GpuLearner<'r> {
         cuts: &'r [FeatureCuts],
         params: GrowParams,
         cfg: &TrainConfig,
-        start_margin: &[f32],
+        start_margin: &StartMargin,
         refit: Option<LeafRefit<'r>>,
         comm: &'r dyn Collective,
     ) -> Result<Self> {
@@ -483,7 +483,7 @@ impl<'r> GpuLearner<'r> {
         rows: BinnedView<'r>,
         params: GrowParams,
         cfg: &TrainConfig,
-        start_margin: &[f32],
+        start_margin: &StartMargin,
         refit: Option<LeafRefit<'r>>,
         comm: &'r dyn Collective,
     ) -> Result<Self> {
@@ -528,7 +528,7 @@ impl<'r> GpuLearner<'r> {
         cuts: &'r [FeatureCuts],
         params: GrowParams,
         cfg: &TrainConfig,
-        start_margin: &[f32],
+        start_margin: &StartMargin,
         refit: Option<LeafRefit<'r>>,
         comm: &'r dyn Collective,
     ) -> Result<Self> {
@@ -555,7 +555,7 @@ impl<'r> GpuLearner<'r> {
         cuts: &'r [FeatureCuts],
         params: GrowParams,
         cfg: &TrainConfig,
-        start_margin: &[f32],
+        start_margin: &StartMargin,
         refit: Option<LeafRefit<'r>>,
         comm: &'r dyn Collective,
         clock: Instant,
