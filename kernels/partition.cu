@@ -1,4 +1,4 @@
-// Stable partition of the nodes' rows by their splits, all nodes of a level at once. The left
+// Partition of the nodes' rows by their splits, all nodes of a level at once. The left
 // child keeps the front of the node's run in the parent's order; the right child the back, in
 // the parent's order reversed (so every run is monotone in row: a node's rows read their
 // split feature's column-major bins from one run, ascending or descending). The runs land in a
