@@ -285,8 +285,10 @@ impl HistogramBuilder {
                 triples: p.write(&mut self.triples.buf),
                 hist: p.write(&mut self.pool.buf),
             };
-            // SAFETY: n plans, builds and triples; every slot lies in the pool.
-            unsafe { dev.launch(&k.plan_children, &args, cfg((n32, 1), 256, 0)) }?;
+            // SAFETY: n plans, builds and triples; every slot lies in the pool. Each parent's
+            // fresh slot is zeroed by up to 64 blocks, as zero_histograms does.
+            let parts = total.div_ceil(256).min(64);
+            unsafe { dev.launch(&k.plan_children, &args, cfg((n32, parts), 256, 0)) }?;
         }
         self.launch(dev, matrix, grads, ridx, n32, blocks, rpb)?;
         self.derive_siblings(dev, n32)
