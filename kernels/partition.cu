@@ -41,15 +41,42 @@ struct DenseCols {
     __device__ __forceinline__ void narrow(const u32* /*run*/, u32& /*begin*/, u32& /*end*/) const {}
 };
 
+// A level's rows and how they split, as both partitions read them: the tasks' runs in the row
+// index, and each task's rule (categorical rules' bits in `category_words`).
+struct LevelRoutes {
+    const u32* ridx;
+    const RowTask* tasks;
+    u32 n_tasks;
+    const SplitRule* rules;
+    const u32* category_words;
+};
+
+// count_left's arguments but the rows: the routes, then its outputs.
+struct CountLeft {
+    LevelRoutes level;
+    u32 rows_per_block;
+    u8* flags;
+    u32* block_left;
+};
+
+// partition_level's arguments but the rows. `lookback` (zeroed before each launch): the next
+// block's place in the launch, then each place's published state.
+struct Partition {
+    LevelRoutes level;
+    u64* lookback;
+    u32* node_left;
+    u32* ridx_out;
+};
+
 // A page of paged bins: its blocks' counts add to the other pages' (block_left zeroed before
 // the first).
 template <typename Rows>
-__device__ void count_left(const Rows rows, const u32* ridx, const RowTask* tasks, u32 n_tasks,
-                           const SplitRule* rules, const u32* category_words, u32 rows_per_block, u8* flags,
-                           u32* block_left) {
-    const u32 ti = find_task(tasks, n_tasks, blockIdx.x);
-    const RowTask task = tasks[ti];
-    const SplitRule rule = rules[ti];
+__device__ void count_left(const Rows rows, const CountLeft& c) {
+    const u32* ridx = c.level.ridx;
+    const u32 rows_per_block = c.rows_per_block;
+    const u32 ti = find_task(c.level.tasks, c.level.n_tasks, blockIdx.x);
+    const RowTask task = c.level.tasks[ti];
+    const SplitRule rule = c.level.rules[ti];
     u32 begin = (blockIdx.x - task.first_block) * rows_per_block;
     u32 end = min(begin + rows_per_block, task.len);
     rows.narrow(ridx + task.start, begin, end);  // a page routes its own rows only
@@ -57,8 +84,8 @@ __device__ void count_left(const Rows rows, const u32* ridx, const RowTask* task
     for (u32 p = begin + threadIdx.x; p < end; p += blockDim.x) {
         const u32 row = ridx[task.start + p];
         if (!rows.holds(row)) continue;
-        const bool left = rule_goes_left(rule, rows.bin(row, rule.feature, rule.missing_bin), category_words);
-        flags[task.start + p] = left;
+        const bool left = rule_goes_left(rule, rows.bin(row, rule.feature, rule.missing_bin), c.level.category_words);
+        c.flags[task.start + p] = left;
         count += left;
     }
     for (int o = 16; o > 0; o /= 2) count += __shfl_xor_sync(0xffffffffu, count, o);
@@ -67,7 +94,7 @@ __device__ void count_left(const Rows rows, const u32* ridx, const RowTask* task
     __syncthreads();
     if ((threadIdx.x & 31) == 0 && count) atomicAdd(&block_count, count);
     __syncthreads();
-    if (threadIdx.x == 0 && block_count) atomicAdd(&block_left[blockIdx.x], block_count);
+    if (threadIdx.x == 0 && block_count) atomicAdd(&c.block_left[blockIdx.x], block_count);
 }
 
 // One pass: a block of ONE_PASS_THREADS threads holds ONE_PASS_ITEMS rows a thread.
@@ -106,20 +133,19 @@ __device__ u32 left_before(const u64* states, u32 place, u32 first) {
 }
 
 template <typename Rows>
-__device__ void partition_level(const Rows rows, const u32* ridx, const RowTask* tasks, u32 n_tasks,
-                                const SplitRule* rules, const u32* category_words, u64* lookback, u32* node_left,
-                                u32* ridx_out) {
+__device__ void partition_level(const Rows rows, const Partition& c) {
+    const u32* ridx = c.level.ridx;
     __shared__ u32 staged[ONE_PASS_ROWS];
     __shared__ u32 ballots[ONE_PASS_ITEMS * ONE_PASS_WARPS];  // then their exclusive prefix sums
     __shared__ u32 shared_place, shared_left, shared_before;
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (threadIdx.x == 0) shared_place = (u32)atomicAdd(&lookback[0], 1ull);
+    if (threadIdx.x == 0) shared_place = (u32)atomicAdd(&c.lookback[0], 1ull);
     __syncthreads();
     const u32 place = shared_place;
-    u64* states = lookback + 1;
-    const u32 ti = find_task(tasks, n_tasks, place);
-    const RowTask task = tasks[ti];
-    const SplitRule rule = rules[ti];
+    u64* states = c.lookback + 1;
+    const u32 ti = find_task(c.level.tasks, c.level.n_tasks, place);
+    const RowTask task = c.level.tasks[ti];
+    const SplitRule rule = c.level.rules[ti];
     const u32 begin = (place - task.first_block) * ONE_PASS_ROWS;
     const u32 n = min(ONE_PASS_ROWS, task.len - begin);
     // Item k of thread t is the block's row k * THREADS + t: each load is one warp's run.
@@ -134,7 +160,7 @@ __device__ void partition_level(const Rows rows, const u32* ridx, const RowTask*
     for (u32 k = 0; k < ONE_PASS_ITEMS; ++k) {
         const u32 i = k * ONE_PASS_THREADS + threadIdx.x;
         const bool left =
-            i < n && rule_goes_left(rule, rows.bin(row[k], rule.feature, rule.missing_bin), category_words);
+            i < n && rule_goes_left(rule, rows.bin(row[k], rule.feature, rule.missing_bin), c.level.category_words);
         const u32 ballot = __ballot_sync(0xffffffffu, left);
         left_mask |= (u32)left << k;
         if (lane == 0) ballots[k * ONE_PASS_WARPS + warp] = ballot;
@@ -144,11 +170,11 @@ __device__ void partition_level(const Rows rows, const u32* ridx, const RowTask*
     // four a lane; the block's count published at once, then the node's earlier blocks'.
     if (warp == 0) {
         constexpr u32 PER_LANE = ONE_PASS_ITEMS * ONE_PASS_WARPS / 32;
-        u32 c[PER_LANE], own = 0;
+        u32 counts[PER_LANE], own = 0;
 #pragma unroll
         for (u32 j = 0; j < PER_LANE; ++j) {
-            c[j] = __popc(ballots[lane * PER_LANE + j]);
-            own += c[j];
+            counts[j] = __popc(ballots[lane * PER_LANE + j]);
+            own += counts[j];
         }
         u32 scan = own;
         for (int o = 1; o < 32; o *= 2) {
@@ -159,7 +185,7 @@ __device__ void partition_level(const Rows rows, const u32* ridx, const RowTask*
 #pragma unroll
         for (u32 j = 0; j < PER_LANE; ++j) {
             ballots[lane * PER_LANE + j] = run;
-            run += c[j];
+            run += counts[j];
         }
         const u32 block_left = __shfl_sync(0xffffffffu, scan, 31);
         const bool first = place == task.first_block;
@@ -167,7 +193,7 @@ __device__ void partition_level(const Rows rows, const u32* ridx, const RowTask*
         const u32 before = first ? 0 : left_before(states, place, task.first_block);
         if (lane == 0) {
             if (!first) publish(&states[place], BLOCK_FINISHED, before + block_left);
-            if (begin + n == task.len) node_left[ti] = before + block_left;
+            if (begin + n == task.len) c.node_left[ti] = before + block_left;
             shared_left = block_left;
             shared_before = before;
         }
@@ -193,39 +219,16 @@ __device__ void partition_level(const Rows rows, const u32* ridx, const RowTask*
     const u32 right_before = begin - before;
     for (u32 i = threadIdx.x; i < n; i += ONE_PASS_THREADS) {
         const u32 dst = i < block_left ? before + i : task.len - 1 - (right_before + (i - block_left));
-        ridx_out[task.start + dst] = staged[i];
+        c.ridx_out[task.start + dst] = staged[i];
     }
 }
 
-// The kernels' argument structs (src/backend/cuda/partition.rs). count_left's but the rows:
-struct CountLeft {
-    const u32* ridx;
-    const RowTask* tasks;
-    u32 n_tasks;
-    const SplitRule* rules;
-    const u32* category_words;
-    u32 rows_per_block;
-    u8* flags;
-    u32* block_left;
-};
-
+// The kernels' argument structs (src/backend/cuda/partition.rs), with CountLeft and
+// Partition above.
 template <typename B>
 struct CountLeftArgs {
     DenseBins<B> rows;
     CountLeft part;
-};
-
-// partition_level's arguments but the rows. `lookback` (zeroed before each launch): the next
-// block's place in the launch, then each place's published state.
-struct Partition {
-    const u32* ridx;
-    const RowTask* tasks;
-    u32 n_tasks;
-    const SplitRule* rules;
-    const u32* category_words;
-    u64* lookback;
-    u32* node_left;
-    u32* ridx_out;
 };
 
 template <typename B>
@@ -339,53 +342,31 @@ extern "C" __global__ void scatter(const ScatterArgs a) {
 }
 
 extern "C" __global__ void __launch_bounds__(ONE_PASS_THREADS) partition_u8(const PartitionArgs<u8> a) {
-    const Partition& c = a.part;
-    partition_level(DenseRows<u8>{a.rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words, c.lookback,
-                    c.node_left, c.ridx_out);
+    partition_level(DenseRows<u8>{a.rows}, a.part);
 }
 
 extern "C" __global__ void __launch_bounds__(ONE_PASS_THREADS) partition_u16(const PartitionArgs<u16> a) {
-    const Partition& c = a.part;
-    partition_level(DenseRows<u16>{a.rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words, c.lookback,
-                    c.node_left, c.ridx_out);
+    partition_level(DenseRows<u16>{a.rows}, a.part);
 }
 
 extern "C" __global__ void __launch_bounds__(ONE_PASS_THREADS) partition_u32(const PartitionArgs<u32> a) {
-    const Partition& c = a.part;
-    partition_level(DenseRows<u32>{a.rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words, c.lookback,
-                    c.node_left, c.ridx_out);
+    partition_level(DenseRows<u32>{a.rows}, a.part);
 }
 
 // The column-major copy of 8- or 16-bit bins: `cols` and `n_rows` in the place of the rows.
 extern "C" __global__ void __launch_bounds__(ONE_PASS_THREADS) partition_cols_u8(const PartitionColsArgs a) {
-    const Partition& c = a.part;
-    partition_level(DenseCols<u8>{a.cols, a.n_rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
-                    c.lookback, c.node_left, c.ridx_out);
+    partition_level(DenseCols<u8>{a.cols, a.n_rows}, a.part);
 }
 
 extern "C" __global__ void __launch_bounds__(ONE_PASS_THREADS) partition_cols_u16(const PartitionColsArgs a) {
-    const Partition& c = a.part;
-    partition_level(DenseCols<u16>{(const u16*)a.cols, a.n_rows}, c.ridx, c.tasks, c.n_tasks, c.rules,
-                    c.category_words, c.lookback, c.node_left, c.ridx_out);
+    partition_level(DenseCols<u16>{(const u16*)a.cols, a.n_rows}, a.part);
 }
 
-extern "C" __global__ void count_left_u8(const CountLeftArgs<u8> a) {
-    const CountLeft& c = a.part;
-    count_left(DenseRows<u8>{a.rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
-               c.rows_per_block, c.flags, c.block_left);
-}
+extern "C" __global__ void count_left_u8(const CountLeftArgs<u8> a) { count_left(DenseRows<u8>{a.rows}, a.part); }
 
-extern "C" __global__ void count_left_u16(const CountLeftArgs<u16> a) {
-    const CountLeft& c = a.part;
-    count_left(DenseRows<u16>{a.rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
-               c.rows_per_block, c.flags, c.block_left);
-}
+extern "C" __global__ void count_left_u16(const CountLeftArgs<u16> a) { count_left(DenseRows<u16>{a.rows}, a.part); }
 
-extern "C" __global__ void count_left_u32(const CountLeftArgs<u32> a) {
-    const CountLeft& c = a.part;
-    count_left(DenseRows<u32>{a.rows}, c.ridx, c.tasks, c.n_tasks, c.rules, c.category_words,
-               c.rows_per_block, c.flags, c.block_left);
-}
+extern "C" __global__ void count_left_u32(const CountLeftArgs<u32> a) { count_left(DenseRows<u32>{a.rows}, a.part); }
 
 // Copies the partitioned runs back into the row index.
 extern "C" __global__ void copy_runs(const CopyRunsArgs a) {

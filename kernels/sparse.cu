@@ -322,15 +322,11 @@ struct SortRowsArgs {
                             b.rows_per_block, b.hist, a.group_starts);                                          \
     }                                                                                                           \
     extern "C" __global__ void count_left_##NAME(const SparseCountLeftArgs<E> a) {                                \
-        const CountLeft& c = a.part;                                                                             \
-        count_left(SparseRows<E>{a.rows.entries, a.rows.row_words, a.slot_offsets}, c.ridx, c.tasks, c.n_tasks,  \
-                   c.rules, c.category_words, c.rows_per_block, c.flags, c.block_left);                           \
+        count_left(SparseRows<E>{a.rows.entries, a.rows.row_words, a.slot_offsets}, a.part);                      \
     }                                                                                                           \
     extern "C" __global__ void __launch_bounds__(ONE_PASS_THREADS)                                               \
         partition_##NAME(const SparsePartitionArgs<E> a) {                                                       \
-        const Partition& c = a.part;                                                                             \
-        partition_level(SparseRows<E>{a.rows.entries, a.rows.row_words, a.slot_offsets}, c.ridx, c.tasks,        \
-                        c.n_tasks, c.rules, c.category_words, c.lookback, c.node_left, c.ridx_out);              \
+        partition_level(SparseRows<E>{a.rows.entries, a.rows.row_words, a.slot_offsets}, a.part);                 \
     }                                                                                                           \
     extern "C" __global__ void add_tree_##NAME(const SparseAddTreeArgs<E> a) {                                   \
         add_tree(SparseRows<E>{a.rows.entries, a.rows.row_words, a.slot_offsets}, a.walk.n_rows, a.walk.nodes,   \

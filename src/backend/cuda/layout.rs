@@ -343,18 +343,15 @@ macro_rules! kernel_arg_probes {
             [rows, n_rows, slot_offsets, group_first_feature, n_groups, starts]
         );
         use super::partition::*;
-        $probe!(Partition, "Partition", [ridx, tasks, n_tasks, rules, category_words, lookback, node_left, ridx_out]);
+        $probe!(LevelRoutes, "LevelRoutes", [ridx, tasks, n_tasks, rules, category_words]);
+        $probe!(Partition, "Partition", [level, lookback, node_left, ridx_out]);
         $probe!(PartitionArgs<u8>, "PartitionArgs<u8>", [rows, part]);
         $probe!(PartitionArgs<u16>, "PartitionArgs<u16>", [rows, part]);
         $probe!(PartitionArgs<u32>, "PartitionArgs<u32>", [rows, part]);
         $probe!(PartitionColsArgs, "PartitionColsArgs", [cols, n_rows, part]);
         $probe!(SparsePartitionArgs<u16>, "SparsePartitionArgs<u16>", [rows, part, slot_offsets]);
         $probe!(SparsePartitionArgs<u32>, "SparsePartitionArgs<u32>", [rows, part, slot_offsets]);
-        $probe!(
-            CountLeft,
-            "CountLeft",
-            [ridx, tasks, n_tasks, rules, category_words, rows_per_block, flags, block_left]
-        );
+        $probe!(CountLeft, "CountLeft", [level, rows_per_block, flags, block_left]);
         $probe!(CountLeftArgs<u8>, "CountLeftArgs<u8>", [rows, part]);
         $probe!(CountLeftArgs<u16>, "CountLeftArgs<u16>", [rows, part]);
         $probe!(CountLeftArgs<u32>, "CountLeftArgs<u32>", [rows, part]);

@@ -10,7 +10,7 @@ use super::buffers::{bytes_of, cfg, FitDevice, Scratch};
 use super::data::{DenseBins, DeviceBins, DeviceMatrix, MatrixRows, SparseEntries};
 use super::device_error;
 use super::gradients::FillIdentityArgs;
-use super::launch::{kernel_args, DevPtr, DevPtrMut};
+use super::launch::{kernel_args, DevPtr, DevPtrMut, Pins};
 use super::layout::{RowTask, SplitRule, TreeNode};
 use super::pages::Window;
 use crate::error::Result;
@@ -24,16 +24,24 @@ const THREADS: u32 = 256;
 const ONE_PASS_THREADS: u32 = 256;
 const ONE_PASS_ROWS: u32 = ONE_PASS_THREADS * 16;
 
-/// `partition_level`'s arguments but the rows (`Partition` in kernels/partition.cu): each
-/// task's rows by its rule into the children's runs of `ridx_out`, each task's left-going count
-/// into `node_left`. `lookback`: one more than the launch's blocks, zeroed.
+/// A level's rows and how they split, as both partitions read them (`LevelRoutes` in
+/// kernels/partition.cu): the tasks' runs in `ridx`, each task's rule, and the categorical
+/// rules' bits.
 #[repr(C)]
-pub struct Partition<'a> {
+pub struct LevelRoutes<'a> {
     pub ridx: DevPtr<'a, u32>,
     pub tasks: DevPtr<'a, RowTask>,
     pub n_tasks: u32,
     pub rules: DevPtr<'a, SplitRule>,
     pub category_words: DevPtr<'a, u32>,
+}
+
+/// `partition_level`'s arguments but the rows (`Partition` in kernels/partition.cu): each
+/// task's rows by its rule into the children's runs of `ridx_out`, each task's left-going count
+/// into `node_left`. `lookback`: one more than the launch's blocks, zeroed.
+#[repr(C)]
+pub struct Partition<'a> {
+    pub level: LevelRoutes<'a>,
     pub lookback: DevPtrMut<'a, u64>,
     pub node_left: DevPtrMut<'a, u32>,
     pub ridx_out: DevPtrMut<'a, u32>,
@@ -67,11 +75,7 @@ pub struct SparsePartitionArgs<'a, E> {
 /// `block_left` (zeroed before the first page).
 #[repr(C)]
 pub struct CountLeft<'a> {
-    pub ridx: DevPtr<'a, u32>,
-    pub tasks: DevPtr<'a, RowTask>,
-    pub n_tasks: u32,
-    pub rules: DevPtr<'a, SplitRule>,
-    pub category_words: DevPtr<'a, u32>,
+    pub level: LevelRoutes<'a>,
     pub rows_per_block: u32,
     pub flags: DevPtrMut<'a, u8>,
     pub block_left: DevPtrMut<'a, u32>,
@@ -141,6 +145,7 @@ pub struct SparseAddTreeArgs<'a, E> {
 }
 
 kernel_args!(
+    LevelRoutes,
     Partition,
     PartitionArgs<B>,
     PartitionColsArgs,
@@ -180,6 +185,25 @@ struct LevelParts {
     tasks_at: usize,
     rules_at: usize,
     words_at: usize,
+}
+
+/// The routes of the level `plan` uploaded into `level` at `parts`.
+fn level_routes<'a>(
+    p: &mut Pins<'a>,
+    ridx: &'a CudaSlice<u32>,
+    level: &'a Scratch<u8>,
+    parts: LevelParts,
+    n_tasks: u32,
+) -> LevelRoutes<'a> {
+    let uploaded = p.read(&level.buf);
+    // SAFETY (the three parts): `plan` uploaded them at these offsets, each aligned to 16.
+    LevelRoutes {
+        ridx: p.read(ridx),
+        tasks: unsafe { uploaded.part(parts.tasks_at) },
+        n_tasks,
+        rules: unsafe { uploaded.part(parts.rules_at) },
+        category_words: unsafe { uploaded.part(parts.words_at) },
+    }
 }
 
 pub(super) fn assign_blocks(tasks: &mut [RowTask], rows_per_block: u32) -> u32 {
@@ -271,15 +295,8 @@ impl RowPartitioner {
         let k = &dev.rt.kernels;
         {
             let mut p = dev.pins();
-            let uploaded = p.read(&self.level.buf);
-            let LevelParts { tasks_at, rules_at, words_at } = self.parts;
-            // SAFETY (the three parts): `plan` uploaded them at these offsets, each aligned to 16.
             let part = Partition {
-                ridx: p.read(&self.ridx),
-                tasks: unsafe { uploaded.part(tasks_at) },
-                n_tasks: level.n_tasks,
-                rules: unsafe { uploaded.part(rules_at) },
-                category_words: unsafe { uploaded.part(words_at) },
+                level: level_routes(&mut p, &self.ridx, &self.level, self.parts, level.n_tasks),
                 lookback: p.write(&mut self.lookback.buf),
                 node_left: p.write(&mut self.node_left.buf),
                 ridx_out: p.write(&mut self.ridx_tmp),
@@ -357,17 +374,10 @@ impl RowPartitioner {
     ) -> Result<()> {
         debug_assert!(level.passes == Passes::Paged && matrix.cols.is_none());
         let k = &dev.rt.kernels;
-        let (n_tasks, c) = (level.n_tasks, level.c);
+        let c = level.c;
         let mut p = dev.pins();
-        let uploaded = p.read(&self.level.buf);
-        let LevelParts { tasks_at, rules_at, words_at } = self.parts;
-        // SAFETY (the three parts): `plan` uploaded them at these offsets, each aligned to 16.
         let part = CountLeft {
-            ridx: p.read(&self.ridx),
-            tasks: unsafe { uploaded.part(tasks_at) },
-            n_tasks,
-            rules: unsafe { uploaded.part(rules_at) },
-            category_words: unsafe { uploaded.part(words_at) },
+            level: level_routes(&mut p, &self.ridx, &self.level, self.parts, level.n_tasks),
             rows_per_block: level.rows_per_block,
             flags: p.write(&mut self.flags),
             block_left: p.write(&mut self.block_left.buf),
