@@ -27,11 +27,13 @@ impl Logistic {
 const MIN_HESSIAN: f32 = 1e-16;
 
 impl Loss for Logistic {
+    /// In blocks of rows, each a plain loop over slices that vectorises (see [`logistic_rows`]).
     fn gradients(&self, margin: &[f32], t: &Targets, out: &mut [GradPair]) -> Result<()> {
-        out.par_iter_mut().enumerate().for_each(|(i, o)| {
-            let p = sigmoid(margin[i]);
-            let w = self.weight(t, i);
-            *o = GradPair { g: (p - t.label[i]) * w, h: (p * (1.0 - p)).max(MIN_HESSIAN) * w };
+        const BLOCK: usize = 1 << 12;
+        out.par_chunks_mut(BLOCK).enumerate().for_each(|(c, out)| {
+            let rows = c * BLOCK..c * BLOCK + out.len();
+            let weight = t.weight.map(|w| &w[rows.clone()]);
+            logistic_rows(&margin[rows.clone()], &t.label[rows], weight, self.scale_pos_weight, out);
         });
         Ok(())
     }
@@ -65,6 +67,45 @@ impl Loss for Logistic {
     }
 }
 
+/// A row's pair under weight `w` (already scaled when the row is a positive).
+#[inline(always)]
+fn logistic_pair(margin: f32, label: f32, w: f32) -> GradPair {
+    let p = sigmoid(margin);
+    GradPair { g: (p - label) * w, h: (p * (1.0 - p)).max(MIN_HESSIAN) * w }
+}
+
+/// The pairs of a block of rows: compiled for AVX-512 where the CPU has it, 16 rows a step
+/// through the branch-free `exp` (the baseline x86-64 target steps 4). Vector lanes round
+/// each IEEE operation as the scalar code does, so the bits are the same either way, and the
+/// same as the GPU's.
+fn logistic_rows(margin: &[f32], label: &[f32], weight: Option<&[f32]>, spw: f32, out: &mut [GradPair]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the feature is present (checked above).
+        unsafe { logistic_rows_avx512(margin, label, weight, spw, out) };
+        return;
+    }
+    logistic_rows_portable(margin, label, weight, spw, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn logistic_rows_avx512(margin: &[f32], label: &[f32], weight: Option<&[f32]>, spw: f32, out: &mut [GradPair]) {
+    logistic_rows_portable(margin, label, weight, spw, out);
+}
+
+/// `Logistic::weight` per row: without weights, a positive's is `scale_pos_weight` (= 1.0 x it).
+#[inline(always)]
+fn logistic_rows_portable(margin: &[f32], label: &[f32], weight: Option<&[f32]>, spw: f32, out: &mut [GradPair]) {
+    let rows = out.iter_mut().zip(margin).zip(label);
+    match weight {
+        None => rows.for_each(|((o, &m), &y)| *o = logistic_pair(m, y, if y == 1.0 { spw } else { 1.0 })),
+        Some(w) => {
+            rows.zip(w).for_each(|(((o, &m), &y), &w)| *o = logistic_pair(m, y, if y == 1.0 { w * spw } else { w }))
+        }
+    }
+}
+
 /// The hinge loss of XGBoost's `binary:hinge`: labels 0 and 1 as -1 and +1; a row inside the
 /// margin (`y m < 1`) pulls with gradient `-y` and unit hessian, the others not at all (their
 /// hessian the smallest positive float, as XGBoost's). The model predicts the class.
@@ -91,5 +132,33 @@ impl Loss for Hinge {
     /// Margin 0: the class boundary.
     fn estimate_base_margin(&self, _: &Targets) -> Vec<f32> {
         vec![0.0]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::random::Rng;
+
+    /// The blocks (AVX-512 on a CPU that has it) give each row's pair bit for bit, with and
+    /// without weights, over margins from the saturated tails to NaN.
+    #[test]
+    fn vector_gradients_equal_each_rows_pair() {
+        let mut rng = Rng::new(3, 0);
+        let n = 10_007;
+        let mut margin: Vec<f32> = (0..n).map(|_| ((rng.next_u64() % 200_001) as f32 - 100_000.0) / 900.0).collect();
+        margin[..6].copy_from_slice(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 89.5, -104.5, -0.0]);
+        let label: Vec<f32> = (0..n).map(|i| [0.0, 1.0, 0.25][i % 3]).collect();
+        let weight: Vec<f32> = (0..n).map(|i| 0.5 + (i % 7) as f32 / 3.0).collect();
+        for (spw, w) in [(1.0, None), (3.5, None), (3.5, Some(weight.as_slice()))] {
+            let loss = Logistic { scale_pos_weight: spw };
+            let t = Targets { label: &label, label_upper: None, weight: w, groups: None };
+            let mut got = vec![GradPair::default(); n];
+            loss.gradients(&margin, &t, &mut got).unwrap();
+            for (i, g) in got.iter().enumerate() {
+                let want = logistic_pair(margin[i], label[i], loss.weight(&t, i));
+                assert_eq!((g.g.to_bits(), g.h.to_bits()), (want.g.to_bits(), want.h.to_bits()), "row {i}");
+            }
+        }
     }
 }
