@@ -214,23 +214,29 @@ impl RowPartition {
 }
 
 impl RowPartition {
-    /// Adds `value(node)` to `out[row]` for every row of every node in `nodes`, nodes in
-    /// parallel. The nodes must be disjoint (e.g. a tree's leaves).
+    /// Adds `value(node)` to `out[row]` for every row of every node in `nodes`. The nodes must
+    /// be disjoint (e.g. a tree's leaves), each with its rows ascending (as [`RowPartition::split`]
+    /// keeps them). In parallel over blocks of `out`, each block taking its rows of every node
+    /// by binary search: a thread writes only its own cache lines. (Parallel over nodes, every
+    /// thread wrote all over `out`, into lines the other threads were writing too.)
     pub fn scatter_add(&self, nodes: &[u32], value: impl Fn(u32) -> f32 + Sync, out: &mut [f32]) {
-        struct Out(*mut f32);
-        // SAFETY: shared between threads only to write distinct elements (see below).
-        unsafe impl Sync for Out {}
+        const BLOCK: usize = 1 << 16;
+        let values: Vec<f32> = nodes.iter().map(|&n| value(n)).collect();
         let len = out.len();
-        let base = Out(out.as_mut_ptr());
-        let base = &base;
-        nodes.par_iter().for_each(|&node| {
-            let v = value(node);
-            for &r in self.rows_of(node) {
-                assert!((r as usize) < len, "row {r} outside the output");
-                // SAFETY: in bounds (asserted); the rows of one node are distinct and disjoint
-                // nodes own disjoint rows (the partition is a permutation), so no element is
-                // written by two threads, and `out` is borrowed mutably for the whole call.
-                unsafe { *base.0.add(r as usize) += v };
+        // What the binary searches rely on (a pass over the rows, in parallel).
+        let ordered = nodes.par_iter().all(|&node| {
+            let rows = self.rows_of(node);
+            rows.is_sorted() && rows.last().is_none_or(|&r| (r as usize) < len)
+        });
+        assert!(ordered, "a node's rows are not ascending, or lie outside the output");
+        out.par_chunks_mut(BLOCK).enumerate().for_each(|(b, block)| {
+            let (start, end) = ((b * BLOCK) as u32, (b * BLOCK + block.len()) as u32);
+            for (&node, &v) in nodes.iter().zip(&values) {
+                let rows = self.rows_of(node);
+                let (lo, hi) = (rows.partition_point(|&r| r < start), rows.partition_point(|&r| r < end));
+                for &r in &rows[lo..hi] {
+                    block[(r - start) as usize] += v;
+                }
             }
         });
     }
@@ -281,6 +287,30 @@ mod tests {
             assert_eq!(l, p.rows_of(left));
             assert_eq!(r, p.rows_of(right));
         }
+    }
+
+    #[test]
+    fn scatter_add_by_blocks_adds_each_nodes_value_to_its_rows() {
+        // Three blocks and a part; one node with no rows.
+        let n = 3 * (1u32 << 16) + 1234;
+        let mut p = RowPartition::new((0..n).collect());
+        p.split(vec![SplitJob { node: 0, left: 1, right: 2, router: (|r| r % 5 < 2) as fn(u32) -> bool }]);
+        p.split(vec![
+            SplitJob { node: 1, left: 3, right: 4, router: (|r| r < 70_000) as fn(u32) -> bool },
+            SplitJob { node: 2, left: 5, right: 6, router: (|r| r > u32::MAX - 1) as fn(u32) -> bool },
+        ]);
+        let leaves = [3, 4, 5, 6];
+        let value = |leaf: u32| leaf as f32 * 0.25 + 1.0;
+        let mut got: Vec<f32> = (0..n).map(|r| r as f32 * 1e-3).collect();
+        let mut want = got.clone();
+        for leaf in leaves {
+            for &r in p.rows_of(leaf) {
+                want[r as usize] += value(leaf);
+            }
+        }
+        p.scatter_add(&leaves, value, &mut got);
+        assert!(got == want);
+        assert!(p.rows_of(5).is_empty());
     }
 
     #[test]
