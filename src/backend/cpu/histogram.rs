@@ -9,6 +9,8 @@
 //! one-byte bins, a chunk pads every feature to the same slot count, so that the loop reads
 //! a row's bins as words and steps from feature to feature by a constant.
 
+use std::ops::AddAssign;
+
 use rayon::prelude::*;
 
 use super::prefetch_read;
@@ -23,6 +25,14 @@ use crate::tree::GradSum;
 struct ChunkSum {
     g: i32,
     h: i32,
+}
+
+impl AddAssign<QuantGrad> for ChunkSum {
+    #[inline]
+    fn add_assign(&mut self, q: QuantGrad) {
+        self.g += q.g;
+        self.h += q.h;
+    }
 }
 
 impl ChunkSum {
@@ -176,22 +186,37 @@ pub fn add_histogram(
     rows: &[u32],
     hist: &mut [GradSum],
 ) {
+    // Few rows for the slots (a deep node of a wide histogram): a chunk's zeroing and its
+    // addition into `hist`, both a pass over every slot, would cost more than the rows.
+    if rows.len() * features.len() < DIRECT_UPDATES_PER_SLOT * layout.total_slots() {
+        let (nf, offsets) = (binned.n_features(), &layout.offsets);
+        match &binned.data {
+            BinData::U8 { rows: bins } => accumulate(bins, nf, rows, grads, features, offsets, hist),
+            BinData::U16 { rows: bins } => accumulate(bins, nf, rows, grads, features, offsets, hist),
+            BinData::U32 { rows: bins } => accumulate(bins, nf, rows, grads, features, offsets, hist),
+        }
+        return;
+    }
     for part in rows.chunks(layout.chunk_rows) {
         chunk_sums(binned, layout, grads, features, part).add_to(layout, hist);
     }
 }
 
+/// Below this many updates a slot, [`add_histogram`] adds rows straight into the node's
+/// `i64` histogram instead of through an `i32` chunk.
+const DIRECT_UPDATES_PER_SLOT: usize = 2;
+
 #[inline]
-fn accumulate<B: Copy + Into<u32>>(
+fn accumulate<B: Copy + Into<u32>, S: AddAssign<QuantGrad>>(
     bins: &[B],
     nf: usize,
     rows: &[u32],
     grads: &[QuantGrad],
     features: &[u32],
     offsets: &[usize],
-    hist: &mut [ChunkSum],
+    hist: &mut [S],
 ) {
-    debug_assert!(rows.len() <= I32_SUM_ROWS, "more rows than sum exactly in i32");
+    debug_assert!(std::mem::size_of::<S>() > 8 || rows.len() <= I32_SUM_ROWS, "more rows than sum exactly in i32");
     // A deep node's rows are scattered over the matrix: fetch rows a little ahead, since the
     // hardware prefetcher cannot guess them.
     let prefetch = |i: usize| {
@@ -207,9 +232,7 @@ fn accumulate<B: Copy + Into<u32>>(
         debug_assert!(slot < hist.len());
         // SAFETY: slot = offsets[f] + bin with bin < slots(f) = offsets[f + 1] - offsets[f],
         // by construction of the bin matrix and the layout (see above).
-        let h = unsafe { hist.get_unchecked_mut(slot) };
-        h.g += q.g;
-        h.h += q.h;
+        *unsafe { hist.get_unchecked_mut(slot) } += q;
     };
     for (i, &r) in rows.iter().enumerate() {
         prefetch(i);
@@ -309,28 +332,24 @@ mod tests {
                     h: (rng.next_u64() % 32_769) as i32,
                 })
                 .collect();
-            let rows: Vec<u32> = (0..n as u32).filter(|r| r % 3 != 1).collect();
-            for chunk_rows in [I32_SUM_ROWS, 100] {
+            // Many rows a slot (through chunks), and few (straight into the node's histogram).
+            let many: Vec<u32> = (0..n as u32).filter(|r| r % 3 != 1).collect();
+            let few: Vec<u32> = (0..n as u32).filter(|r| r % 97 == 5).collect();
+            for (rows, chunk_rows) in [(&many, I32_SUM_ROWS), (&many, 100), (&few, I32_SUM_ROWS)] {
                 let layout = HistLayout::new(&binned).with_chunk_rows(chunk_rows);
                 for features in [(0..nf as u32).collect::<Vec<u32>>(), vec![0, 2]] {
                     let mut want = vec![GradSum::default(); layout.total_slots()];
-                    for &r in &rows {
+                    for &r in rows {
                         for &f in &features {
                             let b = bins[r as usize * nf + f as usize] as usize;
                             want[layout.offsets[f as usize] + b] += grads[r as usize];
                         }
                     }
                     let mut got = vec![GradSum::default(); layout.total_slots()];
-                    build_histograms(
-                        &binned,
-                        &layout,
-                        &grads,
-                        &features,
-                        vec![HistTask { rows: &rows, hist: &mut got }],
-                    );
+                    build_histograms(&binned, &layout, &grads, &features, vec![HistTask { rows, hist: &mut got }]);
                     assert!(got == want, "{nf} features, {} used, chunks of {chunk_rows}", features.len());
                     let mut added = vec![GradSum::default(); layout.total_slots()];
-                    add_histogram(&binned, &layout, &grads, &features, &rows, &mut added);
+                    add_histogram(&binned, &layout, &grads, &features, rows, &mut added);
                     assert!(added == want);
                 }
             }
