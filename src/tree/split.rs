@@ -288,19 +288,21 @@ impl<'a> SplitScorer<'a> {
         let mut b = 0;
         while b < bins.len() {
             let mut m = 0;
+            // Every bin's candidates are written, and kept (the count advanced) only where the
+            // bin holds rows: an empty bin moves no rows, the split after the previous bin
+            // already covered it. Without a branch on it: deep nodes' histograms are patchy,
+            // and the branch mispredicted there.
             while b < bins.len() && m + 2 <= BLOCK {
                 let slot = bins[b];
-                // An empty bin moves no rows: the split after the previous bin already covered it.
-                if slot != GradSum::default() {
-                    left += slot;
-                    if has_missing {
-                        (lefts[m], at[m], dl[m]) = (left, b as u32, false);
-                        (lefts[m + 1], at[m + 1], dl[m + 1]) = (left + missing, b as u32, true);
-                        m += 2;
-                    } else {
-                        (lefts[m], at[m], dl[m]) = (left, b as u32, self.default_left_without_missing(left));
-                        m += 1;
-                    }
+                let kept = (slot != GradSum::default()) as usize;
+                left += slot;
+                if has_missing {
+                    (lefts[m], at[m], dl[m]) = (left, b as u32, false);
+                    (lefts[m + 1], at[m + 1], dl[m + 1]) = (left + missing, b as u32, true);
+                    m += 2 * kept;
+                } else {
+                    (lefts[m], at[m], dl[m]) = (left, b as u32, self.default_left_without_missing(left));
+                    m += kept;
                 }
                 b += 1;
             }
