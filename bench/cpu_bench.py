@@ -52,7 +52,8 @@ How to run
 ----------
     .venv-bench/bin/python bench/cpu_bench.py                 # all three; exit 1 if ours is missing
     .venv-bench/bin/python bench/cpu_bench.py --peers-only    # XGBoost and LightGBM only
-Options: --rows N (train rows), --rounds R, --ours PATH, --lgb-max-bin B.
+Options: --rows N (train rows), --rounds R, --ours PATH, --lgb-max-bin B, --threads T,
+--write-only DIR (only write the data files for bench_cpu, to run it alone).
 This is a benchmark, not a test: it prints a markdown table and asserts nothing.
 The machine may be shared: for each library the harness also prints how much CPU
 time other processes took during its run; figures with a large share are not clean.
@@ -185,16 +186,22 @@ def default_ours() -> Path:
     return REPO / "target/release/examples/bench_cpu"
 
 
+def write_data(d: Path, Xtr, ytr, Xte, yte) -> None:
+    """Writes the data files bench_cpu reads (the contract above) into `d`."""
+    d.mkdir(parents=True, exist_ok=True)
+    Xtr.T.copy(order="C").tofile(d / "X_train.f32")
+    ytr.astype(np.float32).tofile(d / "y_train.f32")
+    Xte.T.copy(order="C").tofile(d / "X_test.f32")
+    yte.astype(np.float32).tofile(d / "y_test.f32")
+    (d / "meta.json").write_text(json.dumps(
+        {"n_train": len(ytr), "n_test": len(yte), "n_features": Xtr.shape[1]}))
+
+
 def run_ours(binary: Path, Xtr, ytr, Xte, yte, rounds: int) -> tuple[Row, str]:
     """Runs bench_cpu on the data written per the contract; returns (row, command)."""
     with tempfile.TemporaryDirectory(prefix="polars-gbt-bench-") as d:
         d = Path(d)
-        Xtr.T.copy(order="C").tofile(d / "X_train.f32")
-        ytr.astype(np.float32).tofile(d / "y_train.f32")
-        Xte.T.copy(order="C").tofile(d / "X_test.f32")
-        yte.astype(np.float32).tofile(d / "y_test.f32")
-        (d / "meta.json").write_text(json.dumps(
-            {"n_train": len(ytr), "n_test": len(yte), "n_features": Xtr.shape[1]}))
+        write_data(d, Xtr, ytr, Xte, yte)
         cmd = [str(binary), str(d), "--rounds", str(rounds), "--max-depth", str(MAX_DEPTH),
                "--max-bin", str(MAX_BIN), "--threads", str(THREADS),
                "--learning-rate", str(LEARNING_RATE)]
@@ -240,6 +247,9 @@ def main() -> int:
     ap.add_argument("--ours", type=Path, default=None, help="path of the bench_cpu example binary")
     ap.add_argument("--lgb-max-bin", type=int, default=255, help="LightGBM max_bin (default 255)")
     ap.add_argument("--threads", type=int, default=2, help="threads for every library (default 2)")
+    ap.add_argument("--write-only", metavar="DIR", type=Path,
+                    help="only write the data files for bench_cpu into DIR (to run it alone, e.g. "
+                         "with POLARS_GBT_PROFILE=1 or under a profiler)")
     args = ap.parse_args()
     global THREADS
     THREADS = args.threads
@@ -258,6 +268,10 @@ def main() -> int:
     Xtr, ytr, Xte, yte = X[:args.rows], y[:args.rows], X[args.rows:], y[args.rows:]
     print(f"data: higgs_like.make({args.rows + N_TEST}, seed=0) in {t_gen:.1f} s; "
           f"train {Xtr.shape}, test {Xte.shape}\n")
+    if args.write_only:
+        write_data(args.write_only, Xtr, ytr, Xte, yte)
+        print(f"wrote {args.write_only}")
+        return 0
 
     rows = []
     with OtherLoad() as load:
