@@ -345,7 +345,7 @@ mod vectorised {
     }
 
     /// `x as i32` (NaN to 0, the rest saturated), written as a select, a clamp and a plain
-    /// truncation, which vectorise; the saturating cast itself is done lane by lane.
+    /// truncation, which vectorise; the compiler does the `as` cast one lane at a time.
     #[inline(always)]
     fn to_i32(x: f64) -> i32 {
         let c = if x.is_nan() { 0.0 } else { x.clamp(i32::MIN as f64, i32::MAX as f64) };
