@@ -426,10 +426,10 @@ impl<'a> SplitScorer<'a> {
                 let (g, h) = self.quantiser.to_float(bins[c as usize]);
                 p.weight(g, h + p.cat_smooth)
             };
-            order = sorted_by_weight(&order, weight);
             // Prefixes of the weight order, the side sent left holding at most
             // `max_cat_threshold` categories (either side may be the small one).
             let cap = p.max_cat_threshold;
+            order = sorted_by_weight(&order, weight, cap);
             let mut left = GradSum::default();
             for k in 1..=last {
                 left += bins[order[k - 1] as usize];
@@ -539,10 +539,26 @@ pub fn best_split_per_node<N: Sync>(
 
 /// `categories` ordered by `weight`, ties by category, each weight computed once rather than
 /// twice a comparison (a weight is a division; a column of thousands of categories sorts in
-/// every node). The keys are distinct, so the unstable sort gives the one order.
-pub(crate) fn sorted_by_weight(categories: &[u32], weight: impl Fn(u32) -> f64) -> Vec<u32> {
+/// every node). The keys are distinct, so the order is the one order. Only the first and
+/// last `ends` positions are put in that order, the rest lie between them in no order: the
+/// searches consider only prefixes of at most `ends` categories, or all but at most `ends`,
+/// and read a prefix as a set; selecting the ends is linear where a sort of thousands of
+/// categories was the longest step of a node's search.
+pub(crate) fn sorted_by_weight(categories: &[u32], weight: impl Fn(u32) -> f64, ends: usize) -> Vec<u32> {
     let mut keyed: Vec<(f64, u32)> = categories.iter().map(|&c| (weight(c), c)).collect();
-    keyed.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let order = |a: &(f64, u32), b: &(f64, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+    let n = keyed.len();
+    if n <= 2 * ends.saturating_add(1) {
+        keyed.sort_unstable_by(order);
+    } else if ends > 0 {
+        // The `ends` lightest first, then the `ends` heaviest last, each then sorted.
+        keyed.select_nth_unstable_by(ends, order);
+        keyed[..ends].sort_unstable_by(order);
+        let rest = &mut keyed[ends..];
+        let at = rest.len() - ends;
+        rest.select_nth_unstable_by(at, order);
+        rest[at..].sort_unstable_by(order);
+    }
     keyed.into_iter().map(|(_, c)| c).collect()
 }
 
@@ -562,6 +578,28 @@ mod tests {
             cat_smooth: 0.0,
             cat_l2: 0.0,
             min_data_per_group: 0.0,
+        }
+    }
+
+    /// The first and last `ends` positions are the full sort's, the rest the same set.
+    #[test]
+    fn sorting_only_the_ends_keeps_the_full_orders_ends() {
+        use crate::random::Rng;
+        let mut rng = Rng::new(5, 0);
+        for (n, ends) in [(3960usize, 64usize), (200, 64), (130, 64), (129, 64), (10, 0), (1000, 1), (50, 3)] {
+            let categories: Vec<u32> = (0..n as u32).map(|c| c * 3 + 1).collect();
+            // Few distinct weights: many ties, broken by category.
+            let weights: Vec<f64> = (0..n).map(|_| (rng.next_u64() % 17) as f64 - 8.0).collect();
+            let weight = |c: u32| weights[((c - 1) / 3) as usize];
+            let full = sorted_by_weight(&categories, weight, n);
+            let got = sorted_by_weight(&categories, weight, ends);
+            let e = ends.min(n);
+            assert_eq!(got[..e], full[..e], "n {n}, ends {ends}");
+            assert_eq!(got[n - e..], full[n - e..], "n {n}, ends {ends}");
+            let (mut a, mut b) = (got.clone(), full.clone());
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b);
         }
     }
 

@@ -267,7 +267,7 @@ impl<'a> VectorScorer<'a> {
                     let (g, h) = q.to_float(hists[output][c as usize]);
                     p.weight(g, h + p.cat_smooth)
                 };
-                let order = sorted_by_weight(&kept, weight);
+                let order = sorted_by_weight(&kept, weight, cap);
                 let mut left = vec![GradSum::default(); k_out];
                 for len in 1..=last {
                     let c = order[len - 1] as usize;
