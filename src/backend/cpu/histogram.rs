@@ -217,14 +217,6 @@ fn accumulate<B: Copy + Into<u32>, S: AddAssign<QuantGrad>>(
     hist: &mut [S],
 ) {
     debug_assert!(std::mem::size_of::<S>() > 8 || rows.len() <= I32_SUM_ROWS, "more rows than sum exactly in i32");
-    // A deep node's rows are scattered over the matrix: fetch rows a little ahead, since the
-    // hardware prefetcher cannot guess them.
-    let prefetch = |i: usize| {
-        if let Some(&r) = rows.get(i + PREFETCH_DISTANCE) {
-            prefetch_read(bins[r as usize * nf..].as_ptr());
-            prefetch_read(grads[r as usize..].as_ptr());
-        }
-    };
     // Every bin id is at most its feature's missing bin, the last of the feature's slots, so
     // `offsets[f] + bin` is inside `hist` (checked once here, relied on below).
     assert!(offsets.len() == nf + 1 && hist.len() == offsets[nf] && bins.len() % nf.max(1) == 0);
@@ -235,7 +227,7 @@ fn accumulate<B: Copy + Into<u32>, S: AddAssign<QuantGrad>>(
         *unsafe { hist.get_unchecked_mut(slot) } += q;
     };
     for (i, &r) in rows.iter().enumerate() {
-        prefetch(i);
+        prefetch_ahead(bins, nf, grads, rows, i);
         let q = grads[r as usize];
         let row = &bins[r as usize * nf..(r as usize + 1) * nf];
         if features.len() == nf {
@@ -264,21 +256,14 @@ fn accumulate_strided(bins: &[u8], nf: usize, rows: &[u32], grads: &[QuantGrad],
     let words = nf / 8;
     let hist = hist.as_mut_ptr();
     for (i, &r) in rows.iter().enumerate() {
-        if let Some(&ahead) = rows.get(i + PREFETCH_DISTANCE) {
-            prefetch_read(bins[ahead as usize * nf..].as_ptr());
-            prefetch_read(grads[ahead as usize..].as_ptr());
-        }
+        prefetch_ahead(bins, nf, grads, rows, i);
         let q = grads[r as usize];
         let row = &bins[r as usize * nf..(r as usize + 1) * nf];
         let mut at = 0usize;
         let mut add = |bin: usize| {
             debug_assert!(bin < stride);
             // SAFETY: at = f * stride for the row's f-th bin, bin < stride (see above).
-            unsafe {
-                let h = &mut *hist.add(at + bin);
-                h.g += q.g;
-                h.h += q.h;
-            }
+            unsafe { *hist.add(at + bin) += q };
             at += stride;
         };
         for w in 0..words {
@@ -295,6 +280,17 @@ fn accumulate_strided(bins: &[u8], nf: usize, rows: &[u32], grads: &[QuantGrad],
 
 /// Rows ahead of the current one whose data is fetched into cache.
 const PREFETCH_DISTANCE: usize = 16;
+
+/// Fetches the bins and gradient of the row [`PREFETCH_DISTANCE`] places after `rows[i]`: a
+/// deep node's rows are scattered over the matrix, where the hardware prefetcher cannot
+/// guess them.
+#[inline(always)]
+fn prefetch_ahead<B>(bins: &[B], nf: usize, grads: &[QuantGrad], rows: &[u32], i: usize) {
+    if let Some(&r) = rows.get(i + PREFETCH_DISTANCE) {
+        prefetch_read(bins[r as usize * nf..].as_ptr());
+        prefetch_read(grads[r as usize..].as_ptr());
+    }
+}
 
 /// `parent -= child` slot by slot: the sibling's histogram, without touching its rows, in
 /// the parent's place.
