@@ -23,6 +23,28 @@ const BLOCK: usize = 64;
 /// Gains at or below this are rounding noise, not a split (XGBoost's `kRtEps`).
 pub(super) const MIN_GAIN: f64 = 1e-6;
 
+/// The position of the first of the largest of `gains`, or None when every gain is minus
+/// infinity (a rejected candidate). Gains are never NaN (a candidate's gain is finite or
+/// rejected), so the first position holding the maximum is the candidate a scan keeping
+/// only strictly greater gains would pick. The maximum is taken in eight lanes, which the
+/// compiler turns into vector maxima.
+#[inline]
+fn first_largest(gains: &[f64]) -> Option<usize> {
+    let mut lanes = [f64::NEG_INFINITY; 8];
+    let chunks = gains.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (l, &g) in lanes.iter_mut().zip(c) {
+            *l = if g > *l { g } else { *l };
+        }
+    }
+    let max = lanes.iter().chain(tail).fold(f64::NEG_INFINITY, |m, &g| if g > m { g } else { m });
+    if max == f64::NEG_INFINITY {
+        return None;
+    }
+    gains.iter().position(|&g| g == max)
+}
+
 /// The regularisation that shapes splits and leaf values.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SplitParams {
@@ -266,12 +288,13 @@ impl<'a> SplitScorer<'a> {
     }
 
     /// [`Self::best_numeric`] for free weights (no monotone constraint, no bounds, no
-    /// `max_delta_step`), the common case. The candidates of a block of bins are listed first,
-    /// then their gains computed in one branch-free loop that the compiler vectorises (eight
-    /// lanes with AVX-512, chosen at run time), then scanned in order. The same candidates,
-    /// the same float operations on each (IEEE operations are exact per lane, and Rust never
-    /// fuses or reorders them) and the same order of comparison as the general scan: the same
-    /// split, bit for bit, on any CPU.
+    /// `max_delta_step`), the common case. The candidates of a block of bins are listed first
+    /// (their left sums as separate gradient and hessian arrays), then their gains computed in
+    /// one branch-free loop that the compiler vectorises (eight lanes with AVX-512, chosen at
+    /// run time), then the block's first largest gain found by a vector maximum. The same
+    /// candidates, the same float operations on each (IEEE operations are exact per lane, and
+    /// Rust never fuses or reorders them) and the same pick as the general scan (the first
+    /// of the largest gains): the same split, bit for bit, on any CPU.
     fn best_numeric_free(
         &self,
         feature: u32,
@@ -279,7 +302,8 @@ impl<'a> SplitScorer<'a> {
         missing: GradSum,
         has_missing: bool,
     ) -> Option<SplitCandidate> {
-        let mut lefts = [GradSum::default(); BLOCK];
+        let mut lg = [0i64; BLOCK];
+        let mut lh = [0i64; BLOCK];
         let mut at = [0u32; BLOCK];
         let mut dl = [false; BLOCK];
         let mut gains = [0f64; BLOCK];
@@ -296,22 +320,24 @@ impl<'a> SplitScorer<'a> {
                 let slot = bins[b];
                 let kept = (slot != GradSum::default()) as usize;
                 left += slot;
+                (lg[m], lh[m], at[m]) = (left.g, left.h, b as u32);
                 if has_missing {
-                    (lefts[m], at[m], dl[m]) = (left, b as u32, false);
-                    (lefts[m + 1], at[m + 1], dl[m + 1]) = (left + missing, b as u32, true);
+                    dl[m] = false;
+                    (lg[m + 1], lh[m + 1], at[m + 1], dl[m + 1]) =
+                        (left.g + missing.g, left.h + missing.h, b as u32, true);
                     m += 2 * kept;
                 } else {
-                    (lefts[m], at[m], dl[m]) = (left, b as u32, self.default_left_without_missing(left));
+                    dl[m] = self.default_left_without_missing(left);
                     m += kept;
                 }
                 b += 1;
             }
-            self.free_gains(&lefts[..m], &mut gains[..m]);
-            // In order, strictly greater: ties go to the first candidate, as in the general scan.
-            for j in 0..m {
-                let g = gains[j];
-                if g != f64::NEG_INFINITY && best.is_none_or(|cur| g > cur.0) {
-                    best = Some((g, at[j], dl[j], lefts[j]));
+            self.free_gains(&lg[..m], &lh[..m], &mut gains[..m]);
+            // Strictly greater than the best of earlier blocks: ties go to the first candidate,
+            // as in the general scan.
+            if let Some(j) = first_largest(&gains[..m]) {
+                if best.is_none_or(|cur| gains[j] > cur.0) {
+                    best = Some((gains[j], at[j], dl[j], GradSum { g: lg[j], h: lh[j] }));
                 }
             }
         }
@@ -320,24 +346,16 @@ impl<'a> SplitScorer<'a> {
         })
     }
 
-    /// The gains of sending each of `lefts` (at most [`BLOCK`]) left, minus infinity where
-    /// [`Self::gain`] is None.
-    fn free_gains(&self, lefts: &[GradSum], gains: &mut [f64]) {
-        // Gradients and hessians apart, so that each lane loads its own.
-        let mut lg = [0i64; BLOCK];
-        let mut lh = [0i64; BLOCK];
-        for (j, l) in lefts.iter().enumerate() {
-            lg[j] = l.g;
-            lh[j] = l.h;
-        }
-        let n = lefts.len();
+    /// The gains of sending left the candidates whose left gradient and hessian sums are
+    /// `lg` and `lh` (at most [`BLOCK`]), minus infinity where [`Self::gain`] is None.
+    fn free_gains(&self, lg: &[i64], lh: &[i64], gains: &mut [f64]) {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq") {
             // SAFETY: the features are present (checked above).
-            unsafe { self.free_gains_avx512(&lg[..n], &lh[..n], gains) };
+            unsafe { self.free_gains_avx512(lg, lh, gains) };
             return;
         }
-        self.free_gains_soa(&lg[..n], &lh[..n], gains);
+        self.free_gains_soa(lg, lh, gains);
     }
 
     /// [`Self::free_gains_soa`] compiled for AVX-512 (its packed i64 -> f64 conversion lets the
@@ -673,9 +691,9 @@ mod tests {
             assert_eq!(got.map(|g| (g.0.to_bits(), g.1, g.2)), want.map(|w| (w.0.to_bits(), w.1, w.2)), "case {case}");
             for block in lefts.chunks(BLOCK) {
                 let (mut fast, mut plain) = (vec![0.0; block.len()], vec![0.0; block.len()]);
-                scorer.free_gains(block, &mut fast);
                 let lg: Vec<i64> = block.iter().map(|l| l.g).collect();
                 let lh: Vec<i64> = block.iter().map(|l| l.h).collect();
+                scorer.free_gains(&lg, &lh, &mut fast);
                 scorer.free_gains_soa(&lg, &lh, &mut plain);
                 for ((f, s), &l) in fast.iter().zip(&plain).zip(block) {
                     let want = scorer.gain(l, 0).unwrap_or(f64::NEG_INFINITY);
@@ -683,6 +701,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The block scan's pick: the first of the largest gains, past ties and rejected ones.
+    #[test]
+    fn first_largest_takes_the_first_of_ties() {
+        let ninf = f64::NEG_INFINITY;
+        assert_eq!(first_largest(&[]), None);
+        assert_eq!(first_largest(&[ninf; 11]), None);
+        assert_eq!(first_largest(&[ninf, 2.0, 1.0, 2.0]), Some(1));
+        let mut g = vec![ninf; 37];
+        (g[9], g[17], g[33], g[36]) = (5.0, 7.0, 7.0, 6.0);
+        assert_eq!(first_largest(&g), Some(17));
+        g[35] = 8.0;
+        assert_eq!(first_largest(&g), Some(35));
     }
 
     /// Unit scales: a slot's (g, h) are its integers; h = 1 per row, as for squared error.
