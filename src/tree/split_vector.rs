@@ -19,7 +19,7 @@
 use super::constraints::NodeLimits;
 use super::gradient::{GradSum, Quantiser};
 use super::grow::{Open, TreeContext};
-use super::split::{best_split_per_node, sorted_by_weight, SplitCandidate, SplitParams, MIN_GAIN};
+use super::split::{best_split_per_node, retain_branch_free, sorted_by_weight, SplitCandidate, SplitParams, MIN_GAIN};
 use crate::data::FeatureCuts;
 
 /// Each vector-leaf node's best split (None where none qualifies), over the features
@@ -234,8 +234,8 @@ impl<'a> VectorScorer<'a> {
         let sums_of = |c: usize| -> Vec<GradSum> { hists.iter().map(|h| h[c]).collect() };
         let missing = sums_of(n_cats);
         let has_missing = missing.iter().any(|&m| m != GradSum::default());
-        let present: Vec<u32> =
-            (0..n_cats as u32).filter(|&c| hists.iter().any(|h| h[c as usize] != GradSum::default())).collect();
+        let mut present: Vec<u32> = (0..n_cats as u32).collect();
+        retain_branch_free(&mut present, |c| hists.iter().any(|h| h[c as usize] != GradSum::default()));
         if present.is_empty() || (present.len() == 1 && !has_missing) {
             return None;
         }
@@ -257,8 +257,8 @@ impl<'a> VectorScorer<'a> {
             }
         } else {
             let n_present = present.len();
-            let kept: Vec<u32> =
-                present.into_iter().filter(|&c| self.rows_of(&sums_of(c as usize)) >= p.cat_smooth).collect();
+            let mut kept = present;
+            retain_branch_free(&mut kept, |c| self.rows_of(&sums_of(c as usize)) >= p.cat_smooth);
             let last = if kept.len() < n_present { kept.len().saturating_sub(1) } else { kept.len() };
             let cap = p.max_cat_threshold;
             for output in 0..k_out {
