@@ -318,7 +318,7 @@ impl<'a> SplitScorer<'a> {
             // and the branch mispredicted there.
             while b < bins.len() && m + 2 <= BLOCK {
                 let slot = bins[b];
-                let kept = (slot != GradSum::default()) as usize;
+                let kept = !slot.is_zero() as usize;
                 left += slot;
                 (lg[m], lh[m], at[m]) = (left.g, left.h, b as u32);
                 if has_missing {
@@ -415,7 +415,7 @@ impl<'a> SplitScorer<'a> {
         let (missing, bins) = hist.split_last()?;
         let has_missing = *missing != GradSum::default();
         let mut present: Vec<u32> = (0..bins.len() as u32).collect();
-        retain_branch_free(&mut present, |c| bins[c as usize] != GradSum::default());
+        retain_branch_free(&mut present, |c| !bins[c as usize].is_zero());
         if present.is_empty() || (present.len() == 1 && !has_missing) {
             return None;
         }

@@ -235,7 +235,7 @@ impl<'a> VectorScorer<'a> {
         let missing = sums_of(n_cats);
         let has_missing = missing.iter().any(|&m| m != GradSum::default());
         let mut present: Vec<u32> = (0..n_cats as u32).collect();
-        retain_branch_free(&mut present, |c| hists.iter().any(|h| h[c as usize] != GradSum::default()));
+        retain_branch_free(&mut present, |c| hists.iter().any(|h| !h[c as usize].is_zero()));
         if present.is_empty() || (present.len() == 1 && !has_missing) {
             return None;
         }
