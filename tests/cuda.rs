@@ -1103,7 +1103,7 @@ fn shap_values_of_imported_models_equal_their_libraries_on_the_cpu_and_the_gpu()
 fn mostly_null(rows: &[usize]) -> Dataset {
     let value = |f: usize, r: usize| {
         let h = polars_gbt::random::hash64(f as u64, r as u64);
-        (h % 12 == 0).then(|| ((h >> 20) % 1000) as f32 / 100.0)
+        h.is_multiple_of(12).then(|| ((h >> 20) % 1000) as f32 / 100.0)
     };
     let columns = (0..40)
         .map(|f| {

@@ -474,7 +474,7 @@ impl Dataset {
     /// A starting margin per row (row-major `n_rows x n_outputs`), used instead of the base score.
     pub fn with_base_margin(mut self, margin: Vec<f32>) -> Result<Self> {
         let n = self.n_rows();
-        if (n == 0 && !margin.is_empty()) || (n > 0 && (margin.is_empty() || margin.len() % n != 0)) {
+        if (n == 0 && !margin.is_empty()) || (n > 0 && (margin.is_empty() || !margin.len().is_multiple_of(n))) {
             return Err(Error::column(
                 "base_margin",
                 format!("has {} values for {} rows", margin.len(), self.n_rows()),

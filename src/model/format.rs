@@ -221,7 +221,7 @@ impl Model {
         if self.features.is_empty() {
             return Err(Error::model("no features"));
         }
-        if self.trees.is_empty() || self.trees.len() % self.n_outputs != 0 {
+        if self.trees.is_empty() || !self.trees.len().is_multiple_of(self.n_outputs) {
             return Err(Error::model(format!(
                 "{} trees do not make whole rounds of {} outputs",
                 self.trees.len(),

@@ -490,7 +490,7 @@ pub(super) fn round_logger(cfg: &TrainConfig, kwargs: &FitKwargs) -> impl FnMut(
         }
     }
     move |round: &RoundLog| {
-        if every > 0 && !round.values.is_empty() && (round.round % every == 0 || round.round + 1 == rounds) {
+        if every > 0 && !round.values.is_empty() && (round.round.is_multiple_of(every) || round.round + 1 == rounds) {
             eprintln!("{round}");
         }
         if let Some(bar) = &progress {

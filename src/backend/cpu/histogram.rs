@@ -219,7 +219,7 @@ fn accumulate<B: Copy + Into<u32>, S: AddAssign<QuantGrad>>(
     debug_assert!(std::mem::size_of::<S>() > 8 || rows.len() <= I32_SUM_ROWS, "more rows than sum exactly in i32");
     // Every bin id is at most its feature's missing bin, the last of the feature's slots, so
     // `offsets[f] + bin` is inside `hist` (checked once here, relied on below).
-    assert!(offsets.len() == nf + 1 && hist.len() == offsets[nf] && bins.len() % nf.max(1) == 0);
+    assert!(offsets.len() == nf + 1 && hist.len() == offsets[nf] && bins.len().is_multiple_of(nf.max(1)));
     let mut add = |slot: usize, q: QuantGrad| {
         debug_assert!(slot < hist.len());
         // SAFETY: slot = offsets[f] + bin with bin < slots(f) = offsets[f + 1] - offsets[f],
@@ -252,7 +252,7 @@ fn accumulate_strided(bins: &[u8], nf: usize, rows: &[u32], grads: &[QuantGrad],
     debug_assert!(rows.len() <= I32_SUM_ROWS, "more rows than sum exactly in i32");
     // Every bin is below its feature's slot count, at most `stride`: f * stride + bin is
     // inside `hist` (checked once here, relied on below).
-    assert!(hist.len() == nf * stride && bins.len() % nf.max(1) == 0);
+    assert!(hist.len() == nf * stride && bins.len().is_multiple_of(nf.max(1)));
     let words = nf / 8;
     let hist = hist.as_mut_ptr();
     for (i, &r) in rows.iter().enumerate() {

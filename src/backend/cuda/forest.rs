@@ -422,7 +422,7 @@ mod tests {
                 feature,
                 threshold: (rng.next_u64() % 100) as f32 / 10.0,
                 split_bin: 0,
-                default_left: rng.next_u64() % 2 == 0,
+                default_left: rng.next_u64().is_multiple_of(2),
                 left_categories: &cats,
                 gain: 1.0,
             };
@@ -435,8 +435,14 @@ mod tests {
     /// A stump on `feature` at `threshold`, missing values going left on even `i`.
     fn stump(feature: u32, threshold: f32, i: usize) -> Tree {
         let mut t = Tree::leaf(0.0, 1.0);
-        let spec =
-            SplitSpec { feature, threshold, split_bin: 0, default_left: i % 2 == 0, left_categories: &[], gain: 1.0 };
+        let spec = SplitSpec {
+            feature,
+            threshold,
+            split_bin: 0,
+            default_left: i.is_multiple_of(2),
+            left_categories: &[],
+            gain: 1.0,
+        };
         t.split(0, &spec, (i as f32, 1.0), (-(i as f32), 1.0));
         t
     }

@@ -496,12 +496,12 @@ mod tests {
             let node = leaves.swap_remove(rng.next_u64() as usize % leaves.len());
             let feature = (rng.next_u64() % nf as u64) as u32;
             let cats: Vec<u32> =
-                if feature == 0 { (0..6).filter(|_| rng.next_u64() % 2 == 0).collect() } else { vec![] };
+                if feature == 0 { (0..6).filter(|_| rng.next_u64().is_multiple_of(2)).collect() } else { vec![] };
             let spec = SplitSpec {
                 feature,
                 threshold: (rng.next_u64() % 20) as f32 / 10.0 - 1.0,
                 split_bin: 0,
-                default_left: rng.next_u64() % 2 == 0,
+                default_left: rng.next_u64().is_multiple_of(2),
                 left_categories: &cats,
                 gain: 1.0,
             };

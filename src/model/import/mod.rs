@@ -86,7 +86,7 @@ struct SplitsSeen {
 pub(crate) fn assemble(f: Foreign) -> Result<Model> {
     let src = f.source;
     let n_outputs = f.config.num_outputs();
-    if f.trees.is_empty() || f.trees.len() % n_outputs != 0 {
+    if f.trees.is_empty() || !f.trees.len().is_multiple_of(n_outputs) {
         return Err(Error::model(format!(
             "{src} model has {} trees, not whole rounds of {n_outputs} outputs",
             f.trees.len()
