@@ -8,6 +8,7 @@ pub mod learner;
 pub mod memory;
 pub mod partition;
 pub mod predict;
+mod route_simd;
 pub mod shap;
 
 pub use grow::{CpuNode, CpuSteps};

@@ -18,6 +18,12 @@ pub trait RowRouter: Sync {
     fn goes_left(&self, row: u32) -> bool;
     /// A hint that `row` will be asked about soon (to fetch its data ahead).
     fn prefetch(&self, _row: u32) {}
+    /// Partitions `rows` stably in place as the row loop of `partition_in_place` would, the
+    /// right rows in order in `right` (as long as `rows`), returning the left count; None
+    /// where the router has no faster way for the whole node (the row loop then runs).
+    fn partition(&self, _rows: &mut [u32], _right: &mut [u32]) -> Option<usize> {
+        None
+    }
 }
 
 impl<F: Fn(u32) -> bool + Sync> RowRouter for F {
@@ -50,9 +56,17 @@ thread_local! {
 /// buffer, and only the matching count advances, since a split sends rows either way about
 /// equally often and a branch on it would mispredict half the time.
 fn partition_in_place<R: RowRouter>(router: &R, rows: &mut [u32]) -> usize {
-    RIGHT_ROWS.with_borrow_mut(|right| {
-        right.clear();
-        right.resize(rows.len(), 0);
+    RIGHT_ROWS.with_borrow_mut(|buffer| {
+        // Grown, never cleared: every slot read below was written first in this call.
+        if buffer.len() < rows.len() {
+            buffer.resize(rows.len(), 0);
+        }
+        let right = &mut buffer[..rows.len()];
+        if let Some(n_left) = router.partition(rows, right) {
+            let n_right = rows.len() - n_left;
+            rows[n_left..].copy_from_slice(&right[..n_right]);
+            return n_left;
+        }
         let (mut n_left, mut n_right) = (0, 0);
         for i in 0..rows.len() {
             if let Some(&ahead) = rows.get(i + PREFETCH_DISTANCE) {
