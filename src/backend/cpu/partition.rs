@@ -51,10 +51,11 @@ thread_local! {
     static RIGHT_ROWS: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Stable in-place partition of `rows`; returns how many went left. Branch-free: every row is
-/// written both to the left run (in place, never ahead of the read position) and to the right
-/// buffer, and only the matching count advances, since a split sends rows either way about
-/// equally often and a branch on it would mispredict half the time.
+/// Stable in-place partition of `rows`; returns how many went left. The router's whole-node
+/// way when it has one (the bins' vector route, `route_simd`), else this row loop.
+/// Branch-free: every row is written both to the left run (in place, never ahead of the read
+/// position) and to the right buffer, and only the matching count advances, since a split
+/// sends rows either way about equally often and a branch on it would mispredict half the time.
 fn partition_in_place<R: RowRouter>(router: &R, rows: &mut [u32]) -> usize {
     RIGHT_ROWS.with_borrow_mut(|buffer| {
         // Grown, never cleared: every slot read below was written first in this call.
