@@ -45,6 +45,30 @@ fn first_largest(gains: &[f64]) -> Option<usize> {
     gains.iter().position(|&g| g == max)
 }
 
+/// A histogram slot as the searches read it: its gradient and hessian sums (a narrow `i32`
+/// histogram's slots are read in place, widened one at a time).
+pub trait HistSlot: Copy {
+    fn sum(self) -> GradSum;
+
+    /// The positions of the non-empty slots of `bins`, in order.
+    fn present(bins: &[Self]) -> Vec<u32> {
+        let mut out: Vec<u32> = (0..bins.len() as u32).collect();
+        retain_branch_free(&mut out, |c| !bins[c as usize].sum().is_zero());
+        out
+    }
+}
+
+impl HistSlot for GradSum {
+    #[inline(always)]
+    fn sum(self) -> GradSum {
+        self
+    }
+
+    fn present(bins: &[Self]) -> Vec<u32> {
+        present_slots(bins)
+    }
+}
+
 /// The regularisation that shapes splits and leaf values.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SplitParams {
@@ -250,12 +274,14 @@ impl<'a> SplitScorer<'a> {
 
     /// The best split of feature `feature` from its histogram: `hist[b]` sums bin `b`, and the
     /// last slot sums the missing values.
-    pub fn best_numeric(&self, feature: u32, hist: &[GradSum]) -> Option<SplitCandidate> {
+    /// Any slot type that reads as sums (a narrow `i32` histogram's slots, read in place).
+    pub fn best_numeric<S: HistSlot>(&self, feature: u32, hist: &[S]) -> Option<SplitCandidate> {
         let (missing, bins) = hist.split_last()?;
+        let missing = missing.sum();
         let direction = self.monotone.get(feature as usize).copied().unwrap_or(0);
-        let has_missing = *missing != GradSum::default();
+        let has_missing = missing != GradSum::default();
         if direction == 0 && self.limits.unbounded() && self.params.max_delta_step == 0.0 {
-            return self.best_numeric_free(feature, bins, *missing, has_missing);
+            return self.best_numeric_free(feature, bins, missing, has_missing);
         }
         let mut best: Option<(f64, u32, bool, GradSum)> = None;
         let mut consider = |gain: Option<f64>, bin: u32, default_left: bool, left: GradSum| {
@@ -268,7 +294,8 @@ impl<'a> SplitScorer<'a> {
         let mut left = GradSum::default();
         // The split after the last bin keeps every present value left: with missing values
         // going right, that is the "present or missing" split.
-        for (b, &slot) in bins.iter().enumerate() {
+        for (b, slot) in bins.iter().enumerate() {
+            let slot = slot.sum();
             // An empty bin moves no rows: the split after the previous bin already covered it.
             if slot == GradSum::default() {
                 continue;
@@ -276,7 +303,7 @@ impl<'a> SplitScorer<'a> {
             left += slot;
             if has_missing {
                 consider(self.gain(left, direction), b as u32, false, left);
-                let with_missing = left + *missing;
+                let with_missing = left + missing;
                 consider(self.gain(with_missing, direction), b as u32, true, with_missing);
             } else {
                 consider(self.gain(left, direction), b as u32, self.default_left_without_missing(left), left);
@@ -295,10 +322,10 @@ impl<'a> SplitScorer<'a> {
     /// candidates, the same float operations on each (IEEE operations are exact per lane, and
     /// Rust never fuses or reorders them) and the same pick as the general scan (the first
     /// of the largest gains): the same split, bit for bit, on any CPU.
-    fn best_numeric_free(
+    fn best_numeric_free<S: HistSlot>(
         &self,
         feature: u32,
-        bins: &[GradSum],
+        bins: &[S],
         missing: GradSum,
         has_missing: bool,
     ) -> Option<SplitCandidate> {
@@ -317,7 +344,7 @@ impl<'a> SplitScorer<'a> {
             // already covered it. Without a branch on it: deep nodes' histograms are patchy,
             // and the branch mispredicted there.
             while b < bins.len() && m + 2 <= BLOCK {
-                let slot = bins[b];
+                let slot = bins[b].sum();
                 let kept = !slot.is_zero() as usize;
                 left += slot;
                 (lg[m], lh[m], at[m]) = (left.g, left.h, b as u32);
@@ -411,10 +438,11 @@ impl<'a> SplitScorer<'a> {
     /// (they go right), the ordering adds `cat_smooth` to each category's hessian, the children
     /// are scored with `cat_l2` added to `reg_lambda`, and each side needs `min_data_per_group`
     /// rows. Rows are estimated from hessians (`rows_per_hessian`).
-    pub fn best_categorical(&self, feature: u32, hist: &[GradSum]) -> Option<SplitCandidate> {
+    pub fn best_categorical<S: HistSlot>(&self, feature: u32, hist: &[S]) -> Option<SplitCandidate> {
         let (missing, bins) = hist.split_last()?;
-        let has_missing = *missing != GradSum::default();
-        let present = present_slots(bins);
+        let missing = missing.sum();
+        let has_missing = missing != GradSum::default();
+        let present = S::present(bins);
         if present.is_empty() || (present.len() == 1 && !has_missing) {
             return None;
         }
@@ -424,25 +452,25 @@ impl<'a> SplitScorer<'a> {
         // order); the set is built once, at the end: copying it at every improvement was
         // quadratic in the categories (100,000 took 48 s).
         let mut best: Option<CategoricalBest> = None;
-        let missing = has_missing.then_some(*missing);
+        let missing = has_missing.then_some(missing);
         let mut consider = |set: LeftSet, left: GradSum, partition: bool| {
             self.consider_categorical(&mut best, &partition_params, missing, set, left, partition)
         };
         let mut order: Vec<u32>;
         if present.len() <= p.max_cat_to_onehot {
             for &c in &present {
-                consider(LeftSet::One(c), bins[c as usize], false);
+                consider(LeftSet::One(c), bins[c as usize].sum(), false);
             }
             order = present;
         } else {
             let n_present = present.len();
             order = present;
-            retain_branch_free(&mut order, |c| self.rows_of(bins[c as usize]) >= p.cat_smooth);
+            retain_branch_free(&mut order, |c| self.rows_of(bins[c as usize].sum()) >= p.cat_smooth);
             // With rare categories left out, every ordered category left would split off just
             // the rare ones: not a candidate.
             let last = if order.len() < n_present { order.len().saturating_sub(1) } else { order.len() };
             let weight = |c: u32| {
-                let (g, h) = self.quantiser.to_float(bins[c as usize]);
+                let (g, h) = self.quantiser.to_float(bins[c as usize].sum());
                 p.weight(g, h + p.cat_smooth)
             };
             // Prefixes of the weight order, the side sent left holding at most
@@ -451,7 +479,7 @@ impl<'a> SplitScorer<'a> {
             order = sorted_by_weight(&order, weight, cap);
             let mut left = GradSum::default();
             for k in 1..=last {
-                left += bins[order[k - 1] as usize];
+                left += bins[order[k - 1] as usize].sum();
                 if k <= cap || order.len() - k <= cap {
                     consider(LeftSet::Prefix(k), left, true);
                 }

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
-use super::histogram::{add_histogram, build_histograms, subtract_in_place, HistLayout, HistTask};
+use super::histogram::{add_histogram, build_histograms, HistLayout, HistTask, NodeHist};
 use super::partition::{RowPartition, RowRouter, SplitJob};
 use super::prefetch_read;
 use super::route_simd::{self, as_bytes, BinId, BinSplit};
@@ -15,7 +15,7 @@ use crate::collective::{sum_grads, Collective, Solo};
 use crate::data::binned::BinData;
 use crate::data::BinnedMatrix;
 use crate::data::FeatureCuts;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::profile::StageTimes;
 use crate::tree::gradient::QuantGrad;
 use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
@@ -28,7 +28,7 @@ use crate::tree::{GradSum, Tree};
 /// histogram holds each output's histogram in turn (output-major, `layout.total_slots()` each).
 pub struct CpuNode {
     node: u32,
-    hist: Vec<GradSum>,
+    hist: NodeHist,
     rows: u64,
 }
 
@@ -92,11 +92,17 @@ impl<'a> CpuSteps<'a> {
         self.partition
     }
 
-    /// Sums `hists` and `counts` over the workers, in one operation.
-    fn reduce(&self, hists: &mut [&mut Vec<GradSum>], counts: &mut [u64]) -> Result<()> {
+    /// Sums `hists` and `counts` over the workers, in one operation. Histograms are wide in a
+    /// distributed fit ([`Self::narrow_children`]).
+    fn reduce(&self, hists: &mut [&mut NodeHist], counts: &mut [u64]) -> Result<()> {
         if self.comm.world() == 1 {
             return Ok(());
         }
+        let mut hists: Vec<&mut Vec<GradSum>> = hists
+            .iter_mut()
+            .map(|h| h.wide_mut().ok_or_else(|| Error::data("internal error: a narrow histogram in a distributed fit")))
+            .collect::<Result<_>>()?;
+        let hists = &mut hists[..];
         let mut flat: Vec<GradSum> = hists.iter().flat_map(|h| h.iter().copied()).collect();
         flat.extend(counts.iter().map(|&c| GradSum { g: c as i64, h: 0 }));
         sum_grads(self.comm, &mut flat)?;
@@ -132,8 +138,16 @@ impl<'a> CpuSteps<'a> {
             .collect()
     }
 
-    fn empty_histogram(&self) -> Vec<GradSum> {
-        vec![GradSum::default(); self.layout.total_slots() * self.grads.len()]
+    fn empty_histogram(&self, narrow: bool) -> NodeHist {
+        NodeHist::zeroed(self.layout.total_slots() * self.grads.len(), narrow)
+    }
+
+    /// Whether the children of a node of `parent_rows` rows keep narrow (`i32`) histograms:
+    /// when every sum over the parent's rows fits (at most a chunk's rows), on one worker (the
+    /// collective sums `i64`) and for a scalar tree (the vector-leaf search reads `i64`, even
+    /// for one output).
+    fn narrow_children(&self, parent_rows: u64, ctx: &TreeContext) -> bool {
+        parent_rows <= self.layout.chunk_rows() as u64 && self.comm.world() == 1 && !ctx.is_vector()
     }
 
     /// Output `k`'s histogram within a node's.
@@ -148,11 +162,13 @@ impl GrowSteps for CpuSteps<'_> {
 
     fn build_root(&mut self, ctx: &TreeContext) -> Result<CpuNode> {
         let started = self.times.start();
-        let mut hist = self.empty_histogram();
+        // The root's sums are over every row: wide.
+        let mut wide = vec![GradSum::default(); self.layout.total_slots() * self.grads.len()];
         for (k, grads) in self.grads.iter().enumerate() {
-            let task = HistTask { rows: self.partition.rows_of(0), hist: &mut hist[self.output_slots(k)] };
+            let task = HistTask { rows: self.partition.rows_of(0), hist: &mut wide[self.output_slots(k)] };
             build_histograms(self.binned, &self.layout, grads, ctx.tree_features, vec![task]);
         }
+        let mut hist = NodeHist::Wide(wide);
         let mut rows = [self.partition.rows_of(0).len() as u64];
         self.reduce(&mut [&mut hist], &mut rows)?;
         self.times.stop(0, started);
@@ -189,7 +205,7 @@ impl GrowSteps for CpuSteps<'_> {
     }
 
     fn histogram(&mut self, node: &CpuNode) -> Result<Vec<GradSum>> {
-        Ok(node.hist.clone())
+        Ok(node.hist.widened())
     }
 
     fn rows(&mut self, node: &CpuNode) -> Result<Vec<u32>> {
@@ -203,8 +219,17 @@ impl CpuSteps<'_> {
         if ctx.is_vector() {
             let rows: Vec<u32> = nodes.iter().map(|o| o.state.rows as u32).collect();
             let nodes_now: &[Open<CpuNode>] = nodes;
-            let hist =
-                |i: usize, k: usize, f: usize| self.layout.feature(&nodes_now[i].state.hist[self.output_slots(k)], f);
+            // A vector-leaf tree's histograms are wide (`narrow_children`).
+            let wide: Vec<&[GradSum]> = nodes_now
+                .iter()
+                .map(|o| {
+                    o.state
+                        .hist
+                        .wide()
+                        .ok_or_else(|| Error::data("internal error: a narrow histogram in a vector-leaf tree"))
+                })
+                .collect::<Result<_>>()?;
+            let hist = |i: usize, k: usize, f: usize| self.layout.feature(&wide[i][self.output_slots(k)], f);
             let found = best_vector_splits(nodes_now, ctx, self.cuts, &rows, hist);
             nodes.iter_mut().zip(found).for_each(|(o, best)| o.best = best);
             return Ok(());
@@ -212,12 +237,15 @@ impl CpuSteps<'_> {
         let monotone = &ctx.params.constraints.monotone;
         let found = best_split_per_node(nodes, ctx, |i, f| {
             let o = &nodes[i];
-            let hist = self.layout.feature(&o.state.hist, f as usize);
             let scorer =
                 SplitScorer::new(&ctx.params.split, &ctx.quantiser, o.total, o.state.rows as u32, &o.limits, monotone);
-            match self.cuts[f as usize].is_categorical() {
-                true => scorer.best_categorical(f, hist),
-                false => scorer.best_numeric(f, hist),
+            let slots = self.layout.offsets[f as usize]..self.layout.offsets[f as usize + 1];
+            // Narrow slots are read in place.
+            match (&o.state.hist, self.cuts[f as usize].is_categorical()) {
+                (NodeHist::Wide(h), true) => scorer.best_categorical(f, &h[slots]),
+                (NodeHist::Wide(h), false) => scorer.best_numeric(f, &h[slots]),
+                (NodeHist::Narrow(h), true) => scorer.best_categorical(f, &h[slots]),
+                (NodeHist::Narrow(h), false) => scorer.best_numeric(f, &h[slots]),
             }
         });
         nodes.iter_mut().zip(found).for_each(|(o, best)| o.best = best);
@@ -233,7 +261,7 @@ impl CpuSteps<'_> {
     ) -> Result<Vec<Option<[CpuNode; 2]>>> {
         let jobs: Vec<(u32, u32, u32, usize)> =
             expansions.iter().map(|e| (e.node, e.children[0], e.children[1], e.split.feature as usize)).collect();
-        let small_left: Vec<Option<bool>> = expansions
+        let small_left: Vec<Option<(bool, bool)>> = expansions
             .iter()
             .map(|e| {
                 let s = &e.split;
@@ -242,32 +270,34 @@ impl CpuSteps<'_> {
                 } else {
                     s.left.h <= s.right.h
                 };
-                e.grow_children.then_some(left_is_small)
+                e.grow_children.then_some((left_is_small, self.narrow_children(e.state.rows, ctx)))
             })
             .collect();
         // Zeroed in parallel: a deep level's hundreds of histograms are megabytes to clear.
-        let small_hists: Vec<Option<Mutex<Vec<GradSum>>>> =
-            small_left.par_iter().map(|s| s.map(|_| Mutex::new(self.empty_histogram()))).collect();
+        let small_hists: Vec<Option<Mutex<NodeHist>>> =
+            small_left.par_iter().map(|s| s.map(|(_, narrow)| Mutex::new(self.empty_histogram(narrow)))).collect();
         let (binned, layout, grads, features) = (self.binned, &self.layout, &self.grads, ctx.tree_features);
         let observe = |k: usize, left: &[u32], right: &[u32]| {
-            let (Some(is_left), Some(total)) = (small_left[k], &small_hists[k]) else { return };
+            let (Some((is_left, narrow)), Some(total)) = (small_left[k], &small_hists[k]) else { return };
             let rows = if is_left { left } else { right };
             // A node of one piece (or the first of several to get here) adds into the total
             // directly; a piece that would wait builds its own and adds it after. Integer sums:
             // the result is the same either way. One histogram per output (vector leaves).
-            let slots = layout.total_slots();
-            if let Ok(mut total) = total.try_lock() {
-                for (out, g) in total.chunks_mut(slots).zip(grads) {
-                    add_histogram(binned, layout, g, features, rows, out);
+            let add_rows = |hist: &mut NodeHist| match hist {
+                NodeHist::Wide(wide) => {
+                    for (out, g) in wide.chunks_mut(layout.total_slots()).zip(grads) {
+                        add_histogram(binned, layout, g, features, rows, out);
+                    }
                 }
+                narrow => narrow.add_rows(binned, layout, grads[0], features, rows),
+            };
+            if let Ok(mut total) = total.try_lock() {
+                add_rows(&mut total);
                 return;
             }
-            let mut hist = vec![GradSum::default(); slots * grads.len()];
-            for (out, g) in hist.chunks_mut(slots).zip(grads) {
-                add_histogram(binned, layout, g, features, rows, out);
-            }
-            let mut total = total.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            total.iter_mut().zip(hist).for_each(|(t, h)| *t += h);
+            let mut hist = NodeHist::zeroed(layout.total_slots() * grads.len(), narrow);
+            add_rows(&mut hist);
+            total.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).add(&hist);
         };
         match &self.binned.data {
             BinData::U8 { rows } => split_all(&mut self.partition, tree, self.binned, rows, &jobs, observe),
@@ -276,7 +306,7 @@ impl CpuSteps<'_> {
         }
         // The smaller children's histograms and rows, summed over the workers (in a
         // distributed fit) before the siblings are taken from the parents.
-        let mut small_hists: Vec<Option<Vec<GradSum>>> = small_hists
+        let mut small_hists: Vec<Option<NodeHist>> = small_hists
             .into_iter()
             .map(|h| h.map(|h| h.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner())))
             .collect();
@@ -284,7 +314,7 @@ impl CpuSteps<'_> {
             .iter()
             .zip(&small_left)
             .filter_map(|(e, s)| {
-                s.map(|is_left| self.partition.rows_of(e.children[usize::from(!is_left)]).len() as u64)
+                s.map(|(is_left, _)| self.partition.rows_of(e.children[usize::from(!is_left)]).len() as u64)
             })
             .collect();
         self.reduce(&mut small_hists.iter_mut().flatten().collect::<Vec<_>>(), &mut small_rows)?;
@@ -298,12 +328,12 @@ impl CpuSteps<'_> {
             .zip(small_left)
             .zip(small_rows)
             .map(|(((e, small_hist), is_left), small)| {
-                let (Some(is_left), Some(small_hist), Some(small)) = (is_left, small_hist, small) else {
+                let (Some((is_left, _)), Some(small_hist), Some(small)) = (is_left, small_hist, small) else {
                     return None;
                 };
-                // The parent's histogram becomes the sibling's, in place.
-                let mut sibling = e.state.hist;
-                subtract_in_place(&mut sibling, &small_hist);
+                // The parent's histogram becomes the sibling's (in place where both are of one
+                // width; a wide parent's narrow children take a narrow copy).
+                let sibling = e.state.hist.minus(&small_hist);
                 let (left, right) = if is_left { (small_hist, sibling) } else { (sibling, small_hist) };
                 let (left_rows, right_rows) =
                     if is_left { (small, e.state.rows - small) } else { (e.state.rows - small, small) };

@@ -7,7 +7,9 @@
 //! node histograms, so the working set stays near L1; chunks of a large node run in parallel
 //! and are summed into `i64`. Integer sums make the result independent of the chunking. With
 //! one-byte bins, a chunk pads every feature to the same slot count, so that the loop reads
-//! a row's bins as words and steps from feature to feature by a constant.
+//! a row's bins as words and steps from feature to feature by a constant. A node of at most a
+//! chunk's rows keeps its histogram in `i32` slots too ([`NodeHist`]): the same sums, half the
+//! bytes for the passes over its slots.
 
 use std::ops::AddAssign;
 
@@ -17,14 +19,197 @@ use super::prefetch_read;
 use crate::data::binned::BinData;
 use crate::data::BinnedMatrix;
 use crate::tree::gradient::{QuantGrad, I32_SUM_ROWS};
+use crate::tree::split::HistSlot;
 use crate::tree::GradSum;
 
-/// A chunk's exact sum of quantised gradients.
-#[derive(Clone, Copy, Debug, Default)]
+/// A chunk's exact sum of quantised gradients, and a small node's histogram slot
+/// ([`NodeHist::Narrow`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
-struct ChunkSum {
+pub struct ChunkSum {
     g: i32,
     h: i32,
+}
+
+impl AddAssign for ChunkSum {
+    #[inline]
+    fn add_assign(&mut self, o: ChunkSum) {
+        self.g += o.g;
+        self.h += o.h;
+    }
+}
+
+impl AddAssign<ChunkSum> for GradSum {
+    #[inline]
+    fn add_assign(&mut self, o: ChunkSum) {
+        *self += o.widen();
+    }
+}
+
+impl HistSlot for ChunkSum {
+    #[inline(always)]
+    fn sum(self) -> GradSum {
+        self.widen()
+    }
+
+    /// With AVX-512 where the CPU has it: a slot is one word, nonzero when the slot is.
+    fn present(bins: &[Self]) -> Vec<u32> {
+        let mut out: Vec<u32> = (0..bins.len() as u32).collect();
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the feature is present (checked above); `out` is as long as `bins`.
+            let n = unsafe { present_narrow_avx512(bins, &mut out) };
+            out.truncate(n);
+            return out;
+        }
+        crate::tree::split::retain_branch_free(&mut out, |c| !bins[c as usize].sum().is_zero());
+        out
+    }
+}
+
+/// [`HistSlot::present`] of narrow slots sixteen at a time: two loads of eight one-word slots,
+/// a bit a nonzero word, the positions written by one compressing store; returns the count.
+///
+/// # Safety
+/// Needs AVX-512F and `out.len() >= bins.len()`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn present_narrow_avx512(bins: &[ChunkSum], out: &mut [u32]) -> usize {
+    use std::arch::x86_64::*;
+    debug_assert!(out.len() >= bins.len());
+    let words = bins.as_ptr() as *const __m512i;
+    let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let (mut n, mut c) = (0usize, 0usize);
+    while c + 16 <= bins.len() {
+        // SAFETY: slots c .. c + 16 are inside `bins`, eight 8-byte slots a load.
+        let (a, b) = unsafe { (_mm512_loadu_si512(words.add(c / 8)), _mm512_loadu_si512(words.add(c / 8 + 1))) };
+        let present = _mm512_test_epi64_mask(a, a) as u16 | (_mm512_test_epi64_mask(b, b) as u16) << 8;
+        let k = present.count_ones() as usize;
+        // SAFETY: n <= c, so the k positions land at out[n..n + k] with n + k <= c + 16 <= len.
+        unsafe {
+            _mm512_mask_storeu_epi32(
+                out.as_mut_ptr().add(n) as *mut i32,
+                ((1u32 << k) - 1) as u16,
+                _mm512_maskz_compress_epi32(present, _mm512_add_epi32(lanes, _mm512_set1_epi32(c as i32))),
+            )
+        };
+        n += k;
+        c += 16;
+    }
+    for (i, b) in bins.iter().enumerate().skip(c) {
+        out[n] = i as u32;
+        n += !b.sum().is_zero() as usize;
+    }
+    n
+}
+
+/// A slot of a node's histogram: `i64` sums, or `i32` where every sum over the node's rows fits.
+pub trait Slot: Copy + Default + Send + Sync + AddAssign<QuantGrad> + AddAssign<ChunkSum> {}
+impl Slot for GradSum {}
+impl Slot for ChunkSum {}
+
+/// A node's histogram. A node of at most `chunk_rows` rows keeps `i32` sums (every sum over
+/// its rows fits, as a chunk's does): half the bytes to clear, to subtract and, in the split
+/// search, to read, where a level's histograms outgrow L2 (the flight table's 9,200 slots are
+/// 147 KB a node in `i64`).
+#[derive(Clone, Debug)]
+pub enum NodeHist {
+    Wide(Vec<GradSum>),
+    Narrow(Vec<ChunkSum>),
+}
+
+impl NodeHist {
+    /// A histogram of `slots` zero slots, narrow when `narrow`.
+    pub fn zeroed(slots: usize, narrow: bool) -> Self {
+        match narrow {
+            true => NodeHist::Narrow(vec![ChunkSum::default(); slots]),
+            false => NodeHist::Wide(vec![GradSum::default(); slots]),
+        }
+    }
+
+    /// The sums as `i64` (a copy).
+    pub fn widened(&self) -> Vec<GradSum> {
+        match self {
+            NodeHist::Wide(h) => h.clone(),
+            NodeHist::Narrow(h) => h.iter().map(|s| s.widen()).collect(),
+        }
+    }
+
+    /// The `i64` sums of a wide histogram.
+    pub fn wide(&self) -> Option<&[GradSum]> {
+        match self {
+            NodeHist::Wide(h) => Some(h),
+            NodeHist::Narrow(_) => None,
+        }
+    }
+
+    /// The `i64` sums of a wide histogram, to sum over the workers of a distributed fit.
+    pub fn wide_mut(&mut self) -> Option<&mut Vec<GradSum>> {
+        match self {
+            NodeHist::Wide(h) => Some(h),
+            NodeHist::Narrow(_) => None,
+        }
+    }
+
+    /// Adds the histogram of `rows` ([`add_histogram`]).
+    pub fn add_rows(
+        &mut self,
+        binned: &BinnedMatrix,
+        layout: &HistLayout,
+        grads: &[QuantGrad],
+        features: &[u32],
+        rows: &[u32],
+    ) {
+        match self {
+            NodeHist::Wide(h) => add_histogram(binned, layout, grads, features, rows, h),
+            NodeHist::Narrow(h) => add_histogram(binned, layout, grads, features, rows, h),
+        }
+    }
+
+    /// Adds another histogram of the same node's rows, slot by slot.
+    pub fn add(&mut self, other: &NodeHist) {
+        match (self, other) {
+            (NodeHist::Wide(a), NodeHist::Wide(b)) => a.iter_mut().zip(b).for_each(|(x, &y)| *x += y),
+            (NodeHist::Narrow(a), NodeHist::Narrow(b)) => a.iter_mut().zip(b).for_each(|(x, &y)| *x += y),
+            (NodeHist::Wide(a), NodeHist::Narrow(b)) => a.iter_mut().zip(b).for_each(|(x, &y)| *x += y),
+            (this, other) => {
+                let mut wide = this.widened();
+                wide.iter_mut().zip(other.widened()).for_each(|(x, y)| *x += y);
+                *this = NodeHist::Wide(wide);
+            }
+        }
+    }
+
+    /// This (a parent's histogram) minus `child`'s: the sibling's, in the parent's buffer where
+    /// the kinds agree. A narrow child's sibling is narrow too: both children of a parent are
+    /// narrow or neither (the parent's row count decides), and their sums fit.
+    pub fn minus(self, child: &NodeHist) -> NodeHist {
+        match (self, child) {
+            (NodeHist::Wide(mut p), NodeHist::Wide(c)) => {
+                subtract_in_place(&mut p, c);
+                NodeHist::Wide(p)
+            }
+            (NodeHist::Narrow(mut p), NodeHist::Narrow(c)) => {
+                p.iter_mut().zip(c).for_each(|(x, y)| (x.g, x.h) = (x.g - y.g, x.h - y.h));
+                NodeHist::Narrow(p)
+            }
+            (NodeHist::Wide(p), NodeHist::Narrow(c)) => NodeHist::Narrow(
+                p.iter()
+                    .zip(c)
+                    .map(|(x, y)| {
+                        let d = *x - y.widen();
+                        debug_assert!(i32::try_from(d.g).is_ok() && i32::try_from(d.h).is_ok());
+                        ChunkSum { g: d.g as i32, h: d.h as i32 }
+                    })
+                    .collect(),
+            ),
+            (parent, child) => {
+                let mut p = parent.widened();
+                subtract_in_place(&mut p, &child.widened());
+                NodeHist::Wide(p)
+            }
+        }
+    }
 }
 
 impl AddAssign<QuantGrad> for ChunkSum {
@@ -74,6 +259,11 @@ impl HistLayout {
     /// The same layout summing `rows` rows a chunk (at most 2^15).
     pub fn with_chunk_rows(self, rows: usize) -> Self {
         HistLayout { chunk_rows: rows.clamp(1, I32_SUM_ROWS), ..self }
+    }
+
+    /// Rows a chunk sums in `i32`: a node of at most this many rows keeps a narrow histogram.
+    pub fn chunk_rows(&self) -> usize {
+        self.chunk_rows
     }
 
     pub fn total_slots(&self) -> usize {
@@ -135,7 +325,7 @@ struct Chunk {
 impl Chunk {
     /// Adds the sums into a node's histogram (`layout`'s slots), with AVX-512 where the CPU
     /// has it (as [`subtract_in_place`]).
-    fn add_to(&self, layout: &HistLayout, hist: &mut [GradSum]) {
+    fn add_to<S: Slot>(&self, layout: &HistLayout, hist: &mut [S]) {
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx512f") {
             // SAFETY: the feature is present (checked above).
@@ -146,13 +336,13 @@ impl Chunk {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
-    unsafe fn add_to_avx512(&self, layout: &HistLayout, hist: &mut [GradSum]) {
+    unsafe fn add_to_avx512<S: Slot>(&self, layout: &HistLayout, hist: &mut [S]) {
         self.add_to_portable(layout, hist)
     }
 
     #[inline(always)]
-    fn add_to_portable(&self, layout: &HistLayout, hist: &mut [GradSum]) {
-        let add = |out: &mut [GradSum], sums: &[ChunkSum]| out.iter_mut().zip(sums).for_each(|(o, s)| *o += s.widen());
+    fn add_to_portable<S: Slot>(&self, layout: &HistLayout, hist: &mut [S]) {
+        let add = |out: &mut [S], sums: &[ChunkSum]| out.iter_mut().zip(sums).for_each(|(o, &s)| *o += s);
         match self.stride {
             None => add(hist, &self.sums),
             Some(stride) => {
@@ -195,13 +385,13 @@ fn chunk_sums(
 
 /// Adds the histogram of `rows` (any number, in chunks of at most `layout.chunk_rows`) to `hist`, on the
 /// calling thread: for rows whose bins were just read (by the partition) and are in cache.
-pub fn add_histogram(
+pub fn add_histogram<S: Slot>(
     binned: &BinnedMatrix,
     layout: &HistLayout,
     grads: &[QuantGrad],
     features: &[u32],
     rows: &[u32],
-    hist: &mut [GradSum],
+    hist: &mut [S],
 ) {
     // Few rows for the slots (a deep node of a wide histogram): a chunk's zeroing and its
     // addition into `hist`, both a pass over every slot, would cost more than the rows.
@@ -337,6 +527,40 @@ fn subtract_portable(parent: &mut [GradSum], child: &[GradSum]) {
 mod tests {
     use super::*;
     use crate::random::Rng;
+
+    /// Narrow slots' present list (vector where the CPU has it) equals the plain filter, and a
+    /// narrow sibling taken from a wide or a narrow parent equals the wide subtraction.
+    #[test]
+    fn narrow_histograms_read_and_subtract_as_wide_ones() {
+        let mut rng = Rng::new(13, 1);
+        for len in [0usize, 5, 16, 33, 3961] {
+            let small: Vec<ChunkSum> = (0..len)
+                .map(|_| match rng.below(4) {
+                    0 => ChunkSum { g: rng.below(7) as i32 - 3, h: 0 },
+                    1 => ChunkSum { g: 0, h: rng.below(5) as i32 },
+                    _ => ChunkSum::default(),
+                })
+                .collect();
+            let want: Vec<u32> = (0..len as u32).filter(|&c| small[c as usize] != ChunkSum::default()).collect();
+            assert_eq!(ChunkSum::present(&small), want, "{len} slots");
+            let parent: Vec<GradSum> = small
+                .iter()
+                .map(|s| GradSum {
+                    g: s.g as i64 + rng.below(1000) as i64 - 500,
+                    h: s.h as i64 + rng.below(1000) as i64,
+                })
+                .collect();
+            let mut want = parent.clone();
+            subtract_in_place(&mut want, &small.iter().map(|s| s.widen()).collect::<Vec<_>>());
+            let narrow_small = NodeHist::Narrow(small.clone());
+            let from_wide = NodeHist::Wide(parent.clone()).minus(&narrow_small);
+            assert!(matches!(from_wide, NodeHist::Narrow(_)) && from_wide.widened() == want);
+            let narrow_parent: Vec<ChunkSum> =
+                parent.iter().map(|p| ChunkSum { g: p.g as i32, h: p.h as i32 }).collect();
+            let from_narrow = NodeHist::Narrow(narrow_parent).minus(&narrow_small);
+            assert!(matches!(from_narrow, NodeHist::Narrow(_)) && from_narrow.widened() == want);
+        }
+    }
 
     /// Every path (one-byte bins at a fixed stride, with a tail of fewer than eight features;
     /// the node's layout for a feature subset, for uneven slot counts, and for wider bins)
