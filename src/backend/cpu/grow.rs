@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use super::histogram::{add_histogram, build_histograms, HistLayout, HistTask, NodeHist};
 use super::partition::{RowPartition, RowRouter, SplitJob};
 use super::prefetch_read;
-use super::route_simd::{self, as_bytes, BinId, BinSplit};
+use super::route_simd::{self, as_bytes, BinId, BinSplit, BinTest};
 use crate::collective::{sum_grads, Collective, Solo};
 use crate::data::binned::BinData;
 use crate::data::BinnedMatrix;
@@ -379,11 +379,7 @@ struct BinRouter<'a, B> {
     /// The bins from the split feature's first value on: row `r`'s is `bins[r * stride]`.
     bins: &'a [B],
     stride: usize,
-    missing: u32,
-    split_bin: u32,
-    default_left: bool,
-    /// The left-going category bitset of a categorical split.
-    categories: Option<&'a [u32]>,
+    test: BinTest<'a>,
 }
 
 impl<'a, B> BinRouter<'a, B> {
@@ -393,28 +389,20 @@ impl<'a, B> BinRouter<'a, B> {
             let start = tree.category_start[n] as usize;
             &tree.category_words[start..start + tree.category_len[n] as usize]
         });
-        BinRouter {
-            bins: &bins[feature..],
-            stride: binned.n_features(),
+        let test = BinTest {
             missing: binned.n_bins[feature],
             split_bin: tree.split_bin[n],
             default_left: tree.default_left[n],
             categories,
-        }
+        };
+        BinRouter { bins: &bins[feature..], stride: binned.n_features(), test }
     }
 }
 
 impl<B: BinId> RowRouter for BinRouter<'_, B> {
     #[inline]
     fn goes_left(&self, row: u32) -> bool {
-        let bin: u32 = self.bins[row as usize * self.stride].into();
-        if bin == self.missing {
-            self.default_left
-        } else if let Some(words) = self.categories {
-            words.get(bin as usize / 32).is_some_and(|w| w & (1 << (bin % 32)) != 0)
-        } else {
-            bin <= self.split_bin
-        }
+        self.test.goes_left(self.bins[row as usize * self.stride].into())
     }
 
     #[inline]
@@ -430,10 +418,7 @@ impl<B: BinId> RowRouter for BinRouter<'_, B> {
             bytes: as_bytes(self.bins),
             width: std::mem::size_of::<B>(),
             stride: self.stride,
-            missing: self.missing,
-            split_bin: self.split_bin,
-            default_left: self.default_left,
-            categories: self.categories,
+            test: self.test,
         };
         route_simd::partition(&split, rows, right, |r| self.goes_left(r))
     }

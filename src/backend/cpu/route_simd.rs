@@ -20,6 +20,32 @@ pub(crate) fn as_bytes<B: BinId>(bins: &[B]) -> &[u8] {
     unsafe { std::slice::from_raw_parts(bins.as_ptr() as *const u8, std::mem::size_of_val(bins)) }
 }
 
+/// Which bins one split sends left: the rule the row loop applies a row at a time and the
+/// vector partition sixteen lanes at a time.
+#[derive(Clone, Copy, Debug)]
+pub struct BinTest<'a> {
+    /// The missing values' bin, which goes `default_left`.
+    pub missing: u32,
+    /// A numeric split sends bins up to this one left.
+    pub split_bin: u32,
+    pub default_left: bool,
+    /// A categorical split's left-going bin set, one bit a bin (bins past it go right).
+    pub categories: Option<&'a [u32]>,
+}
+
+impl BinTest<'_> {
+    #[inline]
+    pub fn goes_left(&self, bin: u32) -> bool {
+        if bin == self.missing {
+            self.default_left
+        } else if let Some(words) = self.categories {
+            words.get(bin as usize / 32).is_some_and(|w| w & (1 << (bin % 32)) != 0)
+        } else {
+            bin <= self.split_bin
+        }
+    }
+}
+
 /// One split as the vector partition reads it.
 pub struct BinSplit<'a> {
     /// The bin matrix's bytes from the split feature's first value on: row `r`'s bin is the
@@ -29,13 +55,7 @@ pub struct BinSplit<'a> {
     pub width: usize,
     /// Values per row.
     pub stride: usize,
-    /// The missing values' bin, which goes `default_left`.
-    pub missing: u32,
-    /// A numeric split sends bins up to this one left.
-    pub split_bin: u32,
-    pub default_left: bool,
-    /// A categorical split's left-going bin set, one bit a bin (bins past it go right).
-    pub categories: Option<&'a [u32]>,
+    pub test: BinTest<'a>,
 }
 
 /// Partitions `rows` stably in place by `split`: the left rows in order at the front, the
@@ -94,10 +114,10 @@ unsafe fn partition_avx512(
         _ => -1,
     });
     let limit = _mm512_set1_epi32(last_row as i32);
-    let missing = _mm512_set1_epi32(split.missing as i32);
-    let split_bin = _mm512_set1_epi32(split.split_bin as i32);
-    let default_left: u16 = if split.default_left { 0xffff } else { 0 };
-    let (words, n_words) = match split.categories {
+    let missing = _mm512_set1_epi32(split.test.missing as i32);
+    let split_bin = _mm512_set1_epi32(split.test.split_bin as i32);
+    let default_left: u16 = if split.test.default_left { 0xffff } else { 0 };
+    let (words, n_words) = match split.test.categories {
         Some(w) => (w.as_ptr() as *const i32, w.len()),
         None => (std::ptr::null(), 0),
     };
@@ -205,21 +225,14 @@ mod tests {
                             bytes: &bytes[feature * width..],
                             width,
                             stride,
-                            missing: n_bins,
-                            split_bin: rng.below(n_bins as usize) as u32,
-                            default_left,
-                            categories: categorical.then_some(&words[..]),
+                            test: BinTest {
+                                missing: n_bins,
+                                split_bin: rng.below(n_bins as usize) as u32,
+                                default_left,
+                                categories: categorical.then_some(&words[..]),
+                            },
                         };
-                        let goes_left = |r: u32| {
-                            let b = bin_of(r);
-                            if b == split.missing {
-                                split.default_left
-                            } else if let Some(w) = split.categories {
-                                w.get(b as usize / 32).is_some_and(|w| w & (1 << (b % 32)) != 0)
-                            } else {
-                                b <= split.split_bin
-                            }
-                        };
+                        let goes_left = |r: u32| split.test.goes_left(bin_of(r));
                         let all: Vec<u32> = (0..n_rows as u32).collect();
                         let sparse: Vec<u32> = all.iter().copied().filter(|_| rng.below(3) == 0).collect();
                         let few: Vec<u32> = all.iter().rev().take(9).rev().copied().collect();
