@@ -46,26 +46,30 @@ fn first_largest(gains: &[f64]) -> Option<usize> {
 }
 
 /// A histogram slot as the searches read it: its gradient and hessian sums (a narrow `i32`
-/// histogram's slots are read in place, widened one at a time).
+/// histogram's slots are read in place, widened one at a time), and as plain 64-bit words for
+/// the vector scan of empty slots ([`present_slots`]).
 pub trait HistSlot: Copy {
+    /// 64-bit words a slot: a slot is empty when all of them are zero.
+    const WORDS: usize;
+
     fn sum(self) -> GradSum;
 
-    /// The positions of the non-empty slots of `bins`, in order.
-    fn present(bins: &[Self]) -> Vec<u32> {
-        let mut out: Vec<u32> = (0..bins.len() as u32).collect();
-        retain_branch_free(&mut out, |c| !bins[c as usize].sum().is_zero());
-        out
-    }
+    /// The slots' words, `WORDS` a slot.
+    fn words(bins: &[Self]) -> &[u64];
 }
 
 impl HistSlot for GradSum {
+    const WORDS: usize = 2;
+
     #[inline(always)]
     fn sum(self) -> GradSum {
         self
     }
 
-    fn present(bins: &[Self]) -> Vec<u32> {
-        present_slots(bins)
+    fn words(bins: &[Self]) -> &[u64] {
+        // SAFETY: GradSum is `#[repr(C)]` two i64 (no padding, every bit pattern a u64), and
+        // the view borrows `bins` for as long as it lives.
+        unsafe { std::slice::from_raw_parts(bins.as_ptr() as *const u64, 2 * bins.len()) }
     }
 }
 
@@ -442,7 +446,7 @@ impl<'a> SplitScorer<'a> {
         let (missing, bins) = hist.split_last()?;
         let missing = missing.sum();
         let has_missing = missing != GradSum::default();
-        let present = S::present(bins);
+        let present = present_slots(bins);
         if present.is_empty() || (present.len() == 1 && !has_missing) {
             return None;
         }
@@ -589,59 +593,61 @@ pub fn best_split_per_node<N: Sync>(
 /// most of it empty at depth; with AVX-512 (checked at run time) sixteen slots are tested and
 /// their positions written by one compressing store, where the portable filter spends a few
 /// instructions a slot.
-pub(crate) fn present_slots(bins: &[GradSum]) -> Vec<u32> {
+pub(crate) fn present_slots<S: HistSlot>(bins: &[S]) -> Vec<u32> {
     let mut out: Vec<u32> = (0..bins.len() as u32).collect();
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("bmi2") {
         // SAFETY: the features are present (checked above); `out` is as long as `bins`.
-        let n = unsafe { present_slots_avx512(bins, &mut out) };
+        let n = unsafe { present_slots_avx512::<S>(S::words(bins), &mut out) };
         out.truncate(n);
         return out;
     }
-    retain_branch_free(&mut out, |c| !bins[c as usize].is_zero());
+    retain_branch_free(&mut out, |c| !bins[c as usize].sum().is_zero());
     out
 }
 
-/// Writes the positions of the non-empty slots of `bins` to the front of `out` (as long as
-/// `bins`) and returns their count.
+/// Writes the positions of the non-empty slots among `words` (`S::WORDS` a slot, one or two)
+/// to the front of `out` and returns their count: sixteen slots from one or two loads a
+/// word of a slot, a bit a nonzero word (a two-word slot's pair of bits folded by `pext`), the
+/// positions written by one compressing store.
 ///
 /// # Safety
-/// Needs AVX-512F and BMI2, and `out.len() >= bins.len()`.
+/// Needs AVX-512F and BMI2, and `out` as long as the slots.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,bmi2")]
-unsafe fn present_slots_avx512(bins: &[GradSum], out: &mut [u32]) -> usize {
+unsafe fn present_slots_avx512<S: HistSlot>(words: &[u64], out: &mut [u32]) -> usize {
     use std::arch::x86_64::*;
-    debug_assert!(out.len() >= bins.len());
-    let words = bins.as_ptr() as *const i64;
+    let per_slot = S::WORDS;
+    debug_assert!(matches!(per_slot, 1 | 2) && out.len() * per_slot >= words.len());
+    let n_slots = words.len() / per_slot;
     let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     let (mut n, mut c) = (0usize, 0usize);
-    while c + 16 <= bins.len() {
-        // Four loads of four slots: a bit per nonzero word, two words (g, h) a slot.
-        let mut words_nonzero = 0u32;
-        for q in 0..4 {
-            // SAFETY: slots c + 4q .. c + 4q + 4 are inside `bins` (c + 16 <= len).
-            let v = unsafe { _mm512_loadu_si512(words.add(2 * (c + 4 * q)) as *const __m512i) };
-            words_nonzero |= (_mm512_test_epi64_mask(v, v) as u32) << (8 * q);
+    while c + 16 <= n_slots {
+        let mut nonzero = 0u32;
+        for q in 0..2 * per_slot {
+            // SAFETY: the 16 * per_slot words from c * per_slot are inside `words`.
+            let v = unsafe { _mm512_loadu_si512(words.as_ptr().add(c * per_slot + 8 * q) as *const __m512i) };
+            nonzero |= (_mm512_test_epi64_mask(v, v) as u32) << (8 * q);
         }
-        // A slot is present when either of its words is: the pair's bits or-ed, then one bit
-        // a slot gathered by `pext`.
-        let present = _pext_u32(words_nonzero | (words_nonzero >> 1), 0x5555_5555) as u16;
-        let positions = _mm512_add_epi32(lanes, _mm512_set1_epi32(c as i32));
+        let present = match per_slot {
+            1 => nonzero as u16,
+            _ => _pext_u32(nonzero | (nonzero >> 1), 0x5555_5555) as u16,
+        };
         let k = present.count_ones() as usize;
-        // SAFETY: n <= c, so the k positions land at out[n..n + k] with n + k <= c + 16 <= len.
+        // SAFETY: n <= c, so the k positions land at out[n..n + k] with n + k <= c + 16.
         unsafe {
             _mm512_mask_storeu_epi32(
                 out.as_mut_ptr().add(n) as *mut i32,
                 ((1u32 << k) - 1) as u16,
-                _mm512_maskz_compress_epi32(present, positions),
+                _mm512_maskz_compress_epi32(present, _mm512_add_epi32(lanes, _mm512_set1_epi32(c as i32))),
             )
         };
         n += k;
         c += 16;
     }
-    for (i, b) in bins.iter().enumerate().skip(c) {
-        out[n] = i as u32;
-        n += !b.is_zero() as usize;
+    for slot in c..n_slots {
+        out[n] = slot as u32;
+        n += words[slot * per_slot..(slot + 1) * per_slot].iter().any(|&w| w != 0) as usize;
     }
     n
 }

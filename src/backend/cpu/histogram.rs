@@ -23,9 +23,9 @@ use crate::tree::split::HistSlot;
 use crate::tree::GradSum;
 
 /// A chunk's exact sum of quantised gradients, and a small node's histogram slot
-/// ([`NodeHist::Narrow`]).
+/// ([`NodeHist::Narrow`]). Aligned as one 64-bit word, which the empty-slot scan reads it as.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(C)]
+#[repr(C, align(8))]
 pub struct ChunkSum {
     g: i32,
     h: i32,
@@ -47,60 +47,18 @@ impl AddAssign<ChunkSum> for GradSum {
 }
 
 impl HistSlot for ChunkSum {
+    const WORDS: usize = 1;
+
     #[inline(always)]
     fn sum(self) -> GradSum {
         self.widen()
     }
 
-    /// With AVX-512 where the CPU has it: a slot is one word, nonzero when the slot is.
-    fn present(bins: &[Self]) -> Vec<u32> {
-        let mut out: Vec<u32> = (0..bins.len() as u32).collect();
-        #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the feature is present (checked above); `out` is as long as `bins`.
-            let n = unsafe { present_narrow_avx512(bins, &mut out) };
-            out.truncate(n);
-            return out;
-        }
-        crate::tree::split::retain_branch_free(&mut out, |c| !bins[c as usize].sum().is_zero());
-        out
+    fn words(bins: &[Self]) -> &[u64] {
+        // SAFETY: ChunkSum is `#[repr(C, align(8))]` two i32: 8 bytes, no padding, aligned as
+        // a u64, every bit pattern a u64; the view borrows `bins` for as long as it lives.
+        unsafe { std::slice::from_raw_parts(bins.as_ptr() as *const u64, bins.len()) }
     }
-}
-
-/// [`HistSlot::present`] of narrow slots sixteen at a time: two loads of eight one-word slots,
-/// a bit a nonzero word, the positions written by one compressing store; returns the count.
-///
-/// # Safety
-/// Needs AVX-512F and `out.len() >= bins.len()`.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn present_narrow_avx512(bins: &[ChunkSum], out: &mut [u32]) -> usize {
-    use std::arch::x86_64::*;
-    debug_assert!(out.len() >= bins.len());
-    let words = bins.as_ptr() as *const __m512i;
-    let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let (mut n, mut c) = (0usize, 0usize);
-    while c + 16 <= bins.len() {
-        // SAFETY: slots c .. c + 16 are inside `bins`, eight 8-byte slots a load.
-        let (a, b) = unsafe { (_mm512_loadu_si512(words.add(c / 8)), _mm512_loadu_si512(words.add(c / 8 + 1))) };
-        let present = _mm512_test_epi64_mask(a, a) as u16 | (_mm512_test_epi64_mask(b, b) as u16) << 8;
-        let k = present.count_ones() as usize;
-        // SAFETY: n <= c, so the k positions land at out[n..n + k] with n + k <= c + 16 <= len.
-        unsafe {
-            _mm512_mask_storeu_epi32(
-                out.as_mut_ptr().add(n) as *mut i32,
-                ((1u32 << k) - 1) as u16,
-                _mm512_maskz_compress_epi32(present, _mm512_add_epi32(lanes, _mm512_set1_epi32(c as i32))),
-            )
-        };
-        n += k;
-        c += 16;
-    }
-    for (i, b) in bins.iter().enumerate().skip(c) {
-        out[n] = i as u32;
-        n += !b.sum().is_zero() as usize;
-    }
-    n
 }
 
 /// A slot of a node's histogram: `i64` sums, or `i32` where every sum over the node's rows fits.
@@ -542,7 +500,7 @@ mod tests {
                 })
                 .collect();
             let want: Vec<u32> = (0..len as u32).filter(|&c| small[c as usize] != ChunkSum::default()).collect();
-            assert_eq!(ChunkSum::present(&small), want, "{len} slots");
+            assert_eq!(crate::tree::split::present_slots(&small), want, "{len} slots");
             let parent: Vec<GradSum> = small
                 .iter()
                 .map(|s| GradSum {
