@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
-use super::histogram::{add_histogram, build_histograms, HistLayout, HistTask, NodeHist};
+use super::histogram::{build_histograms, HistLayout, HistTask, NodeHist};
 use super::partition::{RowPartition, RowRouter, SplitJob};
 use super::prefetch_read;
 use super::route_simd::{self, as_bytes, BinId, BinSplit, BinTest};
@@ -283,20 +283,12 @@ impl CpuSteps<'_> {
             // A node of one piece (or the first of several to get here) adds into the total
             // directly; a piece that would wait builds its own and adds it after. Integer sums:
             // the result is the same either way. One histogram per output (vector leaves).
-            let add_rows = |hist: &mut NodeHist| match hist {
-                NodeHist::Wide(wide) => {
-                    for (out, g) in wide.chunks_mut(layout.total_slots()).zip(grads) {
-                        add_histogram(binned, layout, g, features, rows, out);
-                    }
-                }
-                narrow => narrow.add_rows(binned, layout, grads[0], features, rows),
-            };
             if let Ok(mut total) = total.try_lock() {
-                add_rows(&mut total);
+                total.add_rows(binned, layout, grads, features, rows);
                 return;
             }
             let mut hist = NodeHist::zeroed(layout.total_slots() * grads.len(), narrow);
-            add_rows(&mut hist);
+            hist.add_rows(binned, layout, grads, features, rows);
             total.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).add(&hist);
         };
         match &self.binned.data {

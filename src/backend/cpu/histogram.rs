@@ -109,18 +109,31 @@ impl NodeHist {
         }
     }
 
-    /// Adds the histogram of `rows` ([`add_histogram`]).
+    /// Adds the histogram of `rows` ([`add_histogram`]) for each output's gradients, each
+    /// output's slots in turn (one output but for a vector-leaf tree).
     pub fn add_rows(
         &mut self,
         binned: &BinnedMatrix,
         layout: &HistLayout,
-        grads: &[QuantGrad],
+        grads: &[&[QuantGrad]],
         features: &[u32],
         rows: &[u32],
     ) {
+        fn each_output<S: Slot>(
+            hist: &mut [S],
+            binned: &BinnedMatrix,
+            layout: &HistLayout,
+            grads: &[&[QuantGrad]],
+            features: &[u32],
+            rows: &[u32],
+        ) {
+            for (out, g) in hist.chunks_mut(layout.total_slots()).zip(grads) {
+                add_histogram(binned, layout, g, features, rows, out);
+            }
+        }
         match self {
-            NodeHist::Wide(h) => add_histogram(binned, layout, grads, features, rows, h),
-            NodeHist::Narrow(h) => add_histogram(binned, layout, grads, features, rows, h),
+            NodeHist::Wide(h) => each_output(h, binned, layout, grads, features, rows),
+            NodeHist::Narrow(h) => each_output(h, binned, layout, grads, features, rows),
         }
     }
 
