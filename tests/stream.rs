@@ -1,6 +1,7 @@
-//! A fit streamed in batches (`data::stream`: cut points, categories and targets in pass 1,
-//! bins in pass 2) is byte-identical to the fit on the collected rows, whatever the batching,
-//! and so is a distributed fit whose workers each stream their own rows.
+//! A fit streamed in batches (`data::stream`: cut points and categories in pass 1, bins and
+//! their rows' targets in pass 2) is byte-identical to the fit on the collected rows, whatever
+//! the batching, and so is a distributed fit whose workers each stream their own rows. A
+//! source that gives its rows in another order on each pass trains on each row's own label.
 
 mod common;
 
@@ -26,7 +27,12 @@ fn params(cfg: &TrainConfig) -> StreamParams {
 /// Rows `start..end` as a record batch: floats with nulls, a float64, an integer, a string
 /// categorical whose category "late" appears only from row `late` on, and the label.
 fn batch(start: usize, end: usize, late: usize) -> RecordBatch {
-    let r = start..end;
+    batch_of(&(start..end).collect::<Vec<_>>(), late)
+}
+
+/// The rows `rows` (in that order) as a record batch, as [`batch`] makes them.
+fn batch_of(rows: &[usize], late: usize) -> RecordBatch {
+    let r = rows.iter().copied();
     let x0: Vec<Option<f32>> = r.clone().map(|i| (i % 13 != 0).then(|| ((i * 7919) % 1000) as f32 / 9.0)).collect();
     let x1: Vec<f64> = r.clone().map(|i| ((i * 104_729) % 997) as f64 - 400.0).collect();
     let x2: Vec<Option<i32>> = r.clone().map(|i| (i % 5 != 1).then_some((i % 37) as i32)).collect();
@@ -202,6 +208,95 @@ fn a_source_that_changes_between_passes_is_an_error() {
     let init = train(&cfg, &d, &[]).unwrap();
     let err = polars_gbt::Training::new(&cfg, &s).init_model(&init).run().unwrap_err().to_string();
     assert!(err.contains("streamed"), "{err}");
+}
+
+/// Rows `0..n` given in another order on every pass (shuffled, then cut into batches of
+/// `size`), as an unordered join of Polars' streaming engine gives them; on the passes listed
+/// in `relabel`, one row's label is changed (a source whose files changed between passes).
+struct Reordered {
+    n: usize,
+    late: usize,
+    size: usize,
+    passes: u64,
+    relabel: Vec<u64>,
+}
+
+impl BatchSource for Reordered {
+    fn n_rows(&mut self) -> Result<Option<usize>> {
+        Ok(Some(self.n))
+    }
+
+    fn pass(&mut self, each: &mut dyn FnMut(Batch) -> Result<()>) -> Result<()> {
+        self.passes += 1;
+        let mut rows: Vec<usize> = (0..self.n).collect();
+        let mut rng = polars_gbt::random::Rng::new(self.passes, 11);
+        for i in (1..rows.len()).rev() {
+            rows.swap(i, rng.below(i + 1));
+        }
+        for chunk in rows.chunks(self.size) {
+            let mut b = batch_of(chunk, self.late);
+            if self.relabel.contains(&self.passes) && chunk.contains(&17) {
+                b = relabelled(b, chunk.iter().position(|&r| r == 17).unwrap());
+            }
+            each(Batch::new(Dataset::from_record_batch(&b, "y")?))?;
+        }
+        Ok(())
+    }
+}
+
+/// `b` with row `i`'s label (the last column) raised by one.
+fn relabelled(b: RecordBatch, i: usize) -> RecordBatch {
+    let mut cols = b.columns().to_vec();
+    let y = cols[4].as_any().downcast_ref::<Float32Array>().unwrap();
+    let y: Vec<f32> = y.values().iter().enumerate().map(|(r, &v)| if r == i { v + 1.0 } else { v }).collect();
+    cols[4] = Arc::new(Float32Array::from(y));
+    RecordBatch::try_new(b.schema(), cols).unwrap()
+}
+
+#[test]
+fn a_source_that_reorders_its_rows_on_every_pass_trains_on_each_rows_own_label() {
+    // Below 2^18 rows every row is in the cut points' sample, so the cuts, and with them the
+    // model, are those of the collected rows whatever order the passes give (issue 52: pass 1
+    // once kept the labels and pass 2 the bins, each in its own order).
+    let (n, late) = (20_000, 15_000);
+    let cfg = TrainConfig::from_json(r#"{"n_estimators": 4, "max_depth": 4, "max_bin": 64}"#).unwrap();
+    let whole = train(&cfg, &collected(n, late), &[]).unwrap();
+    let mut source = Reordered { n, late, size: 3_001, passes: 0, relabel: vec![] };
+    let streamed = stream_dataset(&mut source, &params(&cfg)).unwrap();
+    assert_eq!(source.passes, 2);
+    let model = train(&cfg, &streamed, &[]).unwrap();
+    assert!(model.to_bytes() == whole.to_bytes(), "a reordering source gives another model");
+    // Past 2^18 rows the sample depends on the order (issue 57): another model, as good.
+    let (n, late) = (300_000, 290_000);
+    let cfg = TrainConfig::from_json(r#"{"n_estimators": 6, "max_depth": 5, "max_bin": 64, "seed": 3}"#).unwrap();
+    let data = collected(n, late);
+    let rmse = |m: &polars_gbt::Model| {
+        let polars_gbt::Predictions::Float { values: p, .. } =
+            m.predict(data.features(), polars_gbt::PredictOutput::Value).unwrap()
+        else {
+            panic!("a regression's values are floats")
+        };
+        let se: f64 = p.iter().zip(data.label()).map(|(p, y)| (*p as f64 - *y as f64).powi(2)).sum();
+        (se / n as f64).sqrt()
+    };
+    let want = rmse(&train(&cfg, &data, &[]).unwrap());
+    let mut source = Reordered { n, late, size: 65_536, passes: 0, relabel: vec![] };
+    let got = rmse(&train(&cfg, &stream_dataset(&mut source, &params(&cfg)).unwrap(), &[]).unwrap());
+    assert!((got - want).abs() < 0.01 * want, "rmse {got} streamed reordered, {want} collected");
+}
+
+#[test]
+fn a_source_whose_rows_change_between_passes_but_not_their_number_is_an_error() {
+    let cfg = TrainConfig::default();
+    for relabel in [1, 2] {
+        let mut source = Reordered { n: 5_000, late: 4_000, size: 999, passes: 0, relabel: vec![relabel] };
+        let err = stream_dataset(&mut source, &params(&cfg)).unwrap_err().to_string();
+        assert!(err.starts_with("invalid data: the data gave other rows when read again"), "{err}");
+        assert!(err.contains("the same number (5000) but other labels"), "{err}");
+    }
+    // The same change on both passes is the same rows.
+    let mut source = Reordered { n: 5_000, late: 4_000, size: 999, passes: 0, relabel: vec![1, 2] };
+    assert_eq!(stream_dataset(&mut source, &params(&cfg)).unwrap().n_rows(), 5_000);
 }
 
 /// Record batches of rows `start..end` cut at `sizes`, as a source that does not know its

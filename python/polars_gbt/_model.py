@@ -422,11 +422,13 @@ def train(
     fit streams without ever collecting it: a ``pl.LazyFrame`` (``pl.scan_parquet(...)``),
     a ``pyarrow.dataset.Dataset``, or a callable returning a fresh Arrow stream (an object
     with ``__arrow_c_stream__``, such as a ``pyarrow.RecordBatchReader``) each time it is
-    called. A streamed fit reads its data twice, in batches (cut points, then bins), and
-    gives the same model bytes as the fit on the collected rows; a one-shot stream (a
-    ``RecordBatchReader`` passed itself) is a ``DataError`` saying so. ``progress=True``
-    draws the passes as well as the rounds. On one GPU each batch is binned on the device as
-    it streams when the bins fit there; ``max_device_memory`` (bytes, or text such as
+    called. A streamed fit reads its data twice, in batches (cut points, then bins with
+    their labels), and gives the same model bytes as the fit on the collected rows; a query
+    whose rows come in another order on each read (an unordered join) trains on each row's
+    own label, and rows that changed between the reads are a ``DataError``; a one-shot
+    stream (a ``RecordBatchReader`` passed itself) is a ``DataError`` saying so.
+    ``progress=True`` draws the passes as well as the rounds. On one GPU each batch is
+    binned on the device as it streams when the bins fit there; ``max_device_memory`` (bytes, or text such as
     ``"6GB"``) bounds what the fit takes of the GPU, and bins beyond it stay in host memory,
     paged to the GPU as each level reads them (the same model). Over several GPUs
     (``n_gpus``) the host bins the rows once and each GPU takes its share. Continued training
@@ -532,10 +534,10 @@ def _train_streamed(
     evals: dict[str, _stream.Source],
     params: dict[str, Any],
 ) -> Model:
-    """A fit on ``data`` read in batches twice (pass 1: cut points, categories and the
-    per-row targets; pass 2: each batch binned into the training matrix), so that the float
-    columns never exist whole, evaluating ``evals`` (each read once, binned with the training
-    cut points)."""
+    """A fit on ``data`` read in batches twice (pass 1: cut points, categories and a digest
+    of the per-row inputs; pass 2: each batch binned into the training matrix, its per-row
+    targets beside its bins), so that the float columns never exist whole, evaluating
+    ``evals`` (each read once, binned with the training cut points)."""
     from polars_gbt._namespace import fit_arguments
 
     args, kwargs = fit_arguments(pl.col(features), label, evaluates=bool(evals), **params)

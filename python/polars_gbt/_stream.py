@@ -1,8 +1,11 @@
 """What a streamed fit reads (issue 36): its sources, each opened once per pass.
 
-A fit of ``polars_gbt.train`` on one device reads its training rows twice (pass 1: cut points,
-categories and targets; pass 2: bins) and each evaluation set once, in batches, so that no
-float column ever exists whole. A source gives the batches of one pass each time it is
+A fit of ``polars_gbt.train`` reads its training rows twice (pass 1: cut points, categories
+and an order-free digest of the per-row inputs; pass 2: bins, each batch's labels, weights
+and query ids kept beside its bins) and each evaluation set once, in batches, so that no
+float column ever exists whole. The passes may give the rows in different orders (an
+unordered join on Polars' streaming engine): a row's label is always read with its features.
+A source gives the batches of one pass each time it is
 opened, as Polars ``Series`` laid out as ``gbt.fit``'s inputs (the fit's expressions selected
 from each batch), and says how many rows it has when it knows without reading them.
 

@@ -6,12 +6,15 @@
 //! * [`binned`]: the compact bin matrix (u8, or u16 past 255 bins), row- and column-major.
 //! * [`stream`]: a fit's rows read in batches, twice (cut points, then bins), never whole;
 //!   an evaluation set's once, binned with the training cut points.
+//! * [`row_digest`]: an order-free digest of a pass's per-row inputs, which tells that a
+//!   stream's two passes read the same rows.
 //! * [`targets`]: the labels, weights and query groups that losses and metrics read.
 
 pub mod binned;
 pub mod column;
 pub mod cuts;
 pub mod frame;
+mod row_digest;
 pub mod stream;
 pub mod targets;
 

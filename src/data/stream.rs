@@ -1,19 +1,25 @@
 //! Training data streamed in batches, never whole (issue 36): a [`BatchSource`] read twice.
 //!
-//! * Pass 1: the cut points' sample, batch by batch, through the one [`CutSketch`] every fit
-//!   uses (a row is sampled by a hash of the seed and its global row, so the sketch of the
-//!   batches is the sketch of all rows, whatever the batching: the cuts are the same bit for
-//!   bit); the union of each categorical column's categories (coded, as a collected column's
-//!   are, by their sorted names); and the per-row vectors (labels, weights, query ids, base
-//!   margins), which are all a fit keeps of its rows besides their bins.
+//! * Pass 1: what does not depend on the rows' order: the cut points' sample, batch by batch,
+//!   through the one [`CutSketch`] every fit uses (a row is sampled by a hash of the seed and
+//!   its global row, so the sketch of the batches is the sketch of all rows, whatever the
+//!   batching: the cuts are the same bit for bit); the union of each categorical column's
+//!   categories (coded, as a collected column's are, by their sorted names); the row count and
+//!   an order-free digest of the rows' per-row inputs ([`RowDigest`]).
 //! * Pass 2: each batch binned with those cuts straight into its rows of the compact training
-//!   matrix ([`BinnedMatrix::fill`]), so no float column ever exists whole.
+//!   matrix ([`BinnedMatrix::fill`]), so no float column ever exists whole, and its per-row
+//!   vectors (labels, label bounds, weights, query ids, base margins) kept beside them, from
+//!   the same batch: a row's label always travels with its bins, so a source that gives its
+//!   rows in another order each time (an unordered join of Polars' streaming engine) trains
+//!   on the right labels (issue 52). Pass 2's digest must equal pass 1's: a source whose rows
+//!   changed between the passes is an error, never a fit on a mixture.
 //!
 //! The result is a [`Dataset`] whose rows are already binned ([`BinnedRows`]); the CPU engine
 //! trains on it as it would on the columns, and the model is byte-identical to the fit on
-//! the collected rows. The row count sets the sample's rate, so it is needed before pass 1:
-//! the source tells it ([`BatchSource::n_rows`], a Parquet scan's metadata) or one more pass
-//! counts it.
+//! the collected rows when both passes give the rows in that order (another order gives other
+//! cut points' samples above 2^18 rows: a model as good, not the same bytes). The row count
+//! sets the sample's rate, so it is needed before pass 1: the source tells it
+//! ([`BatchSource::n_rows`], a Parquet scan's metadata) or one more pass counts it.
 //!
 //! An evaluation set streams in one pass ([`stream_eval_set`]): its batches binned with the
 //! training cut points as they come, as the trainer bins a collected evaluation set. Each pass
@@ -31,6 +37,7 @@ use super::binned::BinnedMatrix;
 use super::column::FeatureColumn;
 use super::cuts::{CutSketch, FeatureCuts, GlobalRows, MAX_CATEGORIES};
 use super::frame::{Dataset, FeatureFrame};
+use super::row_digest::RowDigest;
 use crate::error::{Error, Result};
 
 /// Rows already binned, with the cut points that binned them: in `matrix` on the host, or,
@@ -139,9 +146,9 @@ impl Batch {
     }
 }
 
-/// A source of batches that can be read more than once, giving the same rows in the same order
-/// each time (a lazy query, files, a re-openable Arrow stream). A one-shot stream cannot be
-/// one: a streamed fit reads its data twice.
+/// A source of batches that can be read more than once, giving the same rows each time, in any
+/// order and batching (a lazy query, files, a re-openable Arrow stream). A one-shot stream
+/// cannot be one: a streamed fit reads its data twice.
 pub trait BatchSource {
     /// The number of rows a pass gives, when known without reading them; None: a pass counts
     /// them first.
@@ -169,9 +176,9 @@ pub struct StreamParams {
 pub enum Pass<'a> {
     /// Counting the rows of a source that does not know their number.
     Count,
-    /// Pass 1: the cut points' sample, the categories and the per-row vectors.
+    /// Pass 1: the cut points' sample, the categories and the rows' digest.
     CutPoints,
-    /// Pass 2: the rows binned into the training matrix.
+    /// Pass 2: the rows binned into the training matrix, their per-row vectors beside them.
     Binning,
     /// The one pass over the evaluation set of this name: its rows binned with the training
     /// cut points.
@@ -313,18 +320,18 @@ fn stream_rows(
     let mut first = FirstPass::new(p, n_local, share);
     source.pass(&mut |b| {
         first.add(b)?;
-        progress(&PassProgress { pass: Pass::CutPoints, rows: first.rows.n, total, done: false });
+        progress(&PassProgress { pass: Pass::CutPoints, rows: first.digest.rows, total, done: false });
         Ok(())
     })?;
-    progress(&PassProgress { pass: Pass::CutPoints, rows: first.rows.n, total, done: true });
-    profile("pass 1 (cut points' sample, categories, targets)", clock);
-    let FirstPass { schema, sketch, categories, rows, .. } = first;
+    progress(&PassProgress { pass: Pass::CutPoints, rows: first.digest.rows, total, done: true });
+    profile("pass 1 (cut points' sample, categories, rows' digest)", clock);
+    let FirstPass { schema, sketch, categories, digest: first_digest, .. } = first;
     let (Some(schema), Some(sketch)) = (schema, sketch) else {
         // The count (or the source) said there were rows: a stream read up already.
         return Err(changed("pass 1", 0, n_local));
     };
-    if rows.n != n_local {
-        return Err(changed("pass 1", rows.n, n_local));
+    if first_digest.rows != n_local {
+        return Err(changed("pass 1", first_digest.rows, n_local));
     }
     let (sketch, categories) = match share {
         None => (sketch, categories),
@@ -347,6 +354,9 @@ fn stream_rows(
     let schema = schema_frame(&schema, &categories)?;
     let mut sink = sink_for(n_local, &cuts)?;
     let mut matrix = BinnedMatrix::zeroed(if sink.is_some() { 0 } else { n_local }, &cuts);
+    // The per-row vectors, read with the bins (so in their order) and checked against pass 1.
+    let mut rows = PerRow::default();
+    let mut digest = RowDigest::default();
     let mut at = 0;
     source.pass(&mut |b| {
         let n = b.data.n_rows();
@@ -357,6 +367,11 @@ fn stream_rows(
         if at + n > n_local {
             return Err(changed("pass 2", at + n, n_local));
         }
+        if at == 0 {
+            rows.reserve(n_local, &b);
+        }
+        rows.add(&b)?;
+        digest.add(&b);
         let frame = coded(b.data.features(), &categories, p.missing)?;
         match &mut sink {
             Some(sink) => {
@@ -377,6 +392,13 @@ fn stream_rows(
     })?;
     if at != n_local {
         return Err(changed("pass 2", at, n_local));
+    }
+    if digest != first_digest {
+        return Err(Error::data(format!(
+            "the data gave other rows when read again (pass 2): the same number ({n_local}) but other labels, \
+             weights, query ids or base margins. A streamed fit reads its data twice (cut points, then bins), so \
+             the source must give the same rows each time, in any order: were its files changed between the passes?"
+        )));
     }
     progress(&PassProgress { pass: Pass::Binning, rows: at, total, done: true });
     profile("pass 2 (bins)", clock);
@@ -554,7 +576,8 @@ fn changed(pass: &str, got: usize, expected: usize) -> Error {
     ))
 }
 
-/// What pass 1 gathers.
+/// What pass 1 gathers: nothing that depends on the rows' order but the cut points' sample
+/// (issue 57), so no per-row vector.
 struct FirstPass<'p> {
     p: &'p StreamParams,
     /// This worker's rows (all rows, on one worker).
@@ -565,13 +588,14 @@ struct FirstPass<'p> {
     sketch: Option<CutSketch>,
     /// Each categorical feature's categories so far (None for numeric features).
     categories: Vec<Option<BTreeSet<String>>>,
-    rows: PerRow,
+    /// The rows so far, and their per-row inputs' digest, which pass 2's must equal.
+    digest: RowDigest,
 }
 
 impl<'p> FirstPass<'p> {
     fn new(p: &'p StreamParams, n_local: usize, share: Option<&'p StreamShare<'p>>) -> Self {
-        let rows = PerRow::default();
-        FirstPass { p, n_local, share, schema: None, sketch: None, categories: Vec::new(), rows }
+        let (schema, sketch, categories, digest) = (None, None, Vec::new(), RowDigest::default());
+        FirstPass { p, n_local, share, schema, sketch, categories, digest }
     }
 
     fn add(&mut self, b: Batch) -> Result<()> {
@@ -600,11 +624,9 @@ impl<'p> FirstPass<'p> {
                 let weighted = b.data.weight().is_some() || self.p.scale_pos_weight != 1.0;
                 sketch.reserve(expected + expected / 10 + 1024, weighted);
                 self.sketch = Some(sketch);
-                self.rows.reserve(self.n_local, &b);
-                self.rows.n_global = Some(self.n_local);
                 self.categories = features.columns().iter().map(|c| c.is_categorical().then(BTreeSet::new)).collect();
             }
-            Some(schema) => check_schema(schema, features, self.rows.n)?,
+            Some(schema) => check_schema(schema, features, self.digest.rows)?,
         }
         for (set, col) in self.categories.iter_mut().zip(features.columns()) {
             if let (Some(set), Some(names)) = (set, col.categories()) {
@@ -621,14 +643,18 @@ impl<'p> FirstPass<'p> {
             Some(d) => d.weight(),
             None => b.data.weight(),
         };
+        // A batch past the rows expected is an error before its rows are placed.
+        let at = self.digest.rows;
+        if at + n > self.n_local {
+            return Err(changed("pass 1", at + n, self.n_local));
+        }
         let global = match self.share {
-            Some(share) => share.global_rows(self.rows.n, n),
-            None => BatchRows::From(self.rows.n as u64),
+            Some(share) => share.global_rows(at, n),
+            None => BatchRows::From(at as u64),
         };
-        // A batch past the rows expected is the error `rows.add` gives, before its rows are placed.
-        self.rows.check_room(n)?;
         self.sketch.as_mut().expect("made with the schema").add(&frame, weights, global.global());
-        self.rows.add(&b)
+        self.digest.add(&b);
+        Ok(())
     }
 }
 
@@ -693,13 +719,10 @@ fn coded(
     FeatureFrame::new(columns)
 }
 
-/// The per-row vectors of every batch, in row order.
+/// The per-row vectors of every batch, in the order of the batches whose bins they sit beside.
 #[derive(Default)]
 struct PerRow {
     n: usize,
-    /// The rows the stream has in all (this worker's), when a batch past them is an error
-    /// (pass 1).
-    n_global: Option<usize>,
     /// One vector per target, each of room for every row when their number is known (pages
     /// reserved take memory only as batches fill them); one target's is the dataset's label
     /// as it is, with no copy.
@@ -723,14 +746,6 @@ impl PerRow {
         self.group_ids = b.group_ids.as_ref().map(|_| Vec::with_capacity(n));
     }
 
-    /// Whether `n` more rows stay within the rows the stream has in all (pass 1).
-    fn check_room(&self, n: usize) -> Result<()> {
-        match self.n_global.filter(|&expected| self.n + n > expected) {
-            Some(expected) => Err(changed("pass 1", self.n + n, expected)),
-            None => Ok(()),
-        }
-    }
-
     fn add(&mut self, b: &Batch) -> Result<()> {
         let d = &b.data;
         let (n, k) = (d.n_rows(), d.n_targets());
@@ -740,7 +755,6 @@ impl PerRow {
                 format!("has {k} targets in the batch at row {} but {} before", self.n, self.label.len()),
             ));
         }
-        self.check_room(n)?;
         for (t, out) in self.label.iter_mut().enumerate() {
             out.extend_from_slice(&d.label()[t * n..(t + 1) * n]);
         }
