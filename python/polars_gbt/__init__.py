@@ -50,6 +50,7 @@ from polars_gbt._errors import (  # noqa: E402
     ParameterError,
 )
 from polars_gbt._cv import cv  # noqa: E402
+from polars_gbt._inputs import sparse_frame  # noqa: E402
 from polars_gbt._errors import translated as translate_errors  # noqa: E402
 from polars_gbt._model import Model, train  # noqa: E402
 from polars_gbt._namespace import GbtNamespace  # noqa: E402
@@ -68,6 +69,7 @@ __all__ = [
     "ParameterError",
     "cuda_available",
     "cv",
+    "sparse_frame",
     "translate_errors",
     "GBTClassifier", "GBTRanker", "GBTRegressor", "GbtNamespace", "Model", "plot_contributions", "plot_importance", "plot_metric", "train"]
 

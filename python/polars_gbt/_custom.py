@@ -8,7 +8,9 @@ another process, where the number means nothing: that is an error saying so.
 
 from __future__ import annotations
 
+import collections
 import itertools
+import re
 import threading
 from typing import Any, Callable
 
@@ -20,6 +22,47 @@ _ids = itertools.count(1)
 # process's life: a plan may run any time after it was built).
 _by_id: dict[int, Callable[..., Any]] = {}
 _by_callable: dict[int, int] = {}
+# Metrics as a multi:softmax fit calls them (class labels), by the user's callable's identity.
+_as_classes: dict[int, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+
+# The exceptions the user's callables raised, by number, until the fit's error reaches
+# `raised_by_user` (polars_gbt._errors.translated), which raises them again in their place.
+# A fit's error names the number; a query run without translation never collects its entry,
+# so only the latest few are kept (each holds its traceback, and the arrays of its frames).
+_raised: collections.OrderedDict[int, BaseException] = collections.OrderedDict()
+_raised_ids = itertools.count(1)
+_KEEP_RAISED = 8
+_RAISED_MARK = re.compile(r"\[polars-gbt: user exception #(\d+)\]")
+
+
+class UserFunctionError(Exception):
+    """What the fit sees of an exception a user's objective or metric raised: its type and
+    message, and the number under which the exception itself is kept. ``polars_gbt.train``,
+    ``cv`` and the estimators raise the user's exception in its place; a hand-written
+    ``gbt.fit`` query run without ``polars_gbt.translate_errors()`` shows this message."""
+
+
+def _keep(error: BaseException, what: str, function: Callable[..., Any]) -> UserFunctionError:
+    """Keeps ``error``, raised by the user's ``function`` (``what``: objective or metric), for
+    ``raised_by_user``; the error the fit carries instead, naming it."""
+    with _lock:
+        number = next(_raised_ids)
+        _raised[number] = error
+        while len(_raised) > _KEEP_RAISED:
+            _raised.popitem(last=False)
+    error.add_note(f"(raised in the {what} `{name_of(function)}`, which the polars-gbt fit called)")
+    return UserFunctionError(
+        f"the {what} `{name_of(function)}` raised {type(error).__name__}: {error} [polars-gbt: user exception #{number}]"
+    )
+
+
+def raised_by_user(message: str) -> BaseException | None:
+    """The user's exception a fit's error ``message`` names (taken from the keeping), if any."""
+    found = _RAISED_MARK.search(message)
+    if found is None:
+        return None
+    with _lock:
+        return _raised.pop(int(found.group(1)), None)
 
 
 def register(objective: Callable[..., Any]) -> int:
@@ -63,6 +106,9 @@ def take_user_functions(params: dict[str, Any], *, has_eval_set: bool) -> dict[s
     metrics = params.get("eval_metric")
     listed = list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]
     functions = [m for m in listed if callable(m)]
+    if params.get("objective") == "multi:softmax":
+        # predict gives multi:softmax's class labels, and so do XGBoost's metrics.
+        functions = [_class_labels(m) for m in functions]
     if functions:
         if not has_eval_set:
             raise ValueError("eval_metric callables evaluate eval sets, and none is given (eval_set=...)")
@@ -79,6 +125,26 @@ def take_user_functions(params: dict[str, Any], *, has_eval_set: bool) -> dict[s
     elif maximize:
         raise ValueError("maximize applies to eval_metric callables, and none is given")
     return kwargs
+
+
+def _class_labels(metric: Callable[..., Any]) -> Callable[..., Any]:
+    """``metric`` called with each row's class (the argmax of its ``(n, k)`` predictions, as
+    float32 labels) in place of the probabilities: what ``predict`` and XGBoost give for
+    ``multi:softmax``. One wrapper per metric, so that the registry keeps one number for it."""
+    with _lock:
+        cached = _as_classes.get(id(metric))
+        if cached is not None and cached[0] is metric:
+            return cached[1]
+
+    def classes(predt: np.ndarray, label: np.ndarray) -> Any:
+        if predt.ndim == 2:
+            predt = predt.argmax(axis=1).astype(np.float32)
+        return metric(predt, label)
+
+    classes.__name__ = classes.__qualname__ = name_of(metric)
+    with _lock:
+        _as_classes[id(metric)] = (metric, classes)
+    return classes
 
 
 def _registered(number: int, what: str) -> Callable[..., Any]:
@@ -102,7 +168,10 @@ def objective_gradients(number: int, margins: bytes, labels: bytes, n: int, k: i
     predt = np.frombuffer(margins, dtype=np.float32).reshape(k, n)
     predt = predt[0].copy() if k == 1 else predt.T.copy()
     label = np.frombuffer(labels, dtype=np.float32).copy()
-    out = objective(predt, label)
+    try:
+        out = objective(predt, label)
+    except Exception as e:
+        raise _keep(e, "objective", objective) from None
     if not (isinstance(out, tuple) and len(out) == 2):
         raise TypeError(f"the objective must return (gradient, hessian), not {type(out).__name__}")
     pairs = []
@@ -127,7 +196,10 @@ def metric_value(number: int, predictions: bytes, labels: bytes, n: int, k: int)
     predt = np.frombuffer(predictions, dtype=np.float32).reshape(n, k)
     predt = predt[:, 0].copy() if k == 1 else predt.copy()
     label = np.frombuffer(labels, dtype=np.float32).copy()
-    out = metric(predt, label)
+    try:
+        out = metric(predt, label)
+    except Exception as e:
+        raise _keep(e, "metric", metric) from None
     if isinstance(out, tuple) and len(out) == 2:
         out = out[1]
     try:

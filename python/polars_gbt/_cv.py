@@ -12,6 +12,8 @@ import polars as pl
 
 from polars_gbt import _custom, _internal
 from polars_gbt._errors import ColumnError, DataError, ParameterError, translated
+from polars_gbt._inputs import dense_pandas
+from polars_gbt._jsonable import dumps, plain, plain_params
 from polars_gbt._model import Model, _lazy, _target_columns, train
 
 # Columns cv adds beside the data's own.
@@ -150,6 +152,8 @@ def cv(
     >>> res.height
     3
     """
+    # numpy values (np.int64 seeds and rounds, as a search gives them) as Python's.
+    seed, nfold, early_stopping_rounds, parallel_folds = plain((seed, nfold, early_stopping_rounds, parallel_folds))
     n_estimators, higher_is_better = _checked_params(params, metrics, early_stopping_rounds, parallel_folds, seed)
     df = _frame(data)
     names = df.columns
@@ -193,6 +197,7 @@ def _checked_params(
     fold), completing ``params`` for the folds' fits in place: the metrics, the seed, and
     the number of rounds taken out (returned, with how early stopping reads a metric's
     direction by its name)."""
+    plain_params(params)
     for name, why in _REFUSED.items():
         if name in params:
             raise ParameterError(f"cv does not take `{name}`: {why}")
@@ -224,7 +229,7 @@ def _checked_params(
     custom_metrics = bool(_custom.take_user_functions(checked, has_eval_set=True).get("metric_ids"))
     with translated():
         _internal.check_params(
-            json.dumps({"n_estimators": n_estimators, **{k: v for k, v in checked.items() if k not in _INPUTS}})
+            dumps({"n_estimators": n_estimators, **{k: v for k, v in checked.items() if k not in _INPUTS}})
         )
     # The direction of the metric early stopping watches: a user's metric is logged last and
     # goes by `maximize`; a built-in one as the trainer says.
@@ -349,7 +354,8 @@ def _early_stopped(
 def _frame(data: Any) -> pl.DataFrame:
     if isinstance(data, pl.DataFrame):
         return data
-    return _lazy(data).collect()
+    # pandas sparse columns dense, as train reads them.
+    return _lazy(dense_pandas(data)).collect()
 
 
 def _with_column(df: pl.DataFrame, expr: pl.Expr, what: str) -> pl.DataFrame:

@@ -96,7 +96,9 @@ def _classify(message: str) -> tuple[type[GbtError], str] | None:
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
     """Re-raises polars-gbt's errors (also those Polars raises for the plugin, as
-    ``ComputeError``) as the matching ``GbtError`` subclass, the original chained.
+    ``ComputeError``) as the matching ``GbtError`` subclass, the original chained; an
+    exception that a user's objective or metric raised is raised itself, its type and
+    traceback kept.
 
     Public as ``polars_gbt.translate_errors``, for hand-written queries.
 
@@ -116,6 +118,13 @@ def translated() -> Iterator[None]:
     except (pl.exceptions.ComputeError, ValueError, OSError, RuntimeError) as e:
         if isinstance(e, GbtError):
             raise
+        from polars_gbt._custom import raised_by_user
+
+        # An exception of the user's objective or metric stopped the fit: raise it, with its
+        # own type and traceback (`except MyError:` catches it), rather than the fit's error.
+        user = raised_by_user(str(e))
+        if user is not None:
+            raise user from None
         kind = _classify(str(e))
         if kind is None:
             raise

@@ -11,6 +11,8 @@ import polars as pl
 
 from polars_gbt import _internal, _stream
 from polars_gbt._errors import ColumnError, translated
+from polars_gbt._inputs import dense_pandas, is_scipy_sparse
+from polars_gbt._jsonable import dumps
 
 
 T = TypeVar("T")
@@ -155,7 +157,15 @@ class Model:
 
     @property
     def num_trees(self) -> int:
+        """The trees: one per output and round, or one per round for a vector-leaf model
+        (``multi_strategy="multi_output_tree"``, one tree a round whose leaves hold every
+        output), as XGBoost counts them and ``trees_to_dataframe`` lists them."""
+        if self._is_vector_leaf():
+            return self.num_rounds
         return self._summary["num_trees"]
+
+    def _is_vector_leaf(self) -> bool:
+        return (self._summary.get("params") or {}).get("multi_strategy") == "multi_output_tree"
 
     @property
     def num_rounds(self) -> int:
@@ -321,7 +331,9 @@ class Model:
             )
         device = "cpu" if device is None else device
         frame = data.lazy() if isinstance(data, pl.DataFrame) else data
-        missing = [f for f in self.feature_names if f not in frame.collect_schema().names()]
+        # The schema once: a LazyFrame resolves it on every call.
+        names = set(frame.collect_schema().names())
+        missing = [f for f in self.feature_names if f not in names]
         if missing:
             raise ValueError(f"columns missing for the model's features: {', '.join(missing)}")
         margin = base_margin
@@ -452,7 +464,15 @@ def train(
 
     if eval_df is not None and eval_sets is not None:
         raise ValueError("give eval_df (one set, named valid) or eval_sets (several, named), not both")
-    sets = {"valid": eval_df} if eval_df is not None else dict(eval_sets or {})
+    if is_scipy_sparse(data):
+        raise TypeError(
+            "train takes frames: make a scipy sparse matrix one with polars_gbt.sparse_frame(X) (its absent "
+            "entries missing, as XGBoost reads them), and add the target column: .with_columns(y=...)"
+        )
+    # pandas sparse columns dense, as XGBoost reads them (Polars cannot read them).
+    data = dense_pandas(data)
+    eval_df = dense_pandas(eval_df)
+    sets = {"valid": eval_df} if eval_df is not None else {k: dense_pandas(v) for k, v in (eval_sets or {}).items()}
     # A source streams (the training rows read twice in batches, each evaluation set once),
     # and so do frames in memory beside one; continued training collects.
     streamed = _streams(params) and (_stream.is_streamed(data) or any(_stream.is_streamed(d) for d in sets.values()))
@@ -555,7 +575,7 @@ def _train_streamed(
     with translated():
         n_rows, open_pass = data.passes(columns, reads)
         eval_passes = [(name, *source.passes(columns, reads)) for name, source in evals.items()]
-        out = run_interruptibly(lambda: _internal.train_stream(json.dumps(kwargs), n_rows, open_pass, eval_passes))
+        out = run_interruptibly(lambda: _internal.train_stream(dumps(kwargs), n_rows, open_pass, eval_passes))
     return Model.from_bytes(bytes(out))
 
 

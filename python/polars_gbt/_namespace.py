@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import warnings
 from pathlib import Path
@@ -14,6 +13,7 @@ from polars.plugins import register_plugin_function
 
 from polars_gbt import _custom, _internal
 from polars_gbt._errors import translated
+from polars_gbt._jsonable import dumps, plain_params
 
 if TYPE_CHECKING:
     from polars_gbt._model import Model
@@ -386,6 +386,8 @@ def _fit_params(
     """``gbt.fit``'s training parameters as JSON, checked here, where the expression is built;
     with what ``params`` held that is no training parameter taken out of it: the Python
     callables' plugin arguments, and a distributed worker's place."""
+    # numpy values (np.int64(3), an ndarray of feature weights) as the Python values they hold.
+    plain_params(params)
     if params.get("tree_method") == "gpu_hist":
         # XGBoost's old spelling of device="cuda"; XGBoost warns the same way.
         warnings.warn(
@@ -403,7 +405,7 @@ def _fit_params(
         raise ValueError("distributed fits take no by or init_model yet")
     # Python callables (objective, metrics) stay here; the plugin gets their numbers.
     user_functions = _custom.take_user_functions(params, has_eval_set=has_eval_set)
-    params_json = json.dumps(params)
+    params_json = dumps(params)
     # A bad parameter is a ParameterError here, where the expression is built; errors that
     # depend on the data come when the query runs, as Polars' ComputeError.
     with translated():

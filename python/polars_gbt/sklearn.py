@@ -14,6 +14,11 @@ and ``GBTRanker``. They work in ``Pipeline``, ``GridSearchCV`` and ``cross_val_s
   on a frame picks the columns by name, in any order (where scikit-learn's own estimators
   refuse a reordered frame); a column seen in ``fit`` but missing is an error naming it, and
   so is a column ``fit`` did not see, with scikit-learn's message.
+- A pandas or Polars ``Series`` is one feature, named by its name (as XGBoost takes a pandas
+  Series); pandas sparse columns are made dense, as XGBoost reads them.
+- A scipy sparse matrix becomes Float64 columns ``f0``, ``f1``, ...: its absent entries are
+  missing, as XGBoost reads them, or zeros with ``sparse_absent="zero"`` (LightGBM's
+  reading). The columns are dense (8 bytes a value, absent ones included).
 - Anything else (a numpy array, a list of rows) goes through scikit-learn's validation to a
   float64 array, NaN missing; the features are then named ``f0``, ``f1``, ...
 
@@ -23,7 +28,7 @@ warning is given in both cases.
 
 The estimators follow XGBoost's (``XGBClassifier``, ``XGBRegressor``, ``XGBRanker``): the
 training parameters are constructor arguments under XGBoost's names, ``fit`` takes
-``eval_set=[(X_val, y_val)]`` (one evaluation set for now), ``sample_weight``,
+``eval_set=[(X_val, y_val), ...]`` (one or several evaluation sets), ``sample_weight``,
 ``base_margin`` and their ``*_eval_set`` lists, and ``early_stopping_rounds`` stops on it;
 ``evals_result()``, ``best_iteration``, ``best_score``, ``feature_importances_`` and
 ``get_booster()`` (a ``polars_gbt.Model``) read the fit. A model that stopped early keeps the
@@ -44,8 +49,11 @@ array([1., 5., 9., 4.])
 
 from __future__ import annotations
 
+import inspect
+import json
 import sys
 import warnings
+from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -62,8 +70,9 @@ from sklearn.utils.validation import (
 )
 
 import polars_gbt._namespace  # noqa: F401  (registers the gbt namespace)
-from polars_gbt import _custom, _internal
+from polars_gbt import _custom, _inputs, _internal
 from polars_gbt._errors import translated
+from polars_gbt._jsonable import plain
 from polars_gbt._model import Model, margin_series, run_interruptibly
 
 # Columns the estimators put beside the features for the fit's other inputs.
@@ -73,7 +82,27 @@ _TARGET, _WEIGHT, _GROUP, _MARGIN, _EVAL = (
 _RESERVED = (_TARGET, _WEIGHT, _GROUP, _MARGIN, _EVAL)
 
 # Constructor parameters that are the estimator's own, not the trainer's.
-_WRAPPER_PARAMS = ("importance_type",)
+_WRAPPER_PARAMS = ("importance_type", "sparse_absent")
+# The trainer's other names for constructor parameters (src/config/mod.rs's serde aliases:
+# XGBoost's and LightGBM's), which the constructor and set_params take as XGBoost's do.
+_ALIASES = {
+    "eta": "learning_rate",
+    "num_boost_round": "n_estimators",
+    "num_round": "n_estimators",
+    "num_iterations": "n_estimators",
+    "num_leaves": "max_leaves",
+    "lambda": "reg_lambda",
+    "lambda_l2": "reg_lambda",
+    "alpha": "reg_alpha",
+    "lambda_l1": "reg_alpha",
+    "min_split_loss": "gamma",
+    "min_sum_hessian_in_leaf": "min_child_weight",
+    "feature_fraction": "colsample_bytree",
+    "feature_fraction_bynode": "colsample_bynode",
+    "seed": "random_state",
+    "nthread": "n_jobs",
+    "num_threads": "n_jobs",
+}
 _IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
 
 
@@ -96,7 +125,11 @@ class _GBTBase(BaseEstimator):
     early stopping. ``tree_method``, ``booster``, ``verbosity`` and ``enable_categorical`` are
     accepted for XGBoost code (checked by the trainer: ``hist`` and ``gbtree`` only;
     categorical columns are always categorical). ``importance_type`` (default ``"gain"``)
-    chooses what ``feature_importances_`` measures."""
+    chooses what ``feature_importances_`` measures, and ``sparse_absent`` (``"missing"``, or
+    ``"zero"``) how a scipy sparse ``X``'s absent entries read; neither goes to the trainer.
+    The trainer's other names (``eta``, ``lambda``, ``num_leaves``, ...) set the parameter they
+    name; any other keyword is kept (``get_params``, ``clone``) and sent to the trainer, which
+    refuses a name it does not know, as a ``ParameterError``."""
 
     def __init__(
         self,
@@ -151,6 +184,8 @@ class _GBTBase(BaseEstimator):
         booster: str | None = None,
         verbosity: int | None = None,
         enable_categorical: bool | None = None,
+        sparse_absent: str = "missing",
+        **aliases: Any,
     ) -> None:
         self.n_estimators = n_estimators
         self.objective = objective
@@ -202,17 +237,76 @@ class _GBTBase(BaseEstimator):
         self.booster = booster
         self.verbosity = verbosity
         self.enable_categorical = enable_categorical
+        self.sparse_absent = sparse_absent
+        # XGBoost's (and LightGBM's) other names, as the trainer takes them: eta=0.1 sets
+        # learning_rate, which get_params() then reports. Other names are kept, as XGBoost's
+        # **kwargs keeps them (get_params, clone), and go to the trainer, which refuses a
+        # name it does not know when fit sends it (XGBoost's booster warns instead).
+        for name, value in aliases.items():
+            canonical = _ALIASES.get(name)
+            if canonical is None:
+                self.__dict__.setdefault("_kwargs", {})[name] = value
+                continue
+            default = inspect.signature(_GBTBase.__init__).parameters[canonical].default
+            current = getattr(self, canonical)
+            if current is not default and not (isinstance(current, float) and current == default):
+                raise TypeError(f"{canonical} is given twice: as {canonical} and as {name}")
+            setattr(self, canonical, value)
+
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        """Every constructor parameter of the class and of its bases down to ``_GBTBase``: a
+        subclass's own ``__init__(self, my_param=1, **kwargs)`` keeps the inherited ones in
+        ``get_params()`` and ``clone``, as XGBoost's and LightGBM's estimators keep them."""
+        names: set[str] = set()
+        for klass in cls.__mro__:
+            if isinstance(klass, type) and issubclass(klass, _GBTBase) and "__init__" in vars(klass):
+                names.update(BaseEstimator._get_param_names.__func__(klass))
+                # An __init__ without **kwargs passes its bases only what it names itself.
+                kinds = [p.kind for p in inspect.signature(klass.__init__).parameters.values()]
+                if klass is not _GBTBase and inspect.Parameter.VAR_KEYWORD not in kinds:
+                    break
+        return sorted(names)
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor parameters (a subclass's and the inherited ones), and any other
+        name the constructor or ``set_params`` was given, as XGBoost's ``get_params``."""
+        return super().get_params(deep) | dict(self.__dict__.get("_kwargs", {}))
+
+    def set_params(self, **params: Any) -> _GBTBase:
+        """Sets parameters, by their names or by XGBoost's and LightGBM's other names for
+        them (``eta`` for ``learning_rate``, ...), as XGBoost's ``set_params`` takes them.
+        Another name is kept, as XGBoost keeps it, and goes to the trainer at ``fit``."""
+        own = set(self._get_param_names())
+        renamed: dict[str, Any] = {}
+        for name, value in params.items():
+            key = name if name in own or "__" in name else _ALIASES.get(name, name)
+            if key in renamed:
+                raise ValueError(f"{key} is given twice (under another of its names: {name})")
+            if key not in own and "__" not in key:
+                self.__dict__.setdefault("_kwargs", {})[key] = value
+                continue
+            renamed[key] = value
+        return super().set_params(**renamed) if renamed else self
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True
         return tags
 
     def get_xgb_params(self) -> dict[str, Any]:
         """The training parameters ``gbt.fit`` receives (XGBoost's method of the same name):
-        every constructor parameter that is set, less ``importance_type``; the objective is
+        every constructor parameter of polars-gbt's that is set, less ``importance_type`` and
+        ``sparse_absent`` (a subclass's own parameters are not sent); the objective is
         completed by ``fit`` (``num_class`` for more than two classes)."""
-        params = {k: v for k, v in self.get_params().items() if v is not None and k not in _WRAPPER_PARAMS}
+        # The trainer's parameters only: a subclass's own parameters are not sent (see
+        # _warn_not_sent); numpy values as the Python values they hold.
+        # (Read as attributes: a subclass's __init__ may name only some of them, and
+        # _GBTBase.__init__ sets the rest.)
+        names = [k for k in _GBTBase._get_param_names() if k not in _WRAPPER_PARAMS]
+        given = {k: getattr(self, k, None) for k in names} | dict(self.__dict__.get("_kwargs", {}))
+        params = {k: plain(v) for k, v in given.items() if v is not None}
         # XGBoost draws a seed from a numpy generator; scikit-learn's "all cores" is -1.
         rs = params.get("random_state")
         if isinstance(rs, np.random.RandomState):
@@ -271,6 +365,107 @@ class _GBTBase(BaseEstimator):
         total = values.sum()
         return values if total == 0 else values / total
 
+    @property
+    def intercept_(self) -> np.ndarray:
+        """The base score, as XGBoost's ``intercept_``: float32, one value per output (shape
+        ``(1,)``, or ``(n_classes,)``, ``(n_targets,)``), in the objective's output space (a
+        probability for ``binary:logistic``), as ``base_score`` is given. Rows start from its
+        margin (see ``get_booster().to_xgboost_json()``, whose ``base_score`` it is)."""
+        check_is_fitted(self, "model_")
+        doc = json.loads(self.get_booster().to_xgboost_json())
+        return np.array(json.loads(doc["learner"]["learner_model_param"]["base_score"]), dtype=np.float32).reshape(-1)
+
+    def apply(self, X: Any, iteration_range: tuple[int, int] | None = None) -> np.ndarray:
+        """The leaf each row reaches in each tree, as XGBoost's ``apply``: ``(n_samples,
+        n_trees)`` node indices (a tree's nodes numbered as ``trees_to_dataframe``'s ``Node``;
+        for more than two classes the trees of a round are consecutive, one per class; a
+        vector-leaf model has one tree a round)."""
+        return self._predict_raw(X, "leaf", None, iteration_range).astype(np.int32)
+
+    def save_model(self, fname: str | Path) -> None:
+        """Writes the fitted estimator to ``fname``, as XGBoost's ``save_model``. A path ending
+        in ``.json`` is XGBoost's JSON model (``xgboost``'s estimators and ``Booster`` load it,
+        XGBoost 3.1 or later), with the scikit-learn attributes in its ``scikit_learn``
+        attribute as XGBoost writes them; ``.ubj`` is the same in UBJSON. Any other path is
+        polars-gbt's JSON model with those attributes beside it (``polars_gbt.Model.load``
+        reads the model). ``load_model`` reads any of them back."""
+        check_is_fitted(self, "model_")
+        meta = {"_estimator_type": _estimator_type(self), "n_features_in_": int(self.n_features_in_)}
+        if hasattr(self, "feature_names_in_"):
+            meta["feature_names_in_"] = [str(n) for n in self.feature_names_in_]
+        if hasattr(self, "classes_"):
+            meta["classes_"] = _saved_classes(self.classes_)
+        if getattr(self, "n_labels_", None):
+            meta["n_labels_"] = int(self.n_labels_)
+        meta["objective_"] = self.objective_ if isinstance(self.objective_, str) else None
+        suffix = Path(fname).suffix.lower()
+        if suffix in (".json", ".ubj"):
+            doc = json.loads(self.get_booster().to_xgboost_json())
+            doc["learner"].setdefault("attributes", {})["scikit_learn"] = json.dumps(meta)
+            if not hasattr(self, "feature_names_in_"):
+                # Fitted without names (f0, f1, ... are ours): none, as XGBoost's models of
+                # arrays have none, so that XGBoost scores arrays with it.
+                doc["learner"]["feature_names"] = []
+                doc["learner"]["feature_types"] = []
+            data = json.dumps(doc).encode() if suffix == ".json" else _ubjson(doc)
+        else:
+            doc = json.loads(self.get_booster().to_json())
+            doc["scikit_learn"] = meta
+            data = json.dumps(doc).encode()
+        Path(fname).write_bytes(data)
+
+    def load_model(self, fname: str | Path | bytes | bytearray) -> None:
+        """Reads a model written by ``save_model`` (or by XGBoost's estimators and
+        ``Booster.save_model``, JSON or UBJSON, or ``polars_gbt.Model.save``) into this
+        estimator, as XGBoost's ``load_model``: ``predict`` then works, and ``classes_``,
+        ``n_features_in_``, ``feature_names_in_`` (where the model was fitted on named
+        columns), ``objective_`` and ``objective`` are restored. A model without the
+        estimator's attributes (XGBoost's own, a bare ``Model``) takes its classes as
+        ``0 .. n_classes - 1``, as XGBoost does. The other constructor parameters are left
+        as they are."""
+        data = bytes(fname) if isinstance(fname, (bytes, bytearray)) else Path(fname).read_bytes()
+        meta: dict[str, Any] | None = None
+        doc = _document(data)
+        if doc is None:  # polars-gbt's binary format
+            model = Model.from_bytes(data)
+        elif "learner" in doc:  # XGBoost's JSON or UBJSON
+            stored = (doc["learner"].get("attributes") or {}).get("scikit_learn")
+            meta = json.loads(stored) if stored else None
+            model = Model.from_xgboost(data)
+        else:  # polars-gbt's JSON, with save_model's attributes beside the model
+            meta = doc.pop("scikit_learn", None)
+            model = Model.from_json(json.dumps(doc))
+        kind = (meta or {}).get("_estimator_type")
+        if kind is not None and kind != _estimator_type(self):
+            raise TypeError(f"Loading an estimator with different type. Expecting: {_estimator_type(self)}, got: {kind}")
+        self._set_fitted(model, meta or {})
+
+    def _set_fitted(self, model: Model, meta: dict[str, Any]) -> None:
+        """The fitted attributes of ``model`` and the saved attributes ``meta``."""
+        self.model_ = model.to_bytes()
+        self.evals_result_ = None
+        self.objective_ = meta.get("objective_") or model.params.get("objective") or getattr(self, "objective_", None)
+        if isinstance(self.objective_, str):
+            self.objective = self.objective_
+        names = meta.get("feature_names_in_")
+        self.n_features_in_ = int(meta.get("n_features_in_", len(model.feature_names)))
+        if names is not None:
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+        elif "n_features_in_" not in meta and model.feature_names != [f"f{i}" for i in range(self.n_features_in_)]:
+            self.feature_names_in_ = np.asarray(model.feature_names, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        if isinstance(self, ClassifierMixin):
+            classes = meta.get("classes_")
+            if classes is None:
+                k = model.params.get("num_class") or 0
+                classes = list(range(k if k > 2 else 2))
+            self.classes_ = np.asarray(classes)
+            self.n_classes_ = len(self.classes_)
+            # A multi-label fit: one binary output per label (XGBoost's have num_target).
+            targets = model.params.get("num_target") or 1
+            self.n_labels_ = meta.get("n_labels_") or (targets if targets > 1 else None)
+
     def _features(self) -> list[str]:
         """The model's feature names: the frame's column names, or f0, f1, ... by position."""
         if hasattr(self, "feature_names_in_"):
@@ -282,7 +477,7 @@ class _GBTBase(BaseEstimator):
     ) -> tuple[pl.DataFrame, np.ndarray]:
         """The features as a Polars frame named as the model's features, and ``y`` validated;
         sets ``n_features_in_`` and ``feature_names_in_``."""
-        frame = _polars_frame(X)
+        frame = _polars_frame(X, self.sparse_absent)
         if frame is None:
             X, y = validate_data(
                 self,
@@ -353,6 +548,7 @@ class _GBTBase(BaseEstimator):
         ):
             if present:
                 extra[name] = column
+        _warn_not_sent(self)
         params = self.get_xgb_params() | objective
         if callable(params["objective"]):
             user = params.pop("objective")
@@ -423,21 +619,26 @@ class _GBTBase(BaseEstimator):
             sets.append(_Rows(df, y_val, weight, margin, qid))
         return sets
 
-    def _predict_input(self, X: Any) -> pl.DataFrame:
+    def _predict_input(self, X: Any, validate_features: bool = True) -> pl.DataFrame:
         check_is_fitted(self, "model_")
-        return self._feature_frame(X)
+        return self._feature_frame(X, validate_features)
 
-    def _feature_frame(self, X: Any) -> pl.DataFrame:
+    def _feature_frame(self, X: Any, validate_features: bool = True) -> pl.DataFrame:
         """``X`` as a Polars frame of the model's features: a frame's columns by name (or by
-        position where ``fit`` or ``X`` had no names), an array's by position."""
+        position where ``fit`` or ``X`` had no names), an array's by position.
+        ``validate_features=False`` (XGBoost's) reads a frame whose names differ from
+        ``fit``'s by position, without a word."""
         features = self._features()
-        frame = _polars_frame(X)
+        frame = _polars_frame(X, self.sparse_absent)
         if frame is None:
             X = validate_data(self, X, reset=False, ensure_all_finite="allow-nan", dtype=np.float64)
             return _named(X, features)
         df, names = frame
         _check_shape(df)
         fitted = getattr(self, "feature_names_in_", None)
+        if not validate_features and df.width == self.n_features_in_:
+            if names is None or fitted is None or set(names) != set(fitted):
+                return _named(df, features)
         if names is not None and fitted is not None:
             unseen, missing = sorted(set(names) - set(fitted)), sorted(set(fitted) - set(names))
             if unseen or missing:
@@ -461,9 +662,14 @@ class _GBTBase(BaseEstimator):
         return self._predict_raw(X, "interaction" if interactions else "contrib", base_margin).astype(np.float64)
 
     def _predict_raw(
-        self, X: Any, output: str, base_margin: Any = None, iteration_range: tuple[int, int] | None = None
+        self,
+        X: Any,
+        output: str,
+        base_margin: Any = None,
+        iteration_range: tuple[int, int] | None = None,
+        validate_features: bool = True,
     ) -> np.ndarray:
-        df = self._predict_input(X)
+        df = self._predict_input(X, validate_features)
         features, margin = pl.nth(range(df.width)), None
         if base_margin is not None:
             df, margin = df.with_columns(_margins(base_margin, df.height).alias(_MARGIN)), _MARGIN
@@ -540,14 +746,19 @@ class GBTRegressor(RegressorMixin, _GBTBase):
         pred_contribs: bool = False,
         pred_interactions: bool = False,
         iteration_range: tuple[int, int] | None = None,
+        *,
+        output_margin: bool = False,
+        validate_features: bool = True,
     ) -> np.ndarray:
         """Predictions; ``base_margin`` (one per row) replaces the base score, as in XGBoost.
+        ``output_margin=True`` gives the margins (before the objective's link, as XGBoost's).
         ``pred_contribs=True`` (``pred_interactions=True``) gives SHAP (interaction) values
         instead (see ``contributions``). ``iteration_range=(start, end)`` uses those
         boosting rounds' trees only."""
         if pred_contribs or pred_interactions:
             return self.contributions(X, base_margin, interactions=pred_interactions)
-        return self._predict_raw(X, "value", base_margin, iteration_range).astype(np.float64)
+        output = "margin" if _flag(output_margin, "output_margin") else "value"
+        return self._predict_raw(X, output, base_margin, iteration_range, validate_features).astype(np.float64)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -583,8 +794,13 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
         base_margin_eval_set: Any = None,
         xgb_model: Any = None,
     ) -> GBTClassifier:
-        df, y = self._fit_input(X, y, y_numeric=False)
+        df, y = self._fit_input(X, y, y_numeric=False, multi_output=True)
         check_classification_targets(y)
+        if np.ndim(y) == 2 and y.shape[1] > 1:
+            return self._fit_multi_label(df, y, sample_weight, base_margin, eval_set, verbose,
+                                         sample_weight_eval_set, base_margin_eval_set, xgb_model)
+        y = column_or_1d(y, warn=True)
+        self.n_labels_ = None
         encoder = LabelEncoder().fit(y)
         self.classes_ = encoder.classes_
         self.n_classes_ = len(self.classes_)
@@ -614,18 +830,69 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
         self._fit_model(train, valid, verbose, xgb_model, objective=objective, link=link, **extra)
         return self
 
-    fit.__doc__ = "Fit on ``X`` and class labels ``y`` (any labels)." + _FIT_DOC
+    fit.__doc__ = (
+        "Fit on ``X`` and class labels ``y`` (any labels; or a 2-D 0/1 indicator, one column per "
+        "label: multi-label, one binary:logistic output per label, as XGBoost's)." + _FIT_DOC
+    )
+
+    def _fit_multi_label(
+        self,
+        df: pl.DataFrame,
+        y: np.ndarray,
+        sample_weight: Any,
+        base_margin: Any,
+        eval_set: Any,
+        verbose: bool | int,
+        sample_weight_eval_set: Any,
+        base_margin_eval_set: Any,
+        xgb_model: Any,
+    ) -> GBTClassifier:
+        """A 2-D indicator ``y``: one ``binary:logistic`` output per label, as XGBoost fits it
+        (``classes_`` is ``[0, 1]``; ``predict`` gives rows x labels of 0 and 1)."""
+        y = np.asarray(y)
+        values = np.unique(y)
+        if not np.isin(values, [0, 1]).all():
+            raise ValueError(f"a 2-D y is a multi-label indicator of 0 and 1, not values such as {values[:5].tolist()}")
+        self.classes_ = np.array([0, 1])
+        self.n_classes_ = 2
+        self.n_labels_ = y.shape[1]
+
+        def labels(y_val: Any) -> np.ndarray:
+            y_val = np.asarray(y_val, dtype=np.float64)
+            if y_val.ndim != 2 or y_val.shape[1] != y.shape[1]:
+                raise ValueError(f"eval_set's y must have the {y.shape[1]} label columns of y, not shape {y_val.shape}")
+            return y_val
+
+        codes = y.astype(np.float64)
+        valid = self._eval_rows(eval_set, sample_weight_eval_set, base_margin_eval_set, labels)
+        objective = self.objective or "binary:logistic"
+        if callable(objective) or _fact(objective, "estimator") != "GBTClassifier" or _fact(objective, "multiclass"):
+            raise ValueError(f"a multi-label y fits one binary objective per label (binary:logistic), not {objective!r}")
+        train = _Rows(df, codes, _weights(sample_weight, codes), _maybe_margins(base_margin, df.height), None)
+        self._fit_model(train, valid, verbose, xgb_model, objective=objective)
+        return self
+
+    def _multi_label(self) -> bool:
+        return getattr(self, "n_labels_", None) is not None
 
     def predict_proba(
-        self, X: Any, base_margin: Any = None, iteration_range: tuple[int, int] | None = None
+        self,
+        X: Any,
+        base_margin: Any = None,
+        iteration_range: tuple[int, int] | None = None,
+        *,
+        validate_features: bool = True,
     ) -> np.ndarray:
         """Class probabilities; ``base_margin`` (one per row, or rows x classes for more than
         two classes) replaces the base score, as in XGBoost. ``iteration_range=(start, end)``
-        uses those boosting rounds' trees only."""
+        uses those boosting rounds' trees only. For a multi-label fit: rows x labels, each the
+        probability of its label, as XGBoost's."""
         check_is_fitted(self, "model_")
         if _fact(getattr(self, "objective_", None), "predicts_classes"):
             raise ValueError(f"{self.objective_} does not support `predict_proba`; use multi:softprob instead")
-        p = self._predict_raw(X, "value", base_margin, iteration_range).astype(np.float64)
+        p = self._predict_raw(X, "value", base_margin, iteration_range, validate_features).astype(np.float64)
+        if self._multi_label():
+            return p
         if len(self.classes_) == 1:
             return np.ones((len(p), 1))
         if p.ndim == 1:
@@ -639,17 +906,33 @@ class GBTClassifier(ClassifierMixin, _GBTBase):
         pred_contribs: bool = False,
         pred_interactions: bool = False,
         iteration_range: tuple[int, int] | None = None,
+        *,
+        output_margin: bool = False,
+        validate_features: bool = True,
     ) -> np.ndarray:
-        """Class labels; ``pred_contribs=True`` (``pred_interactions=True``) gives SHAP
-        (interaction) values instead (see ``contributions``). ``iteration_range=(start, end)``
-        uses those boosting rounds' trees only."""
+        """Class labels; ``output_margin=True`` gives the margins instead (one per row, or
+        rows x classes, as XGBoost's); ``pred_contribs=True`` (``pred_interactions=True``)
+        gives SHAP (interaction) values (see ``contributions``). ``iteration_range=(start,
+        end)`` uses those boosting rounds' trees only. For a multi-label fit: rows x labels
+        of 0 and 1."""
         if pred_contribs or pred_interactions:
             return self.contributions(X, base_margin, interactions=pred_interactions)
         check_is_fitted(self, "model_")
+        if _flag(output_margin, "output_margin"):
+            return self._predict_raw(X, "margin", base_margin, iteration_range, validate_features).astype(np.float64)
         if _fact(getattr(self, "objective_", None), "predicts_classes"):
-            return self.classes_[self._predict_raw(X, "class", base_margin, iteration_range).astype(np.int64)]
-        p = self.predict_proba(X, base_margin, iteration_range)
+            classes = self._predict_raw(X, "class", base_margin, iteration_range, validate_features)
+            return self.classes_[classes.astype(np.int64)]
+        p = self.predict_proba(X, base_margin, iteration_range, validate_features=validate_features)
+        if self._multi_label():
+            return self.classes_[(p > 0.5).astype(np.int64)]
         return self.classes_[np.argmax(p, axis=1)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # A 2-D indicator y fits one binary output per label, as XGBoost's classifier.
+        tags.classifier_tags.multi_label = True
+        return tags
 
 
 class GBTRanker(_GBTBase):
@@ -684,10 +967,24 @@ class GBTRanker(_GBTBase):
         base_margin_eval_set: Any = None,
         xgb_model: Any = None,
     ) -> GBTRanker:
+        # XGBoost 2.0's special column: a frame's qid column holds the query ids.
+        X, in_x = _split_qid(X)
+        if in_x is not None:
+            if group is not None or qid is not None:
+                raise ValueError("Found both the special column `qid` in `X` and the `qid` (or `group`) argument; give one")
+            qid = in_x
+        eval_set, eval_qid = _eval_qids(eval_set, eval_qid)
         df, y = self._fit_input(X, y, y_numeric=True)
         if (group is None) == (qid is None):
             raise ValueError("give the query id of each row as group= (or qid=, XGBoost's name), once")
         group = _query_ids(qid if group is None else group, df.height, "group")
+        # A weight per row, or per query as XGBRanker takes them (spread over the query's rows).
+        sample_weight = _per_row(sample_weight, group, "sample_weight")
+        if sample_weight_eval_set is not None and eval_qid is not None and len(sample_weight_eval_set) == len(eval_qid):
+            sample_weight_eval_set = [
+                _per_row(w, np.asarray(q), f"sample_weight_eval_set[{i}]")
+                for i, (w, q) in enumerate(zip(sample_weight_eval_set, eval_qid))
+            ]
         valid = self._eval_rows(eval_set, sample_weight_eval_set, base_margin_eval_set, _numeric_labels, eval_qid)
         if any(v.group is None for v in valid):
             raise ValueError("eval_qid, the query id of each eval_set row, is needed with eval_set")
@@ -700,8 +997,16 @@ class GBTRanker(_GBTBase):
         self._fit_model(train, valid, verbose, xgb_model, objective=self.objective or "rank:ndcg")
         return self
 
-    fit.__doc__ = "Fit on ``X``, relevance labels ``y`` and query ids ``group``." + _FIT_DOC.replace(
-        "lists with one entry for each.", "lists with one entry for each; so is ``eval_qid``, their query ids."
+    fit.__doc__ = (
+        "Fit on ``X``, relevance labels ``y`` and query ids ``group`` (or ``qid``, or a ``qid`` "
+        "column of a frame ``X``, as XGBoost's). ``sample_weight`` holds a weight per row, or "
+        "one per query (XGBRanker's), in the order of the queries; a length equal to the rows is "
+        "read per row (the two readings then agree: every query is one row)."
+        + _FIT_DOC.replace(
+            "lists with one entry for each.",
+            "lists with one entry for each; so is ``eval_qid``, their query ids (or each eval "
+            "frame's ``qid`` column).",
+        )
     )
 
     def predict(
@@ -711,13 +1016,102 @@ class GBTRanker(_GBTBase):
         pred_contribs: bool = False,
         pred_interactions: bool = False,
         iteration_range: tuple[int, int] | None = None,
+        *,
+        output_margin: bool = False,
+        validate_features: bool = True,
     ) -> np.ndarray:
-        """Scores to sort by; ``pred_contribs=True`` (``pred_interactions=True``) gives SHAP
+        """Scores to sort by; ``output_margin=True`` gives the margins (the same for the
+        ranking objectives); ``pred_contribs=True`` (``pred_interactions=True``) gives SHAP
         (interaction) values instead (see ``contributions``). ``iteration_range=(start, end)``
-        uses those boosting rounds' trees only."""
+        uses those boosting rounds' trees only. A frame's ``qid`` column is dropped, as
+        XGBoost's ranker drops it."""
         if pred_contribs or pred_interactions:
             return self.contributions(X, base_margin, interactions=pred_interactions)
-        return self._predict_raw(X, "value", base_margin, iteration_range).astype(np.float64)
+        output = "margin" if _flag(output_margin, "output_margin") else "value"
+        return self._predict_raw(X, output, base_margin, iteration_range, validate_features).astype(np.float64)
+
+    def _feature_frame(self, X: Any, validate_features: bool = True) -> pl.DataFrame:
+        # A frame's qid column holds query ids, not a feature (XGBoost 2.0's special column).
+        return super()._feature_frame(_split_qid(X)[0], validate_features)
+
+
+def _flag(value: Any, name: str) -> bool:
+    """A boolean argument, checked: an array there is a misplaced positional argument."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, not {type(value).__name__}")
+    return bool(value)
+
+
+def _split_qid(X: Any) -> tuple[Any, np.ndarray | None]:
+    """A frame (Polars, pandas or pyarrow) without its ``qid`` column, and that column's
+    values (None when there is none): XGBoost 2.0's special column of query ids."""
+    if isinstance(X, pl.DataFrame) and "qid" in X.columns:
+        return X.drop("qid"), X.get_column("qid").to_numpy()
+    pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(X, pd.DataFrame) and "qid" in X.columns:
+        return X.drop(columns="qid"), X["qid"].to_numpy()
+    pa = sys.modules.get("pyarrow")
+    if pa is not None and isinstance(X, (pa.Table, pa.RecordBatch)) and "qid" in X.schema.names:
+        return _split_qid(pl.DataFrame(pl.from_arrow(X)))
+    return X, None
+
+
+def _eval_qids(eval_set: Any, eval_qid: Any) -> tuple[Any, Any]:
+    """The ranker's evaluation sets without their frames' ``qid`` columns, and ``eval_qid``
+    from those columns where the frames have them."""
+    if eval_set is None or len(eval_set) == 0:
+        return eval_set, eval_qid
+    pairs, found = [], []
+    for pair in eval_set:
+        try:
+            X_val, y_val = pair
+        except (TypeError, ValueError):
+            raise ValueError("eval_set must be a list of (X, y) pairs") from None
+        X_val, q = _split_qid(X_val)
+        pairs.append((X_val, y_val))
+        found.append(q)
+    if all(q is None for q in found):
+        return pairs, eval_qid
+    if eval_qid is not None:
+        raise ValueError("Found both the special column `qid` in eval_set's X and eval_qid; give one")
+    if any(q is None for q in found):
+        raise ValueError("some eval_set frames have a qid column and some not: give every one, or eval_qid")
+    return pairs, found
+
+
+def _per_row(sample_weight: Any, group: np.ndarray, name: str) -> Any:
+    """The ranker's weights per row: as given when there is one per row, else one per query
+    (XGBRanker's), in the order of the queries (their rows contiguous), scaled to average 1
+    over the queries as XGBoost's ranking objectives scale them (by the number of queries
+    over their sum), and spread over each query's rows. (One weight per row when every query
+    is one row: such queries make no pairs, so the weights change nothing.)"""
+    if sample_weight is None or np.ndim(sample_weight) != 1 or len(sample_weight) == len(group):
+        return sample_weight
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if len(group) else np.array([], dtype=int)
+    if len(sample_weight) != len(starts):
+        raise ValueError(
+            f"{name} must hold a weight per row ({len(group)}) or per query ({len(starts)}), not {len(sample_weight)}"
+        )
+    weights = np.asarray(sample_weight, dtype=np.float64)
+    total = weights.sum()
+    if total > 0:
+        weights = weights * (len(weights) / total)
+    return np.repeat(weights, np.diff(np.r_[starts, len(group)]))
+
+
+def _warn_not_sent(estimator: _GBTBase) -> None:
+    """A subclass's own constructor parameters (scikit-learn's pattern) are for its own code,
+    not the trainer's: they are not sent, and a warning names them, as XGBoost's ("Parameters:
+    { ... } are not used") and LightGBM's ("Unknown parameter") do."""
+    own = set(_GBTBase._get_param_names())
+    extra = [k for k in estimator._get_param_names() if k not in own]
+    if extra:
+        warnings.warn(
+            f"Parameters: {{ {', '.join(repr(k) for k in extra)} }} are not used by the trainer: they are not "
+            f"training parameters of polars-gbt (a subclass's own parameters), and are not sent to it.",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def _sklearn_order(function: Any) -> Any:
@@ -794,19 +1188,29 @@ def _margins(base_margin: Any, n_rows: int) -> pl.Series:
     return s
 
 
-def _polars_frame(X: Any) -> tuple[pl.DataFrame, list[str] | None] | None:
+def _polars_frame(X: Any, absent: str = "missing") -> tuple[pl.DataFrame, list[str] | None] | None:
     """``X`` as a Polars frame with its feature names, when it is a Polars, pandas or pyarrow
-    frame (else None). The names are None where scikit-learn sees none: pandas columns that
-    are not all strings (such as ``pd.DataFrame(array)``'s 0, 1, ...)."""
+    frame, a Polars or pandas Series (one feature) or a scipy sparse matrix (else None). The
+    names are None where scikit-learn sees none: pandas columns that are not all strings
+    (such as ``pd.DataFrame(array)``'s 0, 1, ...), an unnamed Series, a sparse matrix (whose
+    entries it does not store are missing, or zeros with ``absent="zero"``)."""
     if isinstance(X, pl.DataFrame):
         return X, X.columns
+    if isinstance(X, pl.Series):
+        # One feature, as XGBoost takes a pandas Series; Polars' default name "" is no name.
+        return X.to_frame(), [X.name] if X.name else None
     pa = sys.modules.get("pyarrow")
     if pa is not None and isinstance(X, (pa.Table, pa.RecordBatch)):
         return pl.DataFrame(pl.from_arrow(X)), list(X.schema.names)
     pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(X, pd.Series):
+        X = X.to_frame()
     if pd is not None and isinstance(X, pd.DataFrame):
         names = _get_feature_names(X)  # a TypeError for names mixing strings and others, as in scikit-learn
-        return pl.from_pandas(X), None if names is None else list(names)
+        # Sparse columns (SparseDtype) dense, as XGBoost reads them: pyarrow cannot.
+        return pl.from_pandas(_inputs.dense_pandas(X)), None if names is None else list(names)
+    if _inputs.is_scipy_sparse(X):
+        return _inputs.sparse_frame(X, [f"f{i}" for i in range(X.shape[1])], absent), None
     return None
 
 
@@ -838,3 +1242,137 @@ def _mismatch_message(unseen: list[str], missing: list[str]) -> str:
     if missing:
         message += "Feature names seen at fit time, yet now missing:\n" + listed(missing)
     return message
+
+
+def _estimator_type(estimator: Any) -> str:
+    """XGBoost's name of the estimator's kind, which its saved models record."""
+    if isinstance(estimator, GBTRanker):
+        return "ranker"
+    return "classifier" if isinstance(estimator, ClassifierMixin) else "regressor"
+
+
+def _saved_classes(classes: np.ndarray) -> list[Any]:
+    """Classes as JSON values (numbers, strings, booleans)."""
+    return [c.item() if isinstance(c, np.generic) else c for c in classes.tolist()]
+
+
+def _document(data: bytes) -> dict[str, Any] | None:
+    """A model file's document: JSON (polars-gbt's or XGBoost's) or UBJSON (XGBoost's);
+    None for polars-gbt's binary format."""
+    if data[:1] != b"{":
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return _ubjson_load(data)
+
+
+def _ubjson_load(data: bytes) -> dict[str, Any]:
+    """A UBJSON document (XGBoost's ``.ubj`` models, typed arrays included)."""
+    import struct
+
+    fixed = {b"i": ">b", b"U": ">B", b"I": ">h", b"l": ">i", b"L": ">q", b"d": ">f", b"D": ">d"}
+    at = 0
+
+    def take(n: int) -> bytes:
+        nonlocal at
+        if at + n > len(data):
+            raise ValueError("truncated UBJSON")
+        chunk = data[at : at + n]
+        at += n
+        return chunk
+
+    def number(marker: bytes) -> Any:
+        fmt = fixed[marker]
+        return struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
+
+    def string() -> str:
+        return take(number(take(1))).decode()
+
+    def value(marker: bytes) -> Any:
+        if marker in fixed:
+            return number(marker)
+        if marker == b"S" or marker == b"H":
+            return string()
+        if marker == b"C":
+            return take(1).decode()
+        if marker in (b"Z", b"N"):
+            return None
+        if marker in (b"T", b"F"):
+            return marker == b"T"
+        if marker in (b"[", b"{"):
+            return container(marker)
+        raise ValueError(f"unknown UBJSON marker {marker!r}")
+
+    def container(kind: bytes) -> Any:
+        nonlocal at
+        typed = count = None
+        if data[at : at + 1] == b"$":
+            at += 1
+            typed = take(1)
+        if data[at : at + 1] == b"#":
+            at += 1
+            count = number(take(1))
+        items: list[Any] = []
+        out: dict[str, Any] = {}
+        while count is None or (len(out) if kind == b"{" else len(items)) < count:
+            if count is None and data[at : at + 1] in (b"]", b"}"):
+                at += 1
+                break
+            key = string() if kind == b"{" else None
+            item = value(typed if typed is not None else take(1))
+            if kind == b"{":
+                out[key] = item
+            else:
+                items.append(item)
+        return out if kind == b"{" else items
+
+    return value(take(1))
+
+
+def _ubjson(value: Any) -> bytes:
+    """``value`` (a JSON document) in UBJSON, as XGBoost writes ``.ubj`` models: objects and
+    arrays untyped, integers as int32 or int64, floats as float32 (XGBoost's ``d``) where
+    exact, else float64, strings as UTF-8 with an int64 length."""
+    import struct
+
+    out = bytearray()
+
+    def length(n: int) -> None:
+        out.extend(b"L" + struct.pack(">q", n))
+
+    def put(v: Any) -> None:
+        if v is None:
+            out.extend(b"Z")
+        elif v is True:
+            out.extend(b"T")
+        elif v is False:
+            out.extend(b"F")
+        elif isinstance(v, int):
+            out.extend(b"l" + struct.pack(">i", v) if -(2**31) <= v < 2**31 else b"L" + struct.pack(">q", v))
+        elif isinstance(v, float):
+            single = struct.pack(">f", v)
+            out.extend(b"d" + single if struct.unpack(">f", single)[0] == v else b"D" + struct.pack(">d", v))
+        elif isinstance(v, str):
+            raw = v.encode()
+            out.extend(b"S")
+            length(len(raw))
+            out.extend(raw)
+        elif isinstance(v, (list, tuple)):
+            out.extend(b"[")
+            for item in v:
+                put(item)
+            out.extend(b"]")
+        elif isinstance(v, dict):
+            out.extend(b"{")
+            for k, item in v.items():
+                raw = str(k).encode()
+                length(len(raw))
+                out.extend(raw)
+                put(item)
+            out.extend(b"}")
+        else:
+            raise TypeError(f"cannot write {type(v).__name__} as UBJSON")
+
+    put(value)
+    return bytes(out)

@@ -71,7 +71,9 @@ pub(super) fn predict_field(fields: &[Field], kwargs: &PredictKwargs, model_byte
         let model = constant_model(kwargs, model_bytes)?.model.clone();
         let array = |inner: DataType, width: usize| DataType::Array(Box::new(inner), width);
         match output {
-            PredictOutput::Leaf => array(DataType::UInt32, model.num_trees()),
+            // One leaf a tree; a vector-leaf round is one tree (`Model::predict_with` gives one
+            // leaf a round for those, as XGBoost does), so the field's width is its rounds.
+            PredictOutput::Leaf => array(DataType::UInt32, model.distinct_trees().count()),
             // Per output, a value per feature and the bias (XGBoost's pred_contribs, flattened).
             // XGBoost's pred_contribs: a value per feature and the bias last; per class for
             // multiclass models (classes x (features + 1)).
