@@ -29,10 +29,10 @@ pub const UNSEEN_CATEGORY: f32 = 16_777_215.0;
 pub enum ColumnKind {
     Numeric,
     /// `categories` is sorted and shared by all chunks; `remaps[c][k]` is the code of
-    /// dictionary entry `k` of chunk `c`.
+    /// dictionary entry `k` of chunk `c` (chunks that share one dictionary share its remap).
     Categorical {
         categories: Arc<Vec<String>>,
-        remaps: Vec<Vec<f32>>,
+        remaps: Vec<Arc<[f32]>>,
     },
 }
 
@@ -69,10 +69,15 @@ impl FeatureColumn {
         }
         let kind = match &dtype {
             DataType::Dictionary(_, _) => {
-                let per_chunk: Vec<Vec<Option<String>>> =
-                    chunks.iter().map(|c| dictionary_values(&name, c)).collect::<Result<_>>()?;
-                let categories: Vec<String> =
-                    per_chunk.iter().flatten().flatten().cloned().collect::<BTreeSet<_>>().into_iter().collect();
+                let per_chunk = dictionaries_values(&name, &chunks)?;
+                let categories: Vec<String> = per_chunk
+                    .iter()
+                    .flat_map(|v| v.iter())
+                    .flatten()
+                    .cloned()
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
                 Self::categorical_kind(Arc::new(categories), &per_chunk)
             }
             t if is_numeric(t) => ColumnKind::Numeric,
@@ -119,29 +124,30 @@ impl FeatureColumn {
     /// The same column with its categories coded by `categories` (a model's), so that codes
     /// match the ones seen in training. Categories not in the list read as [`UNSEEN_CATEGORY`].
     pub fn with_categories(&self, categories: &Arc<Vec<String>>) -> Result<Self> {
-        let per_chunk: Vec<Vec<Option<String>>> =
-            self.chunks.iter().map(|c| dictionary_values(&self.name, c)).collect::<Result<_>>()?;
+        let per_chunk = dictionaries_values(&self.name, &self.chunks)?;
         let mut col = self.clone();
         col.kind = Self::categorical_kind(categories.clone(), &per_chunk);
         Ok(col)
     }
 
-    fn categorical_kind(categories: Arc<Vec<String>>, per_chunk: &[Vec<Option<String>>]) -> ColumnKind {
-        let remaps = per_chunk
-            .iter()
-            .map(|values| {
-                values
-                    .iter()
-                    .map(|v| match v {
-                        Some(s) => match categories.binary_search(s) {
-                            Ok(code) => code as f32,
-                            Err(_) => UNSEEN_CATEGORY,
-                        },
-                        None => f32::NAN,
-                    })
-                    .collect()
-            })
-            .collect();
+    fn categorical_kind(categories: Arc<Vec<String>>, per_chunk: &[Arc<Vec<Option<String>>>]) -> ColumnKind {
+        let remap = |values: &[Option<String>]| -> Arc<[f32]> {
+            values
+                .iter()
+                .map(|v| match v {
+                    Some(s) => match categories.binary_search(s) {
+                        Ok(code) => code as f32,
+                        Err(_) => UNSEEN_CATEGORY,
+                    },
+                    None => f32::NAN,
+                })
+                .collect()
+        };
+        let mut remaps: Vec<Arc<[f32]>> = Vec::with_capacity(per_chunk.len());
+        for (c, values) in per_chunk.iter().enumerate() {
+            let shared = c > 0 && Arc::ptr_eq(values, &per_chunk[c - 1]);
+            remaps.push(if shared { remaps[c - 1].clone() } else { remap(values) });
+        }
         ColumnKind::Categorical { categories, remaps }
     }
 
@@ -467,7 +473,12 @@ fn clamp_to_finite(out: &mut [f32]) {
 /// all-valid words are skipped and all-null ones filled, so that neither dense nor mostly-null
 /// columns pay a test and a branch a row.
 fn mark_nulls(array: &dyn Array, offset: usize, out: &mut [f32]) {
-    let Some(nulls) = array.logical_nulls() else { return };
+    mark_null_rows(array.logical_nulls().as_ref(), offset, out);
+}
+
+/// NaN for each row of `out` (rows `offset..` of an array) that `nulls` marks null.
+fn mark_null_rows(nulls: Option<&arrow_buffer::NullBuffer>, offset: usize, out: &mut [f32]) {
+    let Some(nulls) = nulls else { return };
     if nulls.null_count() == 0 {
         return;
     }
@@ -540,7 +551,29 @@ fn read_codes(array: &dyn Array, remap: &[f32], offset: usize, out: &mut [f32]) 
         DataType::UInt64 => typed::<UInt64Type>(array, remap, offset, out),
         other => unreachable!("dictionary key type {other} is not an integer"),
     }
-    mark_nulls(array, offset, out);
+    // The keys' nulls: null dictionary entries already read as NaN through their codes. (A
+    // dictionary's logical nulls, which fold those in, are built anew over the whole array at
+    // each call: once a block, they made scoring quadratic in a chunk's rows.)
+    mark_null_rows(array.nulls(), offset, out);
+}
+
+/// Each chunk's dictionary values ([`dictionary_values`]), read once for a run of chunks that
+/// share one dictionary (a Polars `Categorical` column's chunks: its categories are global).
+fn dictionaries_values(name: &str, chunks: &[ArrayRef]) -> Result<Vec<Arc<Vec<Option<String>>>>> {
+    let mut out: Vec<Arc<Vec<Option<String>>>> = Vec::with_capacity(chunks.len());
+    for (c, chunk) in chunks.iter().enumerate() {
+        let same = c > 0 && same_dictionary(&chunks[c - 1], chunk);
+        out.push(if same { out[c - 1].clone() } else { Arc::new(dictionary_values(name, chunk)?) });
+    }
+    Ok(out)
+}
+
+/// Whether two dictionary arrays hold the same dictionary (the same array, not equal ones).
+fn same_dictionary(a: &ArrayRef, b: &ArrayRef) -> bool {
+    match (a.as_any_dictionary_opt(), b.as_any_dictionary_opt()) {
+        (Some(a), Some(b)) => a.values().to_data().ptr_eq(&b.values().to_data()),
+        _ => false,
+    }
 }
 
 /// The values of a dictionary array's dictionary, as strings (or None for null entries).

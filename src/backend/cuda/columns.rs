@@ -167,7 +167,7 @@ impl<'a> Plan<'a> {
             ColumnKind::Categorical { remaps, .. } => {
                 let keys = array.as_any_dictionary().keys();
                 let dtype = dtype_code(keys.data_type()).expect("dictionary keys are integers");
-                (self.place(primitive_bytes(keys)), 0, dtype, Some(remaps[c].as_slice().to_byte_slice()))
+                (self.place(primitive_bytes(keys)), 0, dtype, Some(remaps[c].to_byte_slice()))
             }
             ColumnKind::Numeric => match array.data_type() {
                 DataType::Boolean => {
