@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -322,6 +324,10 @@ def fit_arguments(
     kwargs["input_names"] = input_names
     if distributed is not None:
         kwargs["distributed"] = distributed
+    if os.environ.get("POLARS_GBT_PROFILE") == "1":
+        # When the expression was built, so that the fit can say how long Polars took before
+        # calling it (running the query's inputs and exporting them to the plugin).
+        kwargs["profile_built_at"] = time.time()
     return args, kwargs
 
 

@@ -11,8 +11,10 @@
 //! registry once each, and the codes translated through that table (when the dictionary is
 //! no longer than the column; else polars-core's import, which enters the rows' values).
 
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant, SystemTime};
 
 use polars::prelude::*;
 use polars_arrow::array::{Array, DictionaryArray, DictionaryKey, PrimitiveArray, Utf8ViewArray};
@@ -72,21 +74,27 @@ unsafe fn import_one(export: SeriesExport) -> PolarsResult<Series> {
 
 /// The `dtype` Series named `name` over the codes `$codes::<K>(args)` makes, `K` the dtype's
 /// physical width (8, 16 or 32 bits); None when it makes none or the dtype has no width.
+/// `$codes` gives only codes of the dtype's categories (on its non-null rows), so they are
+/// not looked up again row by row (`from_cats_and_dtype` does: a third of an import's time).
 macro_rules! with_codes {
     ($dtype:expr, $name:expr, $codes:ident($($arg:expr),*)) => {{
         let dtype: &DataType = $dtype;
+        // SAFETY (each arm): `$codes` checked every non-null code names a category of `dtype`.
         Some(match dtype.cat_physical().ok()? {
             CategoricalPhysical::U8 => {
                 let ca = UInt8Chunked::from_chunk_iter($name, $codes::<u8>($($arg),*)?);
-                CategoricalChunked::<Categorical8Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
+                unsafe { CategoricalChunked::<Categorical8Type>::from_cats_and_dtype_unchecked(ca, dtype.clone()) }
+                    .into_series()
             }
             CategoricalPhysical::U16 => {
                 let ca = UInt16Chunked::from_chunk_iter($name, $codes::<u16>($($arg),*)?);
-                CategoricalChunked::<Categorical16Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
+                unsafe { CategoricalChunked::<Categorical16Type>::from_cats_and_dtype_unchecked(ca, dtype.clone()) }
+                    .into_series()
             }
             CategoricalPhysical::U32 => {
                 let ca = UInt32Chunked::from_chunk_iter($name, $codes::<u32>($($arg),*)?);
-                CategoricalChunked::<Categorical32Type>::from_cats_and_dtype(ca, dtype.clone()).into_series()
+                unsafe { CategoricalChunked::<Categorical32Type>::from_cats_and_dtype_unchecked(ca, dtype.clone()) }
+                    .into_series()
             }
         })
     }};
@@ -116,20 +124,28 @@ fn categorical_by_dictionary(name: PlSmallStr, dtype: &DataType, chunks: &[Box<d
                 let keys = dict.keys();
                 // A null row's key may be anything (it stays under its null); a present one
                 // must name a value.
-                let codes = keys
-                    .values()
-                    .iter()
-                    .enumerate()
-                    .map(|(row, &k)| match keys.is_valid(row) {
-                        true => k.try_into().ok().and_then(|k: usize| ids.get(k).copied()),
-                        false => Some(K::default()),
-                    })
-                    .collect::<Option<Vec<K>>>()?;
+                let codes = match keys.null_count() {
+                    0 => keys.values().iter().map(|&k| ids.get(index(k)).copied()).collect::<Option<Vec<K>>>()?,
+                    _ => keys
+                        .values()
+                        .iter()
+                        .enumerate()
+                        .map(|(row, &k)| match keys.is_valid(row) {
+                            true => ids.get(index(k)).copied(),
+                            false => Some(K::default()),
+                        })
+                        .collect::<Option<Vec<K>>>()?,
+                };
                 Some(PrimitiveArray::<K>::new(K::PRIMITIVE.into(), codes.into(), keys.validity().cloned()))
             })
             .collect()
     }
     with_codes!(dtype, name, translate(chunks, mapping))
+}
+
+/// A dictionary key as an index (one past any index where it is negative or too wide).
+fn index<K: DictionaryKey>(k: K) -> usize {
+    k.try_into().unwrap_or(usize::MAX)
 }
 
 /// An `Enum` Series over the dictionary chunks' codes, or None when a chunk is not a
@@ -150,11 +166,40 @@ fn enum_from_codes(name: PlSmallStr, dtype: &DataType, chunks: &[Box<dyn Array>]
             .map(|c| {
                 let dict = c.as_any().downcast_ref::<DictionaryArray<K>>()?;
                 holds(dict.values().as_ref())?;
-                Some(dict.keys().clone())
+                // Every non-null key names one of the values (the dtype's categories).
+                let n = dict.values().len();
+                let keys = dict.keys();
+                let in_range = match keys.null_count() {
+                    0 => keys.values().iter().all(|&k| index(k) < n),
+                    _ => keys.iter().all(|k| k.is_none_or(|&k| index(k) < n)),
+                };
+                in_range.then(|| keys.clone())
             })
             .collect()
     }
     with_codes!(dtype, name, codes(chunks, &holds_categories))
+}
+
+thread_local! {
+    /// When this thread's latest entry point was called, and how long it took to import its
+    /// inputs: for the profile (`POLARS_GBT_PROFILE=1`).
+    static LAST_CALL: Cell<(SystemTime, Duration)> = const { Cell::new((SystemTime::UNIX_EPOCH, Duration::ZERO)) };
+}
+
+/// When this thread's latest entry point was called, and its inputs' import time.
+pub(super) fn last_call() -> (SystemTime, Duration) {
+    LAST_CALL.with(Cell::get)
+}
+
+/// [`import_inputs`], timed into [`last_call`].
+///
+/// # Safety
+/// As [`import_inputs`].
+unsafe fn import_timed(exports: *mut SeriesExport, n: usize) -> PolarsResult<Vec<Series>> {
+    let (called, clock) = (SystemTime::now(), Instant::now());
+    let inputs = import_inputs(exports, n);
+    LAST_CALL.with(|c| c.set((called, clock.elapsed())));
+    inputs
 }
 
 /// The body of an expression's entry point: `work` on the imported inputs, its Series
@@ -171,7 +216,7 @@ pub(super) unsafe fn run_expression(
     work: impl FnOnce(&[Series]) -> PolarsResult<Series>,
 ) {
     let outcome =
-        catch_unwind(AssertUnwindSafe(move || match super::catch_panics(|| work(&import_inputs(series, n_series)?)) {
+        catch_unwind(AssertUnwindSafe(move || match super::catch_panics(|| work(&import_timed(series, n_series)?)) {
             Ok(out) => *return_value = export_series(&out),
             Err(err) => pyo3_polars::derive::_update_last_error(err),
         }));

@@ -1,7 +1,14 @@
 //! Polars `Series` to the crate's Arrow columns (zero-copy, through the Arrow C data
 //! interface) and predictions back to `Series`.
 
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
 use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::types::{ArrowDictionaryKeyType, UInt16Type, UInt32Type, UInt8Type};
+// arrow-rs's arrays (the crate's columns) as `RsArray`: Polars' prelude has an `ArrayRef` of its own.
+use arrow_array::{Array as _, ArrayRef as RsArray, DictionaryArray, StringArray};
+use arrow_buffer::ArrowNativeType;
 use polars::prelude::*;
 use polars_arrow::array::{Array, FixedSizeListArray, ListArray, PrimitiveArray};
 use polars_arrow::datatypes::{ArrowDataType, Field as ArrowField};
@@ -18,12 +25,93 @@ pub fn to_polars(e: Error) -> PolarsError {
 /// same buffers), its dtype named as Polars names it. `display` names the column in errors
 /// (columns inside `group_by().agg()` come unnamed).
 pub fn feature_column(s: &Series, display: &str) -> PolarsResult<FeatureColumn> {
-    let readable = super::dtypes::as_feature(s, display)?;
-    Ok(arrow_column(&readable)?.with_dtype_name(super::dtypes::dtype_name(s.dtype())))
+    let column = match s.dtype() {
+        DataType::Categorical(_, mapping) => categorical_column(s, mapping)?,
+        _ => arrow_column(&super::dtypes::as_feature(s, display)?)?,
+    };
+    Ok(column.with_dtype_name(super::dtypes::dtype_name(s.dtype())))
 }
 
 /// A Series (of a dtype the crate reads) as a column over the same buffers.
 fn arrow_column(s: &Series) -> PolarsResult<FeatureColumn> {
+    FeatureColumn::new(s.name().to_string(), arrow_chunks(s)?).map_err(to_polars)
+}
+
+/// A `Categorical` Series (Polars 2's categories, global to the process) as a dictionary
+/// column over its physical ids, with no per-row work but one pass that finds the ids present
+/// (issue 61). Polars' own export to Arrow (`Series::to_arrow`) renumbers the ids row by row
+/// through a hash set, to list only the categories present: 20 times an `Enum`'s cost. Here
+/// the ids are the keys as they are, and one dictionary shared by every chunk names the
+/// present ids (the absent ones null), so the column's categories are the present ones, as
+/// with Polars' export: the same model bytes.
+fn categorical_column(s: &Series, mapping: &CategoricalMapping) -> PolarsResult<FeatureColumn> {
+    let ids = arrow_chunks(&s.to_physical_repr())?;
+    let present = present_ids(&ids);
+    let names: StringArray = present
+        .iter()
+        .enumerate()
+        .map(|(id, &here)| match here {
+            true => mapping.cat_to_str(id as CatSize).map(Some).ok_or_else(
+                || polars_err!(ComputeError: "column `{}`: category id {} has no name in its categories", s.name(), id),
+            ),
+            false => Ok(None),
+        })
+        .collect::<PolarsResult<_>>()?;
+    let names: RsArray = Arc::new(names);
+    let chunks = ids
+        .iter()
+        .map(|keys| match keys.data_type() {
+            arrow_schema::DataType::UInt8 => dictionary::<UInt8Type>(keys, &names),
+            arrow_schema::DataType::UInt16 => dictionary::<UInt16Type>(keys, &names),
+            arrow_schema::DataType::UInt32 => dictionary::<UInt32Type>(keys, &names),
+            t => {
+                Err(polars_err!(ComputeError: "column `{}`: categorical ids of type {} are not supported", s.name(), t))
+            }
+        })
+        .collect::<PolarsResult<Vec<_>>>()?;
+    FeatureColumn::new(s.name().to_string(), chunks).map_err(to_polars)
+}
+
+/// Whether each id up to the largest present is the id of some non-null row of `ids`.
+fn present_ids(ids: &[RsArray]) -> Vec<bool> {
+    fn mark<K: arrow_array::ArrowPrimitiveType>(array: &RsArray, present: &mut Vec<bool>) {
+        let keys = array.as_primitive::<K>();
+        let mut set = |k: K::Native| {
+            let k = k.as_usize();
+            if k >= present.len() {
+                present.resize(k + 1, false);
+            }
+            present[k] = true;
+        };
+        match keys.nulls().filter(|n| n.null_count() > 0) {
+            None => keys.values().iter().for_each(|&k| set(k)),
+            Some(nulls) => {
+                keys.values().iter().zip(nulls.iter()).filter(|(_, valid)| *valid).for_each(|(&k, _)| set(k))
+            }
+        }
+    }
+    let mut present = Vec::new();
+    for array in ids {
+        match array.data_type() {
+            arrow_schema::DataType::UInt8 => mark::<UInt8Type>(array, &mut present),
+            arrow_schema::DataType::UInt16 => mark::<UInt16Type>(array, &mut present),
+            arrow_schema::DataType::UInt32 => mark::<UInt32Type>(array, &mut present),
+            _ => {}
+        }
+    }
+    present
+}
+
+/// `keys` (ids) as a dictionary array of `names`, sharing the keys' buffers.
+fn dictionary<K: ArrowDictionaryKeyType>(keys: &RsArray, names: &RsArray) -> PolarsResult<RsArray> {
+    let keys = keys.as_primitive::<K>().clone();
+    let dict = DictionaryArray::<K>::try_new(keys, names.clone())
+        .map_err(|e| polars_err!(ComputeError: "categorical ids past their names: {}", e))?;
+    Ok(Arc::new(dict))
+}
+
+/// A Series' chunks as arrow-rs arrays over the same buffers.
+fn arrow_chunks(s: &Series) -> PolarsResult<Vec<RsArray>> {
     let name = s.name().to_string();
     let chunks = (0..s.n_chunks())
         .map(|i| {
@@ -50,7 +138,7 @@ fn arrow_column(s: &Series) -> PolarsResult<FeatureColumn> {
     if chunks.is_empty() {
         polars_bail!(ComputeError: "column `{}` has no data", name);
     }
-    FeatureColumn::new(name, chunks).map_err(to_polars)
+    Ok(chunks)
 }
 
 /// A numeric or Boolean column as `f32` (labels, weights, margins), sharing a `Float32`

@@ -55,6 +55,10 @@ pub(super) struct FitKwargs {
     /// What the user called the target and the optional inputs, for errors.
     #[serde(default)]
     pub(super) input_names: InputNames,
+    /// Under `POLARS_GBT_PROFILE=1`, when the expression was built (Unix seconds): the fit says
+    /// how long Polars worked before calling it.
+    #[serde(default)]
+    profile_built_at: Option<f64>,
 }
 
 /// The names errors give `fit`'s inputs: the user's own columns (`default`, not "target" or
@@ -504,6 +508,9 @@ pub(super) fn round_logger(cfg: &TrainConfig, kwargs: &FitKwargs) -> impl FnMut(
 }
 
 fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
+    if crate::profile::on() {
+        profile_before_fit(kwargs.profile_built_at);
+    }
     let cfg = TrainConfig::from_json(&kwargs.params).map_err(to_polars)?;
     // Literals (`weight=pl.lit(2.0)`) come as one row: repeated to the data's length.
     let inputs = broadcast(inputs);
@@ -526,6 +533,20 @@ fn fit(inputs: &[Series], kwargs: FitKwargs) -> PolarsResult<Series> {
         eprintln!("polars-gbt profile: the model to bytes {:.3} s", clock.elapsed().as_secs_f64());
     }
     Ok(Series::new(PlSmallStr::from_static("model"), [bytes.as_slice()]))
+}
+
+/// The profile's lines for what came before the fit's own work: Polars' (from the expression's
+/// building to the plugin's call: running the query's inputs and exporting them, which for a
+/// `Categorical` column renumbers every row) and the plugin's import of its inputs.
+fn profile_before_fit(built_at: Option<f64>) {
+    let (called_at, import) = super::abi::last_call();
+    if let (Some(built), Ok(called)) = (built_at, called_at.duration_since(std::time::UNIX_EPOCH)) {
+        eprintln!(
+            "polars-gbt profile: Polars' work from the expression's building to the plugin's call {:.3} s",
+            called.as_secs_f64() - built
+        );
+    }
+    eprintln!("polars-gbt profile: the plugin's import of its inputs {:.3} s", import.as_secs_f64());
 }
 
 /// `gbt.fit(..., by=key)`'s output: a struct of the key (named and typed as the `by` column,

@@ -20,6 +20,8 @@ import pytest
 import polars_gbt
 from polars_gbt import ColumnError, GbtError, Model
 
+gpu = pytest.mark.skipif(not polars_gbt.cuda_available(), reason="no usable GPU (the GPU machine runs it)")
+
 N = 600
 PARAMS = dict(n_estimators=8, max_depth=3, learning_rate=0.3, seed=0)
 
@@ -283,6 +285,55 @@ def test_categorical_features_in_chunks_fit_and_score_as_their_string_twins():
     assert predict(model, cat.slice(123), ["c", "z"]).equals(p.slice(123))
     means = dict(text.with_columns(p=p).group_by("c").agg(pl.col("p").mean()).iter_rows())
     assert means["beta"] - means["delta"] > 4
+
+
+def with_dtype_name(model: Model, feature: str, dtype: str) -> Model:
+    """`model` with `feature`'s training dtype renamed: the one thing a model of a String column
+    keeps that the same column's Categorical model does not."""
+    doc = json.loads(model.to_json())
+    for f in doc["model"]["features"]:
+        if f["name"] == feature:
+            f["dtype"] = dtype
+    return Model.from_json(json.dumps(doc))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=gpu)])
+def test_categorical_enum_string_and_arrow_dictionary_columns_give_one_model(device):
+    # Issue 61: a Categorical column is read from its physical ids through one table built
+    # from the ids present, not exported row by row; the model must be the String column's,
+    # byte for byte but for the dtype's name: with nulls, chunks, and global categories that
+    # hold values the frame does not (Polars 2's categories are the process's).
+    pl.Series(["never-in-the-frame-1", "never-in-the-frame-2"], dtype=pl.Categorical)
+    n = 30_000
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta"]
+    strings = pl.Series("c", [None if i % 13 == 5 else words[(7 * i + i // 3) % 7] for i in range(n)])
+    z = pl.Series("z", [((i * 37) % 101) / 10.0 for i in range(n)])
+    y = pl.Series("y", [(3.0 if s == "beta" else -2.0 if s == "delta" else 0.5) + 0.1 * v for s, v in zip(strings, z)])
+    text = pl.DataFrame([strings, z, y])
+    cat = pl.concat(
+        [text.slice(0, 9_000), text.slice(9_000, 1), text.slice(9_001)], rechunk=False
+    ).with_columns(pl.col("c").cast(pl.Categorical))
+    assert cat["c"].n_chunks() == 3
+    enum = text.with_columns(pl.col("c").cast(pl.Enum(sorted(words))))
+    params = dict(device=device, max_cat_to_onehot=1)
+    want = fit(text, ["c", "z"], **params)
+    assert feature_dtypes(want)["c"] == "String"
+    models = {"Categorical": fit(cat, ["c", "z"], **params), "Enum": fit(enum, ["c", "z"], **params)}
+    # A pyarrow dictionary column, through polars_gbt.train (Polars reads it as a Categorical).
+    table = text.to_arrow().set_column(0, "c", text["c"].to_arrow().dictionary_encode())
+    models["dictionary"] = polars_gbt.train(table, target="y", features=["c", "z"], **PARAMS, **params)
+    for name, model in models.items():
+        assert model.categories["c"] == sorted(words), name
+        assert with_dtype_name(model, "c", "String").to_bytes() == want.to_bytes(), name
+    # Scoring, on frames holding a category unseen in training: as the String model scores.
+    new = pl.DataFrame({"c": ["beta", None, "theta", "delta", "alpha"], "z": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    expected = predict(want, new, ["c", "z"])
+    cat_new = new.with_columns(pl.col("c").cast(pl.Categorical))
+    assert predict(models["Categorical"], cat_new, ["c", "z"]).equals(expected)
+    assert predict(models["Categorical"], cat, ["c", "z"]).equals(predict(want, text, ["c", "z"]))
+    streamed = cat.lazy().select(pl.col("c", "z").gbt.predict(models["Categorical"]).alias("p"))
+    assert streamed.collect(engine="streaming")["p"].equals(predict(want, text, ["c", "z"]))
+    assert models["Categorical"].predict(cat_new).equals(expected, check_names=False)
 
 
 def test_a_null_column_is_an_all_missing_feature():
