@@ -17,7 +17,7 @@ pub mod refit;
 
 pub use engine::{device_collective, for_scoring, select, Backend, Boost, Engine, Fit, FitRows, StartMargin};
 
-use crate::data::FeatureColumn;
+use crate::data::{BinnedMatrix, FeatureColumn};
 use crate::error::Result;
 use crate::objective::{Loss, Targets};
 use crate::prediction::{ExportArrays, PredictOutput, Predictions};
@@ -36,6 +36,18 @@ pub trait Learner {
     fn grow_vector(&mut self, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Vec<Tree>> {
         let _ = (rows, tree_features, seed);
         Err(crate::error::Error::param("multi_strategy", "\"multi_output_tree\" trains on the CPU only"))
+    }
+
+    /// Adds `tree`, as [`grow`](Learner::grow) or [`grow_vector`](Learner::grow_vector)
+    /// returned it, to an evaluation set's margins of the tree's output: `margin[row]` for
+    /// every row of `binned` (the set binned with the fit's cut points).
+    ///
+    /// The default walks the tree over the bins on the host, with the CPU backend's code: it
+    /// is the CPU learner's implementation, and the GPU learner's until its evaluation sets
+    /// live on the device (issue 55).
+    fn add_tree_to_eval(&mut self, tree: &Tree, binned: &BinnedMatrix, margin: &mut [f32]) -> Result<()> {
+        cpu::predict::add_tree_binned(tree, binned, margin);
+        Ok(())
     }
 }
 

@@ -6,7 +6,6 @@
 
 use std::borrow::Cow;
 
-use crate::backend::cpu::predict::add_tree_binned;
 use crate::backend::refit::LeafRefit;
 use crate::backend::{Engine, Fit, Learner, StartMargin};
 use crate::collective::{exact_sums, max_magnitudes, sum_count, RowSpans, Shard};
@@ -423,7 +422,7 @@ impl<'a> Trainer<'a> {
             for (c, tree) in round_trees.into_iter().enumerate() {
                 for (e, margin) in binned.evals.iter().zip(evals.iter_mut()) {
                     let en = e.data.n_rows();
-                    add_tree_binned(&tree, &e.binned, &mut margin[c * en..(c + 1) * en]);
+                    learner.add_tree_to_eval(&tree, &e.binned, &mut margin[c * en..(c + 1) * en])?;
                 }
                 trees.push(tree);
             }

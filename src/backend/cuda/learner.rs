@@ -658,6 +658,8 @@ impl GpuLearner<'_> {
     }
 }
 
+// `add_tree_to_eval` is the trait's default: evaluation sets' margins are updated on the host
+// until they live on the device (issue 55).
 impl Learner for GpuLearner<'_> {
     fn compute_gradients(&mut self, loss: &dyn Loss, targets: &Targets) -> Result<()> {
         self.gradients.start_round(&mut self.dev, loss, targets)?;
