@@ -5,7 +5,12 @@
 //! * an import cycle among top-level modules,
 //! * one backend (`backend::cpu`, `backend::cuda`, `backend::cuda_stub`) importing another
 //!   (`backend/mod.rs` and `backend/refit.rs` are the layer the backends share),
-//! * an import that points up [`LAYERS`].
+//! * an import that points up [`LAYERS`],
+//! * a path outside `src/backend/` that names a backend (`backend::cpu::…`,
+//!   `backend::cuda::…`): the rest of the crate reaches the backends only through the
+//!   `backend` layer's seam (`Engine`, `Learner`, `Predictor`), [`NAMES_A_BACKEND`] aside.
+//!   Where a file brings the `backend` module in by its name (`use crate::backend;`), its
+//!   `backend::…` paths are read too.
 //!
 //! Comments and string literals are blanked first, so a path in a doc comment or a message
 //! does not count. Code under `#[cfg(test)]` does not count either: unit tests may drive the
@@ -40,6 +45,11 @@ const LAYERS: &[&str] = &[
 /// The backends, as (their directory or file under `src/backend/`, the module they are
 /// mounted as): without the `cuda` feature, `cuda_stub.rs` is mounted as `backend::cuda`.
 const BACKENDS: &[(&str, &str)] = &[("cpu", "cpu"), ("cuda", "cuda"), ("cuda_stub", "cuda")];
+
+/// Paths outside `src/backend/` allowed to name a backend, as (file, the path it names or a
+/// prefix of it, why). None today: the booster, the model and the plugin reach the backends
+/// through the seam. An entry that no path needs any more is an error.
+const NAMES_A_BACKEND: &[(&str, &str, &str)] = &[];
 
 /// One path to a top-level module other than the file's own, or to a backend.
 #[derive(Clone, Debug)]
@@ -364,6 +374,34 @@ fn crate_paths(module: &[String], c: &[char]) -> Vec<(usize, Vec<String>)> {
     found
 }
 
+/// Every path in `c` (stripped source) that starts with `name::`, each with its line: in a
+/// file that brought the module `name` in by its name, paths to it from the crate root.
+fn paths_from(c: &[char], name: &str) -> Vec<(usize, Vec<String>)> {
+    let mut found = Vec::new();
+    let mut line = 1;
+    let mut i = 0;
+    while i < c.len() {
+        if c[i] == '\n' {
+            line += 1;
+        }
+        let starts_word = is_ident(c[i]) && (i == 0 || !is_ident(c[i - 1]));
+        let Some((w, end)) = starts_word.then(|| word_at(c, i)).flatten() else {
+            i += 1;
+            continue;
+        };
+        // Not after `::`: `crate::backend::…` is read as a path from the root already.
+        let before = (0..i).rev().find(|&k| !c[k].is_whitespace());
+        let mid_path = before.is_some_and(|k| c[k] == ':' && k > 0 && c[k - 1] == ':');
+        if w == name && !mid_path && after_colons(c, end).is_some() {
+            let mut paths = Vec::new();
+            use_tree(c, i, Vec::new(), &mut paths);
+            found.extend(paths.into_iter().map(|p| (line, p)));
+        }
+        i = end;
+    }
+    found
+}
+
 /// The inline module a `{` at `i` opens (`mod name {`), if it opens one.
 fn inline_module(c: &[char], i: usize) -> Option<String> {
     let name_end = (0..i).rev().find(|&k| !c[k].is_whitespace())? + 1;
@@ -455,7 +493,12 @@ fn imports(src: &Path) -> (Vec<Import>, Vec<String>) {
             .map(|_| module[1].clone());
         let mut c = strip(&fs::read_to_string(&file).unwrap());
         drop_test_items(&mut c);
-        for (line, mut path) in crate_paths(&module, &c) {
+        let mut paths = crate_paths(&module, &c);
+        // `use crate::backend;` (or `backend::{self, …}`): then `backend::cpu::…` names a backend.
+        if module[0] != "backend" && paths.iter().any(|(_, p)| *p == ["backend"] || *p == ["backend", "self"]) {
+            paths.extend(paths_from(&c, "backend"));
+        }
+        for (line, mut path) in paths {
             if !modules.contains(&path[0]) {
                 match reexports.get(&path[0]) {
                     Some(m) => path.insert(0, m.clone()),
@@ -540,7 +583,15 @@ fn on_cycle_with(edges: &BTreeMap<String, BTreeSet<String>>, a: &String, b: &Str
     reaches(a, b) && reaches(b, a)
 }
 
-fn check(src: &Path) -> Vec<String> {
+/// The backend `imp` names from outside `src/backend/`, if it names one.
+fn names_a_backend(imp: &Import) -> Option<&str> {
+    let named = imp.from.0 != "backend" && imp.to() == "backend";
+    let backend = imp.path.get(1).map(String::as_str).filter(|p| BACKENDS.iter().any(|b| b.1 == *p));
+    backend.filter(|_| named)
+}
+
+/// What breaks the layering of the crate at `src`, with `allowed` as [`NAMES_A_BACKEND`].
+fn check(src: &Path, allowed: &[(&str, &str, &str)]) -> Vec<String> {
     let (found, mut problems) = imports(src);
     let (modules, _) = read_root(src);
     let layers: BTreeSet<String> = LAYERS.iter().map(|s| s.to_string()).collect();
@@ -581,7 +632,30 @@ fn check(src: &Path) -> Vec<String> {
         }
     }
 
-    // (c) Imports up the layers.
+    // (c) A backend named outside `src/backend/`.
+    let allows = |imp: &Import, &(file, path, _): &(&str, &str, &str)| {
+        let named = imp.path.join("::");
+        imp.file == file && (named == path || named.starts_with(&format!("{path}::")))
+    };
+    for imp in &found {
+        if let Some(backend) = names_a_backend(imp) {
+            if !allowed.iter().any(|entry| allows(imp, entry)) {
+                problems.push(format!(
+                    "`{}` names backend `{backend}`, which only src/backend/ may (reach it through the backend \
+                     layer: Engine, Learner, Predictor): {}",
+                    imp.from.0,
+                    imp.at()
+                ));
+            }
+        }
+    }
+    for entry in allowed {
+        if !found.iter().any(|imp| names_a_backend(imp).is_some() && allows(imp, entry)) {
+            problems.push(format!("NAMES_A_BACKEND allows {} to name {}, which it no longer does", entry.0, entry.1));
+        }
+    }
+
+    // (d) Imports up the layers.
     for imp in found.iter().filter(|i| i.from.0 != i.to()) {
         if let (Some(a), Some(b)) = (rank(&imp.from.0), rank(imp.to())) {
             if b > a {
@@ -595,12 +669,52 @@ fn check(src: &Path) -> Vec<String> {
 #[test]
 fn modules_import_only_downwards() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let problems = check(&src);
+    let problems = check(&src, NAMES_A_BACKEND);
     assert!(
         problems.is_empty(),
         "the layering of src/ is broken (the order is LAYERS in tests/layering.rs):\n{}",
         problems.join("\n")
     );
+}
+
+#[test]
+fn a_backend_named_outside_the_backend_layer_is_caught() {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("layering-names-a-backend");
+    let _ = fs::remove_dir_all(&root);
+    let files = [
+        ("lib.rs", "pub mod backend;\npub mod booster;\npub mod model;\npub mod python;\n"),
+        ("backend/mod.rs", "pub mod cpu;\npub mod engine;\n"),
+        // The shared layer may name the backends.
+        ("backend/engine.rs", "use super::cpu::f;\n"),
+        ("backend/cpu/mod.rs", "pub fn f() {}\n"),
+        ("booster/mod.rs", "use crate::backend::{cpu::f, Engine};\n"),
+        ("model/mod.rs", "use crate::backend;\nfn g() {\n    backend::cuda::h();\n    backend::select();\n}\n"),
+        ("python/mod.rs", "fn g() {\n    crate::backend::cpu::f();\n}\n"),
+    ];
+    for (path, text) in files {
+        let path = root.join("src").join(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+    let named = |allowed: &[(&str, &str, &str)]| -> Vec<String> {
+        let problems = check(&root.join("src"), allowed);
+        problems.into_iter().filter(|p| p.contains("names backend") || p.contains("NAMES_A_BACKEND")).collect()
+    };
+    let found = named(&[]);
+    let want = [
+        ("`booster` names backend `cpu`", "src/booster/mod.rs:1: crate::backend::cpu::f"),
+        ("`model` names backend `cuda`", "src/model/mod.rs:3: crate::backend::cuda::h"),
+        ("`python` names backend `cpu`", "src/python/mod.rs:2: crate::backend::cpu::f"),
+    ];
+    assert_eq!(found.len(), want.len(), "{found:#?}");
+    for (problem, (start, end)) in found.iter().zip(want) {
+        assert!(problem.starts_with(start) && problem.ends_with(end), "{problem}");
+    }
+    // An entry allows its path; one that nothing needs is an error.
+    let found =
+        named(&[("src/python/mod.rs", "backend::cpu", "a test"), ("src/model/mod.rs", "backend::cpu", "stale")]);
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(found[2].starts_with("NAMES_A_BACKEND allows src/model/mod.rs to name backend::cpu"), "{}", found[2]);
 }
 
 #[test]
