@@ -10,12 +10,16 @@ cost shows; each scoring is ``gbt.predict`` of that model over the whole frame. 
 * ``19 numeric``: the numeric features alone (no categorical cost);
 * ``6 categorical``: the categorical features alone.
 
-Each cell is the median of ``--repeats`` runs, Categorical and Enum alternating. Run with
+A fit goes through ``frame.select(pl.col(features).gbt.fit(...))`` (``--api expression``, the
+default), where Polars hands a ``Categorical`` to the plugin through its own export, or through
+``polars_gbt.train(frame, ...)`` and ``Model.predict(frame)`` (``--api train``), which hand a
+frame's ``Categorical`` columns over as their ids and their categories' names. Each cell is the median of
+``--repeats`` runs, Categorical and Enum alternating. Run with
 ``POLARS_GBT_PROFILE=1`` to see each fit's profile lines on stderr (Polars' work before the
 plugin's call, the plugin's import of its inputs, its inputs to datasets).
 
 Usage:
-  .venv/bin/python bench/categorical_ingest.py [--tile 20] [--repeats 5] [--device cpu|cuda]
+  .venv/bin/python bench/categorical_ingest.py [--tile 20] [--repeats 5] [--device cpu|cuda] [--api train]
 Prints a markdown table; asserts nothing.
 """
 from __future__ import annotations
@@ -42,6 +46,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--depth", type=int, default=1)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--api", choices=["expression", "train"], default="expression")
     a = ap.parse_args()
     import polars_gbt
 
@@ -58,9 +63,13 @@ def main() -> None:
           f"device {a.device}, {' '.join(sys.argv[1:])}", flush=True)
 
     def fit(frame: pl.DataFrame, features: list[str]) -> bytes:
+        if a.api == "train":
+            return polars_gbt.train(frame, target=TARGET, features=features, **params).to_bytes()
         return frame.select(pl.col(features).gbt.fit(TARGET, **params)).item()
 
     def score(frame: pl.DataFrame, features: list[str], model: bytes) -> pl.Series:
+        if a.api == "train":
+            return polars_gbt.Model.from_bytes(model).predict(frame, device=a.device)
         return frame.select(pl.col(features).gbt.predict(model, device=a.device)).to_series()
 
     fit(enum.head(10_000), FEATURES)  # warm-up: thread pools, the GPU's context and kernels

@@ -330,6 +330,14 @@ class Model:
                 iteration_range=iteration_range,
             )
         device = "cpu" if device is None else device
+        # A frame's Categorical features go to the plugin as their ids, with their categories'
+        # names, sparing Polars' export of a Categorical, which renumbers every row (issue 61).
+        # A frame holds its rows, so every id has its name now (a lazy query's may not yet).
+        cats: dict[str, list[str]] = {}
+        if isinstance(data, pl.DataFrame):
+            cats = {f: data.schema[f].categories.to_series().to_list() for f in self.feature_names
+                    if isinstance(data.schema.get(f), pl.Categorical)}
+            data = data.with_columns(pl.col(list(cats)).to_physical()) if cats else data
         frame = data.lazy() if isinstance(data, pl.DataFrame) else data
         # The schema once: a LazyFrame resolves it on every call.
         names = set(frame.collect_schema().names())
@@ -342,7 +350,12 @@ class Model:
             frame = frame.with_columns(margin_series(base_margin).alias(marker))
             margin = marker
         expr = pl.col(self.feature_names).gbt.predict(
-            self, output=output, device=device, base_margin=margin, iteration_range=iteration_range
+            self,
+            output=output,
+            device=device,
+            base_margin=margin,
+            iteration_range=iteration_range,
+            _categorical_names=cats,
         )
         return frame.select(expr.alias("prediction")).collect()["prediction"]
 
@@ -522,8 +535,17 @@ def train(
         parts = [marked(frame, None)] + [marked(_stream.collected(d), i) for i, d in enumerate(sets.values())]
         frame = pl.concat(parts, how="vertical_relaxed")
         params["eval_set"] = {name: pl.col(m) for name, m in zip(sets, markers)}
+    in_memory = isinstance(data, pl.DataFrame) and not sets
+    if in_memory:
+        # A Categorical feature goes to the plugin as its ids, with its categories' names: the
+        # same model, without Polars' export of a Categorical to a plugin, which renumbers
+        # every row (issue 61). The frame holds its rows, so every id has its name now.
+        cats = [f for f in features if isinstance(data.schema.get(f), pl.Categorical)]
+        if cats:
+            params["_categorical_names"] = {f: data.schema[f].categories.to_series().to_list() for f in cats}
+            data = data.with_columns(pl.col(cats).to_physical())
     fit = pl.col(features).gbt.fit(label, **params).alias("model")
-    if isinstance(data, pl.DataFrame) and not sets:
+    if in_memory:
         # Eagerly: the lazy engine copies one input column of this query (80 MB at 20M rows),
         # and a fit's peak memory is bounded (docs/reliability.md).
         def query() -> pl.DataFrame:

@@ -200,6 +200,7 @@ class GbtNamespace:
         base_margin: pl.Expr | str | None = None,
         num_class: int | None = None,
         iteration_range: tuple[int, int] | None = None,
+        _categorical_names: dict[str, list[str]] | None = None,
     ) -> pl.Expr:
         """Score rows with a model, elementwise (batch by batch in lazy and streaming queries).
 
@@ -259,6 +260,9 @@ class GbtNamespace:
         kwargs: dict[str, Any] = {"output": output, "device": device, "has_base_margin": base_margin is not None}
         if iteration_range is not None:
             kwargs["iteration_range"] = rounds_range(iteration_range)
+        if _categorical_names:
+            # Model.predict hands a frame's Categorical features over as their ids (issue 61).
+            kwargs["categorical_names"] = _categorical_names
         if isinstance(model, pl.Expr):
             if num_class is not None and (not isinstance(num_class, int) or num_class < 1):
                 raise ValueError(f"num_class must be a positive integer, not {num_class!r}")
@@ -313,6 +317,8 @@ def fit_arguments(
     input_names |= {name: _input_name(value, name) for name, value in optional.items() if value is not None}
     # polars_gbt.train and the estimators name the inputs as their callers gave them.
     input_names |= params.pop("_input_names", None) or {}
+    # polars_gbt.train hands a frame's Categorical features over as their ids, with the names.
+    categorical_names = params.pop("_categorical_names", None)
     params_json, user_functions, distributed = _fit_params(params, eval_set is not None or evaluates, by, init_model)
     kwargs: dict[str, Any] = {"params": params_json, "verbose": int(verbose), "progress": progress}
     if init_model is not None:
@@ -324,6 +330,8 @@ def fit_arguments(
     kwargs["input_names"] = input_names
     if distributed is not None:
         kwargs["distributed"] = distributed
+    if categorical_names:
+        kwargs["categorical_names"] = categorical_names
     if os.environ.get("POLARS_GBT_PROFILE") == "1":
         # When the expression was built, so that the fit can say how long Polars took before
         # calling it (running the query's inputs and exporting them to the plugin).

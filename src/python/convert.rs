@@ -45,14 +45,35 @@ fn arrow_column(s: &Series) -> PolarsResult<FeatureColumn> {
 /// present ids (the absent ones null), so the column's categories are the present ones, as
 /// with Polars' export: the same model bytes.
 fn categorical_column(s: &Series, mapping: &CategoricalMapping) -> PolarsResult<FeatureColumn> {
-    let ids = arrow_chunks(&s.to_physical_repr())?;
+    ids_column(s.name(), &s.to_physical_repr(), |id| mapping.cat_to_str(id as CatSize))
+}
+
+/// A `Categorical` column that reached the plugin as its physical ids (`ids`, UInt8/16/32)
+/// with its categories' names in id order (`names`: `polars_gbt.train` sends a frame's
+/// `Categorical` columns so, sparing Polars' row-by-row export of them to the plugin): the
+/// column [`categorical_column`] reads from the Categorical itself.
+pub fn categorical_ids_column(ids: &Series, names: &[String]) -> PolarsResult<FeatureColumn> {
+    if !matches!(ids.dtype(), DataType::UInt8 | DataType::UInt16 | DataType::UInt32) {
+        return Err(to_polars(Error::column(
+            ids.name().as_str(),
+            format!("came as {} where its categorical ids were expected", ids.dtype()),
+        )));
+    }
+    let column = ids_column(ids.name(), ids, |id| names.get(id).map(String::as_str))?;
+    Ok(column.with_dtype_name("Categorical"))
+}
+
+/// The column `name` over the category ids `ids` (UInt8/16/32), each present id named by
+/// `name_of`.
+fn ids_column<'n>(name: &str, ids: &Series, name_of: impl Fn(usize) -> Option<&'n str>) -> PolarsResult<FeatureColumn> {
+    let ids = arrow_chunks(ids)?;
     let present = present_ids(&ids);
     let names: StringArray = present
         .iter()
         .enumerate()
         .map(|(id, &here)| match here {
-            true => mapping.cat_to_str(id as CatSize).map(Some).ok_or_else(
-                || polars_err!(ComputeError: "column `{}`: category id {} has no name in its categories", s.name(), id),
+            true => name_of(id).map(Some).ok_or_else(
+                || polars_err!(ComputeError: "column `{}`: category id {} has no name in its categories", name, id),
             ),
             false => Ok(None),
         })
@@ -61,53 +82,49 @@ fn categorical_column(s: &Series, mapping: &CategoricalMapping) -> PolarsResult<
     let chunks = ids
         .iter()
         .map(|keys| match keys.data_type() {
-            arrow_schema::DataType::UInt8 => dictionary::<UInt8Type>(keys, &names),
-            arrow_schema::DataType::UInt16 => dictionary::<UInt16Type>(keys, &names),
-            arrow_schema::DataType::UInt32 => dictionary::<UInt32Type>(keys, &names),
-            t => {
-                Err(polars_err!(ComputeError: "column `{}`: categorical ids of type {} are not supported", s.name(), t))
-            }
+            arrow_schema::DataType::UInt8 => Ok(dictionary::<UInt8Type>(keys, &names)),
+            arrow_schema::DataType::UInt16 => Ok(dictionary::<UInt16Type>(keys, &names)),
+            arrow_schema::DataType::UInt32 => Ok(dictionary::<UInt32Type>(keys, &names)),
+            t => Err(polars_err!(ComputeError: "column `{}`: categorical ids of type {} are not supported", name, t)),
         })
         .collect::<PolarsResult<Vec<_>>>()?;
-    FeatureColumn::new(s.name().to_string(), chunks).map_err(to_polars)
+    FeatureColumn::new(name.to_string(), chunks).map_err(to_polars)
 }
 
-/// Whether each id up to the largest present is the id of some non-null row of `ids`.
+/// Whether each id up to the largest present is the id of some non-null row of `ids`: the
+/// largest first, so that the marking pass has no branch to grow its table.
 fn present_ids(ids: &[RsArray]) -> Vec<bool> {
-    fn mark<K: arrow_array::ArrowPrimitiveType>(array: &RsArray, present: &mut Vec<bool>) {
+    fn each_valid<K: arrow_array::ArrowPrimitiveType>(array: &RsArray, mut f: impl FnMut(usize)) {
         let keys = array.as_primitive::<K>();
-        let mut set = |k: K::Native| {
-            let k = k.as_usize();
-            if k >= present.len() {
-                present.resize(k + 1, false);
-            }
-            present[k] = true;
-        };
         match keys.nulls().filter(|n| n.null_count() > 0) {
-            None => keys.values().iter().for_each(|&k| set(k)),
+            None => keys.values().iter().for_each(|&k| f(k.as_usize())),
             Some(nulls) => {
-                keys.values().iter().zip(nulls.iter()).filter(|(_, valid)| *valid).for_each(|(&k, _)| set(k))
+                keys.values().iter().zip(nulls.iter()).filter(|(_, valid)| *valid).for_each(|(&k, _)| f(k.as_usize()))
             }
         }
     }
-    let mut present = Vec::new();
-    for array in ids {
+    fn each(array: &RsArray, f: impl FnMut(usize)) {
         match array.data_type() {
-            arrow_schema::DataType::UInt8 => mark::<UInt8Type>(array, &mut present),
-            arrow_schema::DataType::UInt16 => mark::<UInt16Type>(array, &mut present),
-            arrow_schema::DataType::UInt32 => mark::<UInt32Type>(array, &mut present),
+            arrow_schema::DataType::UInt8 => each_valid::<UInt8Type>(array, f),
+            arrow_schema::DataType::UInt16 => each_valid::<UInt16Type>(array, f),
+            arrow_schema::DataType::UInt32 => each_valid::<UInt32Type>(array, f),
             _ => {}
         }
     }
+    let mut largest = None;
+    ids.iter().for_each(|a| each(a, |k| largest = largest.max(Some(k))));
+    let mut present = vec![false; largest.map_or(0, |k| k + 1)];
+    ids.iter().for_each(|a| each(a, |k| present[k] = true));
     present
 }
 
-/// `keys` (ids) as a dictionary array of `names`, sharing the keys' buffers.
-fn dictionary<K: ArrowDictionaryKeyType>(keys: &RsArray, names: &RsArray) -> PolarsResult<RsArray> {
+/// `keys` (ids) as a dictionary array of `names`, sharing the keys' buffers. Every non-null
+/// key is an index into `names` ([`present_ids`] sized them by the largest).
+fn dictionary<K: ArrowDictionaryKeyType>(keys: &RsArray, names: &RsArray) -> RsArray {
     let keys = keys.as_primitive::<K>().clone();
-    let dict = DictionaryArray::<K>::try_new(keys, names.clone())
-        .map_err(|e| polars_err!(ComputeError: "categorical ids past their names: {}", e))?;
-    Ok(Arc::new(dict))
+    // SAFETY: `names` has an entry for every id of a non-null key (its length is one past the
+    // largest), which is all arrow-rs's checked constructor would check, row by row.
+    Arc::new(unsafe { DictionaryArray::<K>::new_unchecked(keys, names.clone()) })
 }
 
 /// A Series' chunks as arrow-rs arrays over the same buffers.

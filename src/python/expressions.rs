@@ -1,12 +1,13 @@
 //! The `gbt.fit` expression: an aggregation returning the model's bytes (scoring is in
 //! `predict.rs`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use polars::prelude::*;
 use serde::Deserialize;
 
-use super::convert::{f32_column, feature_column, margin_values, to_polars};
+use super::convert::{categorical_ids_column, f32_column, feature_column, margin_values, to_polars};
 use super::dtypes::{broadcast, dtype_name};
 use crate::{Dataset, FeatureFrame, RoundCallback, RoundLog, TrainConfig};
 
@@ -59,6 +60,11 @@ pub(super) struct FitKwargs {
     /// how long Polars worked before calling it.
     #[serde(default)]
     profile_built_at: Option<f64>,
+    /// Features that come as a `Categorical` column's physical ids, with the names of its
+    /// categories in id order (`polars_gbt.train` on a frame: Polars' export of a
+    /// `Categorical` to a plugin renumbers every row, its ids do not).
+    #[serde(default)]
+    categorical_names: HashMap<String, Vec<String>>,
 }
 
 /// The names errors give `fit`'s inputs: the user's own columns (`default`, not "target" or
@@ -282,6 +288,8 @@ pub(super) struct FitInputs<'a> {
     maximize: bool,
     /// How errors name the inputs.
     pub(super) names: InputNames,
+    /// Features given as categorical ids, and their categories' names (`FitKwargs`).
+    categorical_names: HashMap<String, Vec<String>>,
 }
 
 impl<'a> FitInputs<'a> {
@@ -318,6 +326,7 @@ impl<'a> FitInputs<'a> {
             metrics: kwargs.metric_ids.iter().copied().zip(kwargs.metric_names.iter().cloned()).collect(),
             maximize: kwargs.maximize,
             names: kwargs.input_names.clone(),
+            categorical_names: kwargs.categorical_names.clone(),
         })
     }
 
@@ -341,7 +350,12 @@ impl<'a> FitInputs<'a> {
             .features
             .iter()
             .enumerate()
-            .map(|(i, s)| pick(s).and_then(|s| feature_column(&s, &display_name(&s, i))))
+            .map(|(i, s)| {
+                pick(s).and_then(|s| match self.categorical_names.get(s.name().as_str()) {
+                    Some(names) => categorical_ids_column(&s, names),
+                    None => feature_column(&s, &display_name(&s, i)),
+                })
+            })
             .collect::<PolarsResult<_>>()?;
         let label = pick(self.target)?;
         let frame = FeatureFrame::new(columns).map_err(to_polars)?;

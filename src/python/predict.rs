@@ -12,7 +12,7 @@ use polars_arrow::bitmap::MutableBitmap;
 use polars_arrow::offset::OffsetsBuffer;
 use serde::Deserialize;
 
-use super::convert::{feature_column, margin_values, predictions_series, to_polars};
+use super::convert::{categorical_ids_column, feature_column, margin_values, predictions_series, to_polars};
 use super::dtypes::{as_in_training, broadcast, dtype_name};
 use super::expressions::display_name;
 use super::model_cache::{self, CachedModel};
@@ -46,6 +46,11 @@ pub(super) struct PredictKwargs {
     /// Score with the trees of rounds `[start, end)` only (`end` 0: to the last round).
     #[serde(default)]
     iteration_range: model_cache::Rounds,
+    /// Features that come as a `Categorical` column's physical ids, with the names of its
+    /// categories in id order (`Model.predict` on a frame: Polars' export of a `Categorical`
+    /// to a plugin renumbers every row, its ids do not).
+    #[serde(default)]
+    categorical_names: HashMap<String, Vec<String>>,
 }
 
 fn cpu() -> String {
@@ -154,7 +159,7 @@ pub(super) fn predict(inputs: &[Series], kwargs: &PredictKwargs, model_bytes: &[
     match models {
         None => {
             let cached = constant_model(kwargs, model_bytes)?;
-            let p = score(&cached, features, margin, output, backend)?;
+            let p = score(&cached, features, &kwargs.categorical_names, margin, output, backend)?;
             let (k, m) = (cached.model.n_outputs(), cached.model.features().len() + 1);
             match output {
                 PredictOutput::Contrib if k > 1 => nested_f32(name, p, &[k, m]),
@@ -165,6 +170,7 @@ pub(super) fn predict(inputs: &[Series], kwargs: &PredictKwargs, model_bytes: &[
         }
         Some(models) => {
             let dtype = row_models_dtype(output, kwargs.num_class);
+            let features = Features { columns: features, categorical_names: &kwargs.categorical_names };
             score_row_models(name, features, margin, models, kwargs.iteration_range, output, backend, &dtype)
         }
     }
@@ -195,6 +201,7 @@ fn nested_f32(name: PlSmallStr, p: Predictions, shape: &[usize]) -> PolarsResult
 fn score(
     cached: &CachedModel,
     features: &[Series],
+    categorical_names: &HashMap<String, Vec<String>>,
     margin: Option<&Series>,
     output: PredictOutput,
     backend: Backend,
@@ -221,7 +228,7 @@ fn score(
         }
         None => None,
     };
-    let frame = FeatureFrame::new(scoring_columns(model, features)?).map_err(to_polars)?;
+    let frame = FeatureFrame::new(scoring_columns(model, features, categorical_names)?).map_err(to_polars)?;
     let forest = cached.predictor(backend).map_err(|e| polars_err!(ComputeError: "{}", e))?;
     model.predict_with(&*forest, &frame, output, base_margin.as_deref()).map_err(to_polars)
 }
@@ -229,10 +236,16 @@ fn score(
 /// Scores each row with its own row's model (`models`, a Binary column; a null model gives a
 /// null prediction). Rows are grouped by model, each group scored at once, and the results put
 /// back in row order as `dtype`.
+/// The feature columns of a call, and which of them are categorical ids (`PredictKwargs`).
+struct Features<'a> {
+    columns: &'a [Series],
+    categorical_names: &'a HashMap<String, Vec<String>>,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn score_row_models(
     name: PlSmallStr,
-    features: &[Series],
+    features: Features,
     margin: Option<&Series>,
     models: &Series,
     rounds: model_cache::Rounds,
@@ -246,6 +259,7 @@ fn score_row_models(
             format!("must hold model bytes (Binary), not {}", dtype_name(models.dtype())),
         )));
     }
+    let (names, features) = (features.categorical_names, features.columns);
     let n = features[0].len();
     // The rows of each distinct model. A join repeats one value's bytes in place, so rows are
     // first told apart by where their bytes lie, and only new places are looked up.
@@ -282,12 +296,12 @@ fn score_row_models(
         let first = rows[0] as usize;
         check_row_model(&cached.model, output, dtype, first)?;
         let p = if rows.len() == n {
-            score(cached, features, margin, output, backend)?
+            score(cached, features, names, margin, output, backend)?
         } else {
             let idx = IdxCa::from_vec(PlSmallStr::EMPTY, rows.clone());
             let picked: Vec<Series> = features.iter().map(|s| s.take(&idx)).collect::<PolarsResult<_>>()?;
             let margin = margin.map(|m| m.take(&idx)).transpose()?;
-            score(cached, &picked, margin.as_ref(), output, backend)?
+            score(cached, &picked, names, margin.as_ref(), output, backend)?
         };
         debug_assert!(g == scored.len());
         scored.push(p);
@@ -409,7 +423,11 @@ fn rows_array<T: polars_arrow::types::NativeType + Default>(
 /// The columns to score, each as the model saw it in training (`dtypes::as_in_training`).
 /// Named columns the model does not use are left out, whatever their dtype; unnamed ones are
 /// the model's features in order.
-fn scoring_columns(model: &Model, inputs: &[Series]) -> PolarsResult<Vec<crate::FeatureColumn>> {
+fn scoring_columns(
+    model: &Model,
+    inputs: &[Series],
+    categorical_names: &HashMap<String, Vec<String>>,
+) -> PolarsResult<Vec<crate::FeatureColumn>> {
     let features = model.features();
     let unnamed = inputs.iter().all(|s| s.name().is_empty());
     let mut columns = Vec::with_capacity(features.len());
@@ -423,7 +441,10 @@ fn scoring_columns(model: &Model, inputs: &[Series]) -> PolarsResult<Vec<crate::
             continue;
         };
         let display = display_name(s, i);
-        columns.push(feature_column(&as_in_training(s, &display, info)?, &display)?);
+        match categorical_names.get(s.name().as_str()) {
+            Some(names) => columns.push(categorical_ids_column(s, names)?),
+            None => columns.push(feature_column(&as_in_training(s, &display, info)?, &display)?),
+        }
     }
     if columns.is_empty() {
         let names: Vec<&str> = features.iter().map(|f| f.name.as_str()).collect();

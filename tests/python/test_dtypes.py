@@ -319,6 +319,9 @@ def test_categorical_enum_string_and_arrow_dictionary_columns_give_one_model(dev
     want = fit(text, ["c", "z"], **params)
     assert feature_dtypes(want)["c"] == "String"
     models = {"Categorical": fit(cat, ["c", "z"], **params), "Enum": fit(enum, ["c", "z"], **params)}
+    # polars_gbt.train hands a frame's Categorical over as its ids and its categories' names.
+    models["Categorical, train"] = polars_gbt.train(cat, target="y", features=["c", "z"], **PARAMS, **params)
+    assert feature_dtypes(models["Categorical, train"])["c"] == "Categorical"
     # A pyarrow dictionary column, through polars_gbt.train (Polars reads it as a Categorical).
     table = text.to_arrow().set_column(0, "c", text["c"].to_arrow().dictionary_encode())
     models["dictionary"] = polars_gbt.train(table, target="y", features=["c", "z"], **PARAMS, **params)
