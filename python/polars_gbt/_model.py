@@ -9,7 +9,7 @@ from typing import Any, Callable, TypeVar
 
 import polars as pl
 
-from polars_gbt import _internal, _stream
+from polars_gbt import _categorical, _internal, _stream
 from polars_gbt._errors import ColumnError, translated
 from polars_gbt._inputs import dense_pandas, is_scipy_sparse
 from polars_gbt._jsonable import dumps
@@ -330,14 +330,10 @@ class Model:
                 iteration_range=iteration_range,
             )
         device = "cpu" if device is None else device
-        # A frame's Categorical features go to the plugin as their ids, with their categories'
-        # names, sparing Polars' export of a Categorical, which renumbers every row (issue 61).
-        # A frame holds its rows, so every id has its name now (a lazy query's may not yet).
+        # A frame's Categorical features go to the plugin as their ids (see _categorical).
         cats: dict[str, list[str]] = {}
         if isinstance(data, pl.DataFrame):
-            cats = {f: data.schema[f].categories.to_series().to_list() for f in self.feature_names
-                    if isinstance(data.schema.get(f), pl.Categorical)}
-            data = data.with_columns(pl.col(list(cats)).to_physical()) if cats else data
+            data, cats = _categorical.as_ids(data, self.feature_names)
         frame = data.lazy() if isinstance(data, pl.DataFrame) else data
         # The schema once: a LazyFrame resolves it on every call.
         names = set(frame.collect_schema().names())
@@ -537,13 +533,8 @@ def train(
         params["eval_set"] = {name: pl.col(m) for name, m in zip(sets, markers)}
     in_memory = isinstance(data, pl.DataFrame) and not sets
     if in_memory:
-        # A Categorical feature goes to the plugin as its ids, with its categories' names: the
-        # same model, without Polars' export of a Categorical to a plugin, which renumbers
-        # every row (issue 61). The frame holds its rows, so every id has its name now.
-        cats = [f for f in features if isinstance(data.schema.get(f), pl.Categorical)]
-        if cats:
-            params["_categorical_names"] = {f: data.schema[f].categories.to_series().to_list() for f in cats}
-            data = data.with_columns(pl.col(cats).to_physical())
+        # A Categorical feature goes to the plugin as its ids (see _categorical).
+        data, params["_categorical_names"] = _categorical.as_ids(data, features)
     fit = pl.col(features).gbt.fit(label, **params).alias("model")
     if in_memory:
         # Eagerly: the lazy engine copies one input column of this query (80 MB at 20M rows),

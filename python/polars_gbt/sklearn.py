@@ -70,7 +70,7 @@ from sklearn.utils.validation import (
 )
 
 import polars_gbt._namespace  # noqa: F401  (registers the gbt namespace)
-from polars_gbt import _custom, _inputs, _internal, _ubjson
+from polars_gbt import _categorical, _custom, _inputs, _internal, _ubjson
 from polars_gbt._errors import translated
 from polars_gbt._jsonable import plain
 from polars_gbt._model import Model, margin_series, run_interruptibly
@@ -564,6 +564,8 @@ class _GBTBase(BaseEstimator):
         # The features by position: pl.col would read a name such as "*" or "^a.*$" as a pattern.
         # Errors name the fit's arguments, not the estimator's own column names.
         params["_input_names"] = {"target": "y", "weight": "sample_weight", "group": "group", "base_margin": "base_margin"}
+        # Categorical features as their ids (see _categorical).
+        frame, params["_categorical_names"] = _categorical.as_ids(frame, train.df.columns)
         fit = pl.nth(range(train.df.width)).gbt.fit(_TARGET, verbose=verbose, **extra, **params)
         with translated():
             self.model_ = run_interruptibly(lambda: frame.select(fit).item())
@@ -671,11 +673,18 @@ class _GBTBase(BaseEstimator):
     ) -> np.ndarray:
         df = self._predict_input(X, validate_features)
         features, margin = pl.nth(range(df.width)), None
+        # Categorical features as their ids (see _categorical).
+        df, categorical_names = _categorical.as_ids(df, df.columns)
         if base_margin is not None:
             df, margin = df.with_columns(_margins(base_margin, df.height).alias(_MARGIN)), _MARGIN
         # Scored where the model was trained (as XGBoost does), SHAP values included.
         predict = features.gbt.predict(
-            self.model_, output=output, base_margin=margin, device=self.device, iteration_range=iteration_range
+            self.model_,
+            output=output,
+            base_margin=margin,
+            device=self.device,
+            iteration_range=iteration_range,
+            _categorical_names=categorical_names,
         )
         with translated():
             out = df.select(predict.alias("prediction")).to_series()

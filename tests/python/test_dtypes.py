@@ -339,6 +339,29 @@ def test_categorical_enum_string_and_arrow_dictionary_columns_give_one_model(dev
     assert models["Categorical"].predict(cat_new).equals(expected, check_names=False)
 
 
+def test_the_estimators_read_categorical_columns_as_their_string_twins():
+    # Issue 61: the scikit-learn estimators hand a frame's Categorical over as its ids too.
+    from polars_gbt.sklearn import GBTRegressor
+
+    words = ["north", "south", "east", "west", "up"]
+    text = pl.DataFrame(
+        {
+            "c": [None if i % 9 == 4 else words[(i * 7 + i // 5) % 5] for i in range(N)],
+            "z": [((i * 37) % 23) / 5.0 for i in range(N)],
+        }
+    )
+    y = [(2.0 if c == "south" else -1.0 if c == "west" else 0.0) + z for c, z in zip(text["c"], text["z"])]
+    cat = pl.concat([text.slice(0, 250), text.slice(250)], rechunk=False).with_columns(pl.col("c").cast(pl.Categorical))
+    want = GBTRegressor(n_estimators=8, max_depth=3, max_cat_to_onehot=1).fit(text, y)
+    got = GBTRegressor(n_estimators=8, max_depth=3, max_cat_to_onehot=1).fit(cat, y)
+    assert feature_dtypes(got.get_booster())["c"] == "Categorical"
+    assert with_dtype_name(got.get_booster(), "c", "String").to_bytes() == want.get_booster().to_bytes()
+    new = pl.DataFrame({"c": ["south", None, "nowhere", "west"], "z": [1.0, 2.0, 3.0, 4.0]})
+    expected = want.predict(new)
+    assert (got.predict(new.with_columns(pl.col("c").cast(pl.Categorical))) == expected).all()
+    assert (got.predict(cat) == want.predict(text)).all()
+
+
 def test_a_null_column_is_an_all_missing_feature():
     df = base_frame().with_columns(n=pl.lit(None))
     assert df["n"].dtype == pl.Null
