@@ -7,6 +7,25 @@ use super::{check_each, weighted_mean, Loss, Targets};
 use crate::error::Result;
 use crate::tree::GradPair;
 
+/// The base margin of the three log links, written once: the log of the weighted mean label
+/// (kept above 1e-6), which a fit over several workers sums exactly
+/// (`base_margin_is_weighted_mean`).
+macro_rules! log_of_weighted_mean {
+    () => {
+        fn estimate_base_margin(&self, t: &Targets) -> Vec<f32> {
+            vec![self.base_score_to_margin(weighted_mean(t))]
+        }
+
+        fn base_margin_is_weighted_mean(&self) -> bool {
+            true
+        }
+
+        fn base_score_to_margin(&self, mean: f64) -> f32 {
+            mean.max(1e-6).ln() as f32
+        }
+    };
+}
+
 /// Poisson regression. The hessian is taken at `margin + 0.7`, XGBoost's safeguard against
 /// huge early steps (its `max_delta_step` for this objective).
 pub struct Poisson;
@@ -26,17 +45,7 @@ impl Loss for Poisson {
         check_each(t.label, "count:poisson needs labels >= 0", |y| y >= 0.0)
     }
 
-    fn estimate_base_margin(&self, t: &Targets) -> Vec<f32> {
-        vec![self.base_score_to_margin(weighted_mean(t))]
-    }
-
-    fn base_margin_is_weighted_mean(&self) -> bool {
-        true
-    }
-
-    fn base_score_to_margin(&self, mean: f64) -> f32 {
-        mean.max(1e-6).ln() as f32
-    }
+    log_of_weighted_mean!();
 }
 
 /// Gamma regression (XGBoost's `reg:gamma`): the gamma deviance with a log link, for positive
@@ -57,17 +66,7 @@ impl Loss for Gamma {
         check_each(t.label, "reg:gamma needs labels > 0", |y| y > 0.0)
     }
 
-    fn estimate_base_margin(&self, t: &Targets) -> Vec<f32> {
-        vec![self.base_score_to_margin(weighted_mean(t))]
-    }
-
-    fn base_margin_is_weighted_mean(&self) -> bool {
-        true
-    }
-
-    fn base_score_to_margin(&self, mean: f64) -> f32 {
-        mean.max(1e-6).ln() as f32
-    }
+    log_of_weighted_mean!();
 }
 
 /// Tweedie deviance with variance power `rho` in [1, 2).
@@ -91,15 +90,5 @@ impl Loss for Tweedie {
         check_each(t.label, "reg:tweedie needs labels >= 0", |y| y >= 0.0)
     }
 
-    fn estimate_base_margin(&self, t: &Targets) -> Vec<f32> {
-        vec![self.base_score_to_margin(weighted_mean(t))]
-    }
-
-    fn base_margin_is_weighted_mean(&self) -> bool {
-        true
-    }
-
-    fn base_score_to_margin(&self, mean: f64) -> f32 {
-        mean.max(1e-6).ln() as f32
-    }
+    log_of_weighted_mean!();
 }
