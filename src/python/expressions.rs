@@ -289,12 +289,12 @@ pub(super) struct FitInputs<'a> {
     /// How errors name the inputs.
     pub(super) names: InputNames,
     /// Features given as categorical ids, and their categories' names (`FitKwargs`).
-    categorical_names: HashMap<String, Vec<String>>,
+    categorical_names: &'a HashMap<String, Vec<String>>,
 }
 
 impl<'a> FitInputs<'a> {
     /// Splits `inputs` (literals already broadcast) as `kwargs` says they come.
-    pub(super) fn new(inputs: &'a [Series], kwargs: &FitKwargs) -> PolarsResult<Self> {
+    pub(super) fn new(inputs: &'a [Series], kwargs: &'a FitKwargs) -> PolarsResult<Self> {
         let names: Vec<String> = match (kwargs.has_eval_set, kwargs.eval_names.is_empty()) {
             (false, _) => Vec::new(),
             (true, true) => vec!["valid".to_string()],
@@ -326,7 +326,7 @@ impl<'a> FitInputs<'a> {
             metrics: kwargs.metric_ids.iter().copied().zip(kwargs.metric_names.iter().cloned()).collect(),
             maximize: kwargs.maximize,
             names: kwargs.input_names.clone(),
-            categorical_names: kwargs.categorical_names.clone(),
+            categorical_names: &kwargs.categorical_names,
         })
     }
 
