@@ -160,12 +160,7 @@ class Model:
         """The trees: one per output and round, or one per round for a vector-leaf model
         (``multi_strategy="multi_output_tree"``, one tree a round whose leaves hold every
         output), as XGBoost counts them and ``trees_to_dataframe`` lists them."""
-        if self._is_vector_leaf():
-            return self.num_rounds
         return self._summary["num_trees"]
-
-    def _is_vector_leaf(self) -> bool:
-        return (self._summary.get("params") or {}).get("multi_strategy") == "multi_output_tree"
 
     @property
     def num_rounds(self) -> int:

@@ -103,7 +103,9 @@ fn model_summary(bytes: &[u8]) -> PyResult<String> {
             "params": m.params(),
             "imported_from": m.imported().map(|i| i.source.clone()),
             "feature_names": m.feature_names(),
-            "num_trees": m.num_trees(),
+            // A vector-leaf round is one tree (stored as one per output): counted once, as
+            // XGBoost and trees_to_dataframe count it.
+            "num_trees": m.distinct_trees().count(),
             "num_rounds": m.num_rounds(),
             "best_iteration": m.best_iteration(),
             "evals_result": log,
