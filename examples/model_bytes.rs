@@ -17,6 +17,34 @@ fn fnv(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100000001b3))
 }
 
+/// Three classes from the label and one feature.
+fn three_classes(label: &[f32], f0: &[f32]) -> Vec<f32> {
+    label
+        .iter()
+        .zip(f0)
+        .map(|(&y, &x)| {
+            if y > 0.5 {
+                2.0
+            } else if x.is_nan() || x < 0.0 {
+                0.0
+            } else {
+                1.0
+            }
+        })
+        .collect()
+}
+
+/// A categorical column of 40 levels (some missing) from a feature.
+fn forty_levels(f1: &[f32]) -> DictionaryArray<Int32Type> {
+    let codes: Vec<Option<i32>> = f1
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (i % 17 != 0).then(|| ((v.abs() * 13.0) as i32 + (i as i32 % 3)) % 40))
+        .collect();
+    let levels: Vec<String> = (0..40).map(|c| format!("c{c}")).collect();
+    DictionaryArray::<Int32Type>::try_new(Int32Array::from(codes), Arc::new(StringArray::from(levels))).unwrap()
+}
+
 fn main() {
     let dir = std::path::PathBuf::from(std::env::args().nth(1).unwrap());
     let meta: serde_json::Value =
@@ -35,29 +63,8 @@ fn main() {
             .collect()
     };
     let label: Vec<f32> = y[..n].to_vec();
-    // Three classes from the label and one feature.
-    let f0 = col(0);
-    let classes: Vec<f32> = (0..n)
-        .map(|i| {
-            if label[i] > 0.5 {
-                2.0
-            } else if f0[i].is_nan() || f0[i] < 0.0 {
-                0.0
-            } else {
-                1.0
-            }
-        })
-        .collect();
-    // A categorical column of 40 levels (some missing) from feature 1.
-    let f1 = col(1);
-    let codes: Vec<Option<i32>> = f1
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| (i % 17 != 0).then(|| ((v.abs() * 13.0) as i32 + (i as i32 % 3)) % 40))
-        .collect();
-    let levels: Vec<String> = (0..40).map(|c| format!("c{c}")).collect();
-    let dict =
-        DictionaryArray::<Int32Type>::try_new(Int32Array::from(codes), Arc::new(StringArray::from(levels))).unwrap();
+    let classes = three_classes(&label, &col(0));
+    let dict = forty_levels(&col(1));
     let weight: Vec<f32> = (0..n).map(|i| 0.5 + ((i * 7919) % 100) as f32 / 50.0).collect();
 
     let frame = |cat: bool| {

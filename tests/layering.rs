@@ -10,7 +10,11 @@
 //!   `backend::cuda::…`): the rest of the crate reaches the backends only through the
 //!   `backend` layer's seam (`Engine`, `Learner`, `Predictor`), [`NAMES_A_BACKEND`] aside.
 //!   Where a file brings the `backend` module in by its name (`use crate::backend;`), its
-//!   `backend::…` paths are read too.
+//!   `backend::…` paths are read too;
+//!
+//! and, one level down, on an import cycle among the sibling files of one module (a
+//! subdirectory counts as one sibling; names a parent re-exports are followed to the file
+//! that defines them), [`SIBLING_CYCLES`] aside.
 //!
 //! Comments and string literals are blanked first, so a path in a doc comment or a message
 //! does not count. Code under `#[cfg(test)]` does not count either: unit tests may drive the
@@ -81,90 +85,80 @@ fn is_ident(c: char) -> bool {
 fn strip(src: &str) -> Vec<char> {
     let c: Vec<char> = src.chars().collect();
     let mut out: Vec<char> = Vec::with_capacity(c.len());
-    let blank = |out: &mut Vec<char>, ch: char| out.push(if ch == '\n' { '\n' } else { ' ' });
     let mut i = 0;
     while i < c.len() {
         let next = c.get(i + 1).copied();
-        if c[i] == '/' && next == Some('/') {
-            while i < c.len() && c[i] != '\n' {
-                blank(&mut out, c[i]);
-                i += 1;
-            }
+        i = if c[i] == '/' && next == Some('/') {
+            let end = (i..c.len()).find(|&k| c[k] == '\n').unwrap_or(c.len());
+            blank(&mut out, &c[i..end]);
+            end
         } else if c[i] == '/' && next == Some('*') {
-            // Block comments nest.
-            let mut depth = 0;
-            while i < c.len() {
-                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
-                    depth += 1;
-                    out.extend([' ', ' ']);
-                    i += 2;
-                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
-                    depth -= 1;
-                    out.extend([' ', ' ']);
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    blank(&mut out, c[i]);
-                    i += 1;
-                }
-            }
+            blank_block_comment(&c, i, &mut out)
         } else if let Some((open, hashes)) = raw_string_start(&c, i) {
-            // r"…", r#"…"#, br#"…"#: ends at a quote followed by as many hashes.
-            for &ch in &c[i..i + open] {
-                blank(&mut out, ch);
-            }
-            i += open;
-            while i < c.len() {
-                if c[i] == '"' && (1..=hashes).all(|k| c.get(i + k) == Some(&'#')) {
-                    out.extend(std::iter::repeat_n(' ', 1 + hashes));
-                    i += 1 + hashes;
-                    break;
-                }
-                blank(&mut out, c[i]);
-                i += 1;
-            }
+            blank_raw_string(&c, i, open, hashes, &mut out)
         } else if c[i] == '"' {
-            out.push(' ');
-            i += 1;
-            while i < c.len() {
-                if c[i] == '\\' {
-                    blank(&mut out, c[i]);
-                    if let Some(&e) = c.get(i + 1) {
-                        blank(&mut out, e);
-                    }
-                    i += 2;
-                    continue;
-                }
-                blank(&mut out, c[i]);
-                i += 1;
-                if c[i - 1] == '"' {
-                    break;
-                }
-            }
+            blank_string(&c, i, &mut out)
         } else if c[i] == '\'' && next == Some('\\') {
             // An escaped character literal: '\n', '\'', '\u{1F600}'.
-            out.extend([' ', ' ', ' ']);
-            i += 3;
-            while i < c.len() && c[i] != '\'' {
-                blank(&mut out, c[i]);
-                i += 1;
-            }
-            if i < c.len() {
-                out.push(' ');
-                i += 1;
-            }
+            let end = (i + 3..c.len()).find(|&k| c[k] == '\'').map_or(c.len(), |k| k + 1);
+            blank(&mut out, &c[i..end.min(c.len())]);
+            end
         } else if c[i] == '\'' && c.get(i + 2) == Some(&'\'') {
-            out.extend([' ', ' ', ' ']);
-            i += 3;
+            blank(&mut out, &c[i..i + 3]);
+            i + 3
         } else {
             // Anything else, lifetimes and labels ('a, 'outer) included.
             out.push(c[i]);
+            i + 1
+        };
+    }
+    out
+}
+
+/// `text` blanked onto `out`: spaces, newlines kept.
+fn blank(out: &mut Vec<char>, text: &[char]) {
+    out.extend(text.iter().map(|&ch| if ch == '\n' { '\n' } else { ' ' }));
+}
+
+/// Blanks the (nesting) block comment at `i`; returns the position after it.
+fn blank_block_comment(c: &[char], mut i: usize, out: &mut Vec<char>) -> usize {
+    let mut depth = 0;
+    while i < c.len() {
+        let pair = (c[i], c.get(i + 1).copied());
+        if pair == ('/', Some('*')) || pair == ('*', Some('/')) {
+            depth += if pair.0 == '/' { 1 } else { -1 };
+            out.extend([' ', ' ']);
+            i += 2;
+            if depth == 0 {
+                break;
+            }
+        } else {
+            blank(out, &c[i..=i]);
             i += 1;
         }
     }
-    out
+    i
+}
+
+/// Blanks the raw string literal at `i` (r"…", r#"…"#, br#"…"#: `open` characters open it,
+/// and it ends at a quote followed by `hashes` hashes); returns the position after it.
+fn blank_raw_string(c: &[char], i: usize, open: usize, hashes: usize, out: &mut Vec<char>) -> usize {
+    let body = i + open;
+    let close = (body..c.len()).find(|&k| c[k] == '"' && (1..=hashes).all(|h| c.get(k + h) == Some(&'#')));
+    let end = close.map_or(c.len(), |k| k + 1 + hashes);
+    blank(out, &c[i..end]);
+    end
+}
+
+/// Blanks the string literal at `i` (escapes skipped); returns the position after it.
+fn blank_string(c: &[char], i: usize, out: &mut Vec<char>) -> usize {
+    let mut k = i + 1;
+    while k < c.len() && c[k] != '"' {
+        k += if c[k] == '\\' { 2 } else { 1 };
+    }
+    let end = (k + 1).min(c.len());
+    blank(out, &c[i..end]);
+    end
 }
 
 /// At a raw string literal's start: the length of its opening (`r##"`) and its hashes.
@@ -666,6 +660,163 @@ fn check(src: &Path, allowed: &[(&str, &str, &str)]) -> Vec<String> {
     problems
 }
 
+/// Cycles among the sibling files of one module that are honest, as (the module, the
+/// siblings that reach one another, why). A subdirectory counts as one sibling. Any other
+/// cycle is an error, and so is an entry that no cycle needs any more.
+const SIBLING_CYCLES: &[(&str, &[&str], &str)] = &[];
+
+/// Each module file's re-exports (`pub use`, `pub(crate) use`, …): (the module, the name it
+/// re-exports) -> the path the name comes from, resolved from the crate root.
+fn module_reexports(src: &Path, modules: &BTreeSet<Vec<String>>) -> BTreeMap<Vec<String>, Vec<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut out = BTreeMap::new();
+    for file in files {
+        let module = module_of(file.strip_prefix(src).unwrap());
+        let mut c = strip(&fs::read_to_string(&file).unwrap());
+        drop_test_items(&mut c);
+        let mut i = 0;
+        while i < c.len() {
+            let starts_word = i == 0 || !is_ident(c[i - 1]);
+            let Some((w, end)) = starts_word.then(|| word_at(&c, i)).flatten() else {
+                i += 1;
+                continue;
+            };
+            // `use` after `pub` or `pub(…)`.
+            let before = (0..i).rev().find(|&k| !c[k].is_whitespace());
+            let public = match before {
+                Some(k) if c[k] == ')' => {
+                    (0..k).rev().find(|&j| c[j] == '(').is_some_and(|j| word_before(&c, j) == "pub")
+                }
+                Some(k) => word_before(&c, k + 1) == "pub",
+                None => false,
+            };
+            if w != "use" || !public {
+                i = end;
+                continue;
+            }
+            let mut paths = Vec::new();
+            i = use_tree(&c, end, Vec::new(), &mut paths);
+            for p in paths {
+                let from = match p[0].as_str() {
+                    "crate" => p[1..].to_vec(),
+                    "self" => [module.clone(), p[1..].to_vec()].concat(),
+                    "super" => {
+                        let ups = p.iter().take_while(|s| *s == "super").count();
+                        let Some(base) = module.len().checked_sub(ups) else { continue };
+                        [module[..base].to_vec(), p[ups..].to_vec()].concat()
+                    }
+                    // A child module's name (`pub use stream_bins::StreamedBins;`), or another crate's.
+                    first if modules.contains(&[module.clone(), vec![first.to_string()]].concat()) => {
+                        [module.clone(), p.clone()].concat()
+                    }
+                    _ => continue,
+                };
+                if let Some(name) = from.last().filter(|n| *n != "self") {
+                    out.insert([module.clone(), vec![name.clone()]].concat(), from.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The identifier that ends right before `end`, whitespace before `end` skipped.
+fn word_before(c: &[char], end: usize) -> String {
+    let Some(last) = (0..end).rev().find(|&k| !c[k].is_whitespace()) else { return String::new() };
+    let first = (0..=last).rev().take_while(|&k| is_ident(c[k])).last().unwrap_or(last + 1);
+    c[first..=last].iter().filter(|ch| is_ident(**ch)).collect()
+}
+
+/// `path` with re-exported names followed to the module that defines them.
+fn follow_reexports(
+    mut path: Vec<String>,
+    modules: &BTreeSet<Vec<String>>,
+    reexports: &BTreeMap<Vec<String>, Vec<String>>,
+) -> Vec<String> {
+    for _ in 0..8 {
+        let Some(k) = (1..=path.len()).rev().find(|&k| modules.contains(&path[..k])) else { break };
+        match reexports.get(&path[..(k + 1).min(path.len())]) {
+            Some(from) if k < path.len() && *from != path[..=k] => {
+                path = [from.clone(), path[k + 1..].to_vec()].concat()
+            }
+            _ => break,
+        }
+    }
+    path
+}
+
+/// The imports between sibling files of each module below the top level: (the module) ->
+/// (sibling -> the siblings it imports), with one import for each edge as an example.
+#[allow(clippy::type_complexity)]
+fn sibling_imports(
+    src: &Path,
+) -> (BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>>, BTreeMap<(Vec<String>, String, String), String>) {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(f.strip_prefix(src).unwrap())).collect();
+    let reexports = module_reexports(src, &modules);
+    let mut edges: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let mut example = BTreeMap::new();
+    for file in files {
+        let relative = file.strip_prefix(src).unwrap();
+        let module = module_of(relative);
+        let mut c = strip(&fs::read_to_string(&file).unwrap());
+        drop_test_items(&mut c);
+        for (line, path) in crate_paths(&module, &c) {
+            let path = follow_reexports(path, &modules, &reexports);
+            let k = module.iter().zip(&path).take_while(|(a, b)| a == b).count();
+            // Siblings below the top level (the top level has its own check), both modules.
+            if k == 0 || k >= module.len() || k >= path.len() || !modules.contains(&path[..=k]) {
+                continue;
+            }
+            let (parent, from, to) = (module[..k].to_vec(), module[k].clone(), path[k].clone());
+            edges.entry(parent.clone()).or_default().entry(from.clone()).or_default().insert(to.clone());
+            let at = format!("src/{}:{line}: crate::{}", relative.to_string_lossy(), path.join("::"));
+            example.entry((parent, from, to)).or_insert(at);
+        }
+    }
+    (edges, example)
+}
+
+/// The import cycles among sibling files that `allowed` (as [`SIBLING_CYCLES`]) does not allow,
+/// and the entries of `allowed` that no cycle needs.
+fn check_siblings(src: &Path, allowed: &[(&str, &[&str], &str)]) -> Vec<String> {
+    let (edges, example) = sibling_imports(src);
+    let mut problems = Vec::new();
+    let mut used = BTreeSet::new();
+    for (parent, siblings) in &edges {
+        let module = parent.join("::");
+        for (members, cycle) in cycles(siblings) {
+            let names: Vec<&str> = members.iter().map(String::as_str).collect();
+            let entry =
+                allowed.iter().position(|(m, set, _)| *m == module && set.iter().copied().eq(names.iter().copied()));
+            if let Some(entry) = entry {
+                used.insert(entry);
+                continue;
+            }
+            let mut text =
+                format!("import cycle among the files of `{module}`: {} -> {}", cycle.join(" -> "), cycle[0]);
+            if members.len() > cycle.len() {
+                text += &format!(" (the shortest; {} all reach one another)", names.join(", "));
+            }
+            for k in 0..cycle.len() {
+                let (a, b) = (&cycle[k], &cycle[(k + 1) % cycle.len()]);
+                text += &format!("\n    {a} -> {b}: {}", example[&(parent.clone(), a.clone(), b.clone())]);
+            }
+            problems.push(text);
+        }
+    }
+    for (k, (module, set, _)) in allowed.iter().enumerate() {
+        if !used.contains(&k) {
+            problems
+                .push(format!("SIBLING_CYCLES allows the cycle {} in `{module}`, which is not there", set.join(", ")));
+        }
+    }
+    problems
+}
+
 #[test]
 fn modules_import_only_downwards() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -715,6 +866,51 @@ fn a_backend_named_outside_the_backend_layer_is_caught() {
         named(&[("src/python/mod.rs", "backend::cpu", "a test"), ("src/model/mod.rs", "backend::cpu", "stale")]);
     assert_eq!(found.len(), 3, "{found:#?}");
     assert!(found[2].starts_with("NAMES_A_BACKEND allows src/model/mod.rs to name backend::cpu"), "{}", found[2]);
+}
+
+#[test]
+fn sibling_files_import_one_another_without_cycles() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let problems = check_siblings(&src, SIBLING_CYCLES);
+    assert!(
+        problems.is_empty(),
+        "files of one module import one another in a cycle (move what both need into a file of its own, or \
+         give an honest cycle its reason in SIBLING_CYCLES, tests/layering.rs):\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn a_cycle_among_sibling_files_is_caught() {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("layering-sibling-cycles");
+    let _ = fs::remove_dir_all(&root);
+    let files = [
+        ("lib.rs", "pub mod data;\n"),
+        ("data/mod.rs", "pub mod frame;\npub mod stream;\npub mod cuts;\nmod sub;\npub use frame::Dataset;\n"),
+        // frame -> stream through the parent's re-export: the cycle frame -> stream -> frame.
+        ("data/frame.rs", "pub struct Dataset;\nuse super::stream::Batch;\n"),
+        ("data/stream.rs", "pub struct Batch;\nfn f(_: super::Dataset) {}\n"),
+        // cuts -> sub: a subdirectory is one sibling, and `sub` reaches back to cuts.
+        ("data/cuts.rs", "use crate::data::sub::deep::Thing;\n#[cfg(test)]\nuse super::frame::Dataset;\n"),
+        ("data/sub/mod.rs", "pub mod deep;\n"),
+        ("data/sub/deep.rs", "pub struct Thing;\nuse crate::data::cuts;\n"),
+    ];
+    for (path, text) in files {
+        let path = root.join("src").join(path);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+    let found = check_siblings(&root.join("src"), &[]);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(found[0].starts_with("import cycle among the files of `data`: cuts -> sub -> cuts"), "{}", found[0]);
+    assert!(found[0].contains("cuts -> sub: src/data/cuts.rs:1: crate::data::sub::deep::Thing"), "{}", found[0]);
+    assert!(found[1].starts_with("import cycle among the files of `data`: frame -> stream -> frame"), "{}", found[1]);
+    assert!(found[1].contains("stream -> frame: src/data/stream.rs:2: crate::data::frame::Dataset"), "{}", found[1]);
+    // An allowed cycle passes; an entry that no cycle needs is an error.
+    let found =
+        check_siblings(&root.join("src"), &[("data", &["frame", "stream"], "a test"), ("data", &["a", "b"], "stale")]);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(found[1].starts_with("SIBLING_CYCLES allows the cycle a, b in `data`"), "{}", found[1]);
 }
 
 #[test]

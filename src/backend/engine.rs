@@ -3,19 +3,19 @@
 //! model cache ask it for a predictor of a forest. Only `src/backend/` names the backends, so a
 //! new device is one more [`Backend`] and one more engine, and nothing above this layer changes.
 //!
-//! Engines are process-wide (`Backend::engine` gives a `'static` one): what a device keeps
+//! Engines are process-wide (`Backend::engine`, in `select.rs`, gives a `'static` one): what a device keeps
 //! between fits and predictions (the CUDA contexts, compiled kernels, pinned buffers and the
 //! lanes that share a GPU) belongs to its engine's module and outlives any one fit.
 
 use std::sync::Arc;
 
 use super::refit::LeafRefit;
-use super::{cpu, cuda, Learner, Predictor};
+use super::{Learner, Predictor};
 use crate::collective::cuts::compute_cuts_sharded;
 use crate::collective::{Collective, Shard};
-use crate::config::{Device, TrainConfig};
+use crate::config::TrainConfig;
 use crate::data::{BinSink, BinnedView, Dataset, FeatureCuts, FeatureFrame};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::prediction::ForestSpec;
 use crate::tree::GrowParams;
 
@@ -34,14 +34,6 @@ impl Backend {
     /// predictors).
     pub fn index(self) -> usize {
         self as usize
-    }
-
-    /// The process's engine of this backend.
-    pub fn engine(self) -> &'static dyn Engine {
-        match self {
-            Backend::Cpu => &cpu::engine::CpuEngine,
-            Backend::Cuda => &cuda::engine::CudaEngine,
-        }
     }
 }
 
@@ -159,58 +151,4 @@ pub trait Engine: Sync {
 
     /// A model's forest laid out for this engine, to score any number of batches.
     fn predictor(&self, spec: &ForestSpec) -> Result<Arc<dyn Predictor + Send + Sync>>;
-}
-
-/// The engine for training `cfg`, and, when `device="auto"` chose the CPU, why.
-/// `device="cuda"` that cannot run is an error that says why.
-pub fn select(cfg: &TrainConfig) -> Result<(&'static dyn Engine, Option<String>)> {
-    let obstacle = |e: &dyn Engine| e.availability().err().or_else(|| e.unsupported(cfg));
-    choose(cfg.device, "train", &obstacle)
-}
-
-/// The collective a distributed fit's worker trains over: its devices' own (NCCL between the
-/// GPUs of workers that each train on one, e.g. Dask GPU workers) when every worker's engine
-/// has one, else `host` (the TCP ring, which CPU workers always use). The workers agree
-/// through `host` first, so all take the same one.
-pub fn device_collective(
-    cfg: &TrainConfig,
-    host: &dyn Collective,
-    ordinal: usize,
-    timeout: std::time::Duration,
-) -> Result<Option<Box<dyn Collective + Send + Sync>>> {
-    if host.world() == 1 {
-        return Ok(None);
-    }
-    let engine = select(cfg).ok().map(|(engine, _)| engine);
-    let able = engine.filter(|e| e.has_device_collective());
-    let mut votes = [able.is_some() as i64];
-    host.all_reduce_sum(&mut votes)?;
-    match able {
-        Some(engine) if votes[0] == host.world() as i64 => engine.join_devices(host, ordinal, timeout).map(Some),
-        _ => Ok(None),
-    }
-}
-
-/// The engine for scoring on `device` ("cuda" must be usable; "auto" takes it when it is).
-pub fn for_scoring(device: Device) -> Result<&'static dyn Engine> {
-    choose(device, "score", &|e: &dyn Engine| e.availability().err()).map(|(engine, _)| engine)
-}
-
-fn choose(
-    device: Device,
-    verb: &str,
-    obstacle: &dyn Fn(&dyn Engine) -> Option<String>,
-) -> Result<(&'static dyn Engine, Option<String>)> {
-    let (cpu, gpu) = (Backend::Cpu.engine(), Backend::Cuda.engine());
-    match device {
-        Device::Cpu => Ok((cpu, None)),
-        Device::Cuda => match obstacle(gpu) {
-            None => Ok((gpu, None)),
-            Some(why) => Err(Error::Device(format!("device=\"cuda\" cannot be used: {why}"))),
-        },
-        Device::Auto => match obstacle(gpu) {
-            None => Ok((gpu, None)),
-            Some(why) => Ok((cpu, Some(format!("device=\"auto\" {verb}s on the CPU: {why}")))),
-        },
-    }
 }

@@ -14,8 +14,10 @@ pub mod cpu;
 pub mod cuda;
 pub mod engine;
 pub mod refit;
+pub mod select;
 
-pub use engine::{device_collective, for_scoring, select, Backend, Boost, Engine, Fit, FitRows, StartMargin};
+pub use engine::{Backend, Boost, Engine, Fit, FitRows, StartMargin};
+pub use select::{device_collective, for_scoring, select};
 
 use crate::data::{BinnedMatrix, FeatureColumn};
 use crate::error::Result;

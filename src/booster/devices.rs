@@ -3,26 +3,19 @@
 
 use crate::backend::Engine;
 use crate::collective::{even_ranges, RowSpans, Shard};
-use crate::config::TrainConfig;
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::model::Model;
 
-use super::{fit, RoundCallback, RoundLog, UserFunctions};
+use super::{fit, Job, RoundLog, UserFunctions};
 
 /// A fit over `cfg.n_gpus` devices of this process: the rows (and each evaluation set's) are
 /// cut into contiguous shards, one per device, and each device runs this fit on its shard as
 /// one worker of a distributed fit over the collective its engine gives (NCCL between GPUs),
 /// so the trees are one device's. Device 0 calls `callback` and tells the others whether to go
 /// on; its model is the fit's.
-pub(super) fn fit_on_devices(
-    engine: &dyn Engine,
-    cfg: &TrainConfig,
-    data: &Dataset,
-    evals: &[(&str, &Dataset)],
-    user: UserFunctions,
-    callback: &mut RoundCallback,
-) -> Result<Model> {
+pub(super) fn fit_on_devices(engine: &dyn Engine, job: Job) -> Result<Model> {
+    let Job { cfg, data, evals, user, callback, .. } = job;
     if user.objective.is_some() || !user.metrics.is_empty() {
         return Err(Error::param("n_gpus", "a fit over several GPUs cannot call a user's objective or metrics yet"));
     }
@@ -70,7 +63,15 @@ pub(super) fn fit_on_devices(
                 comm.all_reduce_max(&mut [code as i64])?;
                 decision
             };
-            let model = fit(cfg, &part, &eval_refs, UserFunctions::default(), &mut lead, &shard)?;
+            let job = Job {
+                cfg,
+                data: &part,
+                evals: &eval_refs,
+                user: UserFunctions::default(),
+                callback: &mut lead,
+                shard: &shard,
+            };
+            let model = fit(job)?;
             *lead_model.lock().unwrap_or_else(|p| p.into_inner()) = Some(model);
         } else {
             let mut follow = |_: &RoundLog| {
@@ -82,7 +83,15 @@ pub(super) fn fit_on_devices(
                     _ => Err(Error::Collective("stopped: GPU 0's round callback ended the fit with an error".into())),
                 }
             };
-            fit(cfg, &part, &eval_refs, UserFunctions::default(), &mut follow, &shard)?;
+            let job = Job {
+                cfg,
+                data: &part,
+                evals: &eval_refs,
+                user: UserFunctions::default(),
+                callback: &mut follow,
+                shard: &shard,
+            };
+            fit(job)?;
         }
         Ok(())
     })?;

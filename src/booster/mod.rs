@@ -145,10 +145,12 @@ impl<'a> Training<'a> {
                 "a streamed fit (rows binned batch by batch) cannot be continued yet: collect the data",
             ));
         }
+        let solo = Shard::solo(data.n_rows());
+        let job = Job { cfg, data, evals, user, callback, shard: shard.unwrap_or(&solo) };
         match (init, shard) {
-            (None, None) => fit(cfg, data, evals, user, callback, &Shard::solo(data.n_rows())),
-            (Some(init), None) => continued(init, cfg, data, evals, user, callback),
-            (None, Some(shard)) => sharded(cfg, data, evals, user, callback, shard),
+            (None, None) => fit(job),
+            (Some(init), None) => continued(init, job),
+            (None, Some(_)) => sharded(job),
             (Some(_), Some(_)) => {
                 Err(Error::param("init_model", "cannot be continued in a distributed fit yet: train it on one worker"))
             }
@@ -156,16 +158,21 @@ impl<'a> Training<'a> {
     }
 }
 
-/// A worker's fit, once its rows and its row spans are seen to agree.
-fn sharded(
-    cfg: &TrainConfig,
-    data: &Dataset,
-    evals: &[(&str, &Dataset)],
+/// One fit's inputs as the entry points hand them on to one another (`Training::run` gave the
+/// defaults: no callback goes on every round, no shard is one worker of all the rows).
+struct Job<'a> {
+    cfg: &'a TrainConfig,
+    data: &'a Dataset,
+    evals: &'a [(&'a str, &'a Dataset)],
     user: UserFunctions,
-    callback: &mut RoundCallback,
-    shard: &Shard,
-) -> Result<Model> {
-    if user.objective.is_some() {
+    callback: &'a mut RoundCallback<'a>,
+    shard: &'a Shard<'a>,
+}
+
+/// A worker's fit, once its rows and its row spans are seen to agree.
+fn sharded(job: Job) -> Result<Model> {
+    let Job { data, evals, shard, .. } = &job;
+    if job.user.objective.is_some() {
         return Err(Error::param("custom_objective", "a user's objective cannot be trained distributed yet"));
     }
     if shard.rows.n_local() != data.n_rows() {
@@ -187,7 +194,7 @@ fn sharded(
             )));
         }
     }
-    fit(cfg, data, evals, user, callback, shard)
+    fit(job)
 }
 
 /// A user's functions for a fit (Python callables, through the plugin).
@@ -201,14 +208,8 @@ pub struct UserFunctions {
     pub metrics: Vec<Box<dyn CustomMetric>>,
 }
 
-pub(super) fn fit(
-    cfg: &TrainConfig,
-    data: &Dataset,
-    evals: &[(&str, &Dataset)],
-    user: UserFunctions,
-    callback: &mut RoundCallback,
-    shard: &Shard,
-) -> Result<Model> {
+fn fit(job: Job) -> Result<Model> {
+    let Job { cfg, data, evals, user, callback, shard } = job;
     let cfg = &with_targets_of(cfg, data)?;
     cfg.validate()?;
     // `Dataset::with_labels_or_empty` allows no rows, for a worker's share of an evaluation
@@ -229,7 +230,7 @@ pub(super) fn fit(
         let evals_data: Vec<Dataset> = evals.iter().map(|(_, d)| d.with_missing_value(m as f32)).collect();
         let evals: Vec<(&str, &Dataset)> = evals.iter().zip(&evals_data).map(|((name, _), d)| (*name, d)).collect();
         let cfg = TrainConfig { missing: None, ..cfg.clone() };
-        let mut model = fit(&cfg, &data, &evals, user, callback, shard)?;
+        let mut model = fit(Job { cfg: &cfg, data: &data, evals: &evals, user, callback, shard })?;
         model.config.missing = Some(m);
         return Ok(model);
     }
@@ -239,7 +240,7 @@ pub(super) fn fit(
         let spw = cfg.scale_pos_weight;
         let data = data.with_positive_weight(spw as f32);
         let cfg = TrainConfig { scale_pos_weight: 1.0, ..cfg.clone() };
-        let mut model = fit(&cfg, &data, evals, user, callback, shard)?;
+        let mut model = fit(Job { cfg: &cfg, data: &data, evals, user, callback, shard })?;
         model.config.scale_pos_weight = spw;
         return Ok(model);
     }
@@ -263,7 +264,7 @@ pub(super) fn fit(
     }
     // `n_gpus` counts GPUs: on the CPU (`device="auto"` without a GPU) the fit is one worker's.
     if engine.backend() == Backend::Cuda && cfg.n_gpus > 1 && !shard.is_distributed() {
-        return fit_on_devices(engine, cfg, data, evals, user, callback);
+        return fit_on_devices(engine, Job { cfg, data, evals, user, callback, shard });
     }
     let data = &agree::unify_categories(shard, data)?;
     if crate::profile::on() {
@@ -330,14 +331,8 @@ fn with_targets_of(cfg: &TrainConfig, data: &Dataset) -> Result<TrainConfig> {
 }
 
 /// Continued training ([`Training::init_model`]): every row starts from `init`'s margin.
-fn continued(
-    init: &Model,
-    cfg: &TrainConfig,
-    data: &Dataset,
-    evals: &[(&str, &Dataset)],
-    user: UserFunctions,
-    callback: &mut RoundCallback,
-) -> Result<Model> {
+fn continued(init: &Model, job: Job) -> Result<Model> {
+    let Job { cfg, data, evals, user, callback, shard } = job;
     if user.objective.is_some() {
         return Err(Error::param(
             "init_model",
@@ -366,6 +361,6 @@ fn continued(
     let data = from_init(data)?;
     let evals_data = evals.iter().map(|(_, d)| from_init(d)).collect::<Result<Vec<_>>>()?;
     let evals: Vec<(&str, &Dataset)> = evals.iter().zip(&evals_data).map(|((name, _), d)| (*name, d)).collect();
-    let new = fit(cfg, &data, &evals, user, callback, &Shard::solo(data.n_rows()))?;
+    let new = fit(Job { cfg, data: &data, evals: &evals, user, callback, shard })?;
     Model::continued(init, new)
 }

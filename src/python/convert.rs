@@ -13,13 +13,8 @@ use polars::prelude::*;
 use polars_arrow::array::{Array, FixedSizeListArray, ListArray, PrimitiveArray};
 use polars_arrow::datatypes::{ArrowDataType, Field as ArrowField};
 
+use super::to_polars;
 use crate::{Error, FeatureColumn, Predictions};
-
-/// The crate's error as a Polars error: Python sees `polars.exceptions.ComputeError` with
-/// the message, which names the parameter or column at fault.
-pub fn to_polars(e: Error) -> PolarsError {
-    PolarsError::ComputeError(e.to_string().into())
-}
 
 /// One Polars column as a feature column, by the rules of `dtypes` (most dtypes over the
 /// same buffers), its dtype named as Polars names it. `display` names the column in errors

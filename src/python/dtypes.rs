@@ -14,7 +14,7 @@
 
 use polars::prelude::*;
 
-use super::convert::to_polars;
+use super::to_polars;
 use crate::model::FeatureInfo;
 
 /// A dtype as Polars' Python API writes it: "Int8", "Datetime(us, UTC)", "Decimal(10, 2)".

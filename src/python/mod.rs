@@ -8,11 +8,15 @@ mod convert;
 mod custom;
 mod device;
 mod dtypes;
-mod expressions;
+mod fit;
+mod inputs;
+mod interrupt;
+mod kwargs;
 mod model_cache;
 mod module;
 mod predict;
 mod predict_abi;
+mod progress;
 mod stream;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -30,6 +34,12 @@ fn catch_panics<T>(work: impl FnOnce() -> polars::prelude::PolarsResult<T>) -> p
     catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|payload| {
         Err(polars::prelude::PolarsError::ComputeError(format!("{BUG}: {}", panic_message(payload)).into()))
     })
+}
+
+/// The crate's error as a Polars error: Python sees `polars.exceptions.ComputeError` with
+/// the message, which names the parameter or column at fault.
+fn to_polars(e: crate::Error) -> polars::prelude::PolarsError {
+    polars::prelude::PolarsError::ComputeError(e.to_string().into())
 }
 
 /// [`catch_panics`] for the functions of the Python module: the panic as a RuntimeError.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use polars::prelude::PolarsResult;
 
-use super::convert::to_polars;
+use super::to_polars;
 use crate::backend::{Backend, Predictor};
 use crate::Model;
 

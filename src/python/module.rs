@@ -1,7 +1,5 @@
 //! The Python module `polars_gbt._internal`: model inspection for the `Model` class.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -171,20 +169,6 @@ fn trees_table<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyDict
     })
 }
 
-/// Bumped by every interrupt; fits remember the value they started with.
-static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
-
-pub(super) fn interrupt_epoch() -> u64 {
-    INTERRUPTS.load(Ordering::SeqCst)
-}
-
-/// Makes every fit running now stop after its current round (Python calls this on
-/// KeyboardInterrupt; plugins run on Polars' threads, where Python's signals never arrive).
-#[pyfunction]
-fn interrupt_fits() {
-    INTERRUPTS.fetch_add(1, Ordering::SeqCst);
-}
-
 /// None when training can use a GPU here, else why not.
 #[pyfunction]
 fn cuda_unavailable_reason() -> PyResult<Option<String>> {
@@ -238,7 +222,7 @@ fn _internal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(feature_importance, m)?)?;
     m.add_function(wrap_pyfunction!(model_slice, m)?)?;
     m.add_function(wrap_pyfunction!(metric_higher_is_better, m)?)?;
-    m.add_function(wrap_pyfunction!(interrupt_fits, m)?)?;
+    m.add_function(wrap_pyfunction!(super::interrupt::interrupt_fits, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_unavailable_reason, m)?)?;
     m.add_function(wrap_pyfunction!(trees_table, m)?)?;
     m.add_function(wrap_pyfunction!(start_tracker, m)?)?;

@@ -12,10 +12,11 @@ use polars_arrow::bitmap::MutableBitmap;
 use polars_arrow::offset::OffsetsBuffer;
 use serde::Deserialize;
 
-use super::convert::{categorical_ids_column, feature_column, margin_values, predictions_series, to_polars};
+use super::convert::{categorical_ids_column, feature_column, margin_values, predictions_series};
 use super::dtypes::{as_in_training, broadcast, dtype_name};
-use super::expressions::display_name;
+use super::inputs::display_name;
 use super::model_cache::{self, CachedModel};
+use super::to_polars;
 use crate::backend::Backend;
 use crate::config::Device;
 use crate::{FeatureFrame, Model, PredictOutput, Predictions};

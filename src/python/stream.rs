@@ -7,8 +7,6 @@
 //! The passes run without the GIL: it is taken only to pull the next batch from Python (so a
 //! query's own threads, and Python's, run while a batch is binned).
 
-use std::time::{Duration, Instant};
-
 use polars::prelude::*;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -16,10 +14,13 @@ use pyo3::types::PyIterator;
 use pyo3_polars::PySeries;
 
 use super::convert::f32_column;
-use super::expressions::{group_ids, progress_bar, round_logger, FitInputs, FitKwargs, Joined};
+use super::inputs::{group_ids, FitInputs};
+use super::interrupt::interrupt_epoch;
+use super::kwargs::{FitKwargs, Joined};
+use super::progress::{round_logger, ProgressLine};
 use crate::data::{
     stream_dataset_into, stream_dataset_sharded, stream_eval_set, stream_eval_set_sharded, Batch, BatchSource,
-    FeatureCuts, Pass, PassProgress, StreamParams,
+    FeatureCuts, PassProgress, StreamParams,
 };
 use crate::{Dataset, TrainConfig};
 
@@ -134,7 +135,7 @@ impl PySource<'_> {
         each: &mut dyn FnMut(Batch) -> crate::Result<()>,
     ) -> crate::Result<()> {
         loop {
-            if super::module::interrupt_epoch() != self.epoch {
+            if interrupt_epoch() != self.epoch {
                 return Err(crate::Error::Interrupted);
             }
             let batch = match Self::next_columns(batches) {
@@ -149,55 +150,6 @@ impl PySource<'_> {
             }
         }
     }
-}
-
-/// A streamed fit's passes drawn on stderr (`progress=True`), a line each, redrawn in place
-/// at most ten times a second: `[======>    ] pass 1 (cut points) 1,250,000/3,000,000 rows  2.1 s`.
-struct PassBar {
-    start: Instant,
-    drawn: Option<Instant>,
-}
-
-impl PassBar {
-    fn new() -> Self {
-        PassBar { start: Instant::now(), drawn: None }
-    }
-
-    fn show(&mut self, p: &PassProgress) {
-        let now = Instant::now();
-        if !p.done && self.drawn.is_some_and(|t| now - t < Duration::from_millis(100)) {
-            return;
-        }
-        self.drawn = Some(now);
-        let what = match p.pass {
-            Pass::Count => "counting rows".to_string(),
-            Pass::CutPoints => "pass 1 (cut points)".to_string(),
-            Pass::Binning => "pass 2 (binning)".to_string(),
-            Pass::Eval(name) => format!("eval set `{name}` (binning)"),
-        };
-        let (bar, rows) = match p.total {
-            Some(total) => (
-                format!("[{}] ", progress_bar(p.rows, total)),
-                format!("{}/{} rows", thousands(p.rows), thousands(total)),
-            ),
-            None => (String::new(), format!("{} rows", thousands(p.rows))),
-        };
-        let end = if p.done { "\n" } else { "" };
-        eprint!("\r{bar}{what} {rows} {:6.1} s{end}", self.start.elapsed().as_secs_f64());
-    }
-}
-
-/// `n` with thousands separated by commas: `3,000,000`.
-fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(d);
-    }
-    out
 }
 
 /// Trains on the batches `open_pass()` gives (`n_rows` of them in all when known, else a
@@ -244,11 +196,11 @@ pub(super) fn train_stream(
         };
         let shard = joined.as_ref().map(Joined::shard);
         let share = shard.as_ref().map(|s| s.stream_share());
-        let epoch = super::module::interrupt_epoch();
-        let mut bar = kwargs.progress.then(PassBar::new);
+        let epoch = interrupt_epoch();
+        let mut line = kwargs.progress.then(ProgressLine::new);
         let mut progress = |p: &PassProgress| {
-            if let Some(bar) = &mut bar {
-                bar.show(p)
+            if let Some(line) = &mut line {
+                line.pass(p)
             }
         };
         let mut source = PySource::new(open_pass, n_rows, &kwargs, epoch);
