@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::{assemble, category_text, tally, within, Foreign, ForeignFeature, ForeignNode};
+use super::foreign::{assemble, category_text, tally, within, Foreign, ForeignFeature, ForeignNode};
 use crate::config::{GrowPolicy, MultiStrategy, Objective, TrainConfig};
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -555,7 +555,7 @@ fn read_tree(tree: &Value) -> Result<Vec<ForeignNode>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::import::xgboost_export::param_text;
+    use crate::model::interop::xgboost_export::param_text;
 
     /// Every parameter of a descriptor's XGBoost block is exported and read back.
     #[test]
