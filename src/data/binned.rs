@@ -9,7 +9,8 @@
 
 use rayon::prelude::*;
 
-use super::cuts::{FeatureCuts, BLOCK};
+use super::column::BLOCK;
+use super::cuts::FeatureCuts;
 use super::frame::FeatureFrame;
 
 /// Bin ids, row-major: `rows[r * n_features + f]`.

@@ -17,8 +17,15 @@ use arrow_array::{Array, ArrayRef, DictionaryArray, StringArray, UInt32Array};
 use arrow_buffer::ArrowNativeType;
 use arrow_schema::DataType;
 
-use super::cuts::{BLOCK, FINITE_LIMIT};
 use crate::error::{Error, Result};
+
+/// Rows read per block when scanning a column.
+pub(crate) const BLOCK: usize = 8192;
+
+/// Feature values are read clamped to `[-FINITE_LIMIT, FINITE_LIMIT]` (infinities and
+/// `f32::MAX` included), so that `x < f32::MAX` holds for every present value and a split
+/// sending all present values one way has a finite, serialisable threshold.
+pub const FINITE_LIMIT: f32 = f32::from_bits(f32::MAX.to_bits() - 1);
 
 /// Code given to a category the model never saw: larger than any real code, so it lies in
 /// no split's category set.

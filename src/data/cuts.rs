@@ -10,13 +10,13 @@
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::column::FeatureColumn;
+use super::column::{FeatureColumn, BLOCK};
 use super::frame::FeatureFrame;
+// Still public here, where it was first: the last bin's bound (`f32::MAX`) relies on a
+// column's values being read clamped to it.
+pub use super::column::FINITE_LIMIT;
 use crate::error::{Error, Result};
 use crate::random::hash64;
-
-/// Rows read per block when scanning a column.
-pub(crate) const BLOCK: usize = 8192;
 
 /// Above this many rows, cut points come from a deterministic sample of about this many
 /// rows (as LightGBM does), which keeps ingest near-linear and sorting cheap.
@@ -25,11 +25,6 @@ const SKETCH_ROWS: usize = 1 << 18;
 /// The most categories a column may have: codes are read as `f32` values, exact up to 2^24,
 /// and the category codes, the unseen-category bin and the missing bin all need an id.
 pub const MAX_CATEGORIES: usize = (1 << 24) - 2;
-
-/// Feature values are read clamped to `[-FINITE_LIMIT, FINITE_LIMIT]` (infinities and
-/// `f32::MAX` included), so that `x < f32::MAX` holds for every present value and a split
-/// sending all present values one way has a finite, serialisable threshold.
-pub const FINITE_LIMIT: f32 = f32::from_bits(f32::MAX.to_bits() - 1);
 
 /// How one feature's values map to bins.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -6,9 +6,8 @@ mod continued;
 pub(crate) use continued::check_start;
 mod format;
 mod format_v1;
-mod import;
 mod importance;
-mod onnx;
+mod interop;
 mod slice;
 mod table;
 
@@ -18,8 +17,8 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::prediction::{PredictOutput, Predictions};
 pub use format::FORMAT_VERSION;
-pub use import::decode_ubjson;
 pub use importance::ImportanceType;
+pub use interop::decode_ubjson;
 pub use table::TreeTable;
 
 use crate::backend::{Backend, Predictor};

@@ -1,29 +1,20 @@
-//! Models trained by XGBoost and LightGBM, turned into our [`Model`] so they predict with our
-//! CPU and GPU predictors; and our models written as XGBoost JSON.
-//!
-//! Both importers describe each foreign tree as [`ForeignNode`]s in the foreign numbering and
-//! hand them to [`assemble`], which renumbers nodes, converts categorical sets to our
-//! convention (the set goes left; codes index the sorted category names), derives cut points
-//! from the thresholds so the model has bins like one we trained, and validates the result
-//! exactly as a loaded model file is validated. The foreign files are untrusted input: every
-//! index is checked before use and no claimed count is allocated before it is checked
-//! against the input's size.
-
-mod lightgbm;
-mod ubjson;
-mod xgboost;
-mod xgboost_export;
+//! What both importers read of a foreign model ([`Foreign`]: its trees as [`ForeignNode`]s in
+//! the foreign numbering, its features, its configuration), and [`assemble`], which turns it
+//! into our [`Model`]: it renumbers nodes, converts categorical sets to our convention (the
+//! set goes left; codes index the sorted category names), derives cut points from the
+//! thresholds so the model has bins like one we trained, and validates the result exactly as
+//! a loaded model file is validated. The foreign files are untrusted input: every index is
+//! checked before use and no claimed count is allocated before it is checked against the
+//! input's size.
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::{FeatureInfo, Model};
 use crate::config::TrainConfig;
 use crate::data::column::UNSEEN_CATEGORY;
 use crate::data::FeatureCuts;
 use crate::error::{Error, Result};
+use crate::model::{FeatureInfo, Imported, Model};
 use crate::tree::{Tree, NO_CHILD};
-
-pub use ubjson::decode as decode_ubjson;
 
 /// A split or leaf of a foreign tree, children in the foreign numbering.
 #[derive(Clone, Debug, Default)]
@@ -104,10 +95,7 @@ pub(crate) fn assemble(f: Foreign) -> Result<Model> {
         trees,
         best_iteration: None,
         evals_result: Vec::new(),
-        imported: Some(super::Imported {
-            source: src.to_string(),
-            params: serde_json::Value::Object(f.known).to_string(),
-        }),
+        imported: Some(Imported { source: src.to_string(), params: serde_json::Value::Object(f.known).to_string() }),
     };
     model.validate().map_err(|e| within(e, &format!("{src} model")))?;
     Ok(model)
@@ -398,16 +386,4 @@ pub(crate) fn tally(items: impl Iterator<Item = usize>) -> BTreeMap<usize, usize
         *m.entry(i).or_insert(0) += 1;
     }
     m
-}
-
-impl Model {
-    /// A model saved by XGBoost (`Booster.save_model`, JSON or UBJSON).
-    pub fn from_xgboost(bytes: &[u8]) -> Result<Model> {
-        xgboost::import(bytes)
-    }
-
-    /// A model saved by LightGBM (`Booster.save_model` / `model_to_string`, text format).
-    pub fn from_lightgbm(text: &str) -> Result<Model> {
-        lightgbm::import(text)
-    }
 }

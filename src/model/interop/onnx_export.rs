@@ -25,8 +25,8 @@
 //! protobuf or ONNX dependency for it.
 
 use crate::error::{Error, Result};
-use crate::model::Model;
-use crate::objective::Link;
+use crate::model::{FeatureInfo, Model};
+use crate::objective::{Link, Objective};
 use crate::tree::Tree;
 
 /// The `ai.onnx.ml` opset of `TreeEnsemble` (set membership), and the ONNX opset and IR
@@ -340,6 +340,21 @@ impl Model {
         let k = self.n_outputs;
         let objective = self.objective();
         let mut g = Graph { nodes: Vec::new(), initializers: Vec::new(), n_values: 0 };
+        let (inputs, x) = self.onnx_inputs(&mut g)?;
+        let margin = self.onnx_margin(&mut g, &x);
+        let (value, value_type) = onnx_value(&mut g, objective, &margin);
+        // One output per row is a vector, as `predict` gives it; several are a matrix.
+        let width = if objective.predicts_classes() { 1 } else { k };
+        reshape_output(&mut g, &value, ONNX_OUTPUTS[0], width);
+        reshape_output(&mut g, &margin, ONNX_OUTPUTS[1], k);
+        let doc = format!("{} model of {} trees, {k} outputs", objective.name(), self.trees.len());
+        let outputs = [(ONNX_OUTPUTS[0], value_type, width), (ONNX_OUTPUTS[1], FLOAT, k)];
+        Ok(model_proto(graph_proto(g, &doc, &inputs, &outputs)).0)
+    }
+
+    /// The graph's inputs, one per feature (its name and element type), and the `[N, F]`
+    /// matrix the trees read, each feature a column of it.
+    fn onnx_inputs(&self, g: &mut Graph) -> Result<(Vec<(String, i64)>, String)> {
         let mut inputs = Vec::with_capacity(self.features.len());
         let mut columns = Vec::with_capacity(self.features.len());
         let column_shape = g.constant("column_shape", &[2], Values::Int64(&[-1, 1]));
@@ -355,102 +370,124 @@ impl Model {
             if inputs.iter().any(|(n, _)| *n == name) {
                 return Err(Error::column(&name, "names two features; ONNX inputs need distinct names"));
             }
-            let codes = match (&f.categories, f.cuts.is_categorical()) {
-                (Some(categories), true) => {
-                    inputs.push((name.clone(), STRING));
-                    let codes: Vec<f32> = (0..categories.len()).map(|c| c as f32).collect();
-                    let out = g.fresh("codes");
-                    let attrs = vec![
-                        ("keys_strings", Attr::Strings(categories)),
-                        ("values_floats", Attr::Floats(&codes)),
-                        ("default_float", Attr::Float(-1.0)),
-                    ];
-                    g.node("LabelEncoder", ML, &[&name], &out, attrs);
-                    out
-                }
-                (_, is_categorical) => {
-                    inputs.push((name.clone(), FLOAT));
-                    match self.config.missing {
-                        // The sentinel reads as missing in numeric columns, as `Model::bind` does.
-                        Some(m) if !is_categorical => {
-                            let sentinel = g.constant("missing", &[], Values::Float(&[m as f32]));
-                            let nan = g.constant("nan", &[], Values::Float(&[f32::NAN]));
-                            let is_missing = g.apply("Equal", &[&name, &sentinel], vec![]);
-                            g.apply("Where", &[&is_missing, &nan, &name], vec![])
-                        }
-                        _ => name.clone(),
-                    }
-                }
-            };
+            let (codes, elem_type) = self.onnx_feature(g, &name, f);
+            inputs.push((name, elem_type));
             columns.push(g.apply("Reshape", &[&codes, &column_shape], vec![]));
         }
         let column_refs: Vec<&str> = columns.iter().map(String::as_str).collect();
         let x = g.apply("Concat", &column_refs, vec![("axis", Attr::Int(1))]);
+        Ok((inputs, x))
+    }
 
+    /// Feature `f`'s values as the trees read them, from its input `name`, and that input's
+    /// element type: a category's code (names through a `LabelEncoder`, unseen -1), or a
+    /// number, the missing-value sentinel read as NaN.
+    fn onnx_feature(&self, g: &mut Graph, name: &str, f: &FeatureInfo) -> (String, i64) {
+        match (&f.categories, f.cuts.is_categorical()) {
+            (Some(categories), true) => {
+                let codes: Vec<f32> = (0..categories.len()).map(|c| c as f32).collect();
+                let out = g.fresh("codes");
+                let attrs = vec![
+                    ("keys_strings", Attr::Strings(categories)),
+                    ("values_floats", Attr::Floats(&codes)),
+                    ("default_float", Attr::Float(-1.0)),
+                ];
+                g.node("LabelEncoder", ML, &[name], &out, attrs);
+                (out, STRING)
+            }
+            (_, is_categorical) => {
+                let codes = match self.config.missing {
+                    // The sentinel reads as missing in numeric columns, as `Model::bind` does.
+                    Some(m) if !is_categorical => {
+                        let sentinel = g.constant("missing", &[], Values::Float(&[m as f32]));
+                        let nan = g.constant("nan", &[], Values::Float(&[f32::NAN]));
+                        let is_missing = g.apply("Equal", &[name, &sentinel], vec![]);
+                        g.apply("Where", &[&is_missing, &nan, name], vec![])
+                    }
+                    _ => name.to_string(),
+                };
+                (codes, FLOAT)
+            }
+        }
+    }
+
+    /// The margin `[N, k]` of the rows `x`: the trees' sums (one `TreeEnsemble`) plus the base
+    /// margin.
+    fn onnx_margin(&self, g: &mut Graph, x: &str) -> String {
+        let k = self.n_outputs;
         let mut ensemble = Ensemble::default();
         for (t, tree) in self.trees.iter().enumerate() {
             ensemble.add(tree, t % k);
         }
         let sums = g.fresh("tree_sums");
         let attrs = ensemble.attributes(k);
-        g.node("TreeEnsemble", ML, &[&x], &sums, attrs);
+        g.node("TreeEnsemble", ML, &[x], &sums, attrs);
         let base = g.constant("base_margin", &[k as i64], Values::Float(&self.base_margin));
-        let margin = g.apply("Add", &[&sums, &base], vec![]);
-
-        let (value, value_type) = if objective.predicts_classes() {
-            let argmax = vec![("axis", Attr::Int(1)), ("keepdims", Attr::Int(1))];
-            (g.apply("ArgMax", &[&margin], argmax), INT64)
-        } else {
-            let value = match objective.link() {
-                Link::Identity => g.apply("Identity", &[&margin], vec![]),
-                Link::Logistic => g.apply("Sigmoid", &[&margin], vec![]),
-                Link::Exp => g.apply("Exp", &[&margin], vec![]),
-                Link::Softmax => g.apply("Softmax", &[&margin], vec![("axis", Attr::Int(1))]),
-                Link::Hinge => {
-                    let zero = g.constant("zero", &[], Values::Float(&[0.0]));
-                    let positive = g.apply("Greater", &[&margin, &zero], vec![]);
-                    g.apply("Cast", &[&positive], vec![("to", Attr::Int(FLOAT))])
-                }
-            };
-            (value, FLOAT)
-        };
-        // One output per row is a vector, as `predict` gives it; several are a matrix.
-        let width = if objective.predicts_classes() { 1 } else { k };
-        let shape = |w: usize| if w == 1 { vec![None] } else { vec![None, Some(w as i64)] };
-        let finish = |g: &mut Graph, from: &str, to: &str, w: usize| {
-            let dims: Vec<i64> = if w == 1 { vec![-1] } else { vec![-1, w as i64] };
-            let target = g.constant("output_shape", &[dims.len() as i64], Values::Int64(&dims));
-            g.node("Reshape", "", &[from, &target], to, vec![]);
-        };
-        finish(&mut g, &value, ONNX_OUTPUTS[0], width);
-        finish(&mut g, &margin, ONNX_OUTPUTS[1], k);
-
-        // GraphProto: node 1, name 2, initializer 5, doc_string 10, input 11, output 12.
-        let mut graph = Proto::default();
-        for n in g.nodes {
-            graph.message(1, n);
-        }
-        graph.string(2, "polars_gbt");
-        for t in g.initializers {
-            graph.message(5, t);
-        }
-        graph.string(10, &format!("{} model of {} trees, {k} outputs", objective.name(), self.trees.len()));
-        for (name, ty) in &inputs {
-            graph.message(11, value_info(name, *ty, &[None]));
-        }
-        graph.message(12, value_info(ONNX_OUTPUTS[0], value_type, &shape(width)));
-        graph.message(12, value_info(ONNX_OUTPUTS[1], FLOAT, &shape(k)));
-
-        // ModelProto: ir_version 1, producer_name 2, producer_version 3, graph 7, opset_import 8.
-        let mut model = Proto::default();
-        model.int(1, IR_VERSION).string(2, "polars-gbt").string(3, env!("CARGO_PKG_VERSION")).message(7, graph);
-        for (domain, version) in [("", ONNX_OPSET), (ML, ML_OPSET)] {
-            let mut opset = Proto::default();
-            opset.string(1, domain).int(2, version);
-            model.message(8, opset);
-        }
-        Ok(model.0)
+        g.apply("Add", &[&sums, &base], vec![])
     }
+}
+
+/// What `predict` gives from `margin`, and its element type: the class (`ArgMax`), or the
+/// margin through `objective`'s link.
+fn onnx_value(g: &mut Graph, objective: Objective, margin: &str) -> (String, i64) {
+    if objective.predicts_classes() {
+        let argmax = vec![("axis", Attr::Int(1)), ("keepdims", Attr::Int(1))];
+        return (g.apply("ArgMax", &[margin], argmax), INT64);
+    }
+    let value = match objective.link() {
+        Link::Identity => g.apply("Identity", &[margin], vec![]),
+        Link::Logistic => g.apply("Sigmoid", &[margin], vec![]),
+        Link::Exp => g.apply("Exp", &[margin], vec![]),
+        Link::Softmax => g.apply("Softmax", &[margin], vec![("axis", Attr::Int(1))]),
+        Link::Hinge => {
+            let zero = g.constant("zero", &[], Values::Float(&[0.0]));
+            let positive = g.apply("Greater", &[margin, &zero], vec![]);
+            g.apply("Cast", &[&positive], vec![("to", Attr::Int(FLOAT))])
+        }
+    };
+    (value, FLOAT)
+}
+
+/// Output `to`: `from` reshaped to `[N]` (`w` 1) or `[N, w]`.
+fn reshape_output(g: &mut Graph, from: &str, to: &str, w: usize) {
+    let dims: Vec<i64> = if w == 1 { vec![-1] } else { vec![-1, w as i64] };
+    let target = g.constant("output_shape", &[dims.len() as i64], Values::Int64(&dims));
+    g.node("Reshape", "", &[from, &target], to, vec![]);
+}
+
+/// GraphProto: node 1, name 2, initializer 5, doc_string 10, input 11, output 12. Inputs are
+/// `(name, element type)`, of shape `[N]`; outputs `(name, element type, width)`, of shape
+/// `[N]` (width 1) or `[N, width]`.
+fn graph_proto(g: Graph, doc: &str, inputs: &[(String, i64)], outputs: &[(&str, i64, usize)]) -> Proto {
+    let shape = |w: usize| if w == 1 { vec![None] } else { vec![None, Some(w as i64)] };
+    let mut graph = Proto::default();
+    for n in g.nodes {
+        graph.message(1, n);
+    }
+    graph.string(2, "polars_gbt");
+    for t in g.initializers {
+        graph.message(5, t);
+    }
+    graph.string(10, doc);
+    for (name, ty) in inputs {
+        graph.message(11, value_info(name, *ty, &[None]));
+    }
+    for &(name, ty, w) in outputs {
+        graph.message(12, value_info(name, ty, &shape(w)));
+    }
+    graph
+}
+
+/// ModelProto: ir_version 1, producer_name 2, producer_version 3, graph 7, opset_import 8.
+fn model_proto(graph: Proto) -> Proto {
+    let mut model = Proto::default();
+    model.int(1, IR_VERSION).string(2, "polars-gbt").string(3, env!("CARGO_PKG_VERSION")).message(7, graph);
+    for (domain, version) in [("", ONNX_OPSET), (ML, ML_OPSET)] {
+        let mut opset = Proto::default();
+        opset.string(1, domain).int(2, version);
+        model.message(8, opset);
+    }
+    model
 }
 
 #[cfg(test)]

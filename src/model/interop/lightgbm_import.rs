@@ -9,7 +9,7 @@
 //! direction is the one the threshold gives it anyway. A categorical split's bitset holds
 //! the categories that go left, as ours does; NaN and negative codes go right.
 
-use super::{assemble, category_text, within, Foreign, ForeignFeature, ForeignNode};
+use super::foreign::{assemble, category_text, within, Foreign, ForeignFeature, ForeignNode};
 use crate::config::{GrowPolicy, Objective, TrainConfig};
 use crate::error::{Error, Result};
 use crate::model::Model;

@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::{assemble, category_text, tally, within, Foreign, ForeignFeature, ForeignNode};
+use super::foreign::{assemble, category_text, tally, within, Foreign, ForeignFeature, ForeignNode};
 use crate::config::{GrowPolicy, MultiStrategy, Objective, TrainConfig};
 use crate::error::{Error, Result};
 use crate::model::Model;
@@ -308,71 +308,113 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
     let param = at(learner, &["learner_model_param"])?;
     let (mut config, mut known) = objective_config(learner, param)?;
     let (obj, k) = (config.objective, config.num_outputs());
+    let (model, weight_drop) = booster_model(learner)?;
+    let features = features(learner, model, param, bytes.len())?;
+    let rounds = read_rounds(model, k, weight_drop.as_deref())?;
+    if rounds.vector_leaves {
+        config.multi_strategy = MultiStrategy::MultiOutputTree;
+        known.insert("multi_strategy".into(), "multi_output_tree".into());
+    }
+    let base_margin = base_margin(param, obj, k, &mut known)?;
+    config.n_estimators = rounds.n;
+    known.insert("n_estimators".into(), rounds.n.into());
+    config.grow_policy = GrowPolicy::Lossguide;
+    config.max_depth = 0;
+    config.max_leaves = rounds.trees.iter().map(|t: &Vec<ForeignNode>| t.len().div_ceil(2)).max().unwrap_or(2).max(2);
+    assemble(Foreign {
+        config,
+        base_margin,
+        features,
+        trees: rounds.trees,
+        source: "XGBoost",
+        known,
+        input_bytes: bytes.len(),
+    })
+}
 
+/// The booster's trees (`model`), and for a `dart` booster each tree's weight.
+fn booster_model(learner: &Value) -> Result<(&Value, Option<Vec<f32>>)> {
     let booster = at(learner, &["gradient_booster"])?;
     let booster_name = at(booster, &["name"])?.as_str().unwrap_or("");
-    let (model, weight_drop) = match booster_name {
+    Ok(match booster_name {
         "gbtree" => (at(booster, &["model"])?, None),
         "dart" => (at(booster, &["gbtree", "model"])?, Some(floats(booster, "weight_drop")?)),
         other => return Err(bad(format!("booster `{other}` is not supported (gbtree and dart are)"))),
-    };
-    let features = features(learner, model, param, bytes.len())?;
+    })
+}
 
-    // Trees, regrouped round-major by output.
+/// The trees, regrouped round-major by output: `trees[r * k + o]` adds to output `o` in round `r`.
+struct Rounds {
+    n: usize,
+    trees: Vec<Vec<ForeignNode>>,
+    /// Whether XGBoost grew one tree a round whose leaves hold every output's value (each
+    /// split into one tree per output here).
+    vector_leaves: bool,
+}
+
+/// The booster's trees for `k` outputs, each scaled by its `dart` weight.
+fn read_rounds(model: &Value, k: usize, weight_drop: Option<&[f32]>) -> Result<Rounds> {
     let trees = array(model, "trees")?;
     let tree_info: Vec<i64> =
         if model.get("tree_info").is_some() { ints(model, "tree_info")? } else { vec![0; trees.len()] };
     if tree_info.len() != trees.len() || tree_info.iter().any(|&g| g < 0 || g as usize >= k) {
         return Err(bad(format!("tree_info does not give one output below {k} for each of {} trees", trees.len())));
     }
-    if let Some(w) = &weight_drop {
+    if let Some(w) = weight_drop {
         if w.len() != trees.len() {
             return Err(bad(format!("dart has {} tree weights for {} trees", w.len(), trees.len())));
         }
     }
+    let scale = |t: usize, nodes: &mut Vec<ForeignNode>| {
+        if let Some(w) = weight_drop {
+            nodes.iter_mut().for_each(|n| n.value *= w[t]);
+        }
+    };
     let vector_leaves = trees.first().and_then(leaf_vector_size).is_some_and(|size| size > 1);
-    let (rounds, round_major) = if vector_leaves {
+    if vector_leaves {
         // One tree a round whose leaves hold every output's value: one tree per output here.
         let mut round_major = Vec::with_capacity(trees.len() * k);
         for (t, tree) in trees.iter().enumerate() {
             let per_output = read_vector_tree(tree, k).map_err(|e| within(e, &format!("XGBoost model: tree {t}")))?;
             for mut nodes in per_output {
-                if let Some(w) = &weight_drop {
-                    nodes.iter_mut().for_each(|n| n.value *= w[t]);
-                }
+                scale(t, &mut nodes);
                 round_major.push(nodes);
             }
         }
-        config.multi_strategy = MultiStrategy::MultiOutputTree;
-        known.insert("multi_strategy".into(), "multi_output_tree".into());
-        (trees.len(), round_major)
-    } else {
-        let counts = tally(tree_info.iter().map(|&g| g as usize));
-        if trees.is_empty() || counts.len() != k || counts.values().any(|&c| c != trees.len() / k) {
-            return Err(bad(format!("the {} trees are not the same number per output ({k} outputs)", trees.len())));
+        return Ok(Rounds { n: trees.len(), trees: round_major, vector_leaves });
+    }
+    let counts = tally(tree_info.iter().map(|&g| g as usize));
+    if trees.is_empty() || counts.len() != k || counts.values().any(|&c| c != trees.len() / k) {
+        return Err(bad(format!("the {} trees are not the same number per output ({k} outputs)", trees.len())));
+    }
+    let mut per_output: Vec<Vec<Vec<ForeignNode>>> = vec![Vec::new(); k];
+    for (t, tree) in trees.iter().enumerate() {
+        if leaf_vector_size(tree).is_some_and(|size| size > 1) {
+            return Err(bad(format!("tree {t} has vector leaves, the model's first tree has not")));
         }
-        let mut per_output: Vec<Vec<Vec<ForeignNode>>> = vec![Vec::new(); k];
-        for (t, tree) in trees.iter().enumerate() {
-            if leaf_vector_size(tree).is_some_and(|size| size > 1) {
-                return Err(bad(format!("tree {t} has vector leaves, the model's first tree has not")));
-            }
-            let mut nodes = read_tree(tree).map_err(|e| within(e, &format!("XGBoost model: tree {t}")))?;
-            if let Some(w) = &weight_drop {
-                nodes.iter_mut().for_each(|n| n.value *= w[t]);
-            }
-            per_output[tree_info[t] as usize].push(nodes);
+        let mut nodes = read_tree(tree).map_err(|e| within(e, &format!("XGBoost model: tree {t}")))?;
+        scale(t, &mut nodes);
+        per_output[tree_info[t] as usize].push(nodes);
+    }
+    let rounds = trees.len() / k;
+    let mut round_major = Vec::with_capacity(trees.len());
+    let mut iters: Vec<_> = per_output.into_iter().map(|v| v.into_iter()).collect();
+    for _ in 0..rounds {
+        for it in iters.iter_mut() {
+            round_major.push(it.next().unwrap());
         }
-        let rounds = trees.len() / k;
-        let mut round_major = Vec::with_capacity(trees.len());
-        let mut iters: Vec<_> = per_output.into_iter().map(|v| v.into_iter()).collect();
-        for _ in 0..rounds {
-            for it in iters.iter_mut() {
-                round_major.push(it.next().unwrap());
-            }
-        }
-        (rounds, round_major)
-    };
+    }
+    Ok(Rounds { n: rounds, trees: round_major, vector_leaves })
+}
 
+/// The base margin of each of the `k` outputs, from the base scores `param` states (one, or
+/// one per output), which `known` records.
+fn base_margin(
+    param: &Value,
+    obj: Objective,
+    k: usize,
+    known: &mut serde_json::Map<String, Value>,
+) -> Result<Vec<f32>> {
     let scores = base_scores(at(param, &["base_score"])?.as_str().ok_or_else(|| bad("base_score is not text"))?)?;
     // One number, or one per output when they differ.
     let stated = if scores.iter().all(|&s| s == scores[0]) { scores[0].into() } else { scores.clone().into() };
@@ -382,21 +424,7 @@ pub fn import(bytes: &[u8]) -> Result<Model> {
         n if n == k => scores,
         n => return Err(bad(format!("{n} base scores for {k} outputs"))),
     };
-    let base_margin = scores.iter().map(|&s| score_to_margin(obj, s)).collect::<Result<_>>()?;
-    config.n_estimators = rounds;
-    known.insert("n_estimators".into(), rounds.into());
-    config.grow_policy = GrowPolicy::Lossguide;
-    config.max_depth = 0;
-    config.max_leaves = round_major.iter().map(|t: &Vec<ForeignNode>| t.len().div_ceil(2)).max().unwrap_or(2).max(2);
-    assemble(Foreign {
-        config,
-        base_margin,
-        features,
-        trees: round_major,
-        source: "XGBoost",
-        known,
-        input_bytes: bytes.len(),
-    })
+    scores.iter().map(|&s| score_to_margin(obj, s)).collect()
 }
 
 /// Category names per feature from XGBoost 3.1+'s `cats` (strings as UTF-8 bytes with
@@ -555,7 +583,7 @@ fn read_tree(tree: &Value) -> Result<Vec<ForeignNode>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::import::xgboost_export::param_text;
+    use crate::model::interop::xgboost_export::param_text;
 
     /// Every parameter of a descriptor's XGBoost block is exported and read back.
     #[test]

@@ -12,7 +12,7 @@
 
 use rayon::prelude::*;
 
-use super::stream::Batch;
+use super::source::Batch;
 use crate::random::hash64;
 
 /// The rows a pass has read, and their inputs' digest.
