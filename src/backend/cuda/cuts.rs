@@ -11,8 +11,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::columns::{Columns, DeviceColumns};
-use super::data::grid_for;
-use super::launch::{kernel_args, launch, DevPtr, DevPtrMut, Pins};
+use super::launch::{grid_for, kernel_args, launch, DevPtr, DevPtrMut, Pins};
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
 use crate::collective::{Collective, RowSpans};
@@ -159,7 +158,7 @@ pub fn device_cuts(
                     stride: stride as u32,
                     pad: 0,
                 };
-                let cfg = grid_for(rt, n_segments as u64 * stride as u64, 256);
+                let cfg = grid_for(rt.sm_count, n_segments as u64 * stride as u64, 256);
                 // SAFETY: the target holds n_segments x stride keys (stride <= len); the
                 // sampled rows are below the columns' rows; `features` holds n_segments features.
                 unsafe { launch(stream, &rt.kernels.sample_values, &sample, cfg)? };
@@ -315,7 +314,7 @@ fn sample_rows(
     let span_local: Vec<u32> =
         rows.spans().iter().scan(0u64, |at, &(_, len)| Some(std::mem::replace(at, *at + len) as u32)).collect();
     let (span_global, span_local) = (memory.upload(stream, &span_global)?, memory.upload(stream, &span_local)?);
-    let cfg = grid_for(rt, n_rows as u64, 256);
+    let cfg = grid_for(rt.sm_count, n_rows as u64, 256);
     let mut rows_dev: Option<CudaSlice<u32>> = None;
     // Twice: the first launch counts the rows, the second lists them.
     for listing in [false, true] {

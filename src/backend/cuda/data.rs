@@ -11,7 +11,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig};
 
 use super::columns::{Columns, DeviceColumns};
-use super::launch::{kernel_args, launch, DevPtr, DevPtrMut, Pins};
+use super::launch::{grid_for, kernel_args, launch, DevPtr, DevPtrMut, Pins};
 use super::pages::{PagePlan, Pages, Window};
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
@@ -803,7 +803,7 @@ fn sort_rows(
     row_words: &CudaSlice<u32>,
     entries: &mut DeviceBins,
 ) -> Result<()> {
-    let (mut p, c) = (Pins::new(stream), grid_for(rt, n as u64, 256));
+    let (mut p, c) = (Pins::new(stream), grid_for(rt.sm_count, n as u64, 256));
     let (row_len, n_rows, row_words) = (p.read(row_len), n as u32, p.read(row_words));
     // SAFETY: row_len holds n counts, row_words n + 1 ascending offsets within the entries.
     unsafe {
@@ -880,10 +880,4 @@ impl Layout {
             Layout::Sparse(rows) => 16 * *rows.row_words.last().unwrap() as usize + 4 * rows.row_words.len(),
         }
     }
-}
-
-/// A grid-stride launch for `work` items: enough blocks to fill the GPU, no more.
-pub fn grid_for(rt: &Runtime, work: u64, threads: u32) -> LaunchConfig {
-    let blocks = work.div_ceil(threads as u64).clamp(1, rt.sm_count as u64 * 8) as u32;
-    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
 }

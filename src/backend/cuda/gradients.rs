@@ -5,9 +5,9 @@ use std::mem::offset_of;
 
 use cudarc::driver::{CudaSlice, CudaView, DevicePtrMut};
 
-use super::buffers::{cfg, FitDevice};
+use super::buffers::FitDevice;
 use super::device_error;
-use super::launch::{kernel_args, DevPtr, DevPtrMut, Pins};
+use super::launch::{cfg, kernel_args, DevPtr, DevPtrMut, Pins};
 use super::layout::{GradPair, GradSum, QuantGrad, Quantisation};
 use super::ranking::RankingGradients;
 use crate::backend::StartMargin;

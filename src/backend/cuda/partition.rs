@@ -6,11 +6,11 @@
 
 use cudarc::driver::{CudaSlice, CudaViewMut, LaunchConfig};
 
-use super::buffers::{bytes_of, cfg, FitDevice, Scratch};
+use super::buffers::{bytes_of, FitDevice, Scratch};
 use super::data::{DenseBins, DeviceBins, DeviceMatrix, MatrixRows, SparseEntries};
 use super::device_error;
 use super::gradients::FillIdentityArgs;
-use super::launch::{kernel_args, DevPtr, DevPtrMut, Pins};
+use super::launch::{cfg, kernel_args, DevPtr, DevPtrMut, Pins};
 use super::layout::{RowTask, SplitRule, TreeNode};
 use super::pages::Window;
 use crate::error::Result;

@@ -6,9 +6,9 @@
 
 use cudarc::driver::{CudaSlice, CudaView};
 
-use super::buffers::{cfg, FitDevice, HistPool, Scratch};
+use super::buffers::{FitDevice, HistPool, Scratch};
 use super::data::DeviceMatrix;
-use super::launch::{kernel_args, DevPtr, DevPtrMut};
+use super::launch::{cfg, kernel_args, DevPtr, DevPtrMut};
 use super::layout::{CategoricalParams, EvalTask, GradSum, SplitParamsDev, SplitResult, TaskRows, NO_MASK};
 use crate::data::FeatureCuts;
 use crate::error::Result;
