@@ -14,6 +14,7 @@ use super::columns::{Columns, DeviceColumns};
 use super::launch::{grid_for, kernel_args, launch, DevPtr, DevPtrMut, Pins};
 use super::pages::{PagePlan, Pages, Window};
 use super::runtime::Runtime;
+use super::transfer::repitch_rows;
 use super::{device_error, DeviceMemory};
 use crate::data::binned::BinData;
 use crate::data::{BinnedMatrix, FeatureCuts, FeatureFrame};
@@ -492,43 +493,6 @@ fn pitched<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
     stream.synchronize().map_err(device_error)?;
     memory.allocated -= std::mem::size_of_val(rows);
     Ok(wide)
-}
-
-/// Queues on `stream` the copy of `rows` rows of `src_pitch` bytes at `src` into rows of
-/// `dst_pitch` bytes at `dst` (device memory both), each row's first `src_pitch` bytes.
-///
-/// # Safety
-/// `src` must hold `rows * src_pitch` bytes and `dst` `rows * dst_pitch >= rows * src_pitch`,
-/// on `stream`'s device, neither used by other work until the copy is done.
-pub(super) unsafe fn repitch_rows(
-    stream: &CudaStream,
-    src: cudarc::driver::sys::CUdeviceptr,
-    src_pitch: usize,
-    dst: cudarc::driver::sys::CUdeviceptr,
-    dst_pitch: usize,
-    rows: usize,
-) -> Result<()> {
-    use cudarc::driver::sys;
-    let copy = sys::CUDA_MEMCPY2D {
-        srcXInBytes: 0,
-        srcY: 0,
-        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        srcHost: std::ptr::null(),
-        srcDevice: src,
-        srcArray: std::ptr::null_mut(),
-        srcPitch: src_pitch,
-        dstXInBytes: 0,
-        dstY: 0,
-        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        dstHost: std::ptr::null_mut(),
-        dstDevice: dst,
-        dstArray: std::ptr::null_mut(),
-        dstPitch: dst_pitch,
-        WidthInBytes: src_pitch,
-        Height: rows,
-    };
-    // SAFETY: as the caller promises.
-    unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result().map_err(device_error)
 }
 
 /// What binning reads besides the values, on the device: each feature's cut points

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
 
-use super::data::repitch_rows;
+use super::transfer::repitch_rows;
 use super::{device_error, DeviceMemory};
 use crate::data::binned::BinData;
 use crate::data::BinnedMatrix;
