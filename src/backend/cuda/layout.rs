@@ -267,7 +267,6 @@ macro_rules! kernel_arg_probes {
         $probe!(QuantiseArgs, "QuantiseArgs", [rows, q, out]);
         $probe!(FinishQuantisationArgs, "FinishQuantisationArgs", [q, shrink_bits]);
         $probe!(SumRowsArgs, "SumRowsArgs", [grads, ridx, n, out]);
-        $probe!(FillIdentityArgs, "FillIdentityArgs", [ridx, n]);
         use super::data::{DenseBins, SparseEntries};
         $probe!(DenseBins<u8>, "DenseBins<u8>", [bins, stride, first_row, page_rows]);
         $probe!(DenseBins<u16>, "DenseBins<u16>", [bins, stride, first_row, page_rows]);
@@ -343,6 +342,7 @@ macro_rules! kernel_arg_probes {
             [rows, n_rows, slot_offsets, group_first_feature, n_groups, starts]
         );
         use super::partition::*;
+        $probe!(FillIdentityArgs, "FillIdentityArgs", [ridx, n]);
         $probe!(LevelRoutes, "LevelRoutes", [ridx, tasks, n_tasks, rules, category_words]);
         $probe!(Partition, "Partition", [level, lookback, node_left, ridx_out]);
         $probe!(PartitionArgs<u8>, "PartitionArgs<u8>", [rows, part]);

@@ -57,7 +57,7 @@ kernel_table!(
     quantise: super::gradients::QuantiseArgs<'static>,
     sum_rows: super::gradients::SumRowsArgs<'static>,
     lambdarank: super::ranking::LambdarankArgs<'static>,
-    fill_identity: super::gradients::FillIdentityArgs<'static>,
+    fill_identity: super::partition::FillIdentityArgs<'static>,
     histogram_u8: super::histogram::HistogramArgs<'static, u8>,
     histogram_u16: super::histogram::HistogramArgs<'static, u16>,
     histogram_u32: super::histogram::HistogramArgs<'static, u32>,
