@@ -37,6 +37,7 @@ pub mod learner;
 pub mod nccl;
 pub mod pages;
 mod partition;
+pub mod placement;
 pub mod predict;
 mod ranking;
 mod refit;

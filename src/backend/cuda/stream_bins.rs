@@ -13,7 +13,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 
 use super::columns::DeviceColumns;
 use super::data::{bin_columns, BinTables, DeviceBins, DeviceMatrix};
-use super::learner::{besides_bins_at_most, device_limit, place_bins, Placement};
+use super::placement::{besides_bins_at_most, device_limit, place_bins, Placement};
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
 use crate::config::TrainConfig;
