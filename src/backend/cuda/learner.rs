@@ -331,7 +331,7 @@ impl<'r> GpuLearner<'r> {
         if crate::profile::on() {
             eprintln!(
                 "polars-gbt profile: frame to training matrix, {} features a batch {:.3} s",
-                nf.min(super::data::INGEST_BATCH_FEATURES),
+                nf.min(super::binning::INGEST_BATCH_FEATURES),
                 clock.elapsed().as_secs_f64()
             );
         }
