@@ -47,7 +47,7 @@ impl<'a, T> DevPtr<'a, T> {
         DevPtr { ptr: self.ptr + bytes as CUdeviceptr, _buffer: PhantomData }
     }
 
-    /// Memory the caller owns, by address (another library's array: `predict::DeviceCall`).
+    /// Memory the caller owns, by address (another library's array: `predict/device_rows.rs`).
     ///
     /// # Safety
     /// `ptr` must stay valid device memory of this context for as long as the launches that
