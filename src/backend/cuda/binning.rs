@@ -104,7 +104,8 @@ impl DeviceMatrix {
         let any_present = match (&layout, &row_words) {
             (Layout::Sparse(rows), Some(words)) => {
                 let mut row_len = memory.zeros::<u32>(stream, n.max(1))?;
-                let place = Placement { binning: &binning, slot_offsets: &tables.slot_offsets_dev, row_words: words };
+                let place =
+                    SparseTarget { binning: &binning, slot_offsets: &tables.slot_offsets_dev, row_words: words };
                 place_columns(rt, stream, columns, place, &mut row_len, &mut bins)?;
                 sort_rows(rt, stream, n, &row_len, words, &mut bins)?;
                 memory.allocated -= 4 * row_len.len();
@@ -221,7 +222,7 @@ fn allocate_bins(
 
 /// Where compressed rows' present values go: their histogram slots, into the rows at
 /// `row_words`.
-struct Placement<'a> {
+struct SparseTarget<'a> {
     binning: &'a Binning<'a>,
     slot_offsets: &'a CudaSlice<u32>,
     row_words: &'a CudaSlice<u32>,
@@ -299,7 +300,7 @@ fn place_columns<'a>(
     rt: &Runtime,
     stream: &CudaStream,
     columns: &'a DeviceColumns,
-    place: Placement<'a>,
+    place: SparseTarget<'a>,
     row_len: &'a mut CudaSlice<u32>,
     entries: &'a mut DeviceBins,
 ) -> Result<()> {
