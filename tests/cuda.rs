@@ -1558,7 +1558,8 @@ fn paged_fits_train_as_in_core_fits() {
     if !gpu() {
         return;
     }
-    use polars_gbt::backend::cuda::learner::{besides_bins_at_most, GpuLearner};
+    use polars_gbt::backend::cuda::learner::GpuLearner;
+    use polars_gbt::backend::cuda::placement::besides_bins_at_most;
     let n = 400_000;
     for (nf, max_bin) in [(32usize, 64usize), (31, 64), (15, 1024)] {
         let (frame, y) = random_data(n, nf, 40 + nf as u64);

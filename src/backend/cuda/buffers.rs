@@ -11,8 +11,7 @@ use cudarc::driver::{
     ValidAsZeroBits,
 };
 
-use super::data::grid_for;
-use super::launch::{self, Kernel, KernelArgs, Pins};
+use super::launch::{self, grid_for, Kernel, KernelArgs, Pins};
 use super::layout::GradSum;
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
@@ -208,7 +207,7 @@ impl<'r> FitDevice<'r> {
 
     /// A grid of `threads`-thread blocks covering `work` items.
     pub(super) fn grid(&self, work: u64, threads: u32) -> LaunchConfig {
-        grid_for(self.rt, work, threads)
+        grid_for(self.rt.sm_count, work, threads)
     }
 
     /// Hands out device pointers for a launch on the fit's stream (see [`Pins`]).
@@ -245,11 +244,6 @@ impl Drop for FitDevice<'_> {
             }
         }
     }
-}
-
-/// A launch shape: `blocks` (x, y) of `threads` threads with `shared` bytes of dynamic shared memory.
-pub(super) fn cfg(blocks: (u32, u32), threads: u32, shared: u32) -> LaunchConfig {
-    LaunchConfig { grid_dim: (blocks.0, blocks.1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared }
 }
 
 /// Small uploads (a level's tasks, rules, masks) go through one pinned host buffer, so they

@@ -11,11 +11,10 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig};
 
 use super::columns::{Columns, DeviceColumns};
-use super::data::grid_for;
-use super::launch::{kernel_args, launch, DevPtr, DevPtrMut, Pins};
+use super::launch::{grid_for, kernel_args, launch, DevPtr, DevPtrMut, Pins};
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
-use crate::collective::{Collective, RowSpans};
+use crate::collective::{Collective, DeviceSums, RowSpans};
 use crate::data::cuts::{sample_key, sample_threshold, CutSketch};
 use crate::data::{FeatureCuts, FeatureFrame};
 use crate::error::{Error, Result};
@@ -110,21 +109,57 @@ pub fn device_cuts(
     if !numeric.is_empty() {
         let sampled = sample_rows(rt, stream, memory, frame.n_rows(), weights, seed, rows)?;
         laps.lap(0)?;
-        // Every worker's sample count: the merged segments hold them all, rank after rank.
+        let segments = Segments::new(comm, sampled.len())?;
+        let mut scan = SegmentScan::new(stream, memory, &segments, numeric.len(), max_bin)?;
+        for batch in numeric.chunks(scan.per_batch) {
+            let features = memory.upload(stream, batch)?;
+            let sample = Sample { columns, features: &features, rows: &sampled, weights };
+            scan.sample_values(rt, stream, &segments, sample, batch.len())?;
+            scan.gather(stream, comm, &segments, batch.len())?;
+            laps.lap(1)?;
+            scan.sort(rt, stream, &segments, batch.len())?;
+            laps.lap(2)?;
+            scan.place_cuts(rt, stream, &segments, batch.len())?;
+            laps.lap(3)?;
+            for (&f, c) in batch.iter().zip(scan.read_cuts(stream, batch.len())?) {
+                cuts[f as usize] = Some(c);
+            }
+            memory.allocated -= 4 * features.len();
+        }
+        memory.allocated -= scan.bytes() + 4 * sampled.dev.len();
+    }
+    laps.report();
+    Ok(cuts.into_iter().map(|c| c.expect("every feature's cuts are set")).collect())
+}
+
+/// How the workers' samples meet in each feature's segment of sorted keys: GPUs of one NCCL
+/// communicator gather them on the devices, each rank's part padded to the largest
+/// (NO_SAMPLE sorts last); workers without one through the host.
+struct Segments<'c> {
+    world: usize,
+    /// The workers' device collective, in a fit over several GPUs of one communicator.
+    device: Option<&'c dyn DeviceSums>,
+    /// Every worker's sample count: the merged segments hold them all, rank after rank.
+    counts: Vec<usize>,
+    /// This worker's sampled rows.
+    n_local: usize,
+    /// Keys of a segment this worker samples into, and of a merged segment.
+    stride: usize,
+    len: usize,
+}
+
+impl<'c> Segments<'c> {
+    fn new(comm: &'c dyn Collective, n_local: usize) -> Result<Self> {
         let counts: Vec<usize> = match comm.world() {
-            1 => vec![sampled.len()],
+            1 => vec![n_local],
             _ => comm
-                .all_gather(&(sampled.len() as u64).to_le_bytes())?
+                .all_gather(&(n_local as u64).to_le_bytes())?
                 .iter()
                 .map(|b| b.as_slice().try_into().map(|b| u64::from_le_bytes(b) as usize))
                 .collect::<std::result::Result<_, _>>()
                 .map_err(|_| Error::Collective("a worker's sample count is malformed".into()))?,
         };
-        // How the workers' samples meet: GPUs of one NCCL communicator gather them on the
-        // devices, each rank's part padded to the largest (NO_SAMPLE sorts last); workers
-        // without one through the host.
         let world = comm.world();
-        let n_local = sampled.len();
         let n_max = counts.iter().copied().max().unwrap_or(0);
         let device = comm.device_sums().filter(|_| world > 1);
         let (stride, len) = match (world, device) {
@@ -132,99 +167,166 @@ pub fn device_cuts(
             (_, Some(_)) => (n_max, world * n_max),
             _ => (n_local, counts.iter().sum::<usize>()),
         };
-        let segment = len.max(1);
-        let per_batch = (SAMPLE_BYTES / (16 * segment)).clamp(1, numeric.len());
-        let budget = max_bin - 1;
-        let mut keys = memory.zeros::<u64>(stream, per_batch * segment)?;
-        let mut tmp = memory.zeros::<u64>(stream, per_batch * segment)?;
-        let mut out = memory.zeros::<f32>(stream, per_batch * budget)?;
-        let mut n_cuts = memory.zeros::<u32>(stream, per_batch)?;
-        let mut thresholds = memory.zeros::<f64>(stream, per_batch * (budget + 2))?;
-        for batch in numeric.chunks(per_batch) {
-            let features = memory.upload(stream, batch)?;
-            let n_segments = batch.len() as u32;
-            {
-                // One worker samples into the segments; several into `tmp`, this worker's
-                // part, gathered below.
-                let target = if world == 1 { &mut keys } else { &mut tmp };
-                let mut p = Pins::new(stream);
-                let sample = SampleValuesArgs {
-                    columns: columns.pin(&mut p),
-                    features: p.read(&features),
-                    n_segments,
-                    n_sample: n_local as u32,
-                    rows: p.read(&sampled.dev),
-                    weights: p.read_opt(weights),
-                    keys: p.write(target),
-                    stride: stride as u32,
-                    pad: 0,
-                };
-                let cfg = grid_for(rt, n_segments as u64 * stride as u64, 256);
-                // SAFETY: the target holds n_segments x stride keys (stride <= len); the
-                // sampled rows are below the columns' rows; `features` holds n_segments features.
-                unsafe { launch(stream, &rt.kernels.sample_values, &sample, cfg)? };
-            }
-            match (world, device) {
-                (1, _) => {}
-                (_, Some(sums)) => {
-                    let (send, _s) = tmp.device_ptr(stream);
-                    let (receive, _r) = keys.device_ptr_mut(stream);
-                    let parts: Vec<(u64, u64)> = (0..batch.len() as u64)
-                        .map(|s| (send + s * 8 * stride as u64, receive + s * 8 * len as u64))
-                        .collect();
-                    // SAFETY: segment s of tmp holds `stride` keys and of keys `world * stride`,
-                    // both on this GPU, written on its runtime's stream (the fit's, for a worker
-                    // of a fit over several GPUs).
-                    unsafe { sums.gather_in_place(&parts, 8 * stride)? };
-                }
-                _ => {
-                    let mine = stream.clone_dtoh(&tmp.slice(..batch.len() * stride)).map_err(device_error)?;
-                    let merged = merge_samples(comm, &mine, batch.len(), &counts)?;
-                    stream.memcpy_htod(&merged, &mut keys.slice_mut(..merged.len())).map_err(device_error)?;
-                }
-            }
-            laps.lap(1)?;
-            let len = len as u32;
-            {
-                let mut p = Pins::new(stream);
-                let sort = SortSegmentsArgs { keys: p.write(&mut keys), tmp: p.write(&mut tmp), len, n_segments };
-                let cfg =
-                    LaunchConfig { grid_dim: (n_segments, 1, 1), block_dim: (SORT_THREADS, 1, 1), shared_mem_bytes: 0 };
-                // SAFETY: keys and tmp hold n_segments segments of `len` keys.
-                unsafe { launch(stream, &rt.kernels.sort_segments, &sort, cfg)? };
-            }
-            laps.lap(2)?;
-            let mut p = Pins::new(stream);
-            let scan = SegmentCutsArgs {
-                keys: p.read(&keys),
-                len,
-                n_segments,
-                budget: budget as u32,
-                pad: 0,
-                cuts: p.write(&mut out),
-                n_cuts: p.write(&mut n_cuts),
-                thresholds: p.write(&mut thresholds),
-            };
-            let cfg =
-                LaunchConfig { grid_dim: (n_segments, 1, 1), block_dim: (CUT_THREADS, 1, 1), shared_mem_bytes: 0 };
-            // SAFETY: keys hold n_segments sorted segments of `len`; out holds budget floats a
-            // segment, n_cuts one count, thresholds budget + 2.
-            unsafe { launch(stream, &rt.kernels.segment_cuts, &scan, cfg)? };
-            drop(p);
-            laps.lap(3)?;
-            let counts = stream.clone_dtoh(&n_cuts.slice(..batch.len())).map_err(device_error)?;
-            let values = stream.clone_dtoh(&out.slice(..batch.len() * budget)).map_err(device_error)?;
-            for (s, &f) in batch.iter().enumerate() {
-                let c = values[s * budget..s * budget + counts[s] as usize].to_vec();
-                cuts[f as usize] = Some(FeatureCuts::Numeric { cuts: c });
-            }
-            memory.allocated -= 4 * features.len();
-        }
-        memory.allocated -=
-            16 * keys.len() + 4 * out.len() + 4 * n_cuts.len() + 8 * thresholds.len() + 4 * sampled.dev.len();
+        Ok(Segments { world, device, counts, n_local, stride, len })
     }
-    laps.report();
-    Ok(cuts.into_iter().map(|c| c.expect("every feature's cuts are set")).collect())
+}
+
+/// What `sample_values` reads for a batch: the columns, the batch's features (on the device),
+/// the sampled rows and their weights.
+struct Sample<'a> {
+    columns: &'a DeviceColumns,
+    features: &'a CudaSlice<u32>,
+    rows: &'a SampledRows,
+    weights: Option<&'a CudaSlice<f32>>,
+}
+
+/// The device buffers of a batch of features' segments: the sampled keys (and the sort's
+/// second buffer, where several workers' samples are first written), and what the scan places.
+struct SegmentScan {
+    /// Features a batch at most.
+    per_batch: usize,
+    /// Cuts a feature at most (`max_bin - 1`).
+    budget: usize,
+    keys: CudaSlice<u64>,
+    tmp: CudaSlice<u64>,
+    out: CudaSlice<f32>,
+    n_cuts: CudaSlice<u32>,
+    thresholds: CudaSlice<f64>,
+}
+
+impl SegmentScan {
+    fn new(
+        stream: &Arc<CudaStream>,
+        memory: &mut DeviceMemory,
+        segments: &Segments,
+        n_numeric: usize,
+        max_bin: usize,
+    ) -> Result<Self> {
+        let segment = segments.len.max(1);
+        let per_batch = (SAMPLE_BYTES / (16 * segment)).clamp(1, n_numeric);
+        let budget = max_bin - 1;
+        Ok(SegmentScan {
+            per_batch,
+            budget,
+            keys: memory.zeros::<u64>(stream, per_batch * segment)?,
+            tmp: memory.zeros::<u64>(stream, per_batch * segment)?,
+            out: memory.zeros::<f32>(stream, per_batch * budget)?,
+            n_cuts: memory.zeros::<u32>(stream, per_batch)?,
+            thresholds: memory.zeros::<f64>(stream, per_batch * (budget + 2))?,
+        })
+    }
+
+    /// Device bytes of the buffers, as the fit's memory account counts them.
+    fn bytes(&self) -> usize {
+        16 * self.keys.len() + 4 * self.out.len() + 4 * self.n_cuts.len() + 8 * self.thresholds.len()
+    }
+
+    /// Queues the sampling of the batch's `n_segments` features' keys: one worker's into the
+    /// segments; several workers' into `tmp`, this worker's part, gathered by [`Self::gather`].
+    fn sample_values(
+        &mut self,
+        rt: &Runtime,
+        stream: &Arc<CudaStream>,
+        segments: &Segments,
+        sample: Sample,
+        n_segments: usize,
+    ) -> Result<()> {
+        let target = if segments.world == 1 { &mut self.keys } else { &mut self.tmp };
+        let mut p = Pins::new(stream);
+        let args = SampleValuesArgs {
+            columns: sample.columns.pin(&mut p),
+            features: p.read(sample.features),
+            n_segments: n_segments as u32,
+            n_sample: segments.n_local as u32,
+            rows: p.read(&sample.rows.dev),
+            weights: p.read_opt(sample.weights),
+            keys: p.write(target),
+            stride: segments.stride as u32,
+            pad: 0,
+        };
+        let cfg = grid_for(rt.sm_count, n_segments as u64 * segments.stride as u64, 256);
+        // SAFETY: the target holds n_segments x stride keys (stride <= len); the
+        // sampled rows are below the columns' rows; `features` holds n_segments features.
+        unsafe { launch(stream, &rt.kernels.sample_values, &args, cfg) }
+    }
+
+    /// Several workers' samples of the batch's `n_segments` features merged into the segments,
+    /// rank after rank: on the devices, or through the host.
+    fn gather(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        comm: &dyn Collective,
+        segments: &Segments,
+        n_segments: usize,
+    ) -> Result<()> {
+        let (stride, len) = (segments.stride, segments.len);
+        match (segments.world, segments.device) {
+            (1, _) => {}
+            (_, Some(sums)) => {
+                let (send, _s) = self.tmp.device_ptr(stream);
+                let (receive, _r) = self.keys.device_ptr_mut(stream);
+                let parts: Vec<(u64, u64)> = (0..n_segments as u64)
+                    .map(|s| (send + s * 8 * stride as u64, receive + s * 8 * len as u64))
+                    .collect();
+                // SAFETY: segment s of tmp holds `stride` keys and of keys `world * stride`,
+                // both on this GPU, written on its runtime's stream (the fit's, for a worker
+                // of a fit over several GPUs).
+                unsafe { sums.gather_in_place(&parts, 8 * stride)? };
+            }
+            _ => {
+                let mine = stream.clone_dtoh(&self.tmp.slice(..n_segments * stride)).map_err(device_error)?;
+                let merged = merge_samples(comm, &mine, n_segments, &segments.counts)?;
+                stream.memcpy_htod(&merged, &mut self.keys.slice_mut(..merged.len())).map_err(device_error)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues the sorting of each of the `n_segments` segments' keys.
+    fn sort(&mut self, rt: &Runtime, stream: &Arc<CudaStream>, segments: &Segments, n_segments: usize) -> Result<()> {
+        let (len, n_segments) = (segments.len as u32, n_segments as u32);
+        let mut p = Pins::new(stream);
+        let sort = SortSegmentsArgs { keys: p.write(&mut self.keys), tmp: p.write(&mut self.tmp), len, n_segments };
+        let cfg = LaunchConfig { grid_dim: (n_segments, 1, 1), block_dim: (SORT_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: keys and tmp hold n_segments segments of `len` keys.
+        unsafe { launch(stream, &rt.kernels.sort_segments, &sort, cfg) }
+    }
+
+    /// Queues the scan that places each sorted segment's cuts.
+    fn place_cuts(
+        &mut self,
+        rt: &Runtime,
+        stream: &Arc<CudaStream>,
+        segments: &Segments,
+        n_segments: usize,
+    ) -> Result<()> {
+        let n_segments = n_segments as u32;
+        let mut p = Pins::new(stream);
+        let scan = SegmentCutsArgs {
+            keys: p.read(&self.keys),
+            len: segments.len as u32,
+            n_segments,
+            budget: self.budget as u32,
+            pad: 0,
+            cuts: p.write(&mut self.out),
+            n_cuts: p.write(&mut self.n_cuts),
+            thresholds: p.write(&mut self.thresholds),
+        };
+        let cfg = LaunchConfig { grid_dim: (n_segments, 1, 1), block_dim: (CUT_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: keys hold n_segments sorted segments of `len`; out holds budget floats a
+        // segment, n_cuts one count, thresholds budget + 2.
+        unsafe { launch(stream, &rt.kernels.segment_cuts, &scan, cfg) }
+    }
+
+    /// The placed cuts of the batch's `n_segments` features, read back.
+    fn read_cuts(&self, stream: &Arc<CudaStream>, n_segments: usize) -> Result<Vec<FeatureCuts>> {
+        let budget = self.budget;
+        let counts = stream.clone_dtoh(&self.n_cuts.slice(..n_segments)).map_err(device_error)?;
+        let values = stream.clone_dtoh(&self.out.slice(..n_segments * budget)).map_err(device_error)?;
+        Ok((0..n_segments)
+            .map(|s| FeatureCuts::Numeric { cuts: values[s * budget..s * budget + counts[s] as usize].to_vec() })
+            .collect())
+    }
 }
 
 /// The cut points' steps timed under `POLARS_GBT_PROFILE=1` (each then ends with a device
@@ -315,7 +417,7 @@ fn sample_rows(
     let span_local: Vec<u32> =
         rows.spans().iter().scan(0u64, |at, &(_, len)| Some(std::mem::replace(at, *at + len) as u32)).collect();
     let (span_global, span_local) = (memory.upload(stream, &span_global)?, memory.upload(stream, &span_local)?);
-    let cfg = grid_for(rt, n_rows as u64, 256);
+    let cfg = grid_for(rt.sm_count, n_rows as u64, 256);
     let mut rows_dev: Option<CudaSlice<u32>> = None;
     // Twice: the first launch counts the rows, the second lists them.
     for listing in [false, true] {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::data::DeviceMatrix;
 use super::stream_bins::StreamedBins;
-use super::{availability, join_workers, learner, nccl, on_each_gpu, runtime_on, GpuForest, GpuLearner};
+use super::{availability, join_workers, learner, nccl, on_each_gpu, placement, runtime_on, GpuForest, GpuLearner};
 use crate::backend::{Backend, Boost, Engine, Fit, FitRows, Predictor};
 use crate::collective::Collective;
 use crate::config::{MultiStrategy, TrainConfig};
@@ -78,7 +78,7 @@ impl Engine for CudaEngine {
             let mut learner = GpuLearner::from_binned(&rt, data, rows, fit.grow, cfg, &fit.margin, fit.refit, comm)?;
             return boost(rows.cuts(), &mut learner);
         }
-        if !shard.is_distributed() && !learner::fits_in_core(&rt, fit.data, fit.cfg)? {
+        if !shard.is_distributed() && !placement::fits_in_core(&rt, fit.data, fit.cfg)? {
             // Columns that do not fit the GPU (or max_device_memory) with their bins: binned
             // on the host with the cut points the device would compute (the CPU's), as a
             // streamed fit's are, and placed as those (paged when the bins do not fit either).

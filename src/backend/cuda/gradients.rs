@@ -5,9 +5,9 @@ use std::mem::offset_of;
 
 use cudarc::driver::{CudaSlice, CudaView, DevicePtrMut};
 
-use super::buffers::{cfg, FitDevice};
+use super::buffers::FitDevice;
 use super::device_error;
-use super::launch::{kernel_args, DevPtr, DevPtrMut, Pins};
+use super::launch::{cfg, kernel_args, DevPtr, DevPtrMut, Pins};
 use super::layout::{GradPair, GradSum, QuantGrad, Quantisation};
 use super::ranking::RankingGradients;
 use crate::backend::StartMargin;
@@ -92,13 +92,6 @@ pub struct SumRowsArgs<'a> {
     pub out: DevPtrMut<'a, GradSum>,
 }
 
-/// `fill_identity`: `ridx[i] = i` for `i < n`.
-#[repr(C)]
-pub struct FillIdentityArgs<'a> {
-    pub ridx: DevPtrMut<'a, u32>,
-    pub n: u32,
-}
-
 kernel_args!(
     ObjectiveRows,
     ObjectiveMaxArgs,
@@ -107,8 +100,7 @@ kernel_args!(
     GradientMaxArgs,
     QuantiseArgs,
     FinishQuantisationArgs,
-    SumRowsArgs,
-    FillIdentityArgs
+    SumRowsArgs
 );
 
 /// The code of `gradient` in kernels/gradients.cu, checked before any launch: the kernel's

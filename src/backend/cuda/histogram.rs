@@ -4,9 +4,9 @@
 
 use cudarc::driver::CudaSlice;
 
-use super::buffers::{cfg, FitDevice, HistPool, Scratch};
+use super::buffers::{FitDevice, HistPool, Scratch};
 use super::data::{DenseBins, DeviceMatrix, MatrixRows, SparseEntries};
-use super::launch::{kernel_args, DevPtr, DevPtrMut};
+use super::launch::{cfg, kernel_args, DevPtr, DevPtrMut};
 use super::layout::{ChildSlots, GradSum, QuantGrad, RowTask};
 use super::pages::Window;
 use crate::error::Result;

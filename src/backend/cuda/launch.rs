@@ -47,7 +47,7 @@ impl<'a, T> DevPtr<'a, T> {
         DevPtr { ptr: self.ptr + bytes as CUdeviceptr, _buffer: PhantomData }
     }
 
-    /// Memory the caller owns, by address (another library's array: `predict::DeviceCall`).
+    /// Memory the caller owns, by address (another library's array: `predict/device_rows.rs`).
     ///
     /// # Safety
     /// `ptr` must stay valid device memory of this context for as long as the launches that
@@ -193,4 +193,16 @@ pub unsafe fn launch<A: KernelArgs>(
     cfg: LaunchConfig,
 ) -> Result<()> {
     stream.launch_builder(&kernel.function).arg(args).launch(cfg).map(drop).map_err(device_error)
+}
+
+/// A launch shape: `blocks` (x, y) of `threads` threads with `shared` bytes of dynamic shared memory.
+pub(super) fn cfg(blocks: (u32, u32), threads: u32, shared: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: (blocks.0, blocks.1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: shared }
+}
+
+/// A grid-stride launch for `work` items on a GPU of `sm_count` SMs: enough blocks to fill it,
+/// no more.
+pub(super) fn grid_for(sm_count: u32, work: u64, threads: u32) -> LaunchConfig {
+    let blocks = work.div_ceil(threads as u64).clamp(1, sm_count as u64 * 8) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
 }

@@ -267,14 +267,13 @@ macro_rules! kernel_arg_probes {
         $probe!(QuantiseArgs, "QuantiseArgs", [rows, q, out]);
         $probe!(FinishQuantisationArgs, "FinishQuantisationArgs", [q, shrink_bits]);
         $probe!(SumRowsArgs, "SumRowsArgs", [grads, ridx, n, out]);
-        $probe!(FillIdentityArgs, "FillIdentityArgs", [ridx, n]);
-        use super::data::{DenseBins, SparseEntries};
+        use super::data::{BinCuts, DenseBins, SparseEntries};
         $probe!(DenseBins<u8>, "DenseBins<u8>", [bins, stride, first_row, page_rows]);
         $probe!(DenseBins<u16>, "DenseBins<u16>", [bins, stride, first_row, page_rows]);
         $probe!(DenseBins<u32>, "DenseBins<u32>", [bins, stride, first_row, page_rows]);
         $probe!(SparseEntries<u16>, "SparseEntries<u16>", [entries, row_words]);
         $probe!(SparseEntries<u32>, "SparseEntries<u32>", [entries, row_words]);
-        use super::data::*;
+        use super::binning::*;
         $probe!(BinCuts, "BinCuts", [cuts, cut_offsets, categorical]);
         $probe!(BinColumns, "BinColumns", [columns, n_rows, n_features, stride, binning, any_present]);
         $probe!(BinColumnsArgs<u8>, "BinColumnsArgs<u8>", [b, bins, cols]);
@@ -343,6 +342,7 @@ macro_rules! kernel_arg_probes {
             [rows, n_rows, slot_offsets, group_first_feature, n_groups, starts]
         );
         use super::partition::*;
+        $probe!(FillIdentityArgs, "FillIdentityArgs", [ridx, n]);
         $probe!(LevelRoutes, "LevelRoutes", [ridx, tasks, n_tasks, rules, category_words]);
         $probe!(Partition, "Partition", [level, lookback, node_left, ridx_out]);
         $probe!(PartitionArgs<u8>, "PartitionArgs<u8>", [rows, part]);
@@ -578,8 +578,8 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
         ("RANK_MAP", PairMetric::Map as u64),
         ("SORT_THREADS", super::cuts::SORT_THREADS as u64),
         ("CUT_THREADS", super::cuts::CUT_THREADS as u64),
-        ("BIN_TILE_ROWS", super::data::BIN_TILE_ROWS as u64),
-        ("BIN_THREADS", super::data::BIN_THREADS as u64),
+        ("BIN_TILE_ROWS", super::binning::BIN_TILE_ROWS as u64),
+        ("BIN_THREADS", super::binning::BIN_THREADS as u64),
     ]);
     constants.extend(super::columns::DTYPES.iter().enumerate().map(|(code, (name, _))| (*name, code as u64)));
     for (name, value) in constants {

@@ -5,7 +5,7 @@
 //! |---|---|---|---|
 //! | Arrow columns on the device | (copies) | | [`columns::DeviceColumns`] |
 //! | cut points | `sample_rows`, `sample_values`, `sort_segments`, `segment_cuts` | `columns.cu` | [`cuts::device_cuts`] |
-//! | binning | `bin_columns_*`, `count_present`, `place_columns_*`, `sort_rows` | `columns.cu`, `binning.cu`, `sparse.cu` | [`data::DeviceMatrix`] |
+//! | binning | `bin_columns_*`, `count_present`, `place_columns_*`, `sort_rows` | `columns.cu`, `binning.cu`, `sparse.cu` | `binning.rs`, into [`data::DeviceMatrix`] |
 //! | gradients, fixed point | `objective_*`, `gradient_max`, `quantise` | `gradients.cu` | `gradients::Gradients` |
 //! | histograms, subtraction | `histogram_*`, `plan_children`, `derive_siblings` | `histogram.cu` | `histogram::HistogramBuilder` |
 //! | split search | `evaluate_features`, `evaluate_categorical`, `best_feature`, `gather_runs`, `evaluate_vector`, `vector_left_sums` | `split.cu` | `split::SplitEvaluator` |
@@ -20,6 +20,7 @@
 //! (`tree::grow`, in `grow.rs`) and reads back only small things: each level's row counts and
 //! best splits (a few bytes per node).
 
+mod binning;
 mod buffers;
 pub mod columns;
 pub mod cuts;
@@ -37,6 +38,7 @@ pub mod learner;
 pub mod nccl;
 pub mod pages;
 mod partition;
+pub mod placement;
 pub mod predict;
 mod ranking;
 mod refit;

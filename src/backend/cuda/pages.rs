@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr};
 
-use super::data::repitch_rows;
+use super::transfer::repitch_rows;
 use super::{device_error, DeviceMemory};
 use crate::data::binned::BinData;
 use crate::data::BinnedMatrix;
@@ -40,7 +40,7 @@ pub struct PagePlan {
 impl PagePlan {
     /// Pages of `row_bytes`-byte rows (on the device) for `n` rows within `budget` bytes, or
     /// None when not even [`MIN_SLOTS`] small pages fit. (Bins that fit the budget whole are
-    /// one page, in one slot: such a fit is not paged, `learner::place_bins`.)
+    /// one page, in one slot: such a fit is not paged, `placement::place_bins`.)
     pub fn within(n: usize, row_bytes: usize, budget: usize) -> Option<Self> {
         let row_bytes = row_bytes.max(1);
         // A few slots of a size that divides the budget, between the bounds.

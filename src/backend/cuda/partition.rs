@@ -6,11 +6,10 @@
 
 use cudarc::driver::{CudaSlice, CudaViewMut, LaunchConfig};
 
-use super::buffers::{bytes_of, cfg, FitDevice, Scratch};
+use super::buffers::{bytes_of, FitDevice, Scratch};
 use super::data::{DenseBins, DeviceBins, DeviceMatrix, MatrixRows, SparseEntries};
 use super::device_error;
-use super::gradients::FillIdentityArgs;
-use super::launch::{kernel_args, DevPtr, DevPtrMut, Pins};
+use super::launch::{cfg, kernel_args, DevPtr, DevPtrMut, Pins};
 use super::layout::{RowTask, SplitRule, TreeNode};
 use super::pages::Window;
 use crate::error::Result;
@@ -144,6 +143,14 @@ pub struct SparseAddTreeArgs<'a, E> {
     pub slot_offsets: DevPtr<'a, u32>,
 }
 
+/// `fill_identity` (kernels/gradients.cu): `ridx[i] = i` for `i < n`, a tree's row index over
+/// every row.
+#[repr(C)]
+pub struct FillIdentityArgs<'a> {
+    pub ridx: DevPtrMut<'a, u32>,
+    pub n: u32,
+}
+
 kernel_args!(
     LevelRoutes,
     Partition,
@@ -157,7 +164,8 @@ kernel_args!(
     CopyRunsArgs,
     TreeWalk,
     AddTreeArgs<B>,
-    SparseAddTreeArgs<E>
+    SparseAddTreeArgs<E>,
+    FillIdentityArgs
 );
 
 /// How a level's rows move: in one pass (bins on the device whole), or routed page by page

@@ -5,8 +5,8 @@
 
 use cudarc::driver::CudaSlice;
 
-use super::buffers::{cfg, FitDevice};
-use super::launch::{kernel_args, DevPtr, DevPtrMut};
+use super::buffers::FitDevice;
+use super::launch::{cfg, kernel_args, DevPtr, DevPtrMut};
 use super::layout::GradPair;
 use crate::error::{Error, Result};
 use crate::objective::{PairMetric, RankingParams, RankingTables, Targets};

@@ -40,12 +40,12 @@ macro_rules! kernel_table {
 }
 
 kernel_table!(
-    bin_columns_u8: super::data::BinColumnsArgs<'static, u8>,
-    bin_columns_u16: super::data::BinColumnsArgs<'static, u16>,
-    bin_columns_u32: super::data::BinColumnsArgs<'static, u32>,
-    count_present: super::data::CountPresentArgs<'static>,
-    place_columns_s16: super::data::PlaceColumnsArgs<'static, u16>,
-    place_columns_s32: super::data::PlaceColumnsArgs<'static, u32>,
+    bin_columns_u8: super::binning::BinColumnsArgs<'static, u8>,
+    bin_columns_u16: super::binning::BinColumnsArgs<'static, u16>,
+    bin_columns_u32: super::binning::BinColumnsArgs<'static, u32>,
+    count_present: super::binning::CountPresentArgs<'static>,
+    place_columns_s16: super::binning::PlaceColumnsArgs<'static, u16>,
+    place_columns_s32: super::binning::PlaceColumnsArgs<'static, u32>,
     sample_rows: super::cuts::SampleRowsArgs<'static>,
     sample_values: super::cuts::SampleValuesArgs<'static>,
     sort_segments: super::cuts::SortSegmentsArgs<'static>,
@@ -57,7 +57,7 @@ kernel_table!(
     quantise: super::gradients::QuantiseArgs<'static>,
     sum_rows: super::gradients::SumRowsArgs<'static>,
     lambdarank: super::ranking::LambdarankArgs<'static>,
-    fill_identity: super::gradients::FillIdentityArgs<'static>,
+    fill_identity: super::partition::FillIdentityArgs<'static>,
     histogram_u8: super::histogram::HistogramArgs<'static, u8>,
     histogram_u16: super::histogram::HistogramArgs<'static, u16>,
     histogram_u32: super::histogram::HistogramArgs<'static, u32>,
@@ -84,8 +84,8 @@ kernel_table!(
     add_tree_u8: super::partition::AddTreeArgs<'static, u8>,
     add_tree_u16: super::partition::AddTreeArgs<'static, u16>,
     add_tree_u32: super::partition::AddTreeArgs<'static, u32>,
-    sort_rows_s16: super::data::SortRowsArgs<'static, u16>,
-    sort_rows_s32: super::data::SortRowsArgs<'static, u32>,
+    sort_rows_s16: super::binning::SortRowsArgs<'static, u16>,
+    sort_rows_s32: super::binning::SortRowsArgs<'static, u32>,
     index_groups_s16: super::histogram::IndexGroupsArgs<'static, u16>,
     index_groups_s32: super::histogram::IndexGroupsArgs<'static, u32>,
     histogram_s16: super::histogram::SparseHistogramArgs<'static, u16>,
@@ -292,41 +292,42 @@ pub fn availability() -> std::result::Result<(), String> {
     RUNTIME.get_or_init(|| Runtime::start(0).map(Arc::new)).as_ref().map(|_| ()).map_err(Clone::clone)
 }
 
-impl Runtime {
-    fn start(ordinal: usize) -> std::result::Result<Runtime, String> {
-        let clock = std::time::Instant::now();
-        probe_libraries()?;
-        let n = CudaContext::device_count().map_err(|e| format!("the CUDA driver could not count devices: {e}"))?;
-        if n < 1 {
-            return Err("the CUDA driver found no GPU".into());
-        }
-        let ctx = CudaContext::new(ordinal).map_err(|e| format!("could not open GPU {ordinal}: {e}"))?;
-        // SAFETY: called before any allocation; each fit and each prediction streamer uses its
-        // buffers on its own stream only (a forest uploaded for scoring is synchronised before
-        // it is read elsewhere), so cudarc's per-allocation events (a record per launch) are
-        // not needed.
-        unsafe { ctx.disable_event_tracking() };
-        // The driver reserves stack for every thread the GPU can hold (1 KiB each by default:
-        // 270 MiB on an H100). The kernels use none; the driver grows it if one ever does.
-        ctx.set_limit(cudarc::driver::sys::CUlimit::CU_LIMIT_STACK_SIZE, 64)
-            .map_err(|e| format!("could not set the stack size: {e}"))?;
-        let (major, minor) = ctx.compute_capability().map_err(|e| e.to_string())?;
-        let arch = format!("sm_{major}{minor}");
-        let attr = |a| ctx.attribute(a).map_err(|e| e.to_string());
-        let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
-        let max_shared_per_block =
-            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
-        let max_shared_per_sm =
-            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)? as u32;
-        let context_s = clock.elapsed().as_secs_f64();
-        let cubin = kernels::cubin_for(&arch)?;
-        let compiled_s = clock.elapsed().as_secs_f64();
-        let module =
-            ctx.load_module(Ptx::from_binary(cubin)).map_err(|e| format!("could not load the kernels: {e}"))?;
-        let kernels = Kernels::load(&module)?;
+/// Opens GPU `ordinal`'s context, once the CUDA libraries are found to load.
+fn open_context(ordinal: usize) -> std::result::Result<Arc<CudaContext>, String> {
+    probe_libraries()?;
+    let n = CudaContext::device_count().map_err(|e| format!("the CUDA driver could not count devices: {e}"))?;
+    if n < 1 {
+        return Err("the CUDA driver found no GPU".into());
+    }
+    let ctx = CudaContext::new(ordinal).map_err(|e| format!("could not open GPU {ordinal}: {e}"))?;
+    // SAFETY: called before any allocation; each fit and each prediction streamer uses its
+    // buffers on its own stream only (a forest uploaded for scoring is synchronised before
+    // it is read elsewhere), so cudarc's per-allocation events (a record per launch) are
+    // not needed.
+    unsafe { ctx.disable_event_tracking() };
+    // The driver reserves stack for every thread the GPU can hold (1 KiB each by default:
+    // 270 MiB on an H100). The kernels use none; the driver grows it if one ever does.
+    ctx.set_limit(cudarc::driver::sys::CUlimit::CU_LIMIT_STACK_SIZE, 64)
+        .map_err(|e| format!("could not set the stack size: {e}"))?;
+    Ok(ctx)
+}
+
+/// The dynamic shared memory each family of kernels may use, once each kernel has opted into
+/// what a block may take.
+struct SharedBudgets {
+    histogram: u32,
+    categorical: u32,
+    rank: u32,
+    shap: u32,
+}
+
+impl SharedBudgets {
+    /// Lets the kernels that stage data in shared memory take all a block may opt into (`max`),
+    /// less their own static shared variables, and says what is left to each family.
+    fn opt_in(kernels: &Kernels, max: u32) -> std::result::Result<Self, String> {
         // The histogram kernels take all the shared memory a block may opt into, less their
         // own static shared variables.
-        let hist_shared_budget = opt_in_shared(
+        let histogram = opt_in_shared(
             &[
                 &kernels.histogram_u8,
                 &kernels.histogram_u16,
@@ -334,12 +335,11 @@ impl Runtime {
                 &kernels.histogram_s16,
                 &kernels.histogram_s32,
             ],
-            max_shared_per_block,
+            max,
             "histogram",
         )?;
-        let categorical_shared_budget =
-            opt_in_shared(&[&kernels.evaluate_categorical], max_shared_per_block, "categorical split search")?;
-        let rank_shared_budget = opt_in_shared(&[&kernels.lambdarank], max_shared_per_block, "ranking")?;
+        let categorical = opt_in_shared(&[&kernels.evaluate_categorical], max, "categorical split search")?;
+        let rank = opt_in_shared(&[&kernels.lambdarank], max, "ranking")?;
         // The prediction kernels may take all of a block's shared memory (rows and a tile of trees).
         for f in [
             &*kernels.predict_complete,
@@ -355,18 +355,38 @@ impl Runtime {
             &*kernels.predict_binned_u16,
             &*kernels.predict_binned_cat_u16,
         ] {
-            f.set_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                max_shared_per_block as i32,
-            )
-            .map_err(|e| format!("could not give the prediction kernels shared memory: {e}"))?;
+            f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, max as i32)
+                .map_err(|e| format!("could not give the prediction kernels shared memory: {e}"))?;
         }
         // The SHAP kernels likewise, less their table of reciprocals.
-        let shap_shared_budget = opt_in_shared(
+        let shap = opt_in_shared(
             &[&kernels.shap_contrib_shared, &kernels.shap_contrib_global, &kernels.shap_interactions],
-            max_shared_per_block,
+            max,
             "SHAP",
         )?;
+        Ok(SharedBudgets { histogram, categorical, rank, shap })
+    }
+}
+
+impl Runtime {
+    fn start(ordinal: usize) -> std::result::Result<Runtime, String> {
+        let clock = std::time::Instant::now();
+        let ctx = open_context(ordinal)?;
+        let (major, minor) = ctx.compute_capability().map_err(|e| e.to_string())?;
+        let arch = format!("sm_{major}{minor}");
+        let attr = |a| ctx.attribute(a).map_err(|e| e.to_string());
+        let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        let max_shared_per_block =
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32;
+        let max_shared_per_sm =
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)? as u32;
+        let context_s = clock.elapsed().as_secs_f64();
+        let cubin = kernels::cubin_for(&arch)?;
+        let compiled_s = clock.elapsed().as_secs_f64();
+        let module =
+            ctx.load_module(Ptx::from_binary(cubin)).map_err(|e| format!("could not load the kernels: {e}"))?;
+        let kernels = Kernels::load(&module)?;
+        let budgets = SharedBudgets::opt_in(&kernels, max_shared_per_block)?;
         let stream = ctx.new_stream().map_err(|e| e.to_string())?;
         let name = ctx.name().unwrap_or_else(|_| "GPU".into());
         if crate::profile::on() {
@@ -384,10 +404,10 @@ impl Runtime {
             sm_count,
             max_shared_per_block,
             max_shared_per_sm,
-            hist_shared_budget,
-            shap_shared_budget,
-            categorical_shared_budget,
-            rank_shared_budget,
+            hist_shared_budget: budgets.histogram,
+            shap_shared_budget: budgets.shap,
+            categorical_shared_budget: budgets.categorical,
+            rank_shared_budget: budgets.rank,
             lanes: Arc::default(),
             pinned: Mutex::new(Vec::new()),
         })

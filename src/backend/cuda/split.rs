@@ -6,9 +6,9 @@
 
 use cudarc::driver::{CudaSlice, CudaView};
 
-use super::buffers::{cfg, FitDevice, HistPool, Scratch};
+use super::buffers::{FitDevice, HistPool, Scratch};
 use super::data::DeviceMatrix;
-use super::launch::{kernel_args, DevPtr, DevPtrMut};
+use super::launch::{cfg, kernel_args, DevPtr, DevPtrMut};
 use super::layout::{CategoricalParams, EvalTask, GradSum, SplitParamsDev, SplitResult, TaskRows, NO_MASK};
 use crate::data::FeatureCuts;
 use crate::error::Result;
@@ -163,6 +163,33 @@ fn device_params(p: &SplitParams, (g_unit, h_unit): (f64, f64)) -> SplitParamsDe
         g_unit,
         h_unit,
     }
+}
+
+/// The vector-leaf splits read back: each node's best (None where none qualifies), with each
+/// output's left sums (`left`, `k_out` a node) and their remainders on the right.
+fn vector_candidates(
+    best: Vec<SplitResult>,
+    nodes: &[VectorEvalNode],
+    left: &[GradSum],
+    k_out: usize,
+) -> Vec<Option<SplitCandidate>> {
+    best.into_iter()
+        .zip(nodes)
+        .zip(left.chunks(k_out))
+        .map(|((b, o), left)| {
+            (b.found != 0).then(|| SplitCandidate {
+                feature: b.feature,
+                gain: b.gain,
+                split_bin: b.split_bin,
+                left_categories: Vec::new(),
+                default_left: b.default_left != 0,
+                left: GradSum::default(),
+                right: GradSum::default(),
+                left_sums: left.to_vec(),
+                right_sums: o.sums.iter().zip(left).map(|(&t, &l)| t - l).collect(),
+            })
+        })
+        .collect()
 }
 
 /// A vector-leaf node whose best split is wanted: its path key and depth, its path limits
@@ -400,9 +427,33 @@ impl SplitEvaluator {
             return Ok(Vec::new());
         }
         let (nf, k_out) = (matrix.n_features, ctx.outputs.len());
+        let n_tasks = self.upload_vector_tasks(dev, nf, nodes, ctx)?;
+        let n_nodes = nodes.len() as u32;
+        dev.reserve(&mut self.per_feature, nodes.len() * nf)?;
+        dev.reserve(&mut self.best, nodes.len())?;
+        dev.reserve(&mut self.left_sums, n_tasks)?;
+        // One task per (node, output): each output's missing sums are its total's remainder.
+        self.fill_missing(dev, matrix, pool, n_tasks as u32)?;
+        self.launch_vector(dev, matrix, pool, n_nodes, k_out, &ctx.params.split)?;
+        self.launch_best_feature(dev, nf as u32, n_nodes)?;
+        self.launch_vector_left_sums(dev, matrix, pool, n_nodes, k_out)?;
+        let best = dev.download(self.best.buf.slice(..nodes.len()))?;
+        let left = dev.download(self.left_sums.buf.slice(..n_tasks))?;
+        Ok(vector_candidates(best, nodes, &left, k_out))
+    }
+
+    /// Uploads the vector-leaf nodes' tasks (one per node and output, in that order), their
+    /// feature masks, each node's parent score and each output's units; returns the tasks.
+    fn upload_vector_tasks(
+        &mut self,
+        dev: &mut FitDevice,
+        nf: usize,
+        nodes: &[VectorEvalNode],
+        ctx: &TreeContext,
+    ) -> Result<usize> {
         let masked = self.fill_masks(dev, nf, ctx, nodes.iter().map(|o| (o.depth, o.key, o.limits)))?;
         let p = &ctx.params.split;
-        let mut tasks = Vec::with_capacity(nodes.len() * k_out);
+        let mut tasks = Vec::with_capacity(nodes.len() * ctx.outputs.len());
         for (i, o) in nodes.iter().enumerate() {
             for ((&slot, &total), limits) in o.slots.iter().zip(o.sums).zip(o.output_limits) {
                 let mask_row = if masked { i as u32 } else { NO_MASK };
@@ -415,76 +466,70 @@ impl SplitEvaluator {
         dev.fill(&mut self.tasks, &tasks)?;
         dev.fill(&mut self.parent_scores, &parents)?;
         dev.fill(&mut self.units, &units)?;
-        let n_nodes = nodes.len() as u32;
-        dev.reserve(&mut self.per_feature, nodes.len() * nf)?;
-        dev.reserve(&mut self.best, nodes.len())?;
-        dev.reserve(&mut self.left_sums, tasks.len())?;
+        Ok(tasks.len())
+    }
+
+    /// Queues the best vector-leaf split of each (node, feature) into `per_feature`, over the
+    /// `k_out` outputs' histograms of each of `n_nodes` nodes.
+    fn launch_vector(
+        &mut self,
+        dev: &FitDevice,
+        matrix: &DeviceMatrix,
+        pool: &HistPool,
+        n_nodes: u32,
+        k_out: usize,
+        split: &SplitParams,
+    ) -> Result<()> {
+        let (nf32, k32) = (matrix.n_features as u32, k_out as u32);
         // Each output's units come with its tasks' sums (`units`), not with the parameters.
-        let params = device_params(p, (0.0, 0.0));
-        let (total, nf32, k32) = (pool.total_slots as u32, nf as u32, k_out as u32);
-        let k = &dev.rt.kernels;
-        // One task per (node, output): each output's missing sums are its total's remainder.
-        self.fill_missing(dev, matrix, pool, tasks.len() as u32)?;
-        {
-            // Up to 8 warps a block, as many as the outputs' running sums leave room for.
-            let warps = (VECTOR_SHARED_BYTES / (k_out * 16)).clamp(1, 8) as u32;
-            let mut p = dev.pins();
-            let args = EvaluateVectorArgs {
-                hist: p.read(&pool.buf),
-                total_slots: total,
-                slot_offsets: p.read(&matrix.slot_offsets_dev),
-                categorical: p.read(&matrix.categorical_dev),
-                tasks: p.read(&self.tasks.buf),
-                parent_score: p.read(&self.parent_scores.buf),
-                units: p.read(&self.units.buf),
-                masks: p.read(&self.masks.buf),
-                monotone: p.read(&self.monotone),
-                n_features: nf32,
-                n_outputs: k32,
-                p: params,
-                out: p.write(&mut self.per_feature.buf),
-            };
-            let c = cfg((nf32.div_ceil(warps), n_nodes), warps * 32, warps * k32 * 16);
-            // SAFETY: every task's slot lies in the pool, per_feature holds n_nodes x nf
-            // results, and the dynamic shared memory 2 x n_outputs i64 a warp.
-            unsafe { dev.launch(&k.evaluate_vector, &args, c) }?;
-        }
-        self.launch_best_feature(dev, nf32, n_nodes)?;
-        {
-            let mut p = dev.pins();
-            let args = VectorLeftSumsArgs {
-                hist: p.read(&pool.buf),
-                total_slots: total,
-                slot_offsets: p.read(&matrix.slot_offsets_dev),
-                tasks: p.read(&self.tasks.buf),
-                best: p.read(&self.best.buf),
-                n_outputs: k32,
-                out: p.write(&mut self.left_sums.buf),
-            };
-            // SAFETY: best holds n_nodes results, whose features and bins lie in the layout;
-            // left_sums n_nodes x n_outputs.
-            unsafe { dev.launch(&k.vector_left_sums, &args, cfg((k32, n_nodes), 32, 0)) }?;
-        }
-        let best = dev.download(self.best.buf.slice(..nodes.len()))?;
-        let left = dev.download(self.left_sums.buf.slice(..tasks.len()))?;
-        Ok(best
-            .into_iter()
-            .zip(nodes)
-            .zip(left.chunks(k_out))
-            .map(|((b, o), left)| {
-                (b.found != 0).then(|| SplitCandidate {
-                    feature: b.feature,
-                    gain: b.gain,
-                    split_bin: b.split_bin,
-                    left_categories: Vec::new(),
-                    default_left: b.default_left != 0,
-                    left: GradSum::default(),
-                    right: GradSum::default(),
-                    left_sums: left.to_vec(),
-                    right_sums: o.sums.iter().zip(left).map(|(&t, &l)| t - l).collect(),
-                })
-            })
-            .collect())
+        let params = device_params(split, (0.0, 0.0));
+        // Up to 8 warps a block, as many as the outputs' running sums leave room for.
+        let warps = (VECTOR_SHARED_BYTES / (k_out * 16)).clamp(1, 8) as u32;
+        let mut p = dev.pins();
+        let args = EvaluateVectorArgs {
+            hist: p.read(&pool.buf),
+            total_slots: pool.total_slots as u32,
+            slot_offsets: p.read(&matrix.slot_offsets_dev),
+            categorical: p.read(&matrix.categorical_dev),
+            tasks: p.read(&self.tasks.buf),
+            parent_score: p.read(&self.parent_scores.buf),
+            units: p.read(&self.units.buf),
+            masks: p.read(&self.masks.buf),
+            monotone: p.read(&self.monotone),
+            n_features: nf32,
+            n_outputs: k32,
+            p: params,
+            out: p.write(&mut self.per_feature.buf),
+        };
+        let c = cfg((nf32.div_ceil(warps), n_nodes), warps * 32, warps * k32 * 16);
+        // SAFETY: every task's slot lies in the pool, per_feature holds n_nodes x nf
+        // results, and the dynamic shared memory 2 x n_outputs i64 a warp.
+        unsafe { dev.launch(&dev.rt.kernels.evaluate_vector, &args, c) }
+    }
+
+    /// Queues each output's left sums of each of `n_nodes` nodes' best split into `left_sums`.
+    fn launch_vector_left_sums(
+        &mut self,
+        dev: &FitDevice,
+        matrix: &DeviceMatrix,
+        pool: &HistPool,
+        n_nodes: u32,
+        k_out: usize,
+    ) -> Result<()> {
+        let k32 = k_out as u32;
+        let mut p = dev.pins();
+        let args = VectorLeftSumsArgs {
+            hist: p.read(&pool.buf),
+            total_slots: pool.total_slots as u32,
+            slot_offsets: p.read(&matrix.slot_offsets_dev),
+            tasks: p.read(&self.tasks.buf),
+            best: p.read(&self.best.buf),
+            n_outputs: k32,
+            out: p.write(&mut self.left_sums.buf),
+        };
+        // SAFETY: best holds n_nodes results, whose features and bins lie in the layout;
+        // left_sums n_nodes x n_outputs.
+        unsafe { dev.launch(&dev.rt.kernels.vector_left_sums, &args, cfg((k32, n_nodes), 32, 0)) }
     }
 
     /// For compressed rows, which leave missing values out: queues each feature's missing slot

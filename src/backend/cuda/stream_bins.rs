@@ -11,9 +11,10 @@ use std::time::Instant;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
+use super::binning::bin_columns;
 use super::columns::DeviceColumns;
-use super::data::{bin_columns, BinTables, DeviceBins, DeviceMatrix};
-use super::learner::{besides_bins_at_most, device_limit, place_bins, Placement};
+use super::data::{BinTables, DeviceBins, DeviceMatrix};
+use super::placement::{besides_bins_at_most, device_limit, place_bins, Placement};
 use super::runtime::Runtime;
 use super::{device_error, DeviceMemory};
 use crate::config::TrainConfig;

@@ -3,6 +3,7 @@
 //! filled by every thread with plain memcpy while the other's DMA runs, so the link runs near
 //! its pinned speed rather than the driver's pageable one (55 against 9 GB/s on the H100 host
 //! measured in docs/benchmarks.md). Small copies go from pageable memory: pinning costs more.
+//! Rows uploaded packed are widened to the kernels' row pitch on the device ([`repitch_rows`]).
 
 use std::sync::{Arc, Mutex};
 
@@ -99,4 +100,41 @@ fn fill_stage(stage: &mut [u8], start: usize, pieces: &[Piece]) {
             out[lo - from..hi - from].copy_from_slice(&p.bytes[lo - p.at..hi - p.at]);
         }
     });
+}
+
+/// Queues on `stream` the copy of `rows` rows of `src_pitch` bytes at `src` into rows of
+/// `dst_pitch` bytes at `dst` (device memory both), each row's first `src_pitch` bytes.
+///
+/// # Safety
+/// `src` must hold `rows * src_pitch` bytes and `dst` `rows * dst_pitch >= rows * src_pitch`,
+/// on `stream`'s device, neither used by other work until the copy is done.
+pub(super) unsafe fn repitch_rows(
+    stream: &CudaStream,
+    src: cudarc::driver::sys::CUdeviceptr,
+    src_pitch: usize,
+    dst: cudarc::driver::sys::CUdeviceptr,
+    dst_pitch: usize,
+    rows: usize,
+) -> Result<()> {
+    use cudarc::driver::sys;
+    let copy = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: src,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: src_pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: dst,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: dst_pitch,
+        WidthInBytes: src_pitch,
+        Height: rows,
+    };
+    // SAFETY: as the caller promises.
+    unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result().map_err(device_error)
 }
