@@ -11,11 +11,8 @@
 //! bounds; a clamped weight `w` scores `-(2 G w + (H + lambda) w^2 + 2 alpha |w|)`, and a split
 //! on a constrained feature whose weights run against the constraint is not a candidate.
 
-use rayon::prelude::*;
-
 use super::constraints::NodeLimits;
 use super::gradient::{GradSum, Quantiser};
-use super::grow::{Open, TreeContext};
 
 /// Split candidates whose gains are computed together (see `best_numeric_free`).
 const BLOCK: usize = 64;
@@ -559,33 +556,6 @@ impl LeftSet {
             }
         }
     }
-}
-
-/// Each node's best split (None where none qualifies) over the features `ctx.node_features`
-/// allows it, `search(i, f)` being node i's best on feature f: in parallel over (node, feature),
-/// ties to the lowest feature (a later feature wins only with a larger gain). The host's
-/// searches (the CPU's, and the GPU's vector-leaf fallback) fan out here.
-pub fn best_split_per_node<N: Sync>(
-    nodes: &[Open<N>],
-    ctx: &TreeContext,
-    search: impl Fn(usize, u32) -> Option<SplitCandidate> + Sync,
-) -> Vec<Option<SplitCandidate>> {
-    let jobs: Vec<(usize, u32)> = nodes
-        .iter()
-        .enumerate()
-        .flat_map(|(i, o)| ctx.node_features(o.depth, o.key, &o.limits).into_iter().map(move |f| (i, f)))
-        .collect();
-    let found: Vec<(usize, Option<SplitCandidate>)> = jobs.par_iter().map(|&(i, f)| (i, search(i, f))).collect();
-    // Jobs are in (node, feature) order.
-    let mut best: Vec<Option<SplitCandidate>> = (0..nodes.len()).map(|_| None).collect();
-    for (i, candidate) in found {
-        if let Some(c) = candidate {
-            if best[i].as_ref().is_none_or(|cur| c.gain > cur.gain) {
-                best[i] = Some(c);
-            }
-        }
-    }
-    best
 }
 
 /// The positions of `bins`' non-empty slots, in order: a categorical feature's categories

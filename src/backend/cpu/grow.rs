@@ -19,7 +19,8 @@ use crate::error::{Error, Result};
 use crate::profile::StageTimes;
 use crate::tree::gradient::QuantGrad;
 use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
-use crate::tree::split::{best_split_per_node, SplitScorer};
+use crate::tree::node_search::best_split_per_node;
+use crate::tree::split::SplitScorer;
 use crate::tree::split_vector::best_vector_splits;
 use crate::tree::{GradSum, Tree};
 
