@@ -2,8 +2,8 @@
 //! `context`, the backend's contract in `steps`, the node expansion in `expand` and
 //! loss-guided growth in batches in `lossguide`), the host's search over open nodes
 //! ([`node_search`]), the fixed-point gradient sums every backend accumulates ([`gradient`]),
-//! the split math ([`split`], the only copy of the gain formula), and the stored tree
-//! ([`Tree`]).
+//! the split math ([`split`], the only copy of the gain formula; [`split_vector`] for
+//! vector leaves), and the stored tree ([`Tree`]).
 
 pub mod constraints;
 mod context;

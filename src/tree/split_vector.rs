@@ -20,7 +20,8 @@ use super::constraints::NodeLimits;
 use super::context::TreeContext;
 use super::gradient::{GradSum, Quantiser};
 use super::node_search::best_split_per_node;
-use super::split::{retain_branch_free, sorted_by_weight, SplitCandidate, SplitParams, MIN_GAIN};
+use super::split::category_lists::{retain_branch_free, sorted_by_weight};
+use super::split::{SplitCandidate, SplitParams, MIN_GAIN};
 use super::steps::Open;
 use crate::data::FeatureCuts;
 
