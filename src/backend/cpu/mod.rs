@@ -7,8 +7,8 @@ pub mod histogram;
 pub mod learner;
 pub mod memory;
 pub mod partition;
+mod partition_simd;
 pub mod predict;
-mod route_simd;
 pub mod shap;
 
 pub use grow::{CpuNode, CpuSteps};
