@@ -6,6 +6,7 @@ mod heap_simd;
 pub mod histogram;
 pub mod learner;
 pub mod memory;
+mod node_layout;
 pub mod partition;
 mod partition_simd;
 pub mod predict;
