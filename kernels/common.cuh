@@ -62,7 +62,7 @@ struct Quantisation {
     u32 pad;
 };
 
-// The split regularisation (src/tree/split.rs: SplitParams).
+// The split regularisation (src/tree/split/mod.rs: SplitParams).
 struct SplitParams {
     double reg_lambda;
     double reg_alpha;
@@ -130,7 +130,7 @@ __device__ __forceinline__ u32 rows_of(const TaskRows tr, const u32* node_left) 
     return tr.right ? tr.rows - node_left[tr.task] : node_left[tr.task];
 }
 
-// The regularisation of categorical splits (src/tree/split.rs: best_categorical).
+// The regularisation of categorical splits (src/tree/split/categorical.rs: best_categorical).
 struct CategoricalParams {
     double cat_smooth;
     double cat_l2;

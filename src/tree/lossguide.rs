@@ -29,7 +29,9 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::grow::{expand, GrowSteps, Open, TreeContext};
+use super::context::TreeContext;
+use super::expand::expand;
+use super::steps::{GrowSteps, Open};
 use super::{Tree, NO_CHILD};
 use crate::data::FeatureCuts;
 use crate::error::Result;

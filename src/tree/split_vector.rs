@@ -17,9 +17,12 @@
 //! so a one-output vector-leaf tree is the scalar tree (a test holds it to that).
 
 use super::constraints::NodeLimits;
+use super::context::TreeContext;
 use super::gradient::{GradSum, Quantiser};
-use super::grow::{Open, TreeContext};
-use super::split::{best_split_per_node, retain_branch_free, sorted_by_weight, SplitCandidate, SplitParams, MIN_GAIN};
+use super::node_search::best_split_per_node;
+use super::split::category_lists::{retain_branch_free, sorted_by_weight};
+use super::split::{SplitCandidate, SplitParams, MIN_GAIN};
+use super::steps::Open;
 use crate::data::FeatureCuts;
 
 /// Each vector-leaf node's best split (None where none qualifies), over the features

@@ -9,8 +9,8 @@ use rayon::prelude::*;
 
 use super::histogram::{build_histograms, HistLayout, HistTask, NodeHist};
 use super::partition::{RowPartition, RowRouter, SplitJob};
+use super::partition_simd::{self, as_bytes, BinId, BinSplit, BinTest};
 use super::prefetch_read;
-use super::route_simd::{self, as_bytes, BinId, BinSplit, BinTest};
 use crate::collective::{sum_grads, Collective, Solo};
 use crate::data::binned::BinData;
 use crate::data::BinnedMatrix;
@@ -19,7 +19,8 @@ use crate::error::{Error, Result};
 use crate::profile::StageTimes;
 use crate::tree::gradient::QuantGrad;
 use crate::tree::grow::{Expansion, GrowSteps, Open, TreeContext};
-use crate::tree::split::{best_split_per_node, SplitScorer};
+use crate::tree::node_search::best_split_per_node;
+use crate::tree::split::SplitScorer;
 use crate::tree::split_vector::best_vector_splits;
 use crate::tree::{GradSum, Tree};
 
@@ -404,7 +405,7 @@ impl<B: BinId> RowRouter for BinRouter<'_, B> {
         }
     }
 
-    /// Sixteen rows at a time with AVX-512 where the CPU has it (`route_simd`).
+    /// Sixteen rows at a time with AVX-512 where the CPU has it (`partition_simd`).
     fn partition(&self, rows: &mut [u32], right: &mut [u32]) -> Option<usize> {
         let split = BinSplit {
             bytes: as_bytes(self.bins),
@@ -412,6 +413,6 @@ impl<B: BinId> RowRouter for BinRouter<'_, B> {
             stride: self.stride,
             test: self.test,
         };
-        route_simd::partition(&split, rows, right, |r| self.goes_left(r))
+        partition_simd::partition(&split, rows, right, |r| self.goes_left(r))
     }
 }

@@ -1,11 +1,12 @@
-//! The walk of a complete-layout tree (see `predict.rs`) eight rows at a time with AVX2
-//! gathers: per step, one gather of the nodes' features, one of their thresholds and one of
-//! the rows' values, then `i = 2i + 2 - goes_left` in vector lanes. The rows of a block are
-//! walked as independent groups of eight, so the gathers of different groups overlap.
+//! The walk of a complete-layout tree (see `predict.rs`; its nodes are in `node_layout.rs`)
+//! eight rows at a time with AVX2 gathers: per step, one gather of the nodes' features, one of
+//! their thresholds and one of the rows' values, then `i = 2i + 2 - goes_left` in vector
+//! lanes. The rows of a block are walked as independent groups of eight, so the gathers of
+//! different groups overlap.
 //! Used when the CPU has AVX2 (checked at run time); the scalar walk is the fallback and the
 //! oracle in the tests below.
 
-use super::predict::{HeapNode, DEFAULT_LEFT, FEATURE_MASK};
+use super::node_layout::{HeapNode, DEFAULT_LEFT, FEATURE_MASK};
 
 /// Leaf slots (relative to the tree) that the rows of `block` (`nf` values per row) reach
 /// after `depth` steps from the root of `nodes`; fills `at`. Returns false, doing nothing,

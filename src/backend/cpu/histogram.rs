@@ -513,7 +513,7 @@ mod tests {
                 })
                 .collect();
             let want: Vec<u32> = (0..len as u32).filter(|&c| small[c as usize] != ChunkSum::default()).collect();
-            assert_eq!(crate::tree::split::present_slots(&small), want, "{len} slots");
+            assert_eq!(crate::tree::split::category_lists::present_slots(&small), want, "{len} slots");
             let parent: Vec<GradSum> = small
                 .iter()
                 .map(|s| GradSum {

@@ -6,9 +6,10 @@ mod heap_simd;
 pub mod histogram;
 pub mod learner;
 pub mod memory;
+mod node_layout;
 pub mod partition;
+mod partition_simd;
 pub mod predict;
-mod route_simd;
 pub mod shap;
 
 pub use grow::{CpuNode, CpuSteps};

@@ -52,7 +52,7 @@ thread_local! {
 }
 
 /// Stable in-place partition of `rows`; returns how many went left. The router's whole-node
-/// way when it has one (the bins' vector route, `route_simd`), else this row loop.
+/// way when it has one (the bins' vector partition, `partition_simd`), else this row loop.
 /// Branch-free: every row is written both to the left run (in place, never ahead of the read
 /// position) and to the right buffer, and only the matching count advances, since a split
 /// sends rows either way about equally often and a branch on it would mispredict half the time.

@@ -14,6 +14,7 @@
 use rayon::prelude::*;
 
 use super::heap_simd;
+use super::node_layout::{FlatNode, HeapNode, CATEGORICAL, DEFAULT_LEFT, FEATURE_MASK};
 use super::shap::TreeShap;
 use crate::backend::Predictor;
 use crate::config::Objective;
@@ -22,34 +23,8 @@ use crate::error::Result;
 use crate::prediction::{finish, ForestSpec, PredictOutput, Predictions};
 use crate::tree::Tree;
 
-pub(super) const DEFAULT_LEFT: u32 = 1 << 31;
-const CATEGORICAL: u32 = 1 << 30;
-pub(super) const FEATURE_MASK: u32 = (1 << 30) - 1;
-
 /// Rows per block: 64 rows of up to a few hundred features stay in L1/L2.
 const BLOCK_ROWS: usize = 64;
-
-#[derive(Clone, Copy, Debug)]
-#[repr(C)]
-struct FlatNode {
-    /// Feature index and the flags above.
-    feature: u32,
-    /// Threshold (`+inf` for leaves, so every value goes "left").
-    threshold: f32,
-    /// Left child (right is left + 1); a leaf's own index.
-    left: u32,
-    /// Index into `cat_sets` for categorical splits.
-    cat: u32,
-}
-
-/// A node of the complete layout: a leaf's padding and the last level always go left.
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(C)]
-pub(super) struct HeapNode {
-    /// Feature index and the DEFAULT_LEFT flag.
-    pub feature: u32,
-    pub threshold: f32,
-}
 
 /// Deepest tree given the complete layout (2^13 - 1 nodes, 64 KiB).
 const MAX_HEAP_DEPTH: usize = 12;

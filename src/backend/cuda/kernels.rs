@@ -22,6 +22,8 @@ pub const SOURCE: &str = concat!(
     include_str!("../../../kernels/ranking.cu"),
     include_str!("../../../kernels/histogram.cu"),
     include_str!("../../../kernels/split.cu"),
+    include_str!("../../../kernels/split_categorical.cu"),
+    include_str!("../../../kernels/split_vector.cu"),
     include_str!("../../../kernels/partition.cu"),
     include_str!("../../../kernels/refit.cu"),
     include_str!("../../../kernels/sparse.cu"),

@@ -6,6 +6,9 @@
 //! Used when the CPU has AVX-512 (checked at run time); the row loop is the fallback and the
 //! oracle in the tests below.
 
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::__m512i;
+
 /// The integer types of bin ids (u8, u16, u32: plain bytes, no padding), read by the gather
 /// as bytes.
 pub(crate) trait BinId: Copy + Into<u32> + Sync {}
@@ -98,69 +101,24 @@ unsafe fn partition_avx512(
     goes_left: impl Fn(u32) -> bool,
 ) -> usize {
     use std::arch::x86_64::*;
-    let row_bytes = split.stride * split.width;
-    // A four-byte gather at row r's offset stays inside the bins when r <= last_row (a matrix
-    // shorter than four bytes has none: every row takes the checked path).
-    let last_row = match split.bytes.len().checked_sub(4) {
-        Some(room) => (room / row_bytes).min(u32::MAX as usize) as u32,
-        None => 0,
-    };
-    let all_checked = split.bytes.len() < 4;
-    let base = split.bytes.as_ptr() as *const i32;
-    let step = _mm512_set1_epi32(row_bytes as i32);
-    let value_mask = _mm512_set1_epi32(match split.width {
-        1 => 0xff,
-        2 => 0xffff,
-        _ => -1,
-    });
-    let limit = _mm512_set1_epi32(last_row as i32);
-    let missing = _mm512_set1_epi32(split.test.missing as i32);
-    let split_bin = _mm512_set1_epi32(split.test.split_bin as i32);
-    let default_left: u16 = if split.test.default_left { 0xffff } else { 0 };
-    let (words, n_words) = match split.test.categories {
-        Some(w) => (w.as_ptr() as *const i32, w.len()),
-        None => (std::ptr::null(), 0),
-    };
-    let word_count = _mm512_set1_epi32(n_words.min(i32::MAX as usize) as i32);
-    let low5 = _mm512_set1_epi32(31);
-    let one = _mm512_set1_epi32(1);
+    // SAFETY: the caller's promises are LaneTest::new's.
+    let test = unsafe { LaneTest::new(split) };
     let (n, rows_at, right_at) = (rows.len(), rows.as_mut_ptr(), right.as_mut_ptr());
     let (mut n_left, mut n_right, mut i) = (0usize, 0usize, 0usize);
     while i + 16 <= n {
         if i + 16 + AHEAD <= n {
-            for k in i + AHEAD..i + 16 + AHEAD {
-                // SAFETY: k < n. A prefetch never faults, wherever the row points.
-                let r = unsafe { *rows_at.add(k) } as usize;
-                super::prefetch_read(split.bytes.as_ptr().wrapping_add(r.wrapping_mul(row_bytes)));
-            }
+            // SAFETY: i + 16 + AHEAD <= n: the sixteen rows ahead are inside `rows`.
+            unsafe { prefetch_bins(split, rows_at.add(i + AHEAD)) };
         }
         // SAFETY: i + 16 <= n: the sixteen rows are inside `rows`.
         let block = unsafe { _mm512_loadu_si512(rows_at.add(i) as *const __m512i) };
-        let left: u16 = if all_checked || _mm512_cmpgt_epu32_mask(block, limit) != 0 {
+        let left = if test.needs_check(block) {
             // A row near the end of the bins (or past them, which the checked test reports).
-            let mut mask = 0u16;
-            for k in 0..16 {
-                // SAFETY: i + k < n.
-                mask |= (goes_left(unsafe { *rows_at.add(i + k) }) as u16) << k;
-            }
-            mask
+            // SAFETY: i + 16 <= n.
+            unsafe { checked_lanes(rows_at.add(i), &goes_left) }
         } else {
-            // SAFETY: every row r of the block is at most last_row, so its four bytes at
-            // r * row_bytes lie inside the bins, and the offset is below i32::MAX.
-            let raw = unsafe { _mm512_i32gather_epi32::<1>(_mm512_mullo_epi32(block, step), base) };
-            let bin = _mm512_and_si512(raw, value_mask);
-            let is_missing = _mm512_cmpeq_epi32_mask(bin, missing);
-            let present_left = if words.is_null() {
-                _mm512_cmple_epu32_mask(bin, split_bin)
-            } else {
-                // The bin's bit in the set; bins past the set's words are not in it.
-                let word = _mm512_srli_epi32::<5>(bin);
-                let inside = _mm512_cmplt_epu32_mask(word, word_count);
-                // SAFETY: only lanes whose word index is below the set's length are read.
-                let w = unsafe { _mm512_mask_i32gather_epi32::<4>(_mm512_setzero_si512(), inside, word, words) };
-                _mm512_test_epi32_mask(_mm512_srlv_epi32(w, _mm512_and_si512(bin, low5)), one)
-            };
-            (is_missing & default_left) | (!is_missing & present_left)
+            // SAFETY: needs_check is false: every row of the block may be gathered.
+            unsafe { test.left_lanes(block) }
         };
         let k = left.count_ones() as usize;
         let first = |count: usize| ((1u32 << count) - 1) as u16;
@@ -182,7 +140,146 @@ unsafe fn partition_avx512(
         n_right += 16 - k;
         i += 16;
     }
-    for j in i..n {
+    partition_rest(rows, right, i, (n_left, n_right), goes_left)
+}
+
+/// One split's test in vector lanes, set up once a partition: where a row's bin is (the bins'
+/// base, a row's bytes, the value's mask), which rows a gather may read without passing the
+/// end, and the split's rule (the missing values' bin, the split bin or the category set).
+#[cfg(target_arch = "x86_64")]
+struct LaneTest {
+    base: *const i32,
+    step: __m512i,
+    value_mask: __m512i,
+    /// The last row whose four-byte gather stays inside the bins, in every lane.
+    limit: __m512i,
+    /// Every row takes the checked path (the bins hold fewer than four bytes).
+    all_checked: bool,
+    missing: __m512i,
+    split_bin: __m512i,
+    default_left: u16,
+    /// A categorical split's bit set (null for a numeric split) and its length in words.
+    words: *const i32,
+    word_count: __m512i,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl LaneTest {
+    /// # Safety
+    /// Needs AVX-512F and `split.stride * split.width > 0`.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn new(split: &BinSplit) -> Self {
+        use std::arch::x86_64::*;
+        let row_bytes = split.stride * split.width;
+        // A four-byte gather at row r's offset stays inside the bins when r <= last_row (a
+        // matrix shorter than four bytes has none: every row takes the checked path).
+        let last_row = match split.bytes.len().checked_sub(4) {
+            Some(room) => (room / row_bytes).min(u32::MAX as usize) as u32,
+            None => 0,
+        };
+        let (words, n_words) = match split.test.categories {
+            Some(w) => (w.as_ptr() as *const i32, w.len()),
+            None => (std::ptr::null(), 0),
+        };
+        LaneTest {
+            base: split.bytes.as_ptr() as *const i32,
+            step: _mm512_set1_epi32(row_bytes as i32),
+            value_mask: _mm512_set1_epi32(match split.width {
+                1 => 0xff,
+                2 => 0xffff,
+                _ => -1,
+            }),
+            limit: _mm512_set1_epi32(last_row as i32),
+            all_checked: split.bytes.len() < 4,
+            missing: _mm512_set1_epi32(split.test.missing as i32),
+            split_bin: _mm512_set1_epi32(split.test.split_bin as i32),
+            default_left: if split.test.default_left { 0xffff } else { 0 },
+            words,
+            word_count: _mm512_set1_epi32(n_words.min(i32::MAX as usize) as i32),
+        }
+    }
+
+    /// Whether a row of `block` must take the checked path: its gather could pass the end.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn needs_check(&self, block: __m512i) -> bool {
+        use std::arch::x86_64::*;
+        self.all_checked || _mm512_cmpgt_epu32_mask(block, self.limit) != 0
+    }
+
+    /// The lanes of `block` whose rows go left: their bins gathered, then the split's rule.
+    ///
+    /// # Safety
+    /// Needs AVX-512F, and every row of `block` at most the last row a gather may read
+    /// (`needs_check` false).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn left_lanes(&self, block: __m512i) -> u16 {
+        use std::arch::x86_64::*;
+        // SAFETY: every row r of the block is at most last_row, so its four bytes at
+        // r * row_bytes lie inside the bins, and the offset is below i32::MAX.
+        let raw = unsafe { _mm512_i32gather_epi32::<1>(_mm512_mullo_epi32(block, self.step), self.base) };
+        let bin = _mm512_and_si512(raw, self.value_mask);
+        let is_missing = _mm512_cmpeq_epi32_mask(bin, self.missing);
+        let present_left = if self.words.is_null() {
+            _mm512_cmple_epu32_mask(bin, self.split_bin)
+        } else {
+            // The bin's bit in the set; bins past the set's words are not in it.
+            let word = _mm512_srli_epi32::<5>(bin);
+            let inside = _mm512_cmplt_epu32_mask(word, self.word_count);
+            // SAFETY: only lanes whose word index is below the set's length are read.
+            let w = unsafe { _mm512_mask_i32gather_epi32::<4>(_mm512_setzero_si512(), inside, word, self.words) };
+            _mm512_test_epi32_mask(
+                _mm512_srlv_epi32(w, _mm512_and_si512(bin, _mm512_set1_epi32(31))),
+                _mm512_set1_epi32(1),
+            )
+        };
+        (is_missing & self.default_left) | (!is_missing & present_left)
+    }
+}
+
+/// Fetches into cache the bins of the split feature of the sixteen rows at `rows`.
+///
+/// # Safety
+/// Sixteen rows must be readable at `rows`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+unsafe fn prefetch_bins(split: &BinSplit, rows: *const u32) {
+    let row_bytes = split.stride * split.width;
+    for k in 0..16 {
+        // SAFETY: k < 16. A prefetch never faults, wherever the row points.
+        let r = unsafe { *rows.add(k) } as usize;
+        super::prefetch_read(split.bytes.as_ptr().wrapping_add(r.wrapping_mul(row_bytes)));
+    }
+}
+
+/// The lanes of the sixteen rows at `rows` that go left, by the row loop's checked test.
+///
+/// # Safety
+/// Sixteen rows must be readable at `rows`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+unsafe fn checked_lanes(rows: *const u32, goes_left: &impl Fn(u32) -> bool) -> u16 {
+    let mut mask = 0u16;
+    for k in 0..16 {
+        // SAFETY: k < 16.
+        mask |= (goes_left(unsafe { *rows.add(k) }) as u16) << k;
+    }
+    mask
+}
+
+/// Partitions the rows from `from` on (fewer than a block) by the row loop, after `n_left`
+/// left rows and `n_right` right rows; returns the left count.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn partition_rest(
+    rows: &mut [u32],
+    right: &mut [u32],
+    from: usize,
+    (mut n_left, mut n_right): (usize, usize),
+    goes_left: impl Fn(u32) -> bool,
+) -> usize {
+    for j in from..rows.len() {
         let r = rows[j];
         let l = goes_left(r);
         rows[n_left] = r;
