@@ -1,4 +1,5 @@
-// Prediction from raw feature values (src/backend/cuda/predict.rs lays the forest out).
+// Prediction from raw feature values (src/backend/cuda/forest.rs lays the forest out,
+// src/backend/cuda/predict/ launches these kernels).
 //
 // A block scores ROWS = 4 * blockDim.x rows: thread i walks rows i, i + blockDim.x, ... The
 // rows' features are staged in shared memory column-major (feature f of block row r at
@@ -58,7 +59,7 @@ struct PredTile {
 };
 
 // The kernels' argument structs (each kernel takes one, by value), mirrored in
-// src/backend/cuda/predict.rs and checked by the layout probe.
+// src/backend/cuda/predict/ and checked by the layout probe.
 
 // The forest as both kernel families read it after their nodes and leaves.
 struct PredForest {

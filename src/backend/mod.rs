@@ -59,13 +59,39 @@ pub trait Learner {
 pub trait Predictor {
     /// `output` for `n_rows` rows of `columns` (the model's features, in order), from the
     /// per-row margins `base_margin` (row-major, `n_rows * n_outputs`; ignored for leaves) or
-    /// else the forest's base margin.
+    /// else the forest's base margin: SHAP values from [`Predictor::contributions`], every
+    /// other output from [`Predictor::scores`].
     fn predict(
         &self,
         columns: &[FeatureColumn],
         n_rows: usize,
         base_margin: Option<&[f32]>,
         output: PredictOutput,
+    ) -> Result<Predictions> {
+        match output {
+            PredictOutput::Contrib => self.contributions(columns, n_rows, base_margin, false),
+            PredictOutput::Interaction => self.contributions(columns, n_rows, base_margin, true),
+            _ => self.scores(columns, n_rows, base_margin, output),
+        }
+    }
+
+    /// Margins, values, classes or leaves ([`Predictor::predict`]'s other outputs).
+    fn scores(
+        &self,
+        columns: &[FeatureColumn],
+        n_rows: usize,
+        base_margin: Option<&[f32]>,
+        output: PredictOutput,
+    ) -> Result<Predictions>;
+
+    /// SHAP values, or with `interactions` SHAP interaction values, in XGBoost's layouts (see
+    /// [`PredictOutput::Contrib`]), the bias from `base_margin` or the forest's.
+    fn contributions(
+        &self,
+        columns: &[FeatureColumn],
+        n_rows: usize,
+        base_margin: Option<&[f32]>,
+        interactions: bool,
     ) -> Result<Predictions>;
 
     /// `output` for rows the caller holds in GPU memory, written into GPU memory the caller

@@ -2,12 +2,12 @@
 //! of the rows as one worker of a distributed fit, so the trees are one device's.
 
 use crate::backend::Engine;
-use crate::collective::{even_ranges, RowSpans, Shard};
+use crate::collective::{even_ranges, Collective, RowSpans, Shard};
 use crate::data::Dataset;
 use crate::error::{Error, Result};
 use crate::model::Model;
 
-use super::{fit, Job, RoundLog, UserFunctions};
+use super::{fit, Job, RoundCallback, RoundLog, UserFunctions};
 
 /// A fit over `cfg.n_gpus` devices of this process: the rows (and each evaluation set's) are
 /// cut into contiguous shards, one per device, and each device runs this fit on its shard as
@@ -47,54 +47,49 @@ pub(super) fn fit_on_devices(engine: &dyn Engine, job: Job) -> Result<Model> {
                 .map(|((_, d), r)| span(r[rank], d.n_rows()))
                 .collect::<Result<_>>()?,
         };
-        const STOP: u8 = 0;
-        const GO_ON: u8 = 1;
-        const FAILED: u8 = 2;
+        // Device 0 asks the caller's callback; the others follow its decision.
+        let mut user_callback = match rank {
+            0 => Some(callback.lock().unwrap_or_else(|p| p.into_inner()).take().expect("one GPU 0")),
+            _ => None,
+        };
+        let mut decide = |log: &RoundLog| agree_to_go_on(comm, user_callback.as_deref_mut(), log);
+        let user = UserFunctions::default();
+        let model = fit(Job { cfg, data: &part, evals: &eval_refs, user, callback: &mut decide, shard: &shard })?;
         if rank == 0 {
-            let user_callback = callback.lock().unwrap_or_else(|p| p.into_inner()).take().expect("one GPU 0");
-            let mut lead = |log: &RoundLog| {
-                let decision = user_callback(log);
-                let code = match decision {
-                    Ok(true) => GO_ON,
-                    Ok(false) => STOP,
-                    Err(_) => FAILED,
-                };
-                // One exchange a round: the others add 0, so the maximum is this code.
-                comm.all_reduce_max(&mut [code as i64])?;
-                decision
-            };
-            let job = Job {
-                cfg,
-                data: &part,
-                evals: &eval_refs,
-                user: UserFunctions::default(),
-                callback: &mut lead,
-                shard: &shard,
-            };
-            let model = fit(job)?;
             *lead_model.lock().unwrap_or_else(|p| p.into_inner()) = Some(model);
-        } else {
-            let mut follow = |_: &RoundLog| {
-                let mut code = [0i64];
-                comm.all_reduce_max(&mut code)?;
-                match code[0] as u8 {
-                    GO_ON => Ok(true),
-                    STOP => Ok(false),
-                    _ => Err(Error::Collective("stopped: GPU 0's round callback ended the fit with an error".into())),
-                }
-            };
-            let job = Job {
-                cfg,
-                data: &part,
-                evals: &eval_refs,
-                user: UserFunctions::default(),
-                callback: &mut follow,
-                shard: &shard,
-            };
-            fit(job)?;
         }
         Ok(())
     })?;
     let model = lead_model.into_inner().unwrap_or_else(|p| p.into_inner());
     model.ok_or_else(|| Error::Device("the fit over several devices ended without device 0's model".into()))
+}
+
+/// Whether every device goes on after this round: device 0 (the one given `user`, the
+/// caller's callback) decides, and one exchange a round tells the others.
+fn agree_to_go_on(comm: &dyn Collective, user: Option<&mut RoundCallback>, log: &RoundLog) -> Result<bool> {
+    const STOP: u8 = 0;
+    const GO_ON: u8 = 1;
+    const FAILED: u8 = 2;
+    match user {
+        Some(user) => {
+            let decision = user(log);
+            let code = match decision {
+                Ok(true) => GO_ON,
+                Ok(false) => STOP,
+                Err(_) => FAILED,
+            };
+            // The others add 0, so the maximum is this code.
+            comm.all_reduce_max(&mut [code as i64])?;
+            decision
+        }
+        None => {
+            let mut code = [0i64];
+            comm.all_reduce_max(&mut code)?;
+            match code[0] as u8 {
+                GO_ON => Ok(true),
+                STOP => Ok(false),
+                _ => Err(Error::Collective("stopped: GPU 0's round callback ended the fit with an error".into())),
+            }
+        }
+    }
 }

@@ -293,7 +293,7 @@ impl FlatForest {
 
     /// SHAP values (or, with `interactions`, SHAP interaction values) of every row (see
     /// `shap`), the bias from `base_margin` or the forest's.
-    fn predict_contrib(
+    fn shap_values(
         &self,
         columns: &[FeatureColumn],
         n_rows: usize,
@@ -338,16 +338,13 @@ impl FlatForest {
 }
 
 impl Predictor for FlatForest {
-    fn predict(
+    fn scores(
         &self,
         columns: &[FeatureColumn],
         n_rows: usize,
         base_margin: Option<&[f32]>,
         output: PredictOutput,
     ) -> Result<Predictions> {
-        if matches!(output, PredictOutput::Contrib | PredictOutput::Interaction) {
-            return Ok(self.predict_contrib(columns, n_rows, base_margin, output == PredictOutput::Interaction));
-        }
         if output == PredictOutput::Leaf {
             let n_trees = self.roots.len();
             let mut leaves = vec![0u32; n_rows * n_trees];
@@ -360,6 +357,16 @@ impl Predictor for FlatForest {
         };
         self.predict_margin(columns, &mut margin);
         Ok(finish(self.objective, self.n_outputs, margin, output))
+    }
+
+    fn contributions(
+        &self,
+        columns: &[FeatureColumn],
+        n_rows: usize,
+        base_margin: Option<&[f32]>,
+        interactions: bool,
+    ) -> Result<Predictions> {
+        Ok(self.shap_values(columns, n_rows, base_margin, interactions))
     }
 }
 

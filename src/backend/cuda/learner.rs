@@ -6,7 +6,7 @@
 //!
 //! The learner is its components, each owning its buffers and mirroring one kernel family:
 //! `Gradients` (gradients.cu), `HistogramBuilder` (histogram.cu), `SplitEvaluator`
-//! (split.cu), `RowPartitioner` and `MarginUpdate` (partition.cu), over the binned matrix
+//! (split*.cu), `RowPartitioner` and `MarginUpdate` (partition.cu), over the binned matrix
 //! (`DeviceMatrix`: binning.cu, sparse.cu) and the fit's `FitDevice`.
 
 use std::sync::Arc;

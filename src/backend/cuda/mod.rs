@@ -8,7 +8,7 @@
 //! | binning | `bin_columns_*`, `count_present`, `place_columns_*`, `sort_rows` | `columns.cu`, `binning.cu`, `sparse.cu` | `binning.rs`, into [`data::DeviceMatrix`] |
 //! | gradients, fixed point | `objective_*`, `gradient_max`, `quantise` | `gradients.cu` | `gradients::Gradients` |
 //! | histograms, subtraction | `histogram_*`, `plan_children`, `derive_siblings` | `histogram.cu` | `histogram::HistogramBuilder` |
-//! | split search | `evaluate_features`, `evaluate_categorical`, `best_feature`, `gather_runs`, `evaluate_vector`, `vector_left_sums` | `split.cu` | `split::SplitEvaluator` |
+//! | split search | `evaluate_features`, `best_feature`; `evaluate_categorical`, `gather_runs`; `evaluate_vector`, `vector_left_sums` | `split.cu`, `split_categorical.cu`, `split_vector.cu` | `split::SplitEvaluator` |
 //! | partition, margin update | `count_left_*`, `scatter`, `add_tree_*` | `partition.cu` | `partition::{RowPartitioner, MarginUpdate}` |
 //! | prediction | `predict_*`, `finish_predictions` | `predict.cu` | [`predict::GpuForest`] |
 //! | SHAP values | `shap_contrib_*`, `shap_interactions` | `shap.cu` | [`shap::ShapPaths`] |

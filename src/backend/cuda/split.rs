@@ -1,4 +1,4 @@
-//! Split search on the device (`kernels/split.cu`): every (node, numeric feature) scanned in
+//! Split search on the device (`kernels/split.cu`, `split_categorical.cu`, `split_vector.cu`): every (node, numeric feature) scanned in
 //! one launch, every (node, categorical feature) searched in another (categories ordered and
 //! sorted on the device), both with the CPU's double-precision arithmetic, then the best
 //! feature per node. The host reads back each node's best split and, for categorical winners,

@@ -395,21 +395,28 @@ impl GpuForest {
 impl Predictor for GpuForest {
     /// Streams the rows through the device; equals the CPU predictor up to float rounding in
     /// the link function.
-    fn predict(
+    fn scores(
         &self,
         columns: &[FeatureColumn],
         n_rows: usize,
         base_margin: Option<&[f32]>,
         output: PredictOutput,
     ) -> Result<Predictions> {
-        if matches!(output, PredictOutput::Contrib | PredictOutput::Interaction) {
-            let interactions = output == PredictOutput::Interaction;
-            let values = self.shap_paths()?.values(columns, n_rows, base_margin, &self.base_host, interactions)?;
-            let m = self.n_features as usize + 1;
-            let width = self.n_outputs as usize * if interactions { m * m } else { m };
-            return Ok(Predictions::Float { values, width });
-        }
         host_rows::stream_rows(self, columns, n_rows, base_margin, output)
+    }
+
+    /// The forest's SHAP paths (uploaded on the first request) over the streamed rows.
+    fn contributions(
+        &self,
+        columns: &[FeatureColumn],
+        n_rows: usize,
+        base_margin: Option<&[f32]>,
+        interactions: bool,
+    ) -> Result<Predictions> {
+        let values = self.shap_paths()?.values(columns, n_rows, base_margin, &self.base_host, interactions)?;
+        let m = self.n_features as usize + 1;
+        let width = self.n_outputs as usize * if interactions { m * m } else { m };
+        Ok(Predictions::Float { values, width })
     }
 
     /// Rows in the caller's GPU memory, scored there (see [`GpuForest::score_device`]).
