@@ -1,8 +1,8 @@
-//! Split search on the device (`kernels/split.cu`, `split_categorical.cu`, `split_vector.cu`): every (node, numeric feature) scanned in
-//! one launch, every (node, categorical feature) searched in another (categories ordered and
-//! sorted on the device), both with the CPU's double-precision arithmetic, then the best
-//! feature per node. The host reads back each node's best split and, for categorical winners,
-//! the categories sent left.
+//! Split search on the device (`kernels/split.cu`, `split_categorical.cu`, `split_vector.cu`):
+//! every (node, numeric feature) scanned in one launch, every (node, categorical feature)
+//! searched in another (categories ordered and sorted on the device), both with the CPU's
+//! double-precision arithmetic, then the best feature per node. The host reads back each
+//! node's best split and, for categorical winners, the categories sent left.
 
 use cudarc::driver::{CudaSlice, CudaView};
 
