@@ -51,6 +51,13 @@ pub trait Learner {
         cpu::predict::add_tree_binned(tree, binned, margin);
         Ok(())
     }
+
+    /// The boosting loop's work after a round's trees, begun at `started` (the evaluation
+    /// sets' margins and metrics, the round's callback), is done: under `POLARS_GBT_PROFILE=1`
+    /// the learner counts it as its `evaluation` stage rather than in its next one.
+    fn evaluated(&mut self, started: std::time::Instant) {
+        let _ = started;
+    }
 }
 
 /// A model's forest laid out for one backend ([`cpu::predict::FlatForest`],

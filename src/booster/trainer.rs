@@ -419,6 +419,7 @@ impl<'a> Trainer<'a> {
                     })
                     .collect::<Result<Vec<Tree>>>()?
             };
+            let evaluating = std::time::Instant::now();
             for (c, tree) in round_trees.into_iter().enumerate() {
                 for (e, margin) in binned.evals.iter().zip(evals.iter_mut()) {
                     let en = e.data.n_rows();
@@ -431,6 +432,7 @@ impl<'a> Trainer<'a> {
                 series.values.push(*v);
             }
             let keep_going = callback(&round_log)?;
+            learner.evaluated(evaluating);
             if self.stops_early(round, &round_log, &mut best) {
                 break;
             }

@@ -219,6 +219,19 @@ def test_arrow_inputs_and_the_verbose_log(train_df, capfd):
     assert err.endswith(" s\n") and "] 4/4 rounds" in err.split("\r")[-1] and 1 <= err.count("\r") <= 4, err
 
 
+def test_the_profile_names_the_evaluation_stage(train_df, test_df, monkeypatch, capfd):
+    # The boosting loop's work between trees (the evaluation sets, the round's callback) is a
+    # stage of its own, not part of the next round's gradients.
+    import re
+
+    monkeypatch.setenv("POLARS_GBT_PROFILE", "1")
+    params = dict(target="y", objective="binary:logistic", eval_metric="auc", n_estimators=20, device="cpu")
+    polars_gbt.train(train_df, eval_df=pl.concat([test_df] * 4), **params)
+    err = capfd.readouterr().err
+    line = next(line for line in err.splitlines() if "profile: CPU" in line)
+    assert float(re.search(r"evaluation ([0-9.]+) s", line).group(1)) > 0, line
+
+
 def test_keyboard_interrupt_stops_a_long_fit_promptly(train_df):
     import _thread
     import time

@@ -39,8 +39,9 @@ pub struct CpuLearner<'a> {
     /// fill and page faults of 4 bytes a row (~35 ms a tree at 20M rows, at any thread count).
     spare_rows: Vec<u32>,
     /// Under `POLARS_GBT_PROFILE=1`: gradients, the root's histograms, the split search, the
-    /// partition with the children's histograms, and the margins and leaf refits.
-    times: StageTimes<5>,
+    /// partition with the children's histograms, the margins and leaf refits, and the
+    /// boosting loop's evaluation.
+    times: StageTimes<6>,
 }
 
 impl<'a> CpuLearner<'a> {
@@ -106,6 +107,11 @@ impl CpuLearner<'_> {
 }
 
 impl Learner for CpuLearner<'_> {
+    fn evaluated(&mut self, started: std::time::Instant) {
+        let started = self.times.is_on().then_some(started);
+        self.times.stop(5, started);
+    }
+
     fn compute_gradients(&mut self, loss: &dyn Loss, targets: &Targets) -> Result<()> {
         let started = self.times.start();
         let t = Targets { weight: self.params.weighting.loss_weights(targets.weight), ..*targets };
@@ -171,11 +177,11 @@ impl Learner for CpuLearner<'_> {
 impl Drop for CpuLearner<'_> {
     fn drop(&mut self) {
         if self.times.is_on() {
-            let [g, root, split, part, finish] = self.times.seconds;
+            let [g, root, split, part, finish, evaluation] = self.times.seconds;
             eprintln!(
                 "polars-gbt profile: CPU ({} threads): gradients {g:.3} s, root histograms {root:.3} s, \
                  split search {split:.3} s, partition and children's histograms {part:.3} s, \
-                 margins and leaf refits {finish:.3} s",
+                 margins and leaf refits {finish:.3} s, evaluation {evaluation:.3} s",
                 rayon::current_num_threads()
             );
         }

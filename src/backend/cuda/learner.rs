@@ -45,8 +45,8 @@ use crate::tree::{grow_tree, GradSum, GrowParams, Quantiser, Tree, Weighting};
 pub(super) struct Profile {
     on: bool,
     last: Instant,
-    /// gradients, histograms, split search, partition, other, leaf refits
-    seconds: [f64; 6],
+    /// gradients, histograms, split search, partition, other, leaf refits, evaluation
+    seconds: [f64; 7],
 }
 
 #[derive(Clone, Copy)]
@@ -58,6 +58,8 @@ pub(super) enum Stage {
     Other = 4,
     /// The leaf refits of the L1-type losses.
     Refit = 5,
+    /// The boosting loop's work between trees: the evaluation sets and the round's callback.
+    Evaluation = 6,
 }
 
 impl Profile {
@@ -465,7 +467,7 @@ impl<'r> GpuLearner<'r> {
             params,
             n,
             n_active: 0,
-            profile: Profile { on: profile, last: Instant::now(), seconds: [0.0; 6] },
+            profile: Profile { on: profile, last: Instant::now(), seconds: [0.0; 7] },
             comm,
         };
         if learner.profile.on {
@@ -550,6 +552,12 @@ impl Learner for GpuLearner<'_> {
         Ok(())
     }
 
+    /// The stage clock runs from the end of the last tree, so this lap is the host's work
+    /// between trees (without it, that work counted as the next round's gradients).
+    fn evaluated(&mut self, _started: Instant) {
+        self.profile.lap(&self.dev.stream, Stage::Evaluation);
+    }
+
     fn grow(&mut self, output: usize, rows: Option<&[u32]>, tree_features: Vec<u32>, seed: u64) -> Result<Tree> {
         let (quantiser, total) = self.begin_tree(output, rows)?;
         let (params, cuts) = (self.params.clone(), self.cuts);
@@ -613,10 +621,11 @@ impl Drop for GpuLearner<'_> {
             eprintln!("polars-gbt profile: calls: {}", c.summary());
         }
         if self.profile.on {
-            let [g, h, sp, p, o, r] = self.profile.seconds;
+            let [g, h, sp, p, o, r, e] = self.profile.seconds;
             eprintln!(
                 "polars-gbt profile: gradients {g:.3} s, histograms {h:.3} s, split search {sp:.3} s, \
-                 partition {p:.3} s, leaf refits {r:.3} s, other {o:.3} s; peak {:.0} MiB on the device",
+                 partition {p:.3} s, leaf refits {r:.3} s, other {o:.3} s, evaluation {e:.3} s; peak {:.0} MiB \
+                 on the device",
                 self.dev.memory.peak as f64 / (1024.0 * 1024.0)
             );
             if let super::data::DeviceBins::Paged(pages) = &self.matrix.bins {
