@@ -1,5 +1,5 @@
 //! The growth driver over two backends in lockstep (tests/common/lockstep.rs), on the CPU:
-//! the harness that compares the GPU's steps with the CPU's (tests/cuda.rs) must find no
+//! the harness that compares the GPU's steps with the CPU's (tests/cuda_layouts.rs) must find no
 //! difference between two CPU learners, must name the step where two learners diverge, and the
 //! driver must grow the tree `Learner::grow` grows. Loss-guided growth in batches must grow
 //! the strict order's tree.

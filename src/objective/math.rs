@@ -6,7 +6,7 @@
 //! gradients and the trees, drifted apart in the last bits. This one uses only IEEE operations
 //! that round identically on both sides (+, -, *, floor and power-of-two scaling; the kernels
 //! are compiled with `--fmad=false` and without flushing subnormals), in the same order.
-//! Its twin is `portable_expf` in kernels/math.cuh; tests/cuda.rs checks they agree, and the
+//! Its twin is `portable_expf` in kernels/math.cuh; tests/cuda_trees.rs checks they agree, and the
 //! tests below that it is accurate (within one ulp of the exact value, correctly rounded for
 //! more than 99% of the floats).
 

@@ -19,6 +19,8 @@
 
 pub mod backends;
 pub mod distributed;
+#[cfg(feature = "cuda")]
+pub mod gpu;
 pub mod lockstep;
 
 use std::path::{Path, PathBuf};
