@@ -339,6 +339,27 @@ def test_categorical_enum_string_and_arrow_dictionary_columns_give_one_model(dev
     assert models["Categorical"].predict(cat_new).equals(expected, check_names=False)
 
 
+def test_a_categorical_column_of_millions_of_rows_is_read_in_pieces_and_merged():
+    # Over a million rows the ids are read in pieces on the pool and the pieces' categories
+    # merged: a category only in the first piece, one only in the last, and nulls in between
+    # all keep their names (the model is the String column's).
+    n = (1 << 21) + 7
+    i = pl.int_range(n)
+    text = pl.select(
+        c=pl.when(i < 5).then(pl.lit("first")).when(i >= n - 5).then(pl.lit("last"))
+        .when(i % 11 == 3).then(pl.lit(None, pl.String))
+        .when(i % 2 == 0).then(pl.lit("even")).otherwise(pl.lit("odd")),
+        z=(i % 97).cast(pl.Float64),
+    ).with_columns(y=pl.col("c").is_in(["first", "last"]).fill_null(False).cast(pl.Float64) * 4 + pl.col("z") / 97)
+    cat = text.with_columns(pl.col("c").cast(pl.Categorical))
+    assert cat["c"].n_chunks() == 1
+    params = dict(target="y", features=["c", "z"], n_estimators=2, max_depth=3, max_cat_to_onehot=1, device="cpu")
+    want = polars_gbt.train(text, **params)
+    got = polars_gbt.train(cat, **params)
+    assert got.categories["c"] == ["even", "first", "last", "odd"]
+    assert with_dtype_name(got, "c", "String").to_bytes() == want.to_bytes()
+
+
 def test_the_estimators_read_categorical_columns_as_their_string_twins():
     # Issue 61: the scikit-learn estimators hand a frame's Categorical over as its ids too.
     from polars_gbt.sklearn import GBTRegressor
