@@ -6,6 +6,8 @@
 
 use std::borrow::Cow;
 
+use rayon::prelude::*;
+
 use crate::backend::refit::LeafRefit;
 use crate::backend::{Engine, Fit, Learner, StartMargin};
 use crate::collective::{exact_sums, max_magnitudes, sum_count, RowSpans, Shard};
@@ -506,13 +508,15 @@ impl<'a> Trainer<'a> {
         let mut values = Vec::new();
         for (e, margin) in evals.iter().zip(margins) {
             let n = e.data.n_rows();
+            // Row-major predictions from the class-major margins, each row through the link
+            // function, on the pool (each row's value is its own: the same bits).
             let mut pred = vec![0f32; n * k];
-            for i in 0..n {
-                for c in 0..k {
-                    pred[i * k + c] = margin[c * n + i];
+            pred.par_chunks_mut(k).enumerate().with_min_len(4096).for_each(|(i, row)| {
+                for (c, p) in row.iter_mut().enumerate() {
+                    *p = margin[c * n + i];
                 }
-            }
-            pred.chunks_mut(k).for_each(|row| transform_row(self.cfg.objective, row));
+                transform_row(self.cfg.objective, row);
+            });
             // A distributed fit scores every worker's rows, in global order.
             let (pred, targets) = match &e.global {
                 Some(global) => (self.shard.gather_rows(&e.rows, &pred, k)?, global.targets()),

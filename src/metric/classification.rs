@@ -9,7 +9,15 @@ pub fn logloss(pred: &[f32], t: &Targets) -> f64 {
     weighted_average(t, |i| {
         let p = (pred[i] as f64).clamp(EPS, 1.0 - EPS);
         let y = t.label[i] as f64;
-        -(y * p.ln() + (1.0 - y) * (1.0 - p).ln())
+        // A 0/1 label needs one logarithm: the other term is a signed zero, which adds nothing
+        // to the sum's bits.
+        if y == 1.0 {
+            -p.ln()
+        } else if y == 0.0 {
+            -(1.0 - p).ln()
+        } else {
+            -(y * p.ln() + (1.0 - y) * (1.0 - p).ln())
+        }
     })
 }
 
