@@ -158,8 +158,9 @@ impl<'a> Training<'a> {
     }
 }
 
-/// One fit's inputs as the entry points hand them on to one another (`Training::run` gave the
-/// defaults: no callback goes on every round, no shard is one worker of all the rows).
+/// One fit's inputs as the entry points hand them on to one another. `Training::run` fills in
+/// the defaults: without a callback every round goes on; without a shard the fit is one
+/// worker's, of all the rows.
 struct Job<'a> {
     cfg: &'a TrainConfig,
     data: &'a Dataset,
