@@ -23,7 +23,6 @@ import argparse
 import datetime
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -31,17 +30,16 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from higgs_like import make  # noqa: E402
-from measure import auc, cpu_model  # noqa: E402
+from measure import auc, cpu_model, timed  # noqa: E402
 
 TEST_ROWS = 100_000
 
 
 def fastest(repeats: int, fit):
+    """The fastest of ``repeats`` timed calls of ``fit``: (seconds, its result)."""
     best = None
     for _ in range(repeats):
-        start = time.perf_counter()
-        result = fit()
-        seconds = time.perf_counter() - start
+        result, seconds = timed(fit)
         if best is None or seconds < best[0]:
             best = (seconds, result)
     return best
