@@ -1,4 +1,4 @@
-// e^x computed exactly as src/objective/math.rs computes it on the host, operation for operation,
+// e^x computed exactly as src/math.rs computes it on the host, operation for operation,
 // so that the CPU and the GPU see the same gradients and predictions, bit for bit (CUDA's expf
 // differs from the host's in the last bit for some inputs). It needs the kernels' flags:
 // --fmad=false (no contraction into fused multiply-adds) and subnormals kept (no -ftz).
@@ -28,7 +28,7 @@ __device__ __forceinline__ float portable_expf(float x) {
 
 __device__ __forceinline__ float portable_sigmoidf(float x) { return 1.0f / (1.0f + portable_expf(-x)); }
 
-// log2 of a positive, finite, normal double, as src/objective/math.rs (log2) computes it.
+// log2 of a positive, finite, normal double, as src/math.rs (log2) computes it.
 __device__ __forceinline__ double portable_log2(double x) {
     const unsigned long long bits = (unsigned long long)__double_as_longlong(x);
     long long e = (long long)((bits >> 52) & 0x7ffull) - 1023;
@@ -42,4 +42,29 @@ __device__ __forceinline__ double portable_log2(double x) {
     double series = 1.0 / 23.0;
     for (double k = 21.0; k > 0.0; k -= 2.0) series = series * s2 + 1.0 / k;
     return (double)e + (2.0 * s * series) * 1.4426950408889634;
+}
+
+// ln of a double, as src/math.rs (ln) computes it: the metrics' logarithm.
+__device__ __forceinline__ double portable_log(double x) {
+    if (x != x || x < 0.0) return __longlong_as_double(0x7ff8000000000000ll);
+    if (x == 0.0) return __longlong_as_double((long long)0xfff0000000000000ull);
+    if (x == __longlong_as_double(0x7ff0000000000000ll)) return x;
+    long long shift = 0;
+    if (x < 2.2250738585072014e-308) {
+        x *= 18014398509481984.0;
+        shift = -54;
+    }
+    const unsigned long long bits = (unsigned long long)__double_as_longlong(x);
+    long long e = (long long)((bits >> 52) & 0x7ffull) - 1023 + shift;
+    double m = __longlong_as_double((long long)((bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull));
+    if (m > 1.4142135623730951) {
+        m *= 0.5;
+        e += 1;
+    }
+    const double s = (m - 1.0) / (m + 1.0);
+    const double s2 = s * s;
+    double series = 1.0 / 23.0;
+    for (double k = 21.0; k > 0.0; k -= 2.0) series = series * s2 + 1.0 / k;
+    const double ef = (double)e;
+    return ef * __longlong_as_double(0x3fe62e42fee00000ll) + (2.0 * s * series + ef * __longlong_as_double(0x3dea39ef35793c76ll));
 }

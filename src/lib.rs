@@ -29,6 +29,7 @@ pub mod collective;
 pub mod config;
 pub mod data;
 pub mod error;
+pub mod math;
 pub mod metric;
 pub mod model;
 pub mod objective;

@@ -55,7 +55,7 @@ fn objectives_with_an_exp_fit_the_same_trees_on_the_gpu_as_on_the_cpu() {
         return;
     }
     // The softmax, Poisson, Tweedie and logistic gradients go through exp, computed by
-    // src/objective/math.rs and its twin kernels/math.cuh identically: the same trees, bit for bit,
+    // src/math.rs and its twin kernels/math.cuh identically: the same trees, bit for bit,
     // and predictions through the links bit for bit.
     let (frame, y) = random_data(40_000, 6, 2);
     let classes: Vec<f32> = y.iter().map(|v| (v.max(0.0) as u32 % 3) as f32).collect();

@@ -29,7 +29,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::math::{exp, sigmoid};
+use crate::math::{exp, sigmoid};
 use super::{aft, count, logistic, quantile, ranking, softmax, squared, survival, Loss};
 use crate::error::{Error, Result};
 use crate::metric::Metric;

@@ -14,7 +14,6 @@ mod aft;
 mod count;
 mod descriptor;
 mod logistic;
-mod math;
 mod per_target;
 mod quantile;
 mod ranking;
@@ -85,7 +84,7 @@ pub fn transform_row(objective: Objective, row: &mut [f32]) {
     objective.link().apply(row)
 }
 
-pub(crate) use math::sigmoid;
+pub(crate) use crate::math::sigmoid;
 
 /// Fails with the first row where `ok` does not hold.
 pub(crate) fn check_each(label: &[f32], what: &str, ok: impl Fn(f32) -> bool + Sync) -> Result<()> {

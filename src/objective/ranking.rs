@@ -22,7 +22,7 @@
 
 use rayon::prelude::*;
 
-use super::math::{log2, sigmoid};
+use crate::math::{log2, sigmoid};
 use super::{check_each, Loss, Targets};
 use crate::error::{Error, Result};
 use crate::tree::GradPair;

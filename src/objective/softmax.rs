@@ -2,7 +2,7 @@
 
 use rayon::prelude::*;
 
-use super::math::exp;
+use crate::math::exp;
 use super::{check_each, Loss, Targets};
 use crate::error::Result;
 use crate::tree::GradPair;

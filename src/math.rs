@@ -1,5 +1,6 @@
-//! `exp` for f32 and `log2` for f64, written with operations that round the same on the host and
-//! the device, so that a fit on the GPU gives the same trees as one on the CPU, bit for bit.
+//! `exp` for f32, `ln` and `log2` for f64, written with operations that round the same on the
+//! host and the device, so that a fit on the GPU gives the same trees as one on the CPU, and the
+//! same evaluation logs, bit for bit.
 //!
 //! The host's `expf` (libm) and CUDA's `expf` are both accurate to an ulp or so, but not the same
 //! function: the logistic, softmax, Poisson and Tweedie gradients, and from them the quantised
@@ -88,6 +89,48 @@ pub fn log2(x: f64) -> f64 {
     }
     e as f64 + (2.0 * s * series) * std::f64::consts::LOG2_E
 }
+
+/// ln 2 as fdlibm splits it: `e * LN2_HI` is exact for every exponent of an f64 (|e| < 2^11).
+const LN2_HI_F64: u64 = 0x3fe6_2e42_fee0_0000;
+const LN2_LO_F64: u64 = 0x3dea_39ef_3579_3c76;
+
+/// ln(x) for f64 (the metrics' logarithm): x = 2^e m with m in [sqrt(1/2), sqrt(2)), ln m =
+/// 2 atanh(s) with s = (m - 1) / (m + 1) summed as [`log2`] sums it, and e ln 2 in two parts.
+/// Within two ulps of the exact value; 0 gives -inf, negatives and NaN give NaN. Twin:
+/// `portable_log` in kernels/math.cuh.
+pub fn ln(x: f64) -> f64 {
+    if x.is_nan() || x < 0.0 {
+        return f64::NAN;
+    }
+    if x == 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if x == f64::INFINITY {
+        return x;
+    }
+    // Subnormals are scaled into the normal range first.
+    let (x, shift) = if x < f64::MIN_POSITIVE { (x * TWO_54, -54) } else { (x, 0) };
+    let bits = x.to_bits();
+    let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023 + shift;
+    let mut m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
+    if m > std::f64::consts::SQRT_2 {
+        m *= 0.5;
+        e += 1;
+    }
+    let s = (m - 1.0) / (m + 1.0);
+    let s2 = s * s;
+    let mut series = 1.0 / 23.0;
+    let mut k = 21.0;
+    while k > 0.0 {
+        series = series * s2 + 1.0 / k;
+        k -= 2.0;
+    }
+    let e = e as f64;
+    e * f64::from_bits(LN2_HI_F64) + (2.0 * s * series + e * f64::from_bits(LN2_LO_F64))
+}
+
+/// 2^54, which lifts any subnormal f64 into the normal range.
+const TWO_54: f64 = 18_014_398_509_481_984.0;
 
 /// 2^i for i in -126..=127.
 #[inline]
@@ -195,6 +238,25 @@ mod tests {
             assert_eq!(log2((1u64 << p) as f64), p as f64);
         }
         assert!((log2(0.3) - 0.3f64.log2()).abs() < 4.0 * f64::EPSILON);
+    }
+
+    #[test]
+    fn ln_is_within_two_ulps_and_handles_the_edges() {
+        let ulps = |a: f64, b: f64| (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs();
+        let mut x = 1e-300f64;
+        while x < 1e300 {
+            for y in [x, 1.0 + x.min(1.0) * 1e-3, 1.0 - x.min(1.0) * 1e-3] {
+                let (ours, libm) = (ln(y), y.ln());
+                assert!(ulps(ours, libm) <= 2 || (ours - libm).abs() < 1e-300, "ln({y:e}) = {ours:e}, not {libm:e}");
+            }
+            x *= 1.37;
+        }
+        assert_eq!(ln(1.0), 0.0);
+        assert_eq!(ln(0.0), f64::NEG_INFINITY);
+        assert_eq!(ln(f64::INFINITY), f64::INFINITY);
+        assert!(ln(-1.0).is_nan() && ln(f64::NAN).is_nan());
+        let tiny = f64::from_bits(3);
+        assert!(ulps(ln(tiny), tiny.ln()) <= 2);
     }
 
     #[test]
