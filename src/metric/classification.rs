@@ -2,6 +2,7 @@
 
 use super::weighted_average;
 use crate::data::Targets;
+use crate::math::ln;
 
 const EPS: f64 = 1e-15;
 
@@ -12,11 +13,11 @@ pub fn logloss(pred: &[f32], t: &Targets) -> f64 {
         // A 0/1 label needs one logarithm: the other term is a signed zero, which adds nothing
         // to the sum's bits.
         if y == 1.0 {
-            -p.ln()
+            -ln(p)
         } else if y == 0.0 {
-            -(1.0 - p).ln()
+            -ln(1.0 - p)
         } else {
-            -(y * p.ln() + (1.0 - y) * (1.0 - p).ln())
+            -(y * ln(p) + (1.0 - y) * ln(1.0 - p))
         }
     })
 }
@@ -59,7 +60,7 @@ pub fn auc(pred: &[f32], t: &Targets) -> f64 {
 }
 
 pub fn mlogloss(pred: &[f32], k: usize, t: &Targets) -> f64 {
-    weighted_average(t, |i| -(pred[i * k + t.label[i] as usize] as f64).clamp(EPS, 1.0).ln())
+    weighted_average(t, |i| -ln((pred[i * k + t.label[i] as usize] as f64).clamp(EPS, 1.0)))
 }
 
 pub fn merror(pred: &[f32], k: usize, t: &Targets) -> f64 {

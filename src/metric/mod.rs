@@ -11,10 +11,11 @@ mod classification;
 mod custom;
 mod ranking;
 mod regression;
+pub mod sum;
 
 pub use custom::CustomMetric;
+pub use sum::halving_sum;
 
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::data::Targets;
@@ -251,6 +252,26 @@ impl Metric {
         }
     }
 
+    /// A weighted mean from its sums: the terms' `s` over the weights' `w` (0 without weight).
+    pub fn mean(s: f64, w: f64) -> f64 {
+        if w > 0.0 {
+            s / w
+        } else {
+            0.0
+        }
+    }
+
+    /// An elementwise metric's value from its weighted mean term (a square root or a factor
+    /// for some), as [`Metric::evaluate`] finishes it: the device's evaluation sums the terms
+    /// and the host finishes them here.
+    pub fn finish(&self, mean: f64) -> f64 {
+        match self {
+            Metric::Rmse | Metric::Rmsle => mean.sqrt(),
+            Metric::GammaDeviance => 2.0 * mean,
+            _ => mean,
+        }
+    }
+
     /// The metric over predictions `pred` (row-major `n_rows x n_outputs`, transformed).
     pub fn evaluate(&self, pred: &[f32], n_outputs: usize, t: &Targets, params: &MetricParams) -> f64 {
         match self {
@@ -282,35 +303,18 @@ impl Metric {
     }
 }
 
-/// Weighted average of `f(i)` over rows. Above a few thousand rows the terms are computed on
-/// the pool (a metric's logarithms are most of an evaluation round), then summed one after
-/// another in row order as before, so the value's bits do not depend on the threads.
+/// Weighted average of `f(i)` over rows: the terms `f(i) w(i)` and the weights each added up by
+/// [`sum::halving_sum`], so that the device's evaluation (kernels/metric.cu) gives the same
+/// bits, and the threads do not change them.
 pub(crate) fn weighted_average(t: &Targets, f: impl Fn(usize) -> f64 + Sync) -> f64 {
-    const SERIAL_ROWS: usize = 1 << 14;
-    const BLOCK: usize = 4096;
-    let term = |i: usize| f(i) * t.w(i) as f64;
     let n = t.n_rows();
-    let (mut s, mut w) = (0f64, 0f64);
-    if n < SERIAL_ROWS {
-        for i in 0..n {
-            s += term(i);
-            w += t.w(i) as f64;
-        }
-    } else {
-        let mut terms = vec![0f64; n];
-        terms.par_chunks_mut(BLOCK).enumerate().for_each(|(b, out)| {
-            out.iter_mut().enumerate().for_each(|(j, x)| *x = term(b * BLOCK + j));
-        });
-        for (i, x) in terms.iter().enumerate() {
-            s += x;
-            w += t.w(i) as f64;
-        }
-    }
-    if w > 0.0 {
-        s / w
-    } else {
-        0.0
-    }
+    let s = sum::halving_sum(n, |i| f(i) * t.w(i) as f64);
+    // Unit weights add up to n exactly (any integer below 2^53 does).
+    let w = match t.weight {
+        Some(w) => sum::halving_sum(n, |i| w[i] as f64),
+        None => n as f64,
+    };
+    Metric::mean(s, w)
 }
 
 #[cfg(test)]
@@ -318,21 +322,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_weighted_average_on_the_pool_has_the_row_order_sums_bits() {
-        // Above the serial size the terms are computed on the pool: the sum must still be the
-        // one-row-after-another sum, bit for bit, with weights and without.
+    fn a_weighted_average_is_the_halving_sums_quotient() {
         for n in [100, 50_000, 200_003] {
             let label: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 / 999.0).collect();
             let weight: Vec<f32> = (0..n).map(|i| 0.25 + ((i * 104_729) % 97) as f32 / 13.0).collect();
             for weight in [None, Some(&weight[..])] {
                 let t = Targets { label: &label, label_upper: None, weight, groups: None };
                 let f = |i: usize| (label[i] as f64 + 1e-3).ln() * 1.000_000_1;
-                let (mut s, mut w) = (0f64, 0f64);
-                for i in 0..n {
-                    let wi = t.w(i) as f64;
-                    s += f(i) * wi;
-                    w += wi;
-                }
+                let s = sum::halving_sum(n, |i| f(i) * t.w(i) as f64);
+                let w = sum::halving_sum(n, |i| t.w(i) as f64);
                 assert_eq!(weighted_average(&t, f).to_bits(), (s / w).to_bits(), "{n} rows");
             }
         }

@@ -3,6 +3,7 @@
 use super::weighted_average;
 use crate::data::targets::survival_order;
 use crate::data::Targets;
+use crate::math::ln;
 
 pub fn rmse(pred: &[f32], t: &Targets) -> f64 {
     weighted_average(t, |i| {
@@ -60,7 +61,7 @@ pub fn poisson_nloglik(pred: &[f32], t: &Targets) -> f64 {
 pub fn gamma_nloglik(pred: &[f32], t: &Targets) -> f64 {
     weighted_average(t, |i| {
         let (p, y) = ((pred[i] as f64).max(1e-16), t.label[i] as f64);
-        y / p + p.ln()
+        y / p + ln(p)
     })
 }
 
@@ -69,7 +70,7 @@ pub fn gamma_nloglik(pred: &[f32], t: &Targets) -> f64 {
 pub fn gamma_deviance(pred: &[f32], t: &Targets) -> f64 {
     2.0 * weighted_average(t, |i| {
         let ratio = (t.label[i] as f64 + 1e-6) / (pred[i] as f64 + 1e-6);
-        ratio - ratio.ln() - 1.0
+        ratio - ln(ratio) - 1.0
     })
 }
 
