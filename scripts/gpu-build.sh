@@ -9,7 +9,7 @@ mkdir -p .gpu
 cargo build --release --locked --example bench_gpu --example bench_predict --example bench_shap
 for b in bench_gpu bench_predict bench_shap; do cp "$CARGO_TARGET_DIR/release/examples/$b" .gpu/; done
 # cuda_*: the GPU's own tests; the others run every scenario on every usable backend.
-for t in cuda_trees cuda_layouts cuda_predict cuda_stream cuda_gpus \
+for t in cuda_trees cuda_layouts cuda_predict cuda_stream cuda_gpus cuda_evaluation \
     device_ingest deep_trees invariants objectives constraints fuzz_models; do
     exe=$(cargo test --release --locked --no-run --test "$t" --message-format=json 2>/dev/null |
         python3 -c 'import json, sys

@@ -670,6 +670,7 @@ const SIBLING_CYCLES: &[(&str, &[&str], &str)] = &[(
         "binning",
         "buffers",
         "cuts",
+        "evaluation",
         "forest",
         "gradients",
         "histogram",

@@ -19,9 +19,10 @@ pub mod select;
 pub use engine::{Backend, Boost, Engine, Fit, FitRows, StartMargin};
 pub use select::{device_collective, for_scoring, select};
 
-use crate::data::{BinnedMatrix, FeatureColumn};
+use crate::data::{BinnedMatrix, FeatureColumn, FeatureFrame};
 use crate::error::Result;
-use crate::objective::{Loss, Targets};
+use crate::metric::{Metric, MetricParams};
+use crate::objective::{Loss, Objective, Targets};
 use crate::prediction::{ExportArrays, PredictOutput, Predictions};
 use crate::tree::Tree;
 
@@ -52,12 +53,57 @@ pub trait Learner {
         Ok(())
     }
 
+    /// Offers the learner evaluation set `set`, to keep where it trains: `Some(id)` when it
+    /// took it (it then adds each tree to the set's margins, [`Learner::add_tree_to_held`],
+    /// and computes its metrics, [`Learner::held_metrics`]), None when the host keeps the set
+    /// (the default: the boosting loop bins it and walks each tree over it, as above).
+    fn hold_eval_set(&mut self, set: EvalSetRows<'_>) -> Result<Option<usize>> {
+        let _ = set;
+        Ok(None)
+    }
+
+    /// Adds output `output`'s `tree` to held set `set`'s margins of that output.
+    fn add_tree_to_held(&mut self, set: usize, output: usize, tree: &Tree) -> Result<()> {
+        let _ = (set, output, tree);
+        Err(crate::error::Error::Device("this learner holds no evaluation set".into()))
+    }
+
+    /// Held set `set`'s margins, class-major (read back from where the learner keeps them).
+    fn held_margins(&mut self, set: usize) -> Result<Vec<f32>> {
+        let _ = set;
+        Err(crate::error::Error::Device("this learner holds no evaluation set".into()))
+    }
+
+    /// The values of `metrics` on held set `set`, predictions through `objective`'s link:
+    /// each the bits [`Metric::evaluate`] gives on the host, or None for a metric the learner
+    /// leaves to the host (which then reads the margins).
+    fn held_metrics(
+        &mut self,
+        set: usize,
+        metrics: &[Metric],
+        params: &MetricParams,
+        objective: Objective,
+    ) -> Result<Vec<Option<f64>>> {
+        let _ = (set, params, objective);
+        Ok(vec![None; metrics.len()])
+    }
+
     /// The boosting loop's work after a round's trees, begun at `started` (the evaluation
     /// sets' margins and metrics, the round's callback), is done: under `POLARS_GBT_PROFILE=1`
     /// the learner counts it as its `evaluation` stage rather than in its next one.
     fn evaluated(&mut self, started: std::time::Instant) {
         let _ = started;
     }
+}
+
+/// An evaluation set as the boosting loop offers it to a learner ([`Learner::hold_eval_set`]).
+pub struct EvalSetRows<'a> {
+    /// Its feature columns, bound to the fit's features (in their order, categories mapped).
+    pub features: &'a FeatureFrame,
+    /// Its labels, bounds and weights (the metrics read them).
+    pub targets: Targets<'a>,
+    /// Its margins to start from, class-major.
+    pub margin: StartMargin,
 }
 
 /// A model's forest laid out for one backend ([`cpu::predict::FlatForest`],

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use rayon::prelude::*;
 
 use crate::backend::refit::LeafRefit;
-use crate::backend::{Engine, Fit, Learner, StartMargin};
+use crate::backend::{Engine, EvalSetRows, Fit, Learner, StartMargin};
 use crate::collective::{exact_sums, max_magnitudes, sum_count, RowSpans, Shard};
 use crate::config::{MultiStrategy, TrainConfig};
 use crate::data::{BinnedMatrix, Dataset, FeatureCuts, FeatureFrame};
@@ -22,13 +22,11 @@ use crate::tree::{GrowParams, Tree, Weighting};
 
 use super::{RoundCallback, RoundLog, UserFunctions};
 
-/// An evaluation set, binned with the training cuts, with its running margins.
+/// An evaluation set, with its running margins where they are kept.
 struct EvalSet<'a> {
     name: String,
     data: &'a Dataset,
-    /// Binned here, or already (a streamed set, `data::stream_eval_set`).
-    binned: Cow<'a, BinnedMatrix>,
-    margin: Vec<f32>,
+    place: EvalPlace<'a>,
     /// With several targets: the labels row-major and the weights repeated per target, for
     /// metrics scored element by element.
     flat: Option<(Vec<f32>, Option<Vec<f32>>)>,
@@ -38,9 +36,20 @@ struct EvalSet<'a> {
     global: Option<GlobalTargets>,
 }
 
+/// Where an evaluation set's margins are kept and its trees walked.
+enum EvalPlace<'a> {
+    /// Held by the learner where it trains ([`Learner::hold_eval_set`]: the GPU's memory),
+    /// under its id there.
+    Held(usize),
+    /// On the host: binned with the training cuts (here, or as it streamed), with its margins
+    /// to start from (class-major).
+    Host { binned: Cow<'a, BinnedMatrix>, margin: Vec<f32> },
+}
+
 impl<'a> EvalSet<'a> {
-    /// Evaluation set `i` of the fit, `name`: `d` binned with the training cuts, its margins
-    /// started, and in a distributed fit every worker's targets gathered.
+    /// Evaluation set `i` of the fit, `name`: `d` offered to `learner` (a set in columns, on
+    /// one worker) or else binned with the training cuts on the host, its margins started, and
+    /// in a distributed fit every worker's targets gathered.
     #[allow(clippy::too_many_arguments)]
     fn new(
         name: &str,
@@ -51,10 +60,14 @@ impl<'a> EvalSet<'a> {
         k: usize,
         shard: &Shard,
         i: usize,
+        learner: &mut dyn Learner,
     ) -> Result<Self> {
-        let binned = match d.binned() {
+        let start = Trainer::start_margin(base_margin, d, k);
+        let place = match d.binned() {
             // Binned as it streamed, with the training cut points: they must be these.
-            Some(rows) if rows.cuts() == cuts => rows.matrix(),
+            Some(rows) if rows.cuts() == cuts => {
+                EvalPlace::Host { binned: rows.matrix(), margin: start.into_rows(d.n_rows()) }
+            }
             Some(_) => {
                 return Err(Error::data(format!(
                     "eval set `{name}` was binned with other cut points than the fit's (stream it with the \
@@ -62,16 +75,30 @@ impl<'a> EvalSet<'a> {
                 )))
             }
             None => {
-                let columns = bind_columns(features, &d.features)?;
-                Cow::Owned(BinnedMatrix::new(&FeatureFrame::new(columns)?, cuts))
+                let frame = FeatureFrame::new(bind_columns(features, &d.features)?)?;
+                // A distributed fit's metrics read every worker's rows, on the host.
+                let held = match shard.is_distributed() {
+                    true => None,
+                    false => learner.hold_eval_set(EvalSetRows {
+                        features: &frame,
+                        targets: d.targets(),
+                        margin: Trainer::start_margin(base_margin, d, k),
+                    })?,
+                };
+                match held {
+                    Some(id) => EvalPlace::Held(id),
+                    None => EvalPlace::Host {
+                        binned: Cow::Owned(BinnedMatrix::new(&frame, cuts)),
+                        margin: start.into_rows(d.n_rows()),
+                    },
+                }
             }
         };
-        let margin = Trainer::start_margin(base_margin, d, k).into_rows(d.n_rows());
         let rows = shard.evals.get(i).cloned().unwrap_or_else(|| RowSpans::whole(d.n_rows()));
         let global = if shard.is_distributed() { Some(GlobalTargets::gather(shard, &rows, d, true)?) } else { None };
         let targets = global.as_ref().map_or_else(|| d.targets(), GlobalTargets::targets);
         let flat = (d.n_targets() > 1).then(|| flatten_targets(&targets, d.n_targets()));
-        Ok(EvalSet { name: name.to_string(), data: d, binned, margin, flat, rows, global })
+        Ok(EvalSet { name: name.to_string(), data: d, place, flat, rows, global })
     }
 }
 
@@ -191,9 +218,9 @@ impl<'a> Trainer<'a> {
         Ok(Trainer { cfg, data, loss, metrics, custom_metrics, grow, base_margin, eval_data, k, shard })
     }
 
-    /// The features (with the cut points the engine computed) and the evaluation sets binned
-    /// with those cuts.
-    fn bind(&self, cuts: &[FeatureCuts]) -> Result<Binned<'a>> {
+    /// The features (with the cut points the engine computed) and the evaluation sets, held by
+    /// the learner or binned with those cuts.
+    fn bind(&self, cuts: &[FeatureCuts], learner: &mut dyn Learner) -> Result<Binned<'a>> {
         let features: Vec<FeatureInfo> = self
             .data
             .features
@@ -211,7 +238,9 @@ impl<'a> Trainer<'a> {
             .eval_data
             .iter()
             .enumerate()
-            .map(|(i, (name, d))| EvalSet::new(name, d, &features, cuts, &self.base_margin, self.k, self.shard, i))
+            .map(|(i, (name, d))| {
+                EvalSet::new(name, d, &features, cuts, &self.base_margin, self.k, self.shard, i, learner)
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(Binned { features, evals })
     }
@@ -371,7 +400,7 @@ impl<'a> Trainer<'a> {
         };
         let mut model = None;
         engine.fit(fit, &mut |cuts, learner| {
-            let binned = self.bind(cuts)?;
+            let binned = self.bind(cuts, learner)?;
             model = Some(self.boost(&binned, learner, &mut *callback)?);
             Ok(())
         })?;
@@ -395,7 +424,15 @@ impl<'a> Trainer<'a> {
         let mut best: Option<(usize, f64)> = None;
         let all_features: Vec<u32> = (0..binned.features.len() as u32).collect();
         let train_targets = self.data.targets();
-        let mut evals = binned.evals.iter().map(|e| e.margin.clone()).collect::<Vec<_>>();
+        // The host's sets' margins (none for a held set).
+        let mut evals: Vec<Vec<f32>> = binned
+            .evals
+            .iter()
+            .map(|e| match &e.place {
+                EvalPlace::Host { margin, .. } => margin.clone(),
+                EvalPlace::Held(_) => Vec::new(),
+            })
+            .collect();
         for round in 0..self.cfg.n_estimators {
             learner.compute_gradients(&*self.loss, &train_targets)?;
             let rows = self.sample_rows(round)?;
@@ -425,11 +462,16 @@ impl<'a> Trainer<'a> {
             for (c, tree) in round_trees.into_iter().enumerate() {
                 for (e, margin) in binned.evals.iter().zip(evals.iter_mut()) {
                     let en = e.data.n_rows();
-                    learner.add_tree_to_eval(&tree, &e.binned, &mut margin[c * en..(c + 1) * en])?;
+                    match &e.place {
+                        EvalPlace::Held(id) => learner.add_tree_to_held(*id, c, &tree)?,
+                        EvalPlace::Host { binned, .. } => {
+                            learner.add_tree_to_eval(&tree, binned, &mut margin[c * en..(c + 1) * en])?
+                        }
+                    }
                 }
                 trees.push(tree);
             }
-            let round_log = self.evaluate(&binned.evals, round, &evals)?;
+            let round_log = self.evaluate(&binned.evals, round, &evals, learner)?;
             for (series, (_, _, v)) in log.iter_mut().zip(&round_log.values) {
                 series.values.push(*v);
             }
@@ -502,43 +544,76 @@ impl<'a> Trainer<'a> {
         false
     }
 
-    fn evaluate(&self, evals: &[EvalSet], round: usize, margins: &[Vec<f32>]) -> Result<RoundLog> {
-        let k = self.k;
+    /// The metrics of every evaluation set after `round`: a held set's from its learner where
+    /// it computes them, the others on the host from the set's margins (`margins`, or a held
+    /// set's read back).
+    fn evaluate(
+        &self,
+        evals: &[EvalSet],
+        round: usize,
+        margins: &[Vec<f32>],
+        learner: &mut dyn Learner,
+    ) -> Result<RoundLog> {
         let params = self.cfg.metric_params();
         let mut values = Vec::new();
         for (e, margin) in evals.iter().zip(margins) {
-            let n = e.data.n_rows();
-            // Row-major predictions from the class-major margins, each row through the link
-            // function, on the pool (each row's value is its own: the same bits).
-            let mut pred = vec![0f32; n * k];
-            pred.par_chunks_mut(k).enumerate().with_min_len(4096).for_each(|(i, row)| {
-                for (c, p) in row.iter_mut().enumerate() {
-                    *p = margin[c * n + i];
+            let device = match e.place {
+                EvalPlace::Held(id) if e.flat.is_none() => {
+                    learner.held_metrics(id, &self.metrics, &params, self.cfg.objective)?
                 }
-                transform_row(self.cfg.objective, row);
-            });
-            // A distributed fit scores every worker's rows, in global order.
-            let (pred, targets) = match &e.global {
-                Some(global) => (self.shard.gather_rows(&e.rows, &pred, k)?, global.targets()),
-                None => (pred, e.data.targets()),
+                _ => vec![None; self.metrics.len()],
             };
-            if self.cfg.num_target > 1 {
-                // Element by element: the labels row-major as the predictions, the weights
-                // repeated for each target.
-                let (label, weight) = e.flat.as_ref().expect("multi-target eval sets are flattened");
+            let on_host = device.iter().any(Option::is_none) || !self.custom_metrics.is_empty();
+            let read;
+            let margin = match e.place {
+                EvalPlace::Held(id) if on_host => {
+                    read = learner.held_margins(id)?;
+                    &read
+                }
+                _ => margin,
+            };
+            let host = on_host.then(|| self.host_predictions(e, margin)).transpose()?;
+            let named = |m: String, v: f64| (e.name.clone(), m, v);
+            // Element by element: the labels row-major as the predictions, the weights repeated
+            // for each target.
+            if let (Some((label, weight)), Some((pred, _))) = (&e.flat, &host) {
                 let t = crate::data::Targets { label, label_upper: None, weight: weight.as_deref(), groups: None };
                 for m in &self.metrics {
-                    values.push((e.name.clone(), m.name(), m.evaluate(&pred, 1, &t, &params)));
+                    values.push(named(m.name(), m.evaluate(pred, 1, &t, &params)));
                 }
                 continue;
             }
-            for m in &self.metrics {
-                values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &targets, &params)));
+            for (m, d) in self.metrics.iter().zip(device) {
+                let v = match (d, &host) {
+                    (Some(v), _) => v,
+                    (None, Some((pred, targets))) => m.evaluate(pred, self.k, targets, &params),
+                    (None, None) => unreachable!("a metric left to the host has the host's predictions"),
+                };
+                values.push(named(m.name(), v));
             }
             for m in &self.custom_metrics {
-                values.push((e.name.clone(), m.name(), m.evaluate(&pred, k, &targets)?));
+                let (pred, targets) = host.as_ref().expect("a user's metric reads the host's predictions");
+                values.push(named(m.name(), m.evaluate(pred, self.k, targets)?));
             }
         }
         Ok(RoundLog { round, values })
+    }
+
+    /// Set `e`'s predictions from its class-major `margin`s (row-major, through the link
+    /// function, on the pool: each row's value is its own, so the same bits), with the targets
+    /// its metrics read; a distributed fit's over every worker's rows, in global order.
+    fn host_predictions<'e>(&self, e: &'e EvalSet, margin: &[f32]) -> Result<(Vec<f32>, crate::data::Targets<'e>)> {
+        let (k, n) = (self.k, e.data.n_rows());
+        let mut pred = vec![0f32; n * k];
+        pred.par_chunks_mut(k).enumerate().with_min_len(4096).for_each(|(i, row)| {
+            for (c, p) in row.iter_mut().enumerate() {
+                *p = margin[c * n + i];
+            }
+            transform_row(self.cfg.objective, row);
+        });
+        Ok(match &e.global {
+            Some(global) => (self.shard.gather_rows(&e.rows, &pred, k)?, global.targets()),
+            None => (pred, e.data.targets()),
+        })
     }
 }

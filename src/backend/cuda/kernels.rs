@@ -26,6 +26,7 @@ pub const SOURCE: &str = concat!(
     include_str!("../../../kernels/split_vector.cu"),
     include_str!("../../../kernels/partition.cu"),
     include_str!("../../../kernels/refit.cu"),
+    include_str!("../../../kernels/metric.cu"),
     include_str!("../../../kernels/sparse.cu"),
     include_str!("../../../kernels/columns.cu"),
     include_str!("../../../kernels/predict.cu"),

@@ -464,6 +464,14 @@ macro_rules! kernel_arg_probes {
         $probe!(BinRowsArgs<u8>, "BinRowsArgs<u8>", [x, n, cuts, cut_offsets, n_categories, staged_cap, bins]);
         $probe!(BinRowsArgs<u16>, "BinRowsArgs<u16>", [x, n, cuts, cut_offsets, n_categories, staged_cap, bins]);
         $probe!(FinishPredictionsArgs, "FinishPredictionsArgs", [margin, n, k, link, classes]);
+        use super::evaluation::*;
+        $probe!(
+            MetricRows,
+            "MetricRows",
+            [margin, label, label_upper, weight, alphas, n_alphas, n, k, link, metric, pad]
+        );
+        $probe!(MetricTermsArgs, "MetricTermsArgs", [rows, sums, n_groups, pad]);
+        $probe!(HalveSumsArgs, "HalveSumsArgs", [values, n, out_stride, out]);
         $probe!(
             GatherRowsArgs,
             "GatherRowsArgs",
@@ -558,7 +566,19 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
     probe!(ShapElement, "ShapElement", [feature, zero, value, output, shape, word, threshold, more_begin, more_end]);
     probe!(ShapSplit, "ShapSplit", [word, threshold]);
     kernel_arg_probes!(probe);
-    let mut constants: Vec<(&str, u64)> = Vec::new();
+    for (name, value) in kernel_constants() {
+        body += &format!("  out[{}] = (unsigned long long)({name});\n", expected.len());
+        expected.push((name.to_string(), value));
+    }
+    let source =
+        format!("extern \"C\" __global__ void layout_probe(unsigned long long* out, char* base) {{\n{body}}}\n");
+    (source, expected)
+}
+
+/// Every code and constant the host passes to kernels or sizes launches by, with its value in
+/// Rust, for [`layout_probe`] to compare.
+fn kernel_constants() -> Vec<(&'static str, u64)> {
+    let mut constants: Vec<(&'static str, u64)> = Vec::new();
     constants.extend(GpuGradient::ALL.map(|g| (g.kernel_name(), g as u64)));
     constants.extend(Link::ALL.map(|l| (l.kernel_name(), l as u64)));
     constants.extend([
@@ -580,15 +600,12 @@ pub fn layout_probe() -> (String, Vec<(String, u64)>) {
         ("CUT_THREADS", super::cuts::CUT_THREADS as u64),
         ("BIN_TILE_ROWS", super::binning::BIN_TILE_ROWS as u64),
         ("BIN_THREADS", super::binning::BIN_THREADS as u64),
+        ("METRIC_THREADS", super::evaluation::METRIC_THREADS as u64),
+        ("METRIC_GROUP", crate::metric::sum::GROUP as u64),
     ]);
+    constants.extend(super::evaluation::DEVICE_METRICS.iter().enumerate().map(|(code, (_, name))| (*name, code as u64)));
     constants.extend(super::columns::DTYPES.iter().enumerate().map(|(code, (name, _))| (*name, code as u64)));
-    for (name, value) in constants {
-        body += &format!("  out[{}] = (unsigned long long)({name});\n", expected.len());
-        expected.push((name.to_string(), value));
-    }
-    let source =
-        format!("extern \"C\" __global__ void layout_probe(unsigned long long* out, char* base) {{\n{body}}}\n");
-    (source, expected)
+    constants
 }
 
 /// The values `layout_probe` stores, read from its PTX (`mov.u64 %rdN, value` followed by

@@ -19,6 +19,7 @@ use super::columns::DeviceColumns;
 use super::cuts::device_cuts;
 use super::data::{DeviceMatrix, Layout};
 use super::device_error;
+use super::evaluation::DeviceEvaluation;
 use super::gradients::Gradients;
 use super::histogram::HistogramBuilder;
 use super::layout::TaskRows;
@@ -30,13 +31,14 @@ use super::split::SplitEvaluator;
 use super::stream_bins::StreamedBins;
 use super::DeviceMemory;
 use crate::backend::refit::{set_leaves, LeafRefit};
-use crate::backend::{Learner, StartMargin};
+use crate::backend::{EvalSetRows, Learner, StartMargin};
 use crate::collective::{Collective, DeviceSums, RowSpans};
 use crate::config::{MultiStrategy, TrainConfig};
 use crate::data::cuts::all_missing;
 use crate::data::{BinnedView, Dataset, FeatureCuts};
 use crate::error::{Error, Result};
-use crate::objective::{Loss, Targets};
+use crate::metric::{Metric, MetricParams};
+use crate::objective::{Loss, Objective, Targets};
 use crate::tree::grow::{grow_vector_tree, TreeContext};
 use crate::tree::{grow_tree, GradSum, GrowParams, Quantiser, Tree, Weighting};
 
@@ -96,6 +98,8 @@ pub struct GpuLearner<'r> {
     /// are counted from (`grow.rs`).
     pub(super) share_counts: Scratch<u32>,
     pub(super) share_rows: Scratch<TaskRows>,
+    /// The evaluation sets kept on the device, once one is.
+    evaluation: Option<DeviceEvaluation>,
 }
 
 /// The largest `max_bin` the GPU histograms take: two features of 8193 slots in one block's
@@ -469,6 +473,7 @@ impl<'r> GpuLearner<'r> {
             n_active: 0,
             profile: Profile { on: profile, last: Instant::now(), seconds: [0.0; 7] },
             comm,
+            evaluation: None,
         };
         if learner.profile.on {
             learner.dev.stream.synchronize().map_err(device_error)?;
@@ -543,9 +548,39 @@ impl GpuLearner<'_> {
     }
 }
 
-// `add_tree_to_eval` is the trait's default: evaluation sets' margins are updated on the host
-// until they live on the device (issue 55).
+// Evaluation sets are held on the device (`evaluation.rs`); the trait's `add_tree_to_eval`
+// serves those the host keeps (a streamed set, binned as it streamed, and the sets of a fit
+// over several GPUs, whose metrics read every worker's rows).
 impl Learner for GpuLearner<'_> {
+    fn hold_eval_set(&mut self, set: EvalSetRows<'_>) -> Result<Option<usize>> {
+        let evaluation = match &mut self.evaluation {
+            Some(e) => e,
+            None => self.evaluation.insert(DeviceEvaluation::new(&mut self.dev)?),
+        };
+        evaluation.hold(&mut self.dev, set, self.cuts).map(Some)
+    }
+
+    fn add_tree_to_held(&mut self, set: usize, output: usize, tree: &Tree) -> Result<()> {
+        let evaluation = self.evaluation.as_mut().ok_or_else(no_held_sets)?;
+        evaluation.add_tree(&mut self.dev, set, output, tree)
+    }
+
+    fn held_margins(&mut self, set: usize) -> Result<Vec<f32>> {
+        let evaluation = self.evaluation.as_ref().ok_or_else(no_held_sets)?;
+        evaluation.margins(&mut self.dev, set)
+    }
+
+    fn held_metrics(
+        &mut self,
+        set: usize,
+        metrics: &[Metric],
+        params: &MetricParams,
+        objective: Objective,
+    ) -> Result<Vec<Option<f64>>> {
+        let evaluation = self.evaluation.as_mut().ok_or_else(no_held_sets)?;
+        evaluation.metrics(&mut self.dev, set, metrics, params, objective)
+    }
+
     fn compute_gradients(&mut self, loss: &dyn Loss, targets: &Targets) -> Result<()> {
         self.gradients.start_round(&mut self.dev, loss, targets)?;
         self.profile.lap(&self.dev.stream, Stage::Gradients);
@@ -591,6 +626,10 @@ impl Learner for GpuLearner<'_> {
         }
         Ok(trees)
     }
+}
+
+fn no_held_sets() -> Error {
+    Error::Device("this GPU learner holds no evaluation set".into())
 }
 
 impl GpuLearner<'_> {

@@ -10,6 +10,7 @@
 //! | histograms, subtraction | `histogram_*`, `plan_children`, `derive_siblings` | `histogram.cu` | `histogram::HistogramBuilder` |
 //! | split search | `evaluate_features`, `best_feature`; `evaluate_categorical`, `gather_runs`; `evaluate_vector`, `vector_left_sums` | `split.cu`, `split_categorical.cu`, `split_vector.cu` | `split::SplitEvaluator` |
 //! | partition, margin update | `count_left_*`, `scatter`, `add_tree_*` | `partition.cu` | `partition::{RowPartitioner, MarginUpdate}` |
+//! | evaluation sets' metrics | `metric_terms`, `halve_sums` (margins: `add_tree_*`) | `metric.cu` | `evaluation::DeviceEvaluation` |
 //! | prediction | `predict_*`, `finish_predictions` | `predict.cu` | [`predict::GpuForest`] |
 //! | SHAP values | `shap_contrib_*`, `shap_interactions` | `shap.cu` | [`shap::ShapPaths`] |
 //!
@@ -26,6 +27,7 @@ pub mod columns;
 pub mod cuts;
 pub mod data;
 pub mod engine;
+mod evaluation;
 pub mod forest;
 pub mod gpus;
 mod gradients;

@@ -98,6 +98,8 @@ kernel_table!(
     partition_s32: super::partition::SparsePartitionArgs<'static, u32>,
     add_tree_s16: super::partition::SparseAddTreeArgs<'static, u16>,
     add_tree_s32: super::partition::SparseAddTreeArgs<'static, u32>,
+    metric_terms: super::evaluation::MetricTermsArgs<'static>,
+    halve_sums: super::evaluation::HalveSumsArgs<'static>,
     refit_count: super::refit::RefitCountArgs<'static>,
     refit_scatter: super::refit::RefitScatterArgs<'static>,
     refit_radix_count: super::refit::RadixCountArgs<'static>,
