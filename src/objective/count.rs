@@ -2,9 +2,9 @@
 
 use rayon::prelude::*;
 
-use crate::math::exp;
 use super::{check_each, weighted_mean, Loss, Targets};
 use crate::error::Result;
+use crate::math::exp;
 use crate::tree::GradPair;
 
 /// The base margin of the three log links, written once: the log of the weighted mean label

@@ -29,9 +29,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::math::{exp, sigmoid};
 use super::{aft, count, logistic, quantile, ranking, softmax, squared, survival, Loss};
 use crate::error::{Error, Result};
+use crate::math::{exp, sigmoid};
 use crate::metric::Metric;
 use crate::params::aft::AftParams;
 use crate::params::{QuantileAlphas, TaskKind};

@@ -22,9 +22,9 @@
 
 use rayon::prelude::*;
 
-use crate::math::{log2, sigmoid};
 use super::{check_each, Loss, Targets};
 use crate::error::{Error, Result};
+use crate::math::{log2, sigmoid};
 use crate::tree::GradPair;
 
 /// The ranking parameters, XGBoost's names and defaults.

@@ -2,9 +2,9 @@
 
 use rayon::prelude::*;
 
-use crate::math::exp;
 use super::{check_each, Loss, Targets};
 use crate::error::Result;
+use crate::math::exp;
 use crate::tree::GradPair;
 
 pub struct Softmax {

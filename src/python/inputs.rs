@@ -77,21 +77,22 @@ impl<'a> FitInputs<'a> {
         })
     }
 
-    /// The dataset of `rows` (all of them when None).
-    pub(super) fn dataset(&self, rows: Option<&IdxCa>) -> PolarsResult<Dataset> {
+    /// The dataset of `rows`.
+    pub(super) fn dataset(&self, rows: Rows) -> PolarsResult<Dataset> {
         self.dataset_or_empty(rows, false)
     }
 
     /// [`FitInputs::dataset`]; `empty_ok`: no rows is allowed (a worker's share of a
     /// distributed fit's evaluation set).
-    pub(super) fn dataset_or_empty(&self, rows: Option<&IdxCa>, empty_ok: bool) -> PolarsResult<Dataset> {
+    pub(super) fn dataset_or_empty(&self, rows: Rows, empty_ok: bool) -> PolarsResult<Dataset> {
         let labelled = |frame, label, k| match empty_ok {
             true => Dataset::with_labels_or_empty(frame, label, k),
             false => Dataset::with_labels(frame, label, k),
         };
         let pick = |s: &Series| match rows {
-            Some(idx) => s.take(idx),
-            None => Ok(s.clone()),
+            Rows::All => Ok(s.clone()),
+            Rows::Take(idx) => s.take(idx),
+            Rows::Range(start, len) => Ok(s.slice(start as i64, len)),
         };
         let columns = self
             .features
@@ -159,7 +160,7 @@ impl<'a> FitInputs<'a> {
     pub(super) fn split(&self, rows: Option<&[IdxSize]>, empty_evals: bool) -> PolarsResult<(Dataset, Vec<Dataset>)> {
         if self.eval_sets.is_empty() {
             let rows = rows.map(|r| IdxCa::from_vec(PlSmallStr::EMPTY, r.to_vec()));
-            return Ok((self.dataset(rows.as_ref())?, Vec::new()));
+            return Ok((self.dataset(rows.as_ref().map_or(Rows::All, Rows::Take))?, Vec::new()));
         }
         let mut masks = Vec::with_capacity(self.eval_sets.len());
         let mut whats = Vec::with_capacity(self.eval_sets.len());
@@ -178,6 +179,16 @@ impl<'a> FitInputs<'a> {
             masks.push(mask);
             whats.push(what);
         }
+        if let (None, Some((n_fit, blocks))) = (rows, blocks(&masks)) {
+            // The training rows, then each set's in a block (as `train(eval_df=...)` and the
+            // estimators' eval_set give them): slices of the inputs, no rows copied.
+            let fit = self.dataset(Rows::Range(0, n_fit))?;
+            let valid = blocks
+                .into_iter()
+                .map(|(start, len)| self.dataset_or_empty(Rows::Range(start, len), empty_evals))
+                .collect::<PolarsResult<Vec<_>>>()?;
+            return Ok((fit, valid));
+        }
         let all: Vec<IdxSize> = match rows {
             Some(r) => r.to_vec(),
             None => (0..self.target.len() as IdxSize).collect(),
@@ -192,12 +203,12 @@ impl<'a> FitInputs<'a> {
         {
             return Err(to_polars(crate::Error::column(what, "marks no rows: an evaluation set needs some")));
         }
-        let fit = self.dataset(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, fit)))?;
+        let fit = self.dataset(Rows::Take(&IdxCa::from_vec(PlSmallStr::EMPTY, fit)))?;
         let valid = masks
             .iter()
             .map(|m| {
                 let rows: Vec<IdxSize> = all.iter().copied().filter(|&i| marked(m, i)).collect();
-                self.dataset_or_empty(Some(&IdxCa::from_vec(PlSmallStr::EMPTY, rows)), empty_evals)
+                self.dataset_or_empty(Rows::Take(&IdxCa::from_vec(PlSmallStr::EMPTY, rows)), empty_evals)
             })
             .collect::<PolarsResult<Vec<_>>>()?;
         Ok((fit, valid))
@@ -239,6 +250,57 @@ impl<'a> FitInputs<'a> {
         }
         .map_err(|e| self.names.polars(e))
     }
+}
+
+/// Which of the inputs' rows a dataset takes.
+#[derive(Clone, Copy)]
+pub(super) enum Rows<'a> {
+    All,
+    /// These rows, gathered.
+    Take(&'a IdxCa),
+    /// `len` rows from `start`: a slice of the inputs' arrays, nothing copied.
+    Range(usize, usize),
+}
+
+/// Where each mask's rows are, when they lie in blocks: every mask marks one run of rows, the
+/// runs follow one another to the last row, and rows before the first are left for training
+/// (at least one). Returns the training rows' count and each mask's (start, length); None
+/// otherwise (the rows are then gathered, and the checks name what is wrong).
+fn blocks(masks: &[&BooleanChunked]) -> Option<(usize, Vec<(usize, usize)>)> {
+    let n = masks.first()?.len();
+    let mut runs = Vec::with_capacity(masks.len());
+    for m in masks {
+        let count = m.sum().unwrap_or(0) as usize;
+        let start = first_true(m)?;
+        // One run: its `count` rows from the first marked one are all marked.
+        if count == 0 || m.slice(start as i64, count).sum().unwrap_or(0) as usize != count {
+            return None;
+        }
+        runs.push((start, count));
+    }
+    let mut sorted = runs.clone();
+    sorted.sort_unstable();
+    let n_fit = sorted[0].0;
+    let mut end = n_fit;
+    for &(start, len) in &sorted {
+        if start != end {
+            return None;
+        }
+        end += len;
+    }
+    (n_fit > 0 && end == n).then_some((n_fit, runs))
+}
+
+/// The first marked row of `m`, if any (reading the masks' bits, not row by row).
+fn first_true(m: &BooleanChunked) -> Option<usize> {
+    let mut offset = 0;
+    for a in m.downcast_iter() {
+        if let Some(i) = a.values().iter().position(|b| b) {
+            return Some(offset + i);
+        }
+        offset += a.len();
+    }
+    None
 }
 
 /// How a feature column is named in errors: its name, or its position inside

@@ -14,7 +14,7 @@ use pyo3::types::PyIterator;
 use pyo3_polars::PySeries;
 
 use super::convert::f32_column;
-use super::inputs::{group_ids, FitInputs};
+use super::inputs::{group_ids, FitInputs, Rows};
 use super::interrupt::interrupt_epoch;
 use super::kwargs::{FitKwargs, Joined};
 use super::progress::{round_logger, ProgressLine};
@@ -83,7 +83,7 @@ impl<'k> PySource<'k> {
         let group = inputs.group.take();
         // A batch's weights may all be zero; the whole stream's are checked once assembled.
         let weight = inputs.weight.take();
-        let mut data = inputs.dataset_or_empty(None, true).map_err(to_py)?;
+        let mut data = inputs.dataset_or_empty(Rows::All, true).map_err(to_py)?;
         if let Some(w) = weight {
             let names = &inputs.names;
             let w = f32_column(w, &names.weight).map_err(to_py)?;

@@ -52,6 +52,26 @@ def test_train_takes_eval_sets_by_name_and_early_stopping_watches_the_last(df):
         polars_gbt.train(train, target="y", eval_df=a, eval_sets={"b": b})
 
 
+def test_sets_in_blocks_after_the_training_rows_are_read_in_place_and_fit_as_gathered_rows(df):
+    # train(eval_sets=...) hands the plugin the training rows, then each set's in a block:
+    # those are taken as slices of the inputs. The same rows with a set's block first are
+    # gathered row by row: the same model, byte for byte, and the same log.
+    train, a, b = df.filter(pl.col("fold") < 3), df.filter(pl.col("fold") == 3), df.filter(pl.col("fold") == 4)
+    params = dict(objective="binary:logistic", n_estimators=8, max_depth=3, eval_metric=["logloss", "auc"])
+    blocks = polars_gbt.train(train.drop("fold"), target="y", eval_sets={"a": a.drop("fold"), "b": b.drop("fold")},
+                              **params)
+    marked = pl.concat([a, train, b]).with_columns(in_a=pl.col("fold") == 3, in_b=pl.col("fold") == 4)
+    gathered = marked.select(pl.col(FEATURES).gbt.fit("y", eval_set={"a": pl.col("in_a"), "b": pl.col("in_b")},
+                                                      **params)).item()
+    assert blocks.to_bytes() == gathered
+    # Sets that overlap, or leave no training row before them, are gathered or refused as before.
+    overlap = marked.select(pl.col(FEATURES).gbt.fit("y", eval_set={"a": pl.col("in_a"), "ab": pl.col("fold") >= 3},
+                                                     **params)).item()
+    assert log(overlap)["ab-auc"].len() == 8
+    with pytest.raises(pl.exceptions.ComputeError, match="no rows left to train on"):
+        pl.concat([a, b]).select(pl.col(FEATURES).gbt.fit("y", eval_set=pl.col("fold") >= 3, **params))
+
+
 def test_bad_masks_name_their_set(df):
     with pytest.raises(pl.exceptions.ComputeError, match="eval_set `late`.*Boolean"):
         df.select(pl.col(FEATURES).gbt.fit("y", eval_set={"early": pl.col("fold") == 0, "late": pl.col("fold")}))

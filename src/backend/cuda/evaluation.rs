@@ -170,12 +170,9 @@ impl DeviceEvaluation {
         let link = objective.link();
         let s = &self.sets[set];
         let k = s.margin.len() / s.n.max(1);
-        let on_device: Vec<Option<u32>> = metrics
-            .iter()
-            .map(|&m| metric_code(m).filter(|_| s.n > 0 && (link != Link::Hinge || k == 1)))
-            .collect();
-        let queued: Vec<(usize, u32)> =
-            on_device.iter().enumerate().filter_map(|(i, c)| c.map(|c| (i, c))).collect();
+        let on_device: Vec<Option<u32>> =
+            metrics.iter().map(|&m| metric_code(m).filter(|_| s.n > 0 && (link != Link::Hinge || k == 1))).collect();
+        let queued: Vec<(usize, u32)> = on_device.iter().enumerate().filter_map(|(i, c)| c.map(|c| (i, c))).collect();
         if queued.is_empty() {
             return Ok(vec![None; metrics.len()]);
         }

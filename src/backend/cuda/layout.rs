@@ -603,7 +603,8 @@ fn kernel_constants() -> Vec<(&'static str, u64)> {
         ("METRIC_THREADS", super::evaluation::METRIC_THREADS as u64),
         ("METRIC_GROUP", crate::metric::sum::GROUP as u64),
     ]);
-    constants.extend(super::evaluation::DEVICE_METRICS.iter().enumerate().map(|(code, (_, name))| (*name, code as u64)));
+    constants
+        .extend(super::evaluation::DEVICE_METRICS.iter().enumerate().map(|(code, (_, name))| (*name, code as u64)));
     constants.extend(super::columns::DTYPES.iter().enumerate().map(|(code, (name, _))| (*name, code as u64)));
     constants
 }
