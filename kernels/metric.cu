@@ -193,3 +193,132 @@ extern "C" __global__ void __launch_bounds__(METRIC_THREADS) halve_sums(const Ha
     const double s = group_sum(v, shared);
     if (threadIdx.x == 0) a.out[(size_t)blockIdx.y * a.out_stride + blockIdx.x] = s;
 }
+
+// ---- Unweighted AUC: src/metric/classification.rs (auc_counts) on the device ----------------
+// Each row becomes (order_key(prediction, -0 as +0) << 1) | positive; the items are sorted
+// (a bitonic sort, padded with ~0 to a power of two of at least BITONIC_TILE); each positive
+// then finds its run of equal keys [s, e) by binary search and adds s + e + 1, and the
+// positives are counted: integer sums, the same in any order. The host finishes
+// 2U = sum - P (P + 1) and the AUC as the CPU does.
+
+#define BITONIC_TILE 2048u
+#define BITONIC_THREADS 1024u
+
+// auc_keys: the items of `rows` (n_padded of them; row n onwards padding), and `result` zeroed.
+struct AucKeysArgs {
+    MetricRows rows;
+    unsigned long long* items;
+    unsigned long long* result;
+    u32 n_padded;
+    u32 pad;
+};
+
+// bitonic_tiles / bitonic_merge_tiles / bitonic_step: the stages of a bitonic sort of `items`.
+struct BitonicArgs {
+    unsigned long long* items;
+    u32 k;
+    u32 j;
+};
+
+// auc_ranks: `result[0]` += s + e + 1 over the positives, `result[1]` += their count.
+struct AucRanksArgs {
+    const unsigned long long* items;
+    unsigned long long* result;
+    u32 n;
+    u32 pad;
+};
+
+extern "C" __global__ void auc_keys(const AucKeysArgs a) {
+    const MetricRows& r = a.rows;
+    if (blockIdx.x == 0 && threadIdx.x == 0) a.result[0] = a.result[1] = 0ull;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n_padded; i += gridDim.x * blockDim.x) {
+        if (i < r.n) {
+            const float p = metric_prediction(r, i, 0, 0.0f, 0.0f) + 0.0f;
+            a.items[i] = ((unsigned long long)order_key(p) << 1) | (r.label[i] > 0.5f ? 1ull : 0ull);
+        } else {
+            a.items[i] = ~0ull;
+        }
+    }
+}
+
+// One compare-exchange of the pair (i, i + j) of stage k: ascending where i & k is 0.
+__device__ __forceinline__ void bitonic_pair(unsigned long long* v, u32 i, u32 j, u32 global_i, u32 k) {
+    const unsigned long long x = v[i], y = v[i + j];
+    const bool ascending = (global_i & k) == 0;
+    if ((x > y) == ascending) {
+        v[i] = y;
+        v[i + j] = x;
+    }
+}
+
+// Every stage k <= BITONIC_TILE of each tile of BITONIC_TILE items, in shared memory.
+extern "C" __global__ void __launch_bounds__(BITONIC_THREADS) bitonic_tiles(const BitonicArgs a) {
+    __shared__ unsigned long long v[BITONIC_TILE];
+    const u32 base = blockIdx.x * BITONIC_TILE, t = threadIdx.x;
+    v[t] = a.items[base + t];
+    v[t + BITONIC_THREADS] = a.items[base + t + BITONIC_THREADS];
+    __syncthreads();
+    for (u32 k = 2; k <= BITONIC_TILE; k <<= 1) {
+        for (u32 j = k >> 1; j > 0; j >>= 1) {
+            const u32 i = (t / j) * 2 * j + (t % j);
+            bitonic_pair(v, i, j, base + i, k);
+            __syncthreads();
+        }
+    }
+    a.items[base + t] = v[t];
+    a.items[base + t + BITONIC_THREADS] = v[t + BITONIC_THREADS];
+}
+
+// Stage k's steps j < BITONIC_TILE, each tile in shared memory.
+extern "C" __global__ void __launch_bounds__(BITONIC_THREADS) bitonic_merge_tiles(const BitonicArgs a) {
+    __shared__ unsigned long long v[BITONIC_TILE];
+    const u32 base = blockIdx.x * BITONIC_TILE, t = threadIdx.x;
+    v[t] = a.items[base + t];
+    v[t + BITONIC_THREADS] = a.items[base + t + BITONIC_THREADS];
+    __syncthreads();
+    for (u32 j = BITONIC_TILE >> 1; j > 0; j >>= 1) {
+        const u32 i = (t / j) * 2 * j + (t % j);
+        bitonic_pair(v, i, j, base + i, a.k);
+        __syncthreads();
+    }
+    a.items[base + t] = v[t];
+    a.items[base + t + BITONIC_THREADS] = v[t + BITONIC_THREADS];
+}
+
+// Stage k's step j >= BITONIC_TILE over the whole array: one thread a pair.
+extern "C" __global__ void bitonic_step(const BitonicArgs a) {
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    const u32 i = (t / a.j) * 2 * a.j + (t % a.j);
+    bitonic_pair(a.items, i, a.j, i, a.k);
+}
+
+// The first of the n sorted items at or above `x`.
+__device__ __forceinline__ u32 lower_bound_u64(const unsigned long long* items, u32 n, unsigned long long x) {
+    u32 lo = 0, hi = n;
+    while (lo < hi) {
+        const u32 mid = lo + (hi - lo) / 2;
+        if (items[mid] < x) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+extern "C" __global__ void auc_ranks(const AucRanksArgs a) {
+    unsigned long long ranks = 0, positives = 0;
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
+        const unsigned long long item = a.items[i];
+        if (item & 1ull) {
+            const unsigned long long key = item & ~1ull;
+            ranks += (unsigned long long)lower_bound_u64(a.items, a.n, key) +
+                     (unsigned long long)lower_bound_u64(a.items, a.n, key + 2) + 1ull;
+            positives += 1;
+        }
+    }
+    for (int o = 16; o > 0; o /= 2) {
+        ranks += __shfl_down_sync(0xffffffffu, ranks, o);
+        positives += __shfl_down_sync(0xffffffffu, positives, o);
+    }
+    if ((threadIdx.x & 31) == 0 && positives > 0) {
+        atomicAdd(a.result, ranks);
+        atomicAdd(a.result + 1, positives);
+    }
+}

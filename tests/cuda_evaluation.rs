@@ -2,7 +2,11 @@
 //! updated there by each tree, and the elementwise metrics computed there. Every fit below runs
 //! on both devices; the evaluation logs, the best iteration and the trees must be the CPU's,
 //! bit for bit, whether a metric is computed on the device (most of them) or read from the
-//! device's margins on the host (AUC, rankings, survival, Poisson, several targets).
+//! device's margins on the host (weighted AUC, aucpr, rankings, survival, Poisson, several
+//! targets); the unweighted AUC is counted on the device (the large set below, 2^20 rows and
+//! more, sorted in several stages).
+
+#![cfg(feature = "cuda")]
 
 mod common;
 

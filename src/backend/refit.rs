@@ -12,6 +12,7 @@
 use rayon::prelude::*;
 
 use crate::collective::Collective;
+use crate::data::cuts::order_key;
 use crate::error::Result;
 use crate::objective::{quantile, quantile_rank, weighted_quantile};
 use crate::tree::Tree;
@@ -130,16 +131,6 @@ impl LeafRefit<'_> {
             }
         });
         Ok(())
-    }
-}
-
-/// The `f32::total_cmp` order of `x` as an unsigned key (what the selection counts bytes of).
-fn order_key(x: f32) -> u32 {
-    let b = x.to_bits();
-    if b >> 31 == 1 {
-        !b
-    } else {
-        b | 0x8000_0000
     }
 }
 

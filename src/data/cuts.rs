@@ -442,8 +442,9 @@ pub(crate) fn weighted_quantile_cuts(samples: Samples, budget: usize) -> Vec<f32
     cuts
 }
 
-/// Maps floats to integers with the same order (negative floats have their bits flipped).
-fn order_key(x: f32) -> u32 {
+/// Maps floats to integers with the same order, `f32::total_cmp`'s (negative floats have their
+/// bits flipped); kernels/common.cuh's `order_key` is its twin.
+pub(crate) fn order_key(x: f32) -> u32 {
     let b = x.to_bits();
     if b >> 31 == 1 {
         !b

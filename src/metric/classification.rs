@@ -1,6 +1,9 @@
 //! Binary and multiclass metrics on probabilities.
 
+use rayon::prelude::*;
+
 use super::weighted_average;
+use crate::data::cuts::order_key;
 use crate::data::Targets;
 use crate::math::ln;
 
@@ -27,8 +30,50 @@ pub fn error(pred: &[f32], t: &Targets) -> f64 {
 }
 
 /// Weighted ROC AUC: the probability that a random positive outranks a random negative,
-/// tied scores counting one half. Labels are read as positive when > 0.5.
+/// tied scores counting one half. Labels are read as positive when > 0.5. Without weights it
+/// is counted in integers ([`auc_counts`]), exactly, as the GPU counts it.
 pub fn auc(pred: &[f32], t: &Targets) -> f64 {
+    match t.weight {
+        None => {
+            let (twice_u, positives) = auc_counts(pred, t.label);
+            auc_of_counts(twice_u, positives, pred.len() as u64)
+        }
+        Some(_) => weighted_auc(pred, t),
+    }
+}
+
+/// An unweighted AUC's counts: twice the Mann-Whitney U of the positives (pairs where the
+/// positive scores higher count 2, ties 1) and the number of positives. Each score is keyed by
+/// its `total_cmp` order, -0 read as +0, and the keys are sorted; a run of equal keys from
+/// place `s` to `e` (exclusive) ranks each of its positives at the midrank `(s + e + 1) / 2`,
+/// so `2 U = sum of (s + e + 1) over positives - P (P + 1)`. kernels/metric.cu (`auc_ranks`)
+/// counts the same on the device.
+pub fn auc_counts(pred: &[f32], label: &[f32]) -> (u128, u64) {
+    let mut items: Vec<u64> =
+        pred.par_iter().zip(label).map(|(&p, &y)| ((order_key(p + 0.0) as u64) << 1) | (y > 0.5) as u64).collect();
+    items.par_sort_unstable();
+    let (mut ranks, mut positives, mut i) = (0u128, 0u64, 0usize);
+    while i < items.len() {
+        let key = items[i] >> 1;
+        let end = i + items[i..].iter().take_while(|&&x| x >> 1 == key).count();
+        let pos = items[i..end].iter().map(|&x| x & 1).sum::<u64>();
+        ranks += pos as u128 * (i + end + 1) as u128;
+        positives += pos;
+        i = end;
+    }
+    (ranks - positives as u128 * (positives as u128 + 1), positives)
+}
+
+/// The AUC of [`auc_counts`]' counts over `n` rows: NaN without both classes.
+pub fn auc_of_counts(twice_u: u128, positives: u64, n: u64) -> f64 {
+    let negatives = n - positives;
+    if positives == 0 || negatives == 0 {
+        return f64::NAN;
+    }
+    (twice_u as f64 * 0.5) / (positives as f64 * negatives as f64)
+}
+
+fn weighted_auc(pred: &[f32], t: &Targets) -> f64 {
     let mut idx: Vec<usize> = (0..pred.len()).collect();
     idx.sort_by(|&a, &b| pred[a].total_cmp(&pred[b]));
     let (mut neg_below, mut area, mut pos_total, mut neg_total) = (0f64, 0f64, 0f64, 0f64);
@@ -121,6 +166,22 @@ pub fn aucpr(pred: &[f32], t: &Targets) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_counted_auc_is_the_weighted_one_with_unit_weights() {
+        // Scores with many ties, -0 beside +0, and both classes in tied runs.
+        let n = 20_000;
+        let pred: Vec<f32> =
+            (0..n).map(|i| if i % 97 == 0 { -0.0 } else { ((i * 7919) % 301) as f32 / 300.0 }).collect();
+        let label: Vec<f32> = (0..n).map(|i| ((i * 104_729) % 7 < 3) as u8 as f32).collect();
+        let ones = vec![1.0f32; n];
+        let counted = auc(&pred, &Targets { label: &label, label_upper: None, weight: None, groups: None });
+        let weighted = auc(&pred, &Targets { label: &label, label_upper: None, weight: Some(&ones), groups: None });
+        assert_eq!(counted.to_bits(), weighted.to_bits());
+        assert!(
+            auc(&[0.3, 0.3], &Targets { label: &[1.0, 1.0], label_upper: None, weight: None, groups: None }).is_nan()
+        );
+    }
 
     #[test]
     fn auc_counts_ties_as_half() {

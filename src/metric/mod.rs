@@ -13,6 +13,7 @@ mod ranking;
 mod regression;
 pub mod sum;
 
+pub use classification::{auc_counts, auc_of_counts};
 pub use custom::CustomMetric;
 pub use sum::halving_sum;
 

@@ -57,7 +57,51 @@ pub struct HalveSumsArgs<'a> {
     pub out: DevPtrMut<'a, f64>,
 }
 
-kernel_args!(MetricRows, MetricTermsArgs, HalveSumsArgs);
+/// `auc_keys`: each row's item (its prediction's order key, then whether it is positive) and
+/// the padding to `n_padded`; zeroes `result`.
+#[repr(C)]
+pub struct AucKeysArgs<'a> {
+    pub rows: MetricRows<'a>,
+    pub items: DevPtrMut<'a, u64>,
+    pub result: DevPtrMut<'a, u64>,
+    pub n_padded: u32,
+    pub pad: u32,
+}
+
+/// `bitonic_tiles`, `bitonic_merge_tiles` (stage `k`), `bitonic_step` (stage `k`, step `j`).
+#[repr(C)]
+pub struct BitonicArgs<'a> {
+    pub items: DevPtrMut<'a, u64>,
+    pub k: u32,
+    pub j: u32,
+}
+
+/// `auc_ranks`: the positives' rank sums and count over the `n` sorted items, into `result`.
+#[repr(C)]
+pub struct AucRanksArgs<'a> {
+    pub items: DevPtr<'a, u64>,
+    pub result: DevPtrMut<'a, u64>,
+    pub n: u32,
+    pub pad: u32,
+}
+
+kernel_args!(MetricRows, MetricTermsArgs, HalveSumsArgs, AucKeysArgs, BitonicArgs, AucRanksArgs);
+
+/// Items a block of the bitonic sort sorts in shared memory (`BITONIC_TILE`), with
+/// `BITONIC_THREADS` threads.
+pub const BITONIC_TILE: usize = 2048;
+pub const BITONIC_THREADS: u32 = 1024;
+
+/// How one metric of a held set is computed.
+#[derive(Clone, Copy)]
+enum Plan {
+    /// Its rows' terms summed on the device (kernels/metric.cu's code).
+    Terms(u32),
+    /// The unweighted AUC's counts on the device.
+    Auc,
+    /// On the host, from the margins read back.
+    Host,
+}
 
 /// The metrics kernels/metric.cu computes, by their codes there (`METRIC_*`); the others
 /// (rankings, AUC, survival, the log-gamma and `ln_1p` of Poisson and RMSLE) stay on the host.
@@ -99,6 +143,8 @@ pub(super) struct DeviceEvaluation {
     /// Each metric's sums of terms and of weights, read back together.
     values: Scratch<f64>,
     alphas: Scratch<f64>,
+    /// The AUC's sorted items.
+    items: Scratch<u64>,
 }
 
 impl DeviceEvaluation {
@@ -109,6 +155,7 @@ impl DeviceEvaluation {
             sums: [dev.scratch(2)?, dev.scratch(2)?],
             values: dev.scratch(2)?,
             alphas: dev.scratch(1)?,
+            items: dev.scratch(BITONIC_TILE)?,
         })
     }
 
@@ -170,28 +217,116 @@ impl DeviceEvaluation {
         let link = objective.link();
         let s = &self.sets[set];
         let k = s.margin.len() / s.n.max(1);
-        let on_device: Vec<Option<u32>> =
-            metrics.iter().map(|&m| metric_code(m).filter(|_| s.n > 0 && (link != Link::Hinge || k == 1))).collect();
-        let queued: Vec<(usize, u32)> = on_device.iter().enumerate().filter_map(|(i, c)| c.map(|c| (i, c))).collect();
+        let plans: Vec<Plan> = metrics
+            .iter()
+            .map(|&m| match (m, metric_code(m)) {
+                _ if s.n == 0 || (link == Link::Hinge && k > 1) => Plan::Host,
+                (_, Some(code)) => Plan::Terms(code),
+                (Metric::Auc, None) if k == 1 && s.weight.is_none() => Plan::Auc,
+                _ => Plan::Host,
+            })
+            .collect();
+        let queued: Vec<(usize, Plan)> =
+            plans.iter().enumerate().filter(|(_, p)| !matches!(p, Plan::Host)).map(|(i, &p)| (i, p)).collect();
         if queued.is_empty() {
             return Ok(vec![None; metrics.len()]);
         }
         dev.reserve(&mut self.values, 2 * queued.len())?;
-        for (slot, &(i, code)) in queued.iter().enumerate() {
-            let alphas: Vec<f64> = match metrics[i] {
-                Metric::Expectile => vec![params.expectile_alpha],
-                _ => params.quantile_alpha.as_slice().to_vec(),
-            };
-            self.queue_sums(dev, set, code, link, &alphas, slot)?;
+        for (slot, &(i, plan)) in queued.iter().enumerate() {
+            match plan {
+                Plan::Terms(code) => {
+                    let alphas: Vec<f64> = match metrics[i] {
+                        Metric::Expectile => vec![params.expectile_alpha],
+                        _ => params.quantile_alpha.as_slice().to_vec(),
+                    };
+                    self.queue_sums(dev, set, code, link, &alphas, slot)?;
+                }
+                Plan::Auc => self.queue_auc(dev, set, link, slot)?,
+                Plan::Host => unreachable!("only the device's metrics are queued"),
+            }
         }
         let sums = dev.download(self.values.buf.slice(..2 * queued.len()))?;
         let mut out = vec![None; metrics.len()];
         let s = &self.sets[set];
-        for (slot, &(i, _)) in queued.iter().enumerate() {
-            let w = if s.weight.is_some() { sums[2 * slot + 1] } else { s.n as f64 };
-            out[i] = Some(metrics[i].finish(Metric::mean(sums[2 * slot], w)));
+        for (slot, &(i, plan)) in queued.iter().enumerate() {
+            let (a, b) = (sums[2 * slot], sums[2 * slot + 1]);
+            out[i] = Some(match plan {
+                Plan::Auc => {
+                    // Integers, in the slot's bits: the rank sum and the positives.
+                    let (ranks, positives) = (a.to_bits() as u128, b.to_bits());
+                    let twice_u = ranks - positives as u128 * (positives as u128 + 1);
+                    crate::metric::auc_of_counts(twice_u, positives, s.n as u64)
+                }
+                _ => {
+                    let w = if s.weight.is_some() { b } else { s.n as f64 };
+                    metrics[i].finish(Metric::mean(a, w))
+                }
+            });
         }
         Ok(out)
+    }
+
+    /// Queues the unweighted AUC's counts over held set `set` into the slot's two values (as
+    /// integers): the items keyed, sorted, and each positive's run found.
+    fn queue_auc(&mut self, dev: &mut FitDevice, set: usize, link: Link, slot: usize) -> Result<()> {
+        let s = &self.sets[set];
+        let n = s.n;
+        let padded = n.next_power_of_two().max(BITONIC_TILE);
+        dev.reserve(&mut self.items, padded)?;
+        let mut value_slot = self.values.buf.slice_mut(2 * slot..2 * slot + 2);
+        {
+            let mut p = dev.pins();
+            let rows = MetricRows {
+                margin: p.read(&s.margin),
+                label: p.read(&s.label),
+                label_upper: DevPtr::NULL,
+                weight: DevPtr::NULL,
+                alphas: p.read(&self.alphas.buf),
+                n_alphas: 0,
+                n: n as u32,
+                k: 1,
+                link: link as u32,
+                metric: 0,
+                pad: 0,
+            };
+            let args = AucKeysArgs {
+                rows,
+                items: p.write(&mut self.items.buf),
+                result: p.write(&mut value_slot).cast(),
+                n_padded: padded as u32,
+                pad: 0,
+            };
+            // SAFETY: the items hold `padded` values; the slot two.
+            unsafe { dev.launch(&dev.rt.kernels.auc_keys, &args, dev.grid(padded as u64, 256)) }?;
+        }
+        let tiles = (padded / BITONIC_TILE) as u32;
+        let k = &dev.rt.kernels;
+        let launch = |dev: &FitDevice, items: &mut Scratch<u64>, kernel, kk: usize, j: usize, blocks: u32, threads| {
+            let mut p = dev.pins();
+            let args = BitonicArgs { items: p.write(&mut items.buf), k: kk as u32, j: j as u32 };
+            // SAFETY: `padded` items, a power of two: every pair (i, i + j) of the grid lies in them.
+            unsafe { dev.launch(kernel, &args, cfg((blocks, 1), threads, 0)) }
+        };
+        launch(dev, &mut self.items, &k.bitonic_tiles, 0, 0, tiles, BITONIC_THREADS)?;
+        let mut stage = 2 * BITONIC_TILE;
+        while stage <= padded {
+            let mut j = stage / 2;
+            while j >= BITONIC_TILE {
+                launch(dev, &mut self.items, &k.bitonic_step, stage, j, (padded / 512) as u32, 256)?;
+                j /= 2;
+            }
+            launch(dev, &mut self.items, &k.bitonic_merge_tiles, stage, 0, tiles, BITONIC_THREADS)?;
+            stage *= 2;
+        }
+        let mut p = dev.pins();
+        let args = AucRanksArgs {
+            items: p.read(&self.items.buf),
+            result: p.write(&mut value_slot).cast(),
+            n: n as u32,
+            pad: 0,
+        };
+        // SAFETY: the first n items are the rows' (the padding sorts last); the slot holds two.
+        unsafe { dev.launch(&dev.rt.kernels.auc_ranks, &args, dev.grid(n as u64, 256)) }
     }
 
     /// Queues one metric's sums over held set `set` into `values[2 slot..2 slot + 2]`: the

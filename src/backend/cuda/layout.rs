@@ -472,6 +472,9 @@ macro_rules! kernel_arg_probes {
         );
         $probe!(MetricTermsArgs, "MetricTermsArgs", [rows, sums, n_groups, pad]);
         $probe!(HalveSumsArgs, "HalveSumsArgs", [values, n, out_stride, out]);
+        $probe!(AucKeysArgs, "AucKeysArgs", [rows, items, result, n_padded, pad]);
+        $probe!(BitonicArgs, "BitonicArgs", [items, k, j]);
+        $probe!(AucRanksArgs, "AucRanksArgs", [items, result, n, pad]);
         $probe!(
             GatherRowsArgs,
             "GatherRowsArgs",
@@ -602,6 +605,8 @@ fn kernel_constants() -> Vec<(&'static str, u64)> {
         ("BIN_THREADS", super::binning::BIN_THREADS as u64),
         ("METRIC_THREADS", super::evaluation::METRIC_THREADS as u64),
         ("METRIC_GROUP", crate::metric::sum::GROUP as u64),
+        ("BITONIC_TILE", super::evaluation::BITONIC_TILE as u64),
+        ("BITONIC_THREADS", super::evaluation::BITONIC_THREADS as u64),
     ]);
     constants
         .extend(super::evaluation::DEVICE_METRICS.iter().enumerate().map(|(code, (_, name))| (*name, code as u64)));
