@@ -515,27 +515,36 @@ def train(
     if streamed:
         evals = {name: _stream.source(d, _eval_name(name, eval_df is not None)) for name, d in sets.items()}
         return _train_streamed(source, features, label, evals, params)
+    # Frames in memory are concatenated eagerly, their chunks kept: the plugin then reads the
+    # training rows and each set's block in place (the lazy engine would copy a column).
+    eager = isinstance(data, pl.DataFrame) and all(isinstance(d, pl.DataFrame) for d in sets.values())
     if sets:
         # One frame, each set's rows marked by a column of its own: the fit holds them out.
         markers = [f"__polars_gbt_eval_{i}" for i in range(len(sets))]
 
-        def marked(part: pl.LazyFrame, which: int | None) -> pl.LazyFrame:
+        def marked(part: pl.LazyFrame | pl.DataFrame, which: int | None) -> pl.LazyFrame | pl.DataFrame:
             flags = [pl.lit(i == which).alias(m) for i, m in enumerate(markers)]
             return part.select(*features, *targets, *inputs).with_columns(flags)
 
-        parts = [marked(frame, None)] + [marked(_stream.collected(d), i) for i, d in enumerate(sets.values())]
-        frame = pl.concat(parts, how="vertical_relaxed")
+        if eager:
+            parts = [marked(data, None)] + [marked(d, i) for i, d in enumerate(sets.values())]
+            frame = pl.concat(parts, how="vertical_relaxed", rechunk=False)
+        else:
+            parts = [marked(frame, None)] + [marked(_stream.collected(d), i) for i, d in enumerate(sets.values())]
+            frame = pl.concat(parts, how="vertical_relaxed")
         params["eval_set"] = {name: pl.col(m) for name, m in zip(sets, markers)}
     in_memory = isinstance(data, pl.DataFrame) and not sets
     if in_memory:
         # A Categorical feature goes to the plugin as its ids (see _categorical).
         data, params["_categorical_names"] = _categorical.as_ids(data, features)
     fit = pl.col(features).gbt.fit(label, **params).alias("model")
-    if in_memory:
+    if in_memory or eager:
         # Eagerly: the lazy engine copies one input column of this query (80 MB at 20M rows),
         # and a fit's peak memory is bounded (docs/reliability.md).
+        rows = data if in_memory else frame
+
         def query() -> pl.DataFrame:
-            return data.select(fit)
+            return rows.select(fit)
     else:
         query = frame.select(fit).collect
     with translated():
