@@ -103,6 +103,24 @@ fn binary_and_regression_metrics_on_the_gpu_are_the_cpus() {
         &train_set,
         &[("valid", &valid)],
     );
+    assert_evaluates_as_cpu(
+        r#"{"objective": "reg:tweedie", "tweedie_variance_power": 1.3, "n_estimators": 10, "max_depth": 5,
+            "eval_metric": ["tweedie-nloglik@1.3", "rmse"]}"#,
+        &train_set,
+        &[("valid", &valid)],
+    );
+    // Survival times, every third censored (negative).
+    let survival = |seed: u64| {
+        let (frame, y) = random_data(20_000, 6, seed);
+        let t = y.iter().enumerate().map(|(i, y)| (y.abs() + 0.2) * if i % 3 == 0 { -1.0 } else { 1.0 }).collect();
+        Dataset::new(frame, t).unwrap()
+    };
+    let (train_set, valid) = (survival(18), survival(19));
+    assert_evaluates_as_cpu(
+        r#"{"objective": "survival:cox", "n_estimators": 8, "max_depth": 4, "eval_metric": ["cox-nloglik"]}"#,
+        &train_set,
+        &[("valid", &valid)],
+    );
 }
 
 #[test]
@@ -139,7 +157,7 @@ fn multiclass_interval_ranking_and_multi_target_sets_on_the_gpu_are_the_cpus() {
     };
     let (train_set, valid) = (ranked(14), ranked(15));
     assert_evaluates_as_cpu(
-        r#"{"objective": "rank:ndcg", "n_estimators": 10, "max_depth": 5, "eval_metric": ["ndcg@5", "map@5"],
+        r#"{"objective": "rank:ndcg", "n_estimators": 10, "max_depth": 5, "eval_metric": ["ndcg@5", "map@5", "pre@5"],
             "early_stopping_rounds": 3}"#,
         &train_set,
         &[("valid", &valid)],

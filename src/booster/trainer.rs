@@ -62,11 +62,11 @@ impl<'a> EvalSet<'a> {
         i: usize,
         learner: &mut dyn Learner,
     ) -> Result<Self> {
-        let start = Trainer::start_margin(base_margin, d, k);
+        let start = || Trainer::start_margin(base_margin, d, k);
         let place = match d.binned() {
             // Binned as it streamed, with the training cut points: they must be these.
             Some(rows) if rows.cuts() == cuts => {
-                EvalPlace::Host { binned: rows.matrix(), margin: start.into_rows(d.n_rows()) }
+                EvalPlace::Host { binned: rows.matrix(), margin: start().into_rows(d.n_rows()) }
             }
             Some(_) => {
                 return Err(Error::data(format!(
@@ -82,14 +82,14 @@ impl<'a> EvalSet<'a> {
                     false => learner.hold_eval_set(EvalSetRows {
                         features: &frame,
                         targets: d.targets(),
-                        margin: Trainer::start_margin(base_margin, d, k),
+                        margin: start(),
                     })?,
                 };
                 match held {
                     Some(id) => EvalPlace::Held(id),
                     None => EvalPlace::Host {
                         binned: Cow::Owned(BinnedMatrix::new(&frame, cuts)),
-                        margin: start.into_rows(d.n_rows()),
+                        margin: start().into_rows(d.n_rows()),
                     },
                 }
             }
