@@ -74,18 +74,19 @@ pub trait Learner {
         Err(crate::error::Error::Device("this learner holds no evaluation set".into()))
     }
 
-    /// The values of `metrics` on held set `set`, predictions through `objective`'s link:
-    /// each the bits [`Metric::evaluate`] gives on the host, or None for a metric the learner
-    /// leaves to the host (which then reads the margins).
+    /// The values of `metrics` on each held set of `sets`, predictions through `objective`'s
+    /// link: each the bits [`Metric::evaluate`] gives on the host, or None for a metric the
+    /// learner leaves to the host (which then reads the set's margins). One call a round, so
+    /// that a device can return every set's values after one wait.
     fn held_metrics(
         &mut self,
-        set: usize,
+        sets: &[usize],
         metrics: &[Metric],
         params: &MetricParams,
         objective: Objective,
-    ) -> Result<Vec<Option<f64>>> {
-        let _ = (set, params, objective);
-        Ok(vec![None; metrics.len()])
+    ) -> Result<Vec<Vec<Option<f64>>>> {
+        let _ = (params, objective);
+        Ok(vec![vec![None; metrics.len()]; sets.len()])
     }
 
     /// The boosting loop's work after a round's trees, begun at `started` (the evaluation

@@ -555,12 +555,23 @@ impl<'a> Trainer<'a> {
         learner: &mut dyn Learner,
     ) -> Result<RoundLog> {
         let params = self.cfg.metric_params();
+        // The held sets' metrics, from one call (a GPU reads them all back after one wait).
+        let held: Vec<usize> = evals
+            .iter()
+            .filter_map(|e| match e.place {
+                EvalPlace::Held(id) if e.flat.is_none() => Some(id),
+                _ => None,
+            })
+            .collect();
+        let mut from_learner = match held.is_empty() {
+            true => Vec::new(),
+            false => learner.held_metrics(&held, &self.metrics, &params, self.cfg.objective)?,
+        }
+        .into_iter();
         let mut values = Vec::new();
         for (e, margin) in evals.iter().zip(margins) {
             let device = match e.place {
-                EvalPlace::Held(id) if e.flat.is_none() => {
-                    learner.held_metrics(id, &self.metrics, &params, self.cfg.objective)?
-                }
+                EvalPlace::Held(_) if e.flat.is_none() => from_learner.next().expect("one result a held set"),
                 _ => vec![None; self.metrics.len()],
             };
             let on_host = device.iter().any(Option::is_none) || !self.custom_metrics.is_empty();

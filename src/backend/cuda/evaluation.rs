@@ -2,7 +2,7 @@
 //! points, as the training rows are; its margins, class-major, updated by each new tree with
 //! the training margins' kernel ([`MarginUpdate`]); and its elementwise metrics computed there
 //! (kernels/metric.cu), summed in `metric::sum`'s order, so that each value is the host's, bit
-//! for bit. The host reads back two numbers a metric, once a set and round.
+//! for bit. The host reads back two numbers a metric, every set's at once, once a round.
 
 use cudarc::driver::CudaSlice;
 
@@ -204,53 +204,57 @@ impl DeviceEvaluation {
         dev.download(self.sets[set].margin.slice(..))
     }
 
-    /// `metrics` on held set `set` (None for those left to the host), predictions through
-    /// `objective`'s link: every metric's sums queued, then read back at once.
+    /// `metrics` on each held set of `sets` (None for those left to the host), predictions
+    /// through `objective`'s link: every set's and metric's sums queued, then read back at once.
     pub(super) fn metrics(
         &mut self,
         dev: &mut FitDevice,
-        set: usize,
+        sets: &[usize],
         metrics: &[Metric],
         params: &MetricParams,
         objective: Objective,
-    ) -> Result<Vec<Option<f64>>> {
+    ) -> Result<Vec<Vec<Option<f64>>>> {
         let link = objective.link();
-        let s = &self.sets[set];
-        let k = s.margin.len() / s.n.max(1);
-        let plans: Vec<Plan> = metrics
-            .iter()
-            .map(|&m| match (m, metric_code(m)) {
-                _ if s.n == 0 || (link == Link::Hinge && k > 1) => Plan::Host,
-                (_, Some(code)) => Plan::Terms(code),
-                (Metric::Auc, None) if k == 1 && s.weight.is_none() => Plan::Auc,
-                _ => Plan::Host,
-            })
-            .collect();
-        let queued: Vec<(usize, Plan)> =
-            plans.iter().enumerate().filter(|(_, p)| !matches!(p, Plan::Host)).map(|(i, &p)| (i, p)).collect();
+        // (place in `sets`, metric, plan) of every value the device computes, a slot each.
+        let mut queued: Vec<(usize, usize, Plan)> = Vec::new();
+        for (j, &set) in sets.iter().enumerate() {
+            let s = &self.sets[set];
+            let k = s.margin.len() / s.n.max(1);
+            for (i, &m) in metrics.iter().enumerate() {
+                let plan = match (m, metric_code(m)) {
+                    _ if s.n == 0 || (link == Link::Hinge && k > 1) => Plan::Host,
+                    (_, Some(code)) => Plan::Terms(code),
+                    (Metric::Auc, None) if k == 1 && s.weight.is_none() => Plan::Auc,
+                    _ => Plan::Host,
+                };
+                if !matches!(plan, Plan::Host) {
+                    queued.push((j, i, plan));
+                }
+            }
+        }
+        let mut out = vec![vec![None; metrics.len()]; sets.len()];
         if queued.is_empty() {
-            return Ok(vec![None; metrics.len()]);
+            return Ok(out);
         }
         dev.reserve(&mut self.values, 2 * queued.len())?;
-        for (slot, &(i, plan)) in queued.iter().enumerate() {
+        for (slot, &(j, i, plan)) in queued.iter().enumerate() {
             match plan {
                 Plan::Terms(code) => {
                     let alphas: Vec<f64> = match metrics[i] {
                         Metric::Expectile => vec![params.expectile_alpha],
                         _ => params.quantile_alpha.as_slice().to_vec(),
                     };
-                    self.queue_sums(dev, set, code, link, &alphas, slot)?;
+                    self.queue_sums(dev, sets[j], code, link, &alphas, slot)?;
                 }
-                Plan::Auc => self.queue_auc(dev, set, link, slot)?,
+                Plan::Auc => self.queue_auc(dev, sets[j], link, slot)?,
                 Plan::Host => unreachable!("only the device's metrics are queued"),
             }
         }
         let sums = dev.download(self.values.buf.slice(..2 * queued.len()))?;
-        let mut out = vec![None; metrics.len()];
-        let s = &self.sets[set];
-        for (slot, &(i, plan)) in queued.iter().enumerate() {
+        for (slot, &(j, i, plan)) in queued.iter().enumerate() {
+            let s = &self.sets[sets[j]];
             let (a, b) = (sums[2 * slot], sums[2 * slot + 1]);
-            out[i] = Some(match plan {
+            out[j][i] = Some(match plan {
                 Plan::Auc => {
                     // Integers, in the slot's bits: the rank sum and the positives.
                     let (ranks, positives) = (a.to_bits() as u128, b.to_bits());

@@ -572,13 +572,13 @@ impl Learner for GpuLearner<'_> {
 
     fn held_metrics(
         &mut self,
-        set: usize,
+        sets: &[usize],
         metrics: &[Metric],
         params: &MetricParams,
         objective: Objective,
-    ) -> Result<Vec<Option<f64>>> {
+    ) -> Result<Vec<Vec<Option<f64>>>> {
         let evaluation = self.evaluation.as_mut().ok_or_else(no_held_sets)?;
-        evaluation.metrics(&mut self.dev, set, metrics, params, objective)
+        evaluation.metrics(&mut self.dev, sets, metrics, params, objective)
     }
 
     fn compute_gradients(&mut self, loss: &dyn Loss, targets: &Targets) -> Result<()> {
