@@ -1,6 +1,8 @@
 //! Ranking metrics averaged over query groups. A query with no relevant document scores 1,
 //! as in XGBoost.
 
+use rayon::prelude::*;
+
 use crate::data::Targets;
 
 /// Documents of one query by descending score (ties by position).
@@ -23,16 +25,29 @@ fn dcg(labels: impl Iterator<Item = f32>) -> f64 {
 
 /// The mean over queries of `score(labels, top, k)`: a query's labels, its documents by
 /// descending score cut to the first `k`, and that `k` (the cut-off, or the query's size when
-/// smaller or not given).
-fn mean_over_queries(pred: &[f32], t: &Targets, k: Option<u32>, score: impl Fn(&[f32], &[usize], usize) -> f64) -> f64 {
+/// smaller or not given). The queries are scored on the pool, and their scores summed in query
+/// order, so the threads do not change the bits.
+fn mean_over_queries(
+    pred: &[f32],
+    t: &Targets,
+    k: Option<u32>,
+    score: impl Fn(&[f32], &[usize], usize) -> f64 + Sync,
+) -> f64 {
     let gs = groups(t);
+    let scores: Vec<f64> = gs
+        .par_iter()
+        .with_min_len(64)
+        .map(|&(a, b)| {
+            let y = &t.label[a..b];
+            let k = k.map_or(y.len(), |k| (k as usize).min(y.len()));
+            let mut top = ranked(&pred[a..b]);
+            top.truncate(k);
+            score(y, &top, k)
+        })
+        .collect();
     let mut total = 0.0;
-    for &(a, b) in &gs {
-        let y = &t.label[a..b];
-        let k = k.map_or(y.len(), |k| (k as usize).min(y.len()));
-        let mut top = ranked(&pred[a..b]);
-        top.truncate(k);
-        total += score(y, &top, k);
+    for s in scores {
+        total += s;
     }
     total / gs.len() as f64
 }
