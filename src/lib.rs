@@ -39,6 +39,7 @@ pub mod profile;
 #[cfg(feature = "python")]
 mod python;
 pub mod random;
+pub mod simd;
 pub mod tree;
 
 pub use booster::{train, RoundCallback, RoundLog, Training, UserFunctions};

@@ -32,6 +32,7 @@ const LAYERS: &[&str] = &[
     "error",      // the crate's error type
     "profile",    // POLARS_GBT_PROFILE: whether steps time themselves
     "random",     // the seeded generator and row hashes
+    "simd",       // which vector instructions the CPU's hot loops run with
     "math",       // float functions that round alike on the host and the device
     "params",     // small parameter types several layers share (QuantileAlphas, AFT, TaskKind)
     "data",       // Arrow columns, frames, cut points, binned matrix, targets

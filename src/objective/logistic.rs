@@ -74,16 +74,18 @@ fn logistic_pair(margin: f32, label: f32, w: f32) -> GradPair {
     GradPair { g: (p - label) * w, h: (p * (1.0 - p)).max(MIN_HESSIAN) * w }
 }
 
-/// The pairs of a block of rows: compiled for AVX-512 where the CPU has it, 16 rows a step
+/// The pairs of a block of rows: compiled for AVX-512 (or AVX2) where the CPU has it, 16 (8) rows a step
 /// through the branch-free `exp` (the baseline x86-64 target steps 4). Vector lanes round
 /// each IEEE operation as the scalar code does, so the bits are the same either way, and the
 /// same as the GPU's.
 fn logistic_rows(margin: &[f32], label: &[f32], weight: Option<&[f32]>, spw: f32, out: &mut [GradPair]) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the feature is present (checked above).
-        unsafe { logistic_rows_avx512(margin, label, weight, spw, out) };
-        return;
+    match crate::simd::level() {
+        // SAFETY: the CPU has the level's features (`simd::level` detected them).
+        crate::simd::Level::Avx512 => return unsafe { logistic_rows_avx512(margin, label, weight, spw, out) },
+        // SAFETY: as above.
+        crate::simd::Level::Avx2 => return unsafe { logistic_rows_avx2(margin, label, weight, spw, out) },
+        crate::simd::Level::Baseline => {}
     }
     logistic_rows_portable(margin, label, weight, spw, out);
 }
@@ -91,6 +93,12 @@ fn logistic_rows(margin: &[f32], label: &[f32], weight: Option<&[f32]>, spw: f32
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn logistic_rows_avx512(margin: &[f32], label: &[f32], weight: Option<&[f32]>, spw: f32, out: &mut [GradPair]) {
+    logistic_rows_portable(margin, label, weight, spw, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn logistic_rows_avx2(margin: &[f32], label: &[f32], weight: Option<&[f32]>, spw: f32, out: &mut [GradPair]) {
     logistic_rows_portable(margin, label, weight, spw, out);
 }
 

@@ -284,18 +284,23 @@ fn scale_for(max_abs: f32) -> f64 {
     2f64.powi(e)
 }
 
-/// The quantiser's row loops without weights, compiled for AVX-512 where the CPU has it
+/// The quantiser's row loops without weights, compiled for AVX-512 or AVX2 where the CPU has it
 /// (the baseline x86-64 target steps 2 or 4 lanes; `f64::round` is a libm call there). Each
 /// lane rounds as the scalar code does: the same bits either way.
 mod vectorised {
     use super::{GradPair, QuantGrad, Quantiser};
+    #[cfg(target_arch = "x86_64")]
+    use crate::simd::Level;
 
     /// The largest `|g|` and `|h|` of a block.
     pub fn magnitudes(pairs: &[GradPair]) -> [f32; 2] {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the feature is present (checked above).
-            return unsafe { magnitudes_avx512(pairs) };
+        match crate::simd::level() {
+            // SAFETY: the CPU has the level's features (`simd::level` detected them).
+            Level::Avx512 => return unsafe { magnitudes_avx512(pairs) },
+            // SAFETY: as above.
+            Level::Avx2 => return unsafe { magnitudes_avx2(pairs) },
+            Level::Baseline => {}
         }
         magnitudes_portable(pairs)
     }
@@ -303,6 +308,12 @@ mod vectorised {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     unsafe fn magnitudes_avx512(pairs: &[GradPair]) -> [f32; 2] {
+        magnitudes_portable(pairs)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn magnitudes_avx2(pairs: &[GradPair]) -> [f32; 2] {
         magnitudes_portable(pairs)
     }
 
@@ -330,10 +341,12 @@ mod vectorised {
     /// A block of float pairs (their bits in `slots`) quantised in place.
     pub fn quantise(q: &Quantiser, slots: &mut [QuantGrad]) {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the feature is present (checked above).
-            unsafe { quantise_avx512(q, slots) };
-            return;
+        match crate::simd::level() {
+            // SAFETY: the CPU has the level's features (`simd::level` detected them).
+            Level::Avx512 => return unsafe { quantise_avx512(q, slots) },
+            // SAFETY: as above.
+            Level::Avx2 => return unsafe { quantise_avx2(q, slots) },
+            Level::Baseline => {}
         }
         quantise_portable(q, slots)
     }
@@ -341,6 +354,12 @@ mod vectorised {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     unsafe fn quantise_avx512(q: &Quantiser, slots: &mut [QuantGrad]) {
+        quantise_portable(q, slots)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn quantise_avx2(q: &Quantiser, slots: &mut [QuantGrad]) {
         quantise_portable(q, slots)
     }
 

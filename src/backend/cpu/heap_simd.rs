@@ -18,7 +18,7 @@ use super::node_layout::{HeapNode, DEFAULT_LEFT, FEATURE_MASK};
 pub unsafe fn walk(nodes: &[HeapNode], depth: u32, block: &[f32], nf: usize, at: &mut [u32]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::is_x86_feature_detected!("avx2") {
+        if crate::simd::level() >= crate::simd::Level::Avx2 {
             assert!(block.len() >= at.len() * nf);
             assert!(nodes.len() >= (1usize << (depth + 1)) - 1);
             assert!(at.len() * nf < i32::MAX as usize);

@@ -18,6 +18,8 @@ use rayon::prelude::*;
 use super::prefetch_read;
 use crate::data::binned::BinData;
 use crate::data::BinnedMatrix;
+#[cfg(target_arch = "x86_64")]
+use crate::simd::Level;
 use crate::tree::gradient::{QuantGrad, I32_SUM_ROWS};
 use crate::tree::split::HistSlot;
 use crate::tree::GradSum;
@@ -298,9 +300,12 @@ impl Chunk {
     /// has it (as [`subtract_in_place`]).
     fn add_to<S: Slot>(&self, layout: &HistLayout, hist: &mut [S]) {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the feature is present (checked above).
-            return unsafe { self.add_to_avx512(layout, hist) };
+        match crate::simd::level() {
+            // SAFETY: the CPU has the level's features (`simd::level` detected them).
+            Level::Avx512 => return unsafe { self.add_to_avx512(layout, hist) },
+            // SAFETY: as above.
+            Level::Avx2 => return unsafe { self.add_to_avx2(layout, hist) },
+            Level::Baseline => {}
         }
         self.add_to_portable(layout, hist)
     }
@@ -308,6 +313,12 @@ impl Chunk {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     unsafe fn add_to_avx512<S: Slot>(&self, layout: &HistLayout, hist: &mut [S]) {
+        self.add_to_portable(layout, hist)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn add_to_avx2<S: Slot>(&self, layout: &HistLayout, hist: &mut [S]) {
         self.add_to_portable(layout, hist)
     }
 
@@ -476,9 +487,12 @@ fn prefetch_ahead<B>(bins: &[B], nf: usize, grads: &[QuantGrad], rows: &[u32], i
 /// operations.
 pub fn subtract_in_place(parent: &mut [GradSum], child: &[GradSum]) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the feature is present (checked above).
-        return unsafe { subtract_avx512(parent, child) };
+    match crate::simd::level() {
+        // SAFETY: the CPU has the level's features (`simd::level` detected them).
+        Level::Avx512 => return unsafe { subtract_avx512(parent, child) },
+        // SAFETY: as above.
+        Level::Avx2 => return unsafe { subtract_avx2(parent, child) },
+        Level::Baseline => {}
     }
     subtract_portable(parent, child)
 }
@@ -486,6 +500,12 @@ pub fn subtract_in_place(parent: &mut [GradSum], child: &[GradSum]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn subtract_avx512(parent: &mut [GradSum], child: &[GradSum]) {
+    subtract_portable(parent, child)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn subtract_avx2(parent: &mut [GradSum], child: &[GradSum]) {
     subtract_portable(parent, child)
 }
 

@@ -76,7 +76,8 @@ pub fn partition(
     #[cfg(target_arch = "x86_64")]
     {
         let row_bytes = split.stride * split.width;
-        if std::is_x86_feature_detected!("avx512f") && split.bytes.len() < i32::MAX as usize && row_bytes > 0 {
+        let avx512 = crate::simd::level() == crate::simd::Level::Avx512;
+        if avx512 && split.bytes.len() < i32::MAX as usize && row_bytes > 0 {
             // SAFETY: AVX-512F is present (checked above), every offset fits an i32 (the bins
             // are shorter than i32::MAX bytes), and `right` is as long as `rows` (asserted).
             return Some(unsafe { partition_avx512(split, rows, right, goes_left) });

@@ -14,7 +14,7 @@ use super::HistSlot;
 pub(crate) fn present_slots<S: HistSlot>(bins: &[S]) -> Vec<u32> {
     let mut out: Vec<u32> = (0..bins.len() as u32).collect();
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("bmi2") {
+    if crate::simd::level() == crate::simd::Level::Avx512 {
         // SAFETY: the features are present (checked above); `out` is as long as `bins`.
         let n = unsafe { present_slots_avx512::<S>(S::words(bins), &mut out) };
         out.truncate(n);

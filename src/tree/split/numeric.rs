@@ -137,11 +137,21 @@ impl SplitScorer<'_> {
     /// `lg` and `lh` (at most [`BLOCK`]), minus infinity where [`Self::gain`] is None.
     fn free_gains(&self, lg: &[i64], lh: &[i64], gains: &mut [f64]) {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq") {
-            // SAFETY: the features are present (checked above).
-            unsafe { self.free_gains_avx512(lg, lh, gains) };
-            return;
+        match crate::simd::level() {
+            // SAFETY: the CPU has the level's features (`simd::level` detected them).
+            crate::simd::Level::Avx512 => return unsafe { self.free_gains_avx512(lg, lh, gains) },
+            // SAFETY: as above.
+            crate::simd::Level::Avx2 => return unsafe { self.free_gains_avx2(lg, lh, gains) },
+            crate::simd::Level::Baseline => {}
         }
+        self.free_gains_soa(lg, lh, gains);
+    }
+
+    /// [`Self::free_gains_soa`] compiled for AVX2: four lanes of its float work; the i64 -> f64
+    /// conversions, which AVX2 has no instruction for, a lane at a time.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn free_gains_avx2(&self, lg: &[i64], lh: &[i64], gains: &mut [f64]) {
         self.free_gains_soa(lg, lh, gains);
     }
 
