@@ -11,6 +11,10 @@ cargo fmt --check
 cargo clippy --release --locked --all-targets -- -D warnings
 # Without CUDA, `backend::cuda` is a stub with the same names: it must keep compiling.
 cargo clippy --release --locked --no-default-features --all-targets -- -D warnings
+# Arm: the crate without CUDA and the plugin lints for aarch64 (rustup fetches its standard
+# library once; nothing runs there yet).
+rustup target add aarch64-unknown-linux-gnu
+cargo clippy --release --locked --target aarch64-unknown-linux-gnu --no-default-features --all-targets -- -D warnings
 
 # The Python environment first: it also holds NVRTC (the nvidia-cuda-nvrtc wheel), with which
 # tests/cuda_kernels.rs compiles every kernel for sm_75, sm_80 and sm_90 without a GPU.

@@ -50,6 +50,7 @@ impl BinTest<'_> {
 }
 
 /// One split as the vector partition reads it.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code, reason = "the vector partition is x86-64's"))]
 pub struct BinSplit<'a> {
     /// The bin matrix's bytes from the split feature's first value on: row `r`'s bin is the
     /// `width`-byte little-endian value at `r * stride * width`.
@@ -88,6 +89,7 @@ pub fn partition(
 }
 
 /// Rows ahead of the block whose bins are fetched into cache.
+#[cfg(target_arch = "x86_64")]
 const AHEAD: usize = 32;
 
 /// # Safety
