@@ -3,7 +3,9 @@
 //! and the left and right rows written by two compressing stores. The row-by-row loop
 //! (`partition::partition_in_place`) spent about ten cycles a row on its loads, tests and
 //! branch-free double writes; this does the same work in a few instructions per sixteen rows.
-//! Used when the CPU has AVX-512 (checked at run time); the row loop is the fallback and the
+//! With AVX2 (no compressing store, no unsigned compares) eight rows a step: the same gather and
+//! test, and each side's rows moved to the front of the vector by a permutation looked up from
+//! the lane mask ([`COMPACT`]). Chosen by `simd::level()`; the row loop is the fallback and the
 //! oracle in the tests below.
 
 #[cfg(target_arch = "x86_64")]
@@ -74,18 +76,210 @@ pub fn partition(
     goes_left: impl Fn(u32) -> bool,
 ) -> Option<usize> {
     assert!(right.len() >= rows.len() && matches!(split.width, 1 | 2 | 4));
+    partition_at(crate::simd::level(), split, rows, right, goes_left)
+}
+
+/// [`partition`] with the vector instructions of `level`, which the CPU must have.
+fn partition_at(
+    level: crate::simd::Level,
+    split: &BinSplit,
+    rows: &mut [u32],
+    right: &mut [u32],
+    goes_left: impl Fn(u32) -> bool,
+) -> Option<usize> {
     #[cfg(target_arch = "x86_64")]
     {
+        use crate::simd::Level;
         let row_bytes = split.stride * split.width;
-        let avx512 = crate::simd::level() == crate::simd::Level::Avx512;
-        if avx512 && split.bytes.len() < i32::MAX as usize && row_bytes > 0 {
-            // SAFETY: AVX-512F is present (checked above), every offset fits an i32 (the bins
-            // are shorter than i32::MAX bytes), and `right` is as long as `rows` (asserted).
-            return Some(unsafe { partition_avx512(split, rows, right, goes_left) });
+        if split.bytes.len() < i32::MAX as usize && row_bytes > 0 {
+            match level {
+                // SAFETY: the CPU has AVX-512F (the caller's level), every offset fits an i32
+                // (the bins are shorter than i32::MAX bytes), and `right` is as long as `rows`.
+                Level::Avx512 => return Some(unsafe { partition_avx512(split, rows, right, goes_left) }),
+                // SAFETY: as above, with AVX2.
+                Level::Avx2 => return Some(unsafe { partition_avx2(split, rows, right, goes_left) }),
+                Level::Baseline => {}
+            }
         }
     }
-    let _ = (split, rows, right, goes_left);
+    let _ = (level, split, rows, right, goes_left);
     None
+}
+
+/// For each mask of eight lanes, the lanes it holds in order, then the others, as bytes: the
+/// permutation that moves a side's rows to the front of an AVX2 vector.
+#[cfg(target_arch = "x86_64")]
+const COMPACT: [u64; 256] = {
+    let mut table = [0u64; 256];
+    let mut mask = 0;
+    while mask < 256 {
+        let (mut packed, mut at, mut lane) = (0u64, 0, 0);
+        while lane < 8 {
+            if mask & (1 << lane) != 0 {
+                packed |= (lane as u64) << (8 * at);
+                at += 1;
+            }
+            lane += 1;
+        }
+        lane = 0;
+        while lane < 8 {
+            if mask & (1 << lane) == 0 {
+                packed |= (lane as u64) << (8 * at);
+                at += 1;
+            }
+            lane += 1;
+        }
+        table[mask] = packed;
+        mask += 1;
+    }
+    table
+};
+
+/// [`partition_avx512`] eight rows a step with AVX2.
+///
+/// # Safety
+/// Needs AVX2, `split.bytes` shorter than `i32::MAX`, `split.stride * split.width > 0`, and
+/// `right` at least as long as `rows`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn partition_avx2(
+    split: &BinSplit,
+    rows: &mut [u32],
+    right: &mut [u32],
+    goes_left: impl Fn(u32) -> bool,
+) -> usize {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller's promises are LaneTest8::new's.
+    let test = unsafe { LaneTest8::new(split) };
+    let (n, rows_at, right_at) = (rows.len(), rows.as_mut_ptr(), right.as_mut_ptr());
+    let (mut n_left, mut n_right, mut i) = (0usize, 0usize, 0usize);
+    while i + 8 <= n {
+        if i + 16 + AHEAD <= n {
+            // SAFETY: i + 16 + AHEAD <= n: the sixteen rows ahead are inside `rows`.
+            unsafe { prefetch_bins(split, rows_at.add(i + AHEAD)) };
+        }
+        // SAFETY: i + 8 <= n: the eight rows are inside `rows`.
+        let block = unsafe { _mm256_loadu_si256(rows_at.add(i) as *const __m256i) };
+        let left = if test.needs_check(block) {
+            // SAFETY: i + 8 <= n.
+            (0..8).fold(0u32, |m, k| m | (goes_left(unsafe { *rows_at.add(i + k) }) as u32) << k)
+        } else {
+            // SAFETY: needs_check is false: every row of the block may be gathered.
+            unsafe { test.left_lanes(block) }
+        };
+        let k = left.count_ones() as usize;
+        let order = |mask: u32| _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(COMPACT[mask as usize] as i64));
+        // SAFETY: n_left <= i, so the eight slots from n_left are ones already read (this
+        // block's included, held in `block`); the slots past the left rows are overwritten
+        // later or lie past the node's left count. n_right + 8 <= i + 8 <= right.len().
+        unsafe {
+            _mm256_storeu_si256(rows_at.add(n_left) as *mut __m256i, _mm256_permutevar8x32_epi32(block, order(left)));
+            _mm256_storeu_si256(
+                right_at.add(n_right) as *mut __m256i,
+                _mm256_permutevar8x32_epi32(block, order(!left & 0xff)),
+            );
+        }
+        n_left += k;
+        n_right += 8 - k;
+        i += 8;
+    }
+    partition_rest(rows, right, i, (n_left, n_right), goes_left)
+}
+
+/// [`LaneTest`] in eight AVX2 lanes. AVX2 has no unsigned compare: `a <= b` is
+/// `max(a, b) == b`.
+#[cfg(target_arch = "x86_64")]
+struct LaneTest8 {
+    base: *const i32,
+    step: std::arch::x86_64::__m256i,
+    value_mask: std::arch::x86_64::__m256i,
+    limit: std::arch::x86_64::__m256i,
+    all_checked: bool,
+    missing: std::arch::x86_64::__m256i,
+    split_bin: std::arch::x86_64::__m256i,
+    default_left: std::arch::x86_64::__m256i,
+    words: *const i32,
+    word_count: std::arch::x86_64::__m256i,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl LaneTest8 {
+    /// # Safety
+    /// Needs AVX2 and `split.stride * split.width > 0`.
+    #[target_feature(enable = "avx2")]
+    unsafe fn new(split: &BinSplit) -> Self {
+        use std::arch::x86_64::*;
+        let row_bytes = split.stride * split.width;
+        let last_row = match split.bytes.len().checked_sub(4) {
+            Some(room) => (room / row_bytes).min(u32::MAX as usize) as u32,
+            None => 0,
+        };
+        let (words, n_words) = match split.test.categories {
+            Some(w) => (w.as_ptr() as *const i32, w.len()),
+            None => (std::ptr::null(), 0),
+        };
+        LaneTest8 {
+            base: split.bytes.as_ptr() as *const i32,
+            step: _mm256_set1_epi32(row_bytes as i32),
+            value_mask: _mm256_set1_epi32(match split.width {
+                1 => 0xff,
+                2 => 0xffff,
+                _ => -1,
+            }),
+            limit: _mm256_set1_epi32(last_row as i32),
+            all_checked: split.bytes.len() < 4,
+            missing: _mm256_set1_epi32(split.test.missing as i32),
+            split_bin: _mm256_set1_epi32(split.test.split_bin as i32),
+            default_left: _mm256_set1_epi32(if split.test.default_left { -1 } else { 0 }),
+            words,
+            word_count: _mm256_set1_epi32(n_words.min(i32::MAX as usize) as i32),
+        }
+    }
+
+    /// Whether a row of `block` must take the checked path: its gather could pass the end.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn needs_check(&self, block: std::arch::x86_64::__m256i) -> bool {
+        use std::arch::x86_64::*;
+        // A row above the limit makes max(row, limit) differ from the limit.
+        let within = _mm256_cmpeq_epi32(_mm256_max_epu32(block, self.limit), self.limit);
+        self.all_checked || _mm256_movemask_epi8(within) != -1
+    }
+
+    /// The lanes of `block` whose rows go left, as the low eight bits.
+    ///
+    /// # Safety
+    /// Needs AVX2, and every row of `block` at most the last row a gather may read.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn left_lanes(&self, block: std::arch::x86_64::__m256i) -> u32 {
+        use std::arch::x86_64::*;
+        // SAFETY: every row r of the block is at most last_row, so its four bytes at
+        // r * row_bytes lie inside the bins, and the offset is below i32::MAX.
+        let raw = unsafe { _mm256_i32gather_epi32::<1>(self.base, _mm256_mullo_epi32(block, self.step)) };
+        let bin = _mm256_and_si256(raw, self.value_mask);
+        let is_missing = _mm256_cmpeq_epi32(bin, self.missing);
+        let present_left = if self.words.is_null() {
+            _mm256_cmpeq_epi32(_mm256_max_epu32(bin, self.split_bin), self.split_bin)
+        } else {
+            let word = _mm256_srli_epi32::<5>(bin);
+            // word < word_count: max(word, count) is not the word.
+            let outside = _mm256_cmpeq_epi32(_mm256_max_epu32(word, self.word_count), word);
+            let inside = _mm256_andnot_si256(outside, _mm256_set1_epi32(-1));
+            // SAFETY: only lanes whose word index is below the set's length are read.
+            let w = unsafe { _mm256_mask_i32gather_epi32::<4>(_mm256_setzero_si256(), self.words, word, inside) };
+            let bit = _mm256_and_si256(
+                _mm256_srlv_epi32(w, _mm256_and_si256(bin, _mm256_set1_epi32(31))),
+                _mm256_set1_epi32(1),
+            );
+            _mm256_cmpeq_epi32(bit, _mm256_set1_epi32(1))
+        };
+        let left = _mm256_or_si256(
+            _mm256_and_si256(is_missing, self.default_left),
+            _mm256_andnot_si256(is_missing, present_left),
+        );
+        _mm256_movemask_ps(_mm256_castsi256_ps(left)) as u32
+    }
 }
 
 /// Rows ahead of the block whose bins are fetched into cache.
@@ -297,6 +491,7 @@ fn partition_rest(
 mod tests {
     use super::*;
     use crate::random::Rng;
+    use crate::simd::{available, Level};
 
     /// The row loop's stable partition: the oracle.
     fn partition_rows(rows: &mut [u32], goes_left: impl Fn(u32) -> bool) -> usize {
@@ -339,13 +534,15 @@ mod tests {
                         for node in [all, sparse, few] {
                             let mut want = node.clone();
                             let want_left = partition_rows(&mut want, goes_left);
-                            let mut got = node.clone();
-                            let mut right = vec![0; got.len()];
-                            let Some(got_left) = partition(&split, &mut got, &mut right, goes_left) else {
-                                return; // no AVX-512 here: the row loop is all there is
-                            };
-                            got[got_left..].copy_from_slice(&right[..node.len() - got_left]);
-                            assert_eq!((got_left, &got), (want_left, &want), "width {width}, stride {stride}");
+                            for level in [Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= available()) {
+                                let mut got = node.clone();
+                                let mut right = vec![0; got.len()];
+                                let got_left = partition_at(level, &split, &mut got, &mut right, goes_left)
+                                    .expect("a vector level partitions");
+                                got[got_left..].copy_from_slice(&right[..node.len() - got_left]);
+                                let what = format!("{level:?}, width {width}, stride {stride}");
+                                assert_eq!((got_left, &got), (want_left, &want), "{what}");
+                            }
                         }
                     }
                 }
