@@ -75,3 +75,34 @@ pub fn force(level: Option<Level>) {
     let value = level.map_or(UNFORCED, |l| l.min(available()) as u8);
     FORCED.store(value, Ordering::Relaxed);
 }
+
+/// For each mask of eight lanes, the lanes it holds in order, then the others, as bytes: the
+/// permutation (for `_mm256_permutevar8x32_epi32`, widened by `_mm256_cvtepu8_epi32`) that
+/// moves the masked lanes to the front of an AVX2 vector, where AVX-512 has a compressing
+/// store. The partition and the category listing use it.
+#[cfg(target_arch = "x86_64")]
+pub const COMPACT8: [u64; 256] = {
+    let mut table = [0u64; 256];
+    let mut mask = 0;
+    while mask < 256 {
+        let (mut packed, mut at, mut lane) = (0u64, 0, 0);
+        while lane < 8 {
+            if mask & (1 << lane) != 0 {
+                packed |= (lane as u64) << (8 * at);
+                at += 1;
+            }
+            lane += 1;
+        }
+        lane = 0;
+        while lane < 8 {
+            if mask & (1 << lane) == 0 {
+                packed |= (lane as u64) << (8 * at);
+                at += 1;
+            }
+            lane += 1;
+        }
+        table[mask] = packed;
+        mask += 1;
+    }
+    table
+};

@@ -5,7 +5,7 @@
 //! branch-free double writes; this does the same work in a few instructions per sixteen rows.
 //! With AVX2 (no compressing store, no unsigned compares) eight rows a step: the same gather and
 //! test, and each side's rows moved to the front of the vector by a permutation looked up from
-//! the lane mask ([`COMPACT`]). Chosen by `simd::level()`; the row loop is the fallback and the
+//! the lane mask (`simd::COMPACT8`). Chosen by `simd::level()`; the row loop is the fallback and the
 //! oracle in the tests below.
 
 #[cfg(target_arch = "x86_64")]
@@ -106,35 +106,6 @@ fn partition_at(
     None
 }
 
-/// For each mask of eight lanes, the lanes it holds in order, then the others, as bytes: the
-/// permutation that moves a side's rows to the front of an AVX2 vector.
-#[cfg(target_arch = "x86_64")]
-const COMPACT: [u64; 256] = {
-    let mut table = [0u64; 256];
-    let mut mask = 0;
-    while mask < 256 {
-        let (mut packed, mut at, mut lane) = (0u64, 0, 0);
-        while lane < 8 {
-            if mask & (1 << lane) != 0 {
-                packed |= (lane as u64) << (8 * at);
-                at += 1;
-            }
-            lane += 1;
-        }
-        lane = 0;
-        while lane < 8 {
-            if mask & (1 << lane) == 0 {
-                packed |= (lane as u64) << (8 * at);
-                at += 1;
-            }
-            lane += 1;
-        }
-        table[mask] = packed;
-        mask += 1;
-    }
-    table
-};
-
 /// [`partition_avx512`] eight rows a step with AVX2.
 ///
 /// # Safety
@@ -168,7 +139,7 @@ unsafe fn partition_avx2(
             unsafe { test.left_lanes(block) }
         };
         let k = left.count_ones() as usize;
-        let order = |mask: u32| _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(COMPACT[mask as usize] as i64));
+        let order = |mask: u32| _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(crate::simd::COMPACT8[mask as usize] as i64));
         // SAFETY: n_left <= i, so the eight slots from n_left are ones already read (this
         // block's included, held in `block`); the slots past the left rows are overwritten
         // later or lie past the node's left count. n_right + 8 <= i + 8 <= right.len().

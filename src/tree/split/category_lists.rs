@@ -9,17 +9,32 @@ use super::HistSlot;
 /// The positions of `bins`' non-empty slots, in order: a categorical feature's categories
 /// that hold rows in the node. A column of thousands of categories is scanned in every node,
 /// most of it empty at depth; with AVX-512 (checked at run time) sixteen slots are tested and
-/// their positions written by one compressing store, where the portable filter spends a few
-/// instructions a slot.
+/// their positions written by one compressing store (with AVX2, eight and a permutation),
+/// where the portable filter spends a few instructions a slot.
 pub(crate) fn present_slots<S: HistSlot>(bins: &[S]) -> Vec<u32> {
+    present_slots_at(crate::simd::level(), bins)
+}
+
+/// [`present_slots`] with the vector instructions of `level`, which the CPU must have.
+fn present_slots_at<S: HistSlot>(level: crate::simd::Level, bins: &[S]) -> Vec<u32> {
     let mut out: Vec<u32> = (0..bins.len() as u32).collect();
     #[cfg(target_arch = "x86_64")]
-    if crate::simd::level() == crate::simd::Level::Avx512 {
-        // SAFETY: the features are present (checked above); `out` is as long as `bins`.
-        let n = unsafe { present_slots_avx512::<S>(S::words(bins), &mut out) };
-        out.truncate(n);
-        return out;
+    {
+        use crate::simd::Level;
+        let n = match level {
+            // SAFETY: the CPU has the level's features (the caller's promise); `out` is as
+            // long as `bins`.
+            Level::Avx512 => Some(unsafe { present_slots_avx512::<S>(S::words(bins), &mut out) }),
+            // SAFETY: as above.
+            Level::Avx2 => Some(unsafe { present_slots_avx2::<S>(S::words(bins), &mut out) }),
+            Level::Baseline => None,
+        };
+        if let Some(n) = n {
+            out.truncate(n);
+            return out;
+        }
     }
+    let _ = level;
     retain_branch_free(&mut out, |c| !bins[c as usize].sum().is_zero());
     out
 }
@@ -70,6 +85,49 @@ unsafe fn present_slots_avx512<S: HistSlot>(words: &[u64], out: &mut [u32]) -> u
     n
 }
 
+/// [`present_slots_avx512`] eight slots a step with AVX2: a slot's words compared with zero,
+/// the lanes' bits gathered (`movemask`, a two-word slot's pair folded by `pext`), and the
+/// positions moved to the front by the permutation of their mask (`simd::COMPACT8`), stored
+/// whole into places at or past the count.
+///
+/// # Safety
+/// Needs AVX2 and BMI2, and `out` as long as the slots.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi2")]
+unsafe fn present_slots_avx2<S: HistSlot>(words: &[u64], out: &mut [u32]) -> usize {
+    use std::arch::x86_64::*;
+    let per_slot = S::WORDS;
+    debug_assert!(matches!(per_slot, 1 | 2) && out.len() * per_slot >= words.len());
+    let n_slots = words.len() / per_slot;
+    let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let (mut n, mut c) = (0usize, 0usize);
+    while c + 8 <= n_slots {
+        let mut nonzero = 0u32;
+        for q in 0..2 * per_slot {
+            // SAFETY: the 8 * per_slot words from c * per_slot are inside `words`.
+            let v = unsafe { _mm256_loadu_si256(words.as_ptr().add(c * per_slot + 4 * q) as *const __m256i) };
+            let zero = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(v, _mm256_setzero_si256())));
+            nonzero |= (!zero as u32 & 0xf) << (4 * q);
+        }
+        let present = match per_slot {
+            1 => nonzero,
+            _ => _pext_u32(nonzero | (nonzero >> 1), 0x5555),
+        };
+        let order = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(crate::simd::COMPACT8[present as usize] as i64));
+        let positions = _mm256_permutevar8x32_epi32(_mm256_add_epi32(lanes, _mm256_set1_epi32(c as i32)), order);
+        // SAFETY: n <= c and c + 8 <= n_slots <= out.len(): the eight places from n are inside
+        // `out`; those past the k present ones are overwritten later or cut off.
+        unsafe { _mm256_storeu_si256(out.as_mut_ptr().add(n) as *mut __m256i, positions) };
+        n += present.count_ones() as usize;
+        c += 8;
+    }
+    for slot in c..n_slots {
+        out[n] = slot as u32;
+        n += words[slot * per_slot..(slot + 1) * per_slot].iter().any(|&w| w != 0) as usize;
+    }
+    n
+}
+
 /// `items.retain(keep)` without a branch on `keep`: every item is written to the next kept
 /// place and only the count advances where it is kept. A deep node's few rows leave a long
 /// category list patchy, and the branch of a plain filter mispredicted about every other slot
@@ -112,6 +170,7 @@ pub(crate) fn sorted_by_weight(categories: &[u32], weight: impl Fn(u32) -> f64, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::simd::{available, Level};
     use crate::tree::gradient::GradSum;
 
     /// The first and last `ends` positions are the full sort's, the rest the same set.
@@ -151,13 +210,13 @@ mod tests {
         }
     }
 
-    /// The vector scan of present slots (where the CPU has it) lists what the plain filter
+    /// The vector scans of present slots (each level the CPU has) list what the plain filter
     /// lists: slots empty, with only a gradient, only a hessian, or both; lengths around the
-    /// sixteen-slot blocks.
+    /// eight- and sixteen-slot blocks.
     #[test]
     fn present_slots_equal_the_plain_filter() {
         let mut rng = crate::random::Rng::new(9, 2);
-        for len in [0usize, 1, 15, 16, 17, 100, 3961] {
+        for len in [0usize, 1, 7, 8, 9, 15, 16, 17, 100, 3961] {
             let bins: Vec<GradSum> = (0..len)
                 .map(|_| match rng.below(5) {
                     0 => GradSum { g: rng.below(9) as i64 - 4, h: 0 },
@@ -167,7 +226,9 @@ mod tests {
                 })
                 .collect();
             let want: Vec<u32> = (0..len as u32).filter(|&c| bins[c as usize] != GradSum::default()).collect();
-            assert_eq!(present_slots(&bins), want, "{len} slots");
+            for level in [Level::Baseline, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= available()) {
+                assert_eq!(present_slots_at(level, &bins), want, "{level:?}, {len} slots");
+            }
         }
     }
 }
