@@ -210,6 +210,7 @@ impl SplitScorer<'_> {
 
 /// `x as f64` from its two 32-bit halves: `hi * 2^32` and `lo` are exact, so their sum rounds
 /// once, from the exact value, as the direct conversion does (the same bits for every i64).
+#[cfg(any(target_arch = "x86_64", test))]
 #[inline(always)]
 fn halves_to_f64(x: i64) -> f64 {
     ((x >> 32) as i32 as f64) * 4_294_967_296.0 + (x as u32) as f64
