@@ -28,20 +28,28 @@ __device__ __forceinline__ float portable_expf(float x) {
 
 __device__ __forceinline__ float portable_sigmoidf(float x) { return 1.0f / (1.0f + portable_expf(-x)); }
 
-// log2 of a positive, finite, normal double, as src/math.rs (log2) computes it.
-__device__ __forceinline__ double portable_log2(double x) {
+// The parts of a logarithm of a positive, finite, normal double, as src/math.rs (log_parts)
+// computes them: the exponent e, into *e, and ln m of the mantissa m in [sqrt(1/2), sqrt(2)).
+__device__ __forceinline__ double portable_log_parts(double x, long long* e) {
     const unsigned long long bits = (unsigned long long)__double_as_longlong(x);
-    long long e = (long long)((bits >> 52) & 0x7ffull) - 1023;
+    *e = (long long)((bits >> 52) & 0x7ffull) - 1023;
     double m = __longlong_as_double((long long)((bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull));
     if (m > 1.4142135623730951) {
         m *= 0.5;
-        e += 1;
+        *e += 1;
     }
     const double s = (m - 1.0) / (m + 1.0);
     const double s2 = s * s;
     double series = 1.0 / 23.0;
     for (double k = 21.0; k > 0.0; k -= 2.0) series = series * s2 + 1.0 / k;
-    return (double)e + (2.0 * s * series) * 1.4426950408889634;
+    return 2.0 * s * series;
+}
+
+// log2 of a positive, finite, normal double, as src/math.rs (log2) computes it.
+__device__ __forceinline__ double portable_log2(double x) {
+    long long e;
+    const double ln_m = portable_log_parts(x, &e);
+    return (double)e + ln_m * 1.4426950408889634;
 }
 
 // ln of a double, as src/math.rs (ln) computes it: the metrics' logarithm.
@@ -54,17 +62,8 @@ __device__ __forceinline__ double portable_log(double x) {
         x *= 18014398509481984.0;
         shift = -54;
     }
-    const unsigned long long bits = (unsigned long long)__double_as_longlong(x);
-    long long e = (long long)((bits >> 52) & 0x7ffull) - 1023 + shift;
-    double m = __longlong_as_double((long long)((bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull));
-    if (m > 1.4142135623730951) {
-        m *= 0.5;
-        e += 1;
-    }
-    const double s = (m - 1.0) / (m + 1.0);
-    const double s2 = s * s;
-    double series = 1.0 / 23.0;
-    for (double k = 21.0; k > 0.0; k -= 2.0) series = series * s2 + 1.0 / k;
-    const double ef = (double)e;
-    return ef * __longlong_as_double(0x3fe62e42fee00000ll) + (2.0 * s * series + ef * __longlong_as_double(0x3dea39ef35793c76ll));
+    long long e;
+    const double ln_m = portable_log_parts(x, &e);
+    const double ef = (double)(e + shift);
+    return ef * __longlong_as_double(0x3fe62e42fee00000ll) + (ln_m + ef * __longlong_as_double(0x3dea39ef35793c76ll));
 }

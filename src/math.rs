@@ -66,11 +66,19 @@ pub fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + exp(-x))
 }
 
-/// log2(x) for positive, finite, normal x (the ranking losses' normalisation, of sums >= 1):
-/// x = 2^e m with m in [sqrt(1/2), sqrt(2)), ln m = 2 atanh(s) with s = (m - 1) / (m + 1),
-/// |s| < 0.172, summed to s^23 (the next term is below 1e-18 of the result). Twin:
-/// `portable_log2` in kernels/math.cuh.
+/// log2(x) for positive, finite, normal x (the ranking losses' normalisation, of sums >= 1),
+/// from [`log_parts`]. Twin: `portable_log2` in kernels/math.cuh.
 pub fn log2(x: f64) -> f64 {
+    let (e, ln_m) = log_parts(x);
+    e as f64 + ln_m * std::f64::consts::LOG2_E
+}
+
+/// The two parts of a logarithm of a positive, finite, normal x that [`log2`] and [`ln`] share:
+/// x = 2^e m with m in [sqrt(1/2), sqrt(2)), and ln m = 2 atanh(s) with s = (m - 1) / (m + 1),
+/// |s| < 0.172, summed to s^23 (the next term is below 1e-18 of the result). Twin:
+/// `portable_log_parts` in kernels/math.cuh.
+#[inline]
+fn log_parts(x: f64) -> (i64, f64) {
     let bits = x.to_bits();
     let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023;
     let mut m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
@@ -87,15 +95,14 @@ pub fn log2(x: f64) -> f64 {
         series = series * s2 + 1.0 / k;
         k -= 2.0;
     }
-    e as f64 + (2.0 * s * series) * std::f64::consts::LOG2_E
+    (e, 2.0 * s * series)
 }
 
 /// ln 2 as fdlibm splits it: `e * LN2_HI` is exact for every exponent of an f64 (|e| < 2^11).
 const LN2_HI_F64: u64 = 0x3fe6_2e42_fee0_0000;
 const LN2_LO_F64: u64 = 0x3dea_39ef_3579_3c76;
 
-/// ln(x) for f64 (the metrics' logarithm): x = 2^e m with m in [sqrt(1/2), sqrt(2)), ln m =
-/// 2 atanh(s) with s = (m - 1) / (m + 1) summed as [`log2`] sums it, and e ln 2 in two parts.
+/// ln(x) for f64 (the metrics' logarithm): [`log_parts`]' ln m, plus e ln 2 in two parts.
 /// Within two ulps of the exact value; 0 gives -inf, negatives and NaN give NaN. Twin:
 /// `portable_log` in kernels/math.cuh.
 pub fn ln(x: f64) -> f64 {
@@ -110,23 +117,9 @@ pub fn ln(x: f64) -> f64 {
     }
     // Subnormals are scaled into the normal range first.
     let (x, shift) = if x < f64::MIN_POSITIVE { (x * TWO_54, -54) } else { (x, 0) };
-    let bits = x.to_bits();
-    let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023 + shift;
-    let mut m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
-    if m > std::f64::consts::SQRT_2 {
-        m *= 0.5;
-        e += 1;
-    }
-    let s = (m - 1.0) / (m + 1.0);
-    let s2 = s * s;
-    let mut series = 1.0 / 23.0;
-    let mut k = 21.0;
-    while k > 0.0 {
-        series = series * s2 + 1.0 / k;
-        k -= 2.0;
-    }
-    let e = e as f64;
-    e * f64::from_bits(LN2_HI_F64) + (2.0 * s * series + e * f64::from_bits(LN2_LO_F64))
+    let (e, ln_m) = log_parts(x);
+    let e = (e + shift) as f64;
+    e * f64::from_bits(LN2_HI_F64) + (ln_m + e * f64::from_bits(LN2_LO_F64))
 }
 
 /// 2^54, which lifts any subnormal f64 into the normal range.
