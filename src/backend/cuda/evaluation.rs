@@ -9,7 +9,7 @@ use cudarc::driver::CudaSlice;
 use super::buffers::{FitDevice, Scratch};
 use super::columns::DeviceColumns;
 use super::data::DeviceMatrix;
-use super::launch::{cfg, kernel_args, DevPtr, DevPtrMut};
+use super::launch::{cfg, kernel_args, DevPtr, DevPtrMut, Pins};
 use super::partition::MarginUpdate;
 use super::DeviceMemory;
 use crate::backend::EvalSetRows;
@@ -132,6 +132,33 @@ struct HeldSet {
     label: CudaSlice<f32>,
     label_upper: Option<CudaSlice<f32>>,
     weight: Option<CudaSlice<f32>>,
+}
+
+impl HeldSet {
+    /// The set's rows as the metric kernels read them: metric `code`, predictions through
+    /// `link`, the first `n_alphas` values of `alphas` its parameters.
+    fn rows<'a>(
+        &'a self,
+        p: &mut Pins<'a>,
+        alphas: &'a Scratch<f64>,
+        n_alphas: usize,
+        link: Link,
+        code: u32,
+    ) -> MetricRows<'a> {
+        MetricRows {
+            margin: p.read(&self.margin),
+            label: p.read(&self.label),
+            label_upper: p.read_opt(self.label_upper.as_ref()),
+            weight: p.read_opt(self.weight.as_ref()),
+            alphas: p.read(&alphas.buf),
+            n_alphas: n_alphas as u32,
+            n: self.n as u32,
+            k: (self.margin.len() / self.n.max(1)) as u32,
+            link: link as u32,
+            metric: code,
+            pad: 0,
+        }
+    }
 }
 
 /// A fit's evaluation sets on the device, and what evaluating them takes.
@@ -280,19 +307,8 @@ impl DeviceEvaluation {
         let mut value_slot = self.values.buf.slice_mut(2 * slot..2 * slot + 2);
         {
             let mut p = dev.pins();
-            let rows = MetricRows {
-                margin: p.read(&s.margin),
-                label: p.read(&s.label),
-                label_upper: DevPtr::NULL,
-                weight: DevPtr::NULL,
-                alphas: p.read(&self.alphas.buf),
-                n_alphas: 0,
-                n: n as u32,
-                k: 1,
-                link: link as u32,
-                metric: 0,
-                pad: 0,
-            };
+            // The AUC reads each row's prediction and label only.
+            let rows = s.rows(&mut p, &self.alphas, 0, link, 0);
             let args = AucKeysArgs {
                 rows,
                 items: p.write(&mut self.items.buf),
@@ -345,7 +361,7 @@ impl DeviceEvaluation {
         slot: usize,
     ) -> Result<()> {
         let s = &self.sets[set];
-        let (n, k) = (s.n, s.margin.len() / s.n);
+        let n = s.n;
         let series = if s.weight.is_some() { 2 } else { 1 };
         dev.fill(&mut self.alphas, alphas)?;
         let mut n_groups = n.div_ceil(GROUP);
@@ -355,19 +371,7 @@ impl DeviceEvaluation {
         let mut value_slot = self.values.buf.slice_mut(2 * slot..2 * slot + 2);
         {
             let mut p = dev.pins();
-            let rows = MetricRows {
-                margin: p.read(&s.margin),
-                label: p.read(&s.label),
-                label_upper: p.read_opt(s.label_upper.as_ref()),
-                weight: p.read_opt(s.weight.as_ref()),
-                alphas: p.read(&self.alphas.buf),
-                n_alphas: alphas.len() as u32,
-                n: n as u32,
-                k: k as u32,
-                link: link as u32,
-                metric: code,
-                pad: 0,
-            };
+            let rows = s.rows(&mut p, &self.alphas, alphas.len(), link, code);
             let sums = if n_groups == 1 { p.write(&mut value_slot) } else { p.write(&mut first.buf) };
             let args = MetricTermsArgs { rows, sums, n_groups: n_groups as u32, pad: 0 };
             // SAFETY: the set's buffers hold its n rows (k margins each); `sums` holds both
